@@ -1,0 +1,96 @@
+/*
+ * args.c: argument checking shared by the Lua-facing files, so every function words its complaints the
+ * same way: Lua's own "bad argument #N to 'f' (...)".
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cdv.h"
+
+const cdv_dtype_info cdv_dtypes[CDV_NDTYPES] = {
+  [CDV_F16] = {"float16", "f16", 2, 1, 1}, [CDV_F32] = {"float32", "f32", 4, 1, 1},
+  [CDV_F64] = {"float64", "f64", 8, 1, 1}, [CDV_I8] = {"int8", "i8", 1, 0, 1},
+  [CDV_I16] = {"int16", "i16", 2, 0, 1},   [CDV_I32] = {"int32", "i32", 4, 0, 1},
+  [CDV_I64] = {"int64", "i64", 8, 0, 1},   [CDV_U8] = {"uint8", "u8", 1, 0, 0},
+  [CDV_U16] = {"uint16", "u16", 2, 0, 0},  [CDV_U32] = {"uint32", "u32", 4, 0, 0},
+  [CDV_U64] = {"uint64", "u64", 8, 0, 0},  [CDV_BOOL] = {"bool", "bool", 1, 0, 0},
+};
+
+int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def) {
+  if (lua_isnoneornil(L, arg)) return def;
+  const char *s = luaL_checkstring(L, arg);
+  for (int t = 0; t < CDV_NDTYPES; t++)
+    if (strcmp(s, cdv_dtypes[t].name) == 0 || strcmp(s, cdv_dtypes[t].short_name) == 0) return t;
+  return luaL_argerror(L, arg, lua_pushfstring(L, "unknown dtype '%s' (expected float32, int32, ...)", s));
+}
+
+/* An option table may only hold known keys: `{blok=256}` is a typo to report, not to ignore. */
+void cdv_check_options(lua_State *L, int arg, const char *const *known, const char *fname) {
+  (void)fname;
+  if (lua_isnoneornil(L, arg)) return;
+  luaL_checktype(L, arg, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, arg) != 0) {
+    lua_pop(L, 1);
+    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    int ok = 0;
+    for (int i = 0; k != NULL && known[i] != NULL && !ok; i++) ok = strcmp(k, known[i]) == 0;
+    if (!ok) {
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (int i = 0; known[i] != NULL; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, known[i]);
+      }
+      luaL_pushresult(&b);
+      const char *list = lua_tostring(L, -1);
+      if (k != NULL)
+        luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s' (expected %s)", k, list));
+      luaL_argerror(L, arg, lua_pushfstring(L, "option keys must be strings (expected %s)", list));
+    }
+  }
+}
+
+int cdv_opt_field(lua_State *L, int t, const char *k) {
+  if (!lua_istable(L, t)) {
+    lua_pushnil(L);
+    return LUA_TNIL;
+  }
+  return lua_getfield(L, t, k);
+}
+
+int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname) {
+  int ty = cdv_opt_field(L, t, k);
+  int v = def;
+  if (ty == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
+  else if (ty != LUA_TNIL)
+    luaL_error(L, "bad option '%s' to '%s' (boolean expected, got %s)", k, fname, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A count or size: an integer >= 0 (integral floats such as 2^20 are accepted: Lua makes them floats). */
+int64_t cdv_check_count(lua_State *L, int arg, const char *what) {
+  int isnum = 0;
+  lua_Integer v = lua_tointegerx(L, arg, &isnum);
+  if (!isnum) {
+    if (lua_type(L, arg) == LUA_TNUMBER)
+      luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer, got %s", what,
+                                            lua_tostring(L, arg)));
+    luaL_typeerror(L, arg, "integer");
+  }
+  if (v < 0) luaL_argerror(L, arg, lua_pushfstring(L, "%s must not be negative, got %I", what, v));
+  return v;
+}
+
+const char *cdv_fmt_bytes(char *buf, size_t n, double bytes) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    u++;
+  }
+  if (u == 0) snprintf(buf, n, "%.0f B", bytes);
+  else snprintf(buf, n, "%.1f %s", bytes, units[u]);
+  return buf;
+}

@@ -1,0 +1,1020 @@
+/*
+ * array.c: cudadev.Array, an N-d block of elements on one device (host memory for cpu), with creation,
+ * element access, copies in every direction, views, fill and lifetime.
+ *
+ * NOTE [array memory] in cdv.h: memory is a refcounted cdv_block shared by an array and its views; the
+ * block remembers the last stream that used it so a free never lands under queued work.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdv.h"
+
+static const char *const create_opts[] = {"device", "stream", "pinned", NULL};
+static const char *const copy_opts[] = {"stream", NULL};
+static const char *const copy_range_opts[] = {"count", "dst_offset", "src_offset", "stream", NULL};
+
+#define MAX_BYTES ((int64_t)1 << 56)   /* far above any device; keeps size arithmetic from overflowing */
+
+/* ------------------------------------------------------------ float16 */
+
+uint16_t cdv_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
+  int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));  /* inf, nan */
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00);                                         /* overflow */
+  if (exp <= 0) {                                                                          /* subnormal */
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000;
+    uint32_t shift = (uint32_t)(14 - exp);
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;   /* round to nearest even; may carry into exp */
+  return (uint16_t)h;
+}
+
+float cdv_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+  if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
+  else if (exp != 0) x = sign | ((exp + 112) << 23) | (mant << 13);
+  else if (mant == 0) x = sign;
+  else {   /* subnormal: normalise */
+    int e = -1;
+    do { e++; mant <<= 1; } while (!(mant & 0x400));
+    x = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3ff) << 13);
+  }
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+/* ------------------------------------------------------------ element conversion */
+
+static void push_elem(lua_State *L, cdv_dtype t, const void *p) {
+  switch (t) {
+    case CDV_F16: { uint16_t h; memcpy(&h, p, 2); lua_pushnumber(L, cdv_f16_to_f32(h)); break; }
+    case CDV_F32: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); break; }
+    case CDV_F64: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); break; }
+    case CDV_I8: lua_pushinteger(L, *(const int8_t *)p); break;
+    case CDV_U8: lua_pushinteger(L, *(const uint8_t *)p); break;
+    case CDV_I16: { int16_t v; memcpy(&v, p, 2); lua_pushinteger(L, v); break; }
+    case CDV_U16: { uint16_t v; memcpy(&v, p, 2); lua_pushinteger(L, v); break; }
+    case CDV_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
+    case CDV_U32: { uint32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
+    case CDV_I64: { int64_t v; memcpy(&v, p, 8); lua_pushinteger(L, v); break; }
+    case CDV_U64: {   /* above 2^63 there is no Lua integer: give the nearest float */
+      uint64_t v;
+      memcpy(&v, p, 8);
+      if (v > (uint64_t)INT64_MAX) lua_pushnumber(L, (lua_Number)v);
+      else lua_pushinteger(L, (lua_Integer)v);
+      break;
+    }
+    case CDV_BOOL: lua_pushboolean(L, *(const uint8_t *)p != 0); break;
+    default: lua_pushnil(L);
+  }
+}
+
+static const int64_t int_min[CDV_NDTYPES] = {
+  [CDV_I8] = INT8_MIN, [CDV_I16] = INT16_MIN, [CDV_I32] = INT32_MIN, [CDV_I64] = INT64_MIN};
+static const uint64_t int_max[CDV_NDTYPES] = {
+  [CDV_I8] = INT8_MAX, [CDV_I16] = INT16_MAX, [CDV_I32] = INT32_MAX, [CDV_I64] = INT64_MAX,
+  [CDV_U8] = UINT8_MAX, [CDV_U16] = UINT16_MAX, [CDV_U32] = UINT32_MAX, [CDV_U64] = UINT64_MAX};
+
+/* Converts the Lua value at idx into element p of type t. Returns NULL, or a message for the caller to
+ * wrap in its own "bad argument" (pushed on the stack). */
+static const char *to_elem(lua_State *L, int idx, cdv_dtype t, void *p) {
+  int ty = lua_type(L, idx);
+  if (t == CDV_BOOL) {
+    if (ty == LUA_TBOOLEAN) *(uint8_t *)p = (uint8_t)lua_toboolean(L, idx);
+    else if (ty == LUA_TNUMBER && (lua_tonumber(L, idx) == 0 || lua_tonumber(L, idx) == 1))
+      *(uint8_t *)p = lua_tonumber(L, idx) != 0;
+    else return lua_pushfstring(L, "boolean expected, got %s", luaL_typename(L, idx));
+    return NULL;
+  }
+  if (ty != LUA_TNUMBER) return lua_pushfstring(L, "number expected, got %s", luaL_typename(L, idx));
+  if (cdv_dtypes[t].is_float) {
+    double v = lua_tonumber(L, idx);
+    if (t == CDV_F64) memcpy(p, &v, 8);
+    else if (t == CDV_F32) { float f = (float)v; memcpy(p, &f, 4); }
+    else { uint16_t h = cdv_f32_to_f16((float)v); memcpy(p, &h, 2); }
+    return NULL;
+  }
+  int isint = 0;
+  lua_Integer v = lua_tointegerx(L, idx, &isint);
+  uint64_t u;
+  if (isint) {
+    if (cdv_dtypes[t].is_signed ? (v < int_min[t] || (uint64_t)v > int_max[t])
+                                : (v < 0 || (uint64_t)v > int_max[t]))
+      return lua_pushfstring(L, "value %I out of range for %s", v, cdv_dtypes[t].name);
+    u = (uint64_t)v;
+  } else {
+    double d = lua_tonumber(L, idx);
+    if (t != CDV_U64 || !(d >= 9223372036854775808.0 && d < 18446744073709551616.0) || d != floor(d))
+      return lua_pushfstring(L, "number %s has no %s representation", lua_tostring(L, idx),
+                             cdv_dtypes[t].name);
+    u = (uint64_t)d;
+  }
+  switch (cdv_dtypes[t].size) {   /* little-endian: the low bytes of u are the value */
+    case 1: { uint8_t b = (uint8_t)u; memcpy(p, &b, 1); break; }
+    case 2: { uint16_t b = (uint16_t)u; memcpy(p, &b, 2); break; }
+    case 4: { uint32_t b = (uint32_t)u; memcpy(p, &b, 4); break; }
+    default: memcpy(p, &u, 8);
+  }
+  return NULL;
+}
+
+static void check_elem(lua_State *L, int idx, int arg, cdv_dtype t, void *p) {
+  const char *msg = to_elem(L, idx, t, p);
+  if (msg != NULL) luaL_argerror(L, arg, msg);
+}
+
+/* ------------------------------------------------------------ blocks */
+
+static void oom(lua_State *L, cdv_device *d, size_t bytes) {
+  size_t free_b = 0, total = 0;
+  cdv_err e;
+  char req[32], fr[32];
+  d->be->mem_info(d, &free_b, &total, &e);
+  luaL_error(L, "out of memory on %s (requested %s, free %s)", d->alias,
+             cdv_fmt_bytes(req, sizeof req, (double)bytes), cdv_fmt_bytes(fr, sizeof fr, (double)free_b));
+}
+
+static int is_oom(const cdv_err *e) { return strcmp(e->name, "CUDA_ERROR_OUT_OF_MEMORY") == 0 || e->code == 2; }
+
+/* The garbage collector cannot see device memory behind a small userdata, so allocations advance it
+ * by their size: a loop that drops 1 MiB arrays collects them as it goes. */
+static void gc_pressure(lua_State *L, size_t bytes) {
+  cdv_state *st = cdv_get_state(L);
+  st->gc_pressure += bytes;
+  if (st->gc_pressure >= ((size_t)16 << 20)) {
+    int kb = st->gc_pressure >> 10 > 1 << 30 ? 1 << 30 : (int)(st->gc_pressure >> 10);
+    st->gc_pressure = 0;
+    lua_gc(L, LUA_GCSTEP, kb);
+  }
+}
+
+/* Allocates a block; on out of memory collects garbage (which may free blocks), retries once, then
+ * raises `out of memory on cuda:0 (requested X, free Y)`. */
+static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t bytes, void *stream) {
+  cdv_block *b = calloc(1, sizeof *b);
+  cdv_err e;
+  if (b == NULL) luaL_error(L, "not enough host memory");
+  cdv_device_use(L, d);
+  if (bytes > 0 && d->be->mem_alloc(d, bytes, kind, stream, &b->ptr, &e) != 0) {
+    if (!is_oom(&e) && !d->is_cpu) {
+      free(b);
+      cdv_raise(L, d, &e);
+    }
+    lua_gc(L, LUA_GCCOLLECT);
+    d->be->synchronize(d, &e);
+    if (d->be->mem_alloc(d, bytes, kind, stream, &b->ptr, &e) != 0) {
+      free(b);
+      oom(L, d, bytes);
+    }
+  }
+  b->refs = 1;
+  b->kind = kind;
+  b->dev = d;
+  b->bytes = bytes;
+  b->generation = d->generation;
+  b->last_dev = d;
+  b->last_stream = stream;
+  if (!d->is_cpu) gc_pressure(L, bytes);
+  return b;
+}
+
+void cdv_block_used(cdv_block *b, cdv_device *d, void *stream) {
+  b->last_dev = d;
+  b->last_stream = stream;
+}
+
+/* Host code is about to touch host memory that a GPU stream may still be copying: wait for it. */
+static int host_wait(cdv_block *b, cdv_err *e) {
+  if (b->last_dev == NULL || b->last_dev->is_cpu || b->last_dev->sticky) return 0;
+  if (b->last_dev->generation != b->generation) return 0;
+  return b->last_dev->be->stream_synchronize(b->last_dev, b->last_stream, e);
+}
+
+/* Drops one reference; the last one frees the memory, ordered after the last stream that used it.
+ * Never raises (it runs from __gc): failures are reported through *e and the return value. */
+static int block_unref(cdv_block *b, cdv_err *e) {
+  if (--b->refs > 0) return 0;
+  int rc = 0;
+  cdv_device *d = b->dev;
+  if (b->release != NULL) b->release(b->release_ud, b->ptr);
+  else if (b->borrowed || b->ptr == NULL) {
+  } else if (d->sticky || b->generation != d->generation) {
+    /* the context is gone or poisoned: its memory went with it, so the driver is not called */
+  } else {
+    void *stream = b->last_stream;
+    if (b->last_dev != d) {   /* used last from another device's stream: wait there, free in order here */
+      rc = host_wait(b, e);
+      stream = NULL;
+    }
+    if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
+  }
+  free(b);
+  return rc;
+}
+
+/* ------------------------------------------------------------ Array values */
+
+static cdv_array *new_array(lua_State *L) {
+  cdv_array *a = lua_newuserdatauv(L, sizeof *a, 0);
+  memset(a, 0, sizeof *a);
+  luaL_setmetatable(L, CDV_ARRAY);   /* closed (no block) until the memory exists */
+  return a;
+}
+
+static cdv_array *check_any(lua_State *L, int arg) { return luaL_checkudata(L, arg, CDV_ARRAY); }
+
+cdv_array *cdv_check_array(lua_State *L, int arg) {
+  cdv_array *a = check_any(L, arg);
+  if (a->block == NULL) luaL_argerror(L, arg, "attempt to use a freed array");
+  if (a->block->generation != a->block->dev->generation) luaL_argerror(L, arg, "stale Array: device was reset");
+  return a;
+}
+
+static size_t nbytes(const cdv_array *a) { return (size_t)a->size * cdv_dtypes[a->dtype].size; }
+
+/* Checks a shape (integer or table of integers) into shape[]; returns ndim. */
+static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
+  int ndim;
+  int64_t size = 1;
+  if (lua_type(L, arg) == LUA_TTABLE) {
+    lua_Unsigned n = lua_rawlen(L, arg);
+    if (n > CDV_MAXDIM) luaL_argerror(L, arg, lua_pushfstring(L, "at most %d dimensions, got %d", CDV_MAXDIM, (int)n));
+    ndim = (int)n;
+    for (int i = 0; i < ndim; i++) {
+      lua_rawgeti(L, arg, i + 1);
+      int isint;
+      lua_Integer v = lua_tointegerx(L, -1, &isint);
+      if (!isint || v < 0)
+        luaL_argerror(L, arg, lua_pushfstring(L, "dimension %d must be a non-negative integer, got %s", i + 1,
+                                              luaL_tolstring(L, -1, NULL)));
+      lua_pop(L, 1);
+      shape[i] = v;
+    }
+  } else if (lua_type(L, arg) == LUA_TNUMBER) {
+    ndim = 1;
+    shape[0] = cdv_check_count(L, arg, "size");
+  } else {
+    return luaL_typeerror(L, arg, "integer or table shape");
+  }
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] != 0 && size > MAX_BYTES / cdv_dtypes[t].size / shape[i])
+      luaL_argerror(L, arg, "array is too large");
+    size *= shape[i];
+  }
+  return ndim;
+}
+
+static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
+  a->ndim = ndim;
+  a->size = 1;
+  for (int i = 0; i < ndim; i++) {
+    a->shape[i] = shape[i];
+    a->size *= shape[i];
+  }
+}
+
+cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, int kind,
+                          cdv_stream *s) {
+  cdv_array *a = new_array(L);
+  a->dtype = t;
+  set_shape(a, ndim, shape);
+  void *stream = cdv_stream_for(L, d, s);
+  a->block = block_alloc(L, d, kind, nbytes(a), stream);
+  a->data = a->block->ptr;
+  return a;
+}
+
+typedef struct create_args {
+  cdv_device *dev;
+  cdv_stream *stream;
+  int kind;
+} create_args;
+
+/* Reads {device=, stream=, pinned=} at arg (may be none). */
+static create_args check_create_opts(lua_State *L, int arg, const char *fname) {
+  create_args c = {NULL, NULL, CDV_MEM_DEVICE};
+  cdv_check_options(L, arg, create_opts, fname);
+  int pinned = cdv_check_boolean_field(L, arg, "pinned", 0, fname);
+  if (cdv_opt_field(L, arg, "device") != LUA_TNIL) c.dev = cdv_check_device(L, lua_gettop(L));
+  lua_pop(L, 1);
+  if (cdv_opt_field(L, arg, "stream") != LUA_TNIL) c.stream = cdv_check_stream(L, lua_gettop(L));
+  lua_pop(L, 1);
+  if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_default_device(L);
+  if (pinned && !c.dev->is_cpu)
+    luaL_argerror(L, arg, lua_pushfstring(L, "pinned arrays live in host memory, not on %s", c.dev->alias));
+  if (c.stream && c.stream->dev != c.dev)
+    luaL_argerror(L, arg, lua_pushfstring(L, "stream is on %s but the array on %s", c.stream->dev->alias, c.dev->alias));
+  /* page-locking needs the driver; without one a pinned request is plain host memory (is_pinned false) */
+  if (pinned && cdv_cuda_load() == 0) c.kind = CDV_MEM_PINNED;
+  return c;
+}
+
+/* (shape [, dtype] [, opts]) starting at arg: the dtype may be left out before an options table */
+static cdv_array *create(lua_State *L, int arg, const char *fname) {
+  int64_t shape[CDV_MAXDIM];
+  int o = lua_istable(L, arg + 1) ? arg + 1 : arg + 2;
+  cdv_dtype t = o == arg + 1 ? CDV_F32 : cdv_check_dtype(L, arg + 1, CDV_F32);
+  int ndim = check_shape(L, arg, shape, t);
+  create_args c = check_create_opts(L, o, fname);
+  return cdv_push_array(L, c.dev, t, ndim, shape, c.kind, c.stream);
+}
+
+static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s);
+
+static int l_empty(lua_State *L) {
+  create(L, 1, "empty");
+  return 1;
+}
+
+static void fill_value(lua_State *L, cdv_array *a, int vidx, int arg) {
+  uint64_t pattern = 0;
+  check_elem(L, vidx, arg, a->dtype, &pattern);
+  fill(L, a, &pattern, NULL);
+}
+
+static int l_zeros(lua_State *L) {
+  cdv_array *a = create(L, 1, "zeros");
+  uint64_t zero = 0;
+  fill(L, a, &zero, NULL);
+  return 1;
+}
+
+static int l_ones(lua_State *L) {
+  cdv_array *a = create(L, 1, "ones");
+  lua_pushinteger(L, 1);
+  fill_value(L, a, lua_gettop(L), 1);
+  lua_pop(L, 1);
+  return 1;
+}
+
+/* cd.full(shape, value [, dtype] [, opts]) */
+static int l_full(lua_State *L) {
+  luaL_checkany(L, 2);
+  lua_pushvalue(L, 2);
+  lua_remove(L, 2);
+  lua_insert(L, 1);          /* (value, shape, dtype, opts): the value out of the way */
+  cdv_array *a = create(L, 2, "full");
+  fill_value(L, a, 1, 2);
+  return 1;
+}
+
+/* ------------------------------------------------------------ copies */
+
+/* Copies go through the backend of the GPU side when there is one (cpu<->cpu through the cpu backend). */
+static cdv_device *copy_device(cdv_device *dst, cdv_device *src) {
+  return !dst->is_cpu ? dst : src;
+}
+
+/* Copies n bytes between two blocks' memory on stream s (NULL: the current stream). Copies that touch
+ * pageable host memory complete before returning; device and pinned copies stay asynchronous. */
+static void copy_bytes(lua_State *L, cdv_array *dst, size_t doff, cdv_array *src, size_t soff, size_t n,
+                       cdv_stream *s) {
+  cdv_device *dd = dst->block->dev, *sd = src->block->dev, *d = copy_device(dd, sd);
+  void *stream = cdv_stream_for(L, d, s);
+  cdv_err e;
+  if (n == 0) return;
+  cdv_device_use(L, d);
+  if (dd->is_cpu && host_wait(dst->block, &e) != 0) cdv_raise(L, dst->block->last_dev, &e);
+  if (sd->is_cpu && host_wait(src->block, &e) != 0) cdv_raise(L, src->block->last_dev, &e);
+  if (d->be->memcpy(d, dst->data + doff, dd, src->data + soff, sd, n, stream, &e) != 0) cdv_raise(L, d, &e);
+  cdv_block_used(dst->block, d, stream);
+  cdv_block_used(src->block, d, stream);
+  int pageable = (dd->is_cpu && dst->block->kind != CDV_MEM_PINNED) ||
+                 (sd->is_cpu && src->block->kind != CDV_MEM_PINNED);
+  if ((pageable && !d->is_cpu) || cdv_get_state(L)->launch_blocking)
+    if (d->be->stream_synchronize(d, stream, &e) != 0) cdv_raise(L, d, &e);
+}
+
+/* A temporary host array over `n` elements of type t filled from a Lua table or string at idx. */
+static cdv_array *host_from_lua(lua_State *L, int idx, cdv_dtype t, int64_t n, int arg);
+
+static cdv_stream *opt_stream_field(lua_State *L, int o) {
+  cdv_stream *s = NULL;
+  if (cdv_opt_field(L, o, "stream") != LUA_TNIL) s = cdv_check_stream(L, lua_gettop(L));
+  lua_pop(L, 1);
+  return s;
+}
+
+static int64_t opt_count_field(lua_State *L, int o, const char *k, int64_t def) {
+  int64_t v = def;
+  if (cdv_opt_field(L, o, k) != LUA_TNIL) {
+    int isint;
+    lua_Integer x = lua_tointegerx(L, -1, &isint);
+    if (!isint || x < 0)
+      luaL_argerror(L, o, lua_pushfstring(L, "'%s' must be a non-negative integer", k));
+    v = x;
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* The source at arg as an array: an Array, or a table/string staged in a host array left on the stack. */
+static cdv_array *source_array(lua_State *L, int arg, cdv_array *dst, int64_t need) {
+  if (lua_istable(L, arg) || lua_type(L, arg) == LUA_TSTRING) return host_from_lua(L, arg, dst->dtype, need, arg);
+  cdv_array *src = cdv_check_array(L, arg);
+  if (src->dtype != dst->dtype)
+    luaL_argerror(L, arg, lua_pushfstring(L, "dtype mismatch: %s into %s (use a:view(dtype) to reinterpret)",
+                                          cdv_dtypes[src->dtype].name, cdv_dtypes[dst->dtype].name));
+  return src;
+}
+
+static int64_t lua_source_count(lua_State *L, int arg, cdv_dtype t);
+
+/* cd.copy(dst, src [, {count=, dst_offset=, src_offset=, stream=}]): offsets and count in elements */
+static int l_copy(lua_State *L) {
+  cdv_array *dst = cdv_check_array(L, 1);
+  luaL_checkany(L, 2);
+  cdv_check_options(L, 3, copy_range_opts, "copy");
+  int64_t doff = opt_count_field(L, 3, "dst_offset", 0), soff = opt_count_field(L, 3, "src_offset", 0);
+  cdv_stream *s = opt_stream_field(L, 3);
+  int64_t srcn = lua_isuserdata(L, 2) ? cdv_check_array(L, 2)->size : lua_source_count(L, 2, dst->dtype);
+  int64_t count = opt_count_field(L, 3, "count", srcn - soff < 0 ? 0 : srcn - soff);
+  if (soff + count > srcn)
+    luaL_argerror(L, 2, lua_pushfstring(L, "source of %I elements has no elements %I to %I", srcn, soff + 1,
+                                        soff + count));
+  if (doff + count > dst->size)
+    luaL_argerror(L, 2, lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size - doff,
+                                        cdv_dtypes[dst->dtype].name, count));
+  cdv_array *src = source_array(L, 2, dst, srcn);
+  size_t is = cdv_dtypes[dst->dtype].size;
+  copy_bytes(L, dst, (size_t)doff * is, src, (size_t)soff * is, (size_t)count * is, s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* a:copy_from(src [, {stream=}]): src has exactly a's number of elements */
+static int array_copy_from(lua_State *L) {
+  cdv_array *dst = cdv_check_array(L, 1);
+  luaL_checkany(L, 2);
+  cdv_check_options(L, 3, copy_opts, "copy_from");
+  cdv_stream *s = opt_stream_field(L, 3);
+  int64_t srcn = lua_isuserdata(L, 2) ? cdv_check_array(L, 2)->size : lua_source_count(L, 2, dst->dtype);
+  if (srcn != dst->size)
+    luaL_argerror(L, 2, lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size,
+                                        cdv_dtypes[dst->dtype].name, srcn));
+  cdv_array *src = source_array(L, 2, dst, srcn);
+  copy_bytes(L, dst, 0, src, 0, nbytes(dst), s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* a:to(device [, {stream=}]) -> a itself when already there, else a copy on that device */
+static int array_to(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  cdv_device *d = cdv_check_device(L, 2);
+  cdv_check_options(L, 3, copy_opts, "to");
+  cdv_stream *s = opt_stream_field(L, 3);
+  if (d == a->block->dev) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  cdv_stream *alloc_s = s != NULL && s->dev == d ? s : NULL;
+  cdv_array *b = cdv_push_array(L, d, a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, alloc_s);
+  copy_bytes(L, b, 0, a, 0, nbytes(a), s);
+  return 1;
+}
+
+/* Reads a's elements into host memory (the array's own memory when it is on the host). */
+static const char *host_view(lua_State *L, cdv_array *a) {
+  cdv_err e;
+  if (a->block->dev->is_cpu) {
+    if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
+    return a->data;
+  }
+  cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
+  copy_bytes(L, h, 0, a, 0, nbytes(a), NULL);
+  return h->data;   /* anchored by the temporary on the stack */
+}
+
+/* ------------------------------------------------------------ Lua tables and strings as sources */
+
+static int64_t lua_source_count(lua_State *L, int arg, cdv_dtype t) {
+  if (lua_type(L, arg) == LUA_TSTRING) {
+    size_t len = lua_rawlen(L, arg), is = cdv_dtypes[t].size;
+    if (len % is != 0)
+      luaL_argerror(L, arg, lua_pushfstring(L, "string of %d bytes is not a whole number of %s", (int)len,
+                                            cdv_dtypes[t].name));
+    return (int64_t)(len / is);
+  }
+  if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "Array, table or string");
+  /* nested tables count their leaves */
+  int64_t n = 0;
+  lua_Unsigned len = lua_rawlen(L, arg);
+  for (lua_Unsigned i = 1; i <= len; i++) {
+    if (lua_rawgeti(L, arg, (lua_Integer)i) == LUA_TTABLE) n += lua_source_count(L, lua_gettop(L), t);
+    else n++;
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+/* Writes the leaves of the (possibly nested) table at t into p; returns the next free element. */
+static char *fill_from_table(lua_State *L, int t, cdv_dtype dt, char *p, char *end, int arg, int64_t *k) {
+  lua_Unsigned len = lua_rawlen(L, t);
+  luaL_checkstack(L, 4, "table nested too deeply");
+  for (lua_Unsigned i = 1; i <= len && p < end; i++) {
+    if (lua_rawgeti(L, t, (lua_Integer)i) == LUA_TTABLE) p = fill_from_table(L, lua_gettop(L), dt, p, end, arg, k);
+    else {
+      const char *msg = to_elem(L, -1, dt, p);
+      ++*k;
+      if (msg != NULL) luaL_argerror(L, arg, lua_pushfstring(L, "element %I: %s", *k, msg));
+      p += cdv_dtypes[dt].size;
+    }
+    lua_pop(L, 1);
+  }
+  return p;
+}
+
+static cdv_array *host_from_lua(lua_State *L, int idx, cdv_dtype t, int64_t n, int arg) {
+  idx = lua_absindex(L, idx);
+  int64_t shape[1] = {n};
+  cdv_array *h = cdv_push_array(L, cdv_cpu(), t, 1, shape, CDV_MEM_DEVICE, NULL);
+  if (lua_type(L, idx) == LUA_TSTRING) memcpy(h->data, lua_tostring(L, idx), nbytes(h));
+  else {
+    int64_t k = 0;
+    fill_from_table(L, idx, t, h->data, h->data + nbytes(h), arg, &k);
+  }
+  return h;
+}
+
+/* Infers the shape of a nested table: every row of one level must have the same length. */
+static int table_shape(lua_State *L, int t, int64_t *shape, int depth, int arg) {
+  if (depth >= CDV_MAXDIM) luaL_argerror(L, arg, "table nested too deeply");
+  shape[depth] = (int64_t)lua_rawlen(L, t);
+  if (shape[depth] == 0 || lua_rawgeti(L, t, 1) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return depth + 1;
+  }
+  int ndim = table_shape(L, lua_gettop(L), shape, depth + 1, arg);
+  lua_pop(L, 1);
+  for (int64_t i = 2; i <= shape[depth]; i++) {   /* ragged rows are an error, not a silent reshape */
+    int64_t sub[CDV_MAXDIM];
+    int ok = lua_rawgeti(L, t, i) == LUA_TTABLE;
+    if (ok) ok = table_shape(L, lua_gettop(L), sub, depth + 1, arg) == ndim;
+    for (int j = depth + 1; ok && j < ndim; j++) ok = sub[j] == shape[j];
+    if (!ok) luaL_argerror(L, arg, lua_pushfstring(L, "ragged nested table (row %I differs from row 1)", i));
+    lua_pop(L, 1);
+  }
+  return ndim;
+}
+
+/* cd.array(table_or_string [, dtype] [, opts]) */
+static int l_array(lua_State *L) {
+  int o = lua_istable(L, 2) ? 2 : 3;
+  cdv_dtype t = o == 2 ? CDV_F32 : cdv_check_dtype(L, 2, CDV_F32);
+  int64_t shape[CDV_MAXDIM];
+  int ndim;
+  if (lua_type(L, 1) == LUA_TSTRING) {
+    ndim = 1;
+    shape[0] = lua_source_count(L, 1, t);
+  } else {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    ndim = table_shape(L, 1, shape, 0, 1);
+  }
+  create_args c = check_create_opts(L, o, "array");
+  cdv_array *a = cdv_push_array(L, c.dev, t, ndim, shape, c.kind, c.stream);
+  if (c.dev->is_cpu) {
+    if (lua_type(L, 1) == LUA_TSTRING) memcpy(a->data, lua_tostring(L, 1), nbytes(a));
+    else {
+      int64_t k = 0;
+      fill_from_table(L, 1, t, a->data, a->data + nbytes(a), 1, &k);
+    }
+  } else {
+    cdv_array *h = host_from_lua(L, 1, t, a->size, 1);
+    copy_bytes(L, a, 0, h, 0, nbytes(a), c.stream);
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------ like-constructors */
+
+static void like(lua_State *L, cdv_array *a, int shape_arg) {
+  int64_t shape[CDV_MAXDIM];
+  int ndim = a->ndim;
+  if (shape_arg) ndim = check_shape(L, shape_arg, shape, a->dtype);
+  else memcpy(shape, a->shape, sizeof shape);
+  cdv_block *b = a->block;
+  cdv_push_array(L, b->dev, a->dtype, ndim, shape, b->kind, NULL);
+}
+
+static int l_empty_like(lua_State *L) { like(L, cdv_check_array(L, 1), 0); return 1; }
+
+static int l_zeros_like(lua_State *L) {
+  like(L, cdv_check_array(L, 1), 0);
+  uint64_t zero = 0;
+  fill(L, check_any(L, -1), &zero, NULL);
+  return 1;
+}
+
+static int l_full_like(lua_State *L) {
+  like(L, cdv_check_array(L, 1), 0);
+  luaL_checkany(L, 2);
+  fill_value(L, check_any(L, -1), 2, 2);
+  return 1;
+}
+
+static int array_new_empty(lua_State *L) { like(L, cdv_check_array(L, 1), 2); return 1; }
+
+static int array_new_zeros(lua_State *L) {
+  like(L, cdv_check_array(L, 1), 2);
+  uint64_t zero = 0;
+  fill(L, check_any(L, -1), &zero, NULL);
+  return 1;
+}
+
+static int array_new_full(lua_State *L) {
+  like(L, cdv_check_array(L, 1), 2);
+  luaL_checkany(L, 3);
+  fill_value(L, check_any(L, -1), 3, 3);
+  return 1;
+}
+
+/* ------------------------------------------------------------ fill */
+
+static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s) {
+  cdv_device *d = a->block->dev;
+  void *stream = cdv_stream_for(L, d, s);
+  cdv_err e;
+  if (a->size == 0) return;
+  cdv_device_use(L, d);
+  if (d->is_cpu && host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
+  if (d->be->memset(d, a->data, pattern, cdv_dtypes[a->dtype].size, (size_t)a->size, stream, &e) != 0)
+    cdv_raise(L, d, &e);
+  cdv_block_used(a->block, d, stream);
+}
+
+static int array_fill(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  luaL_checkany(L, 2);
+  fill_value(L, a, 2, 2);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int array_zero(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  uint64_t zero = 0;
+  fill(L, a, &zero, NULL);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* ------------------------------------------------------------ views */
+
+static cdv_array *push_view(lua_State *L, cdv_array *a, size_t byte_off, cdv_dtype t, int ndim, const int64_t *shape) {
+  cdv_array *v = new_array(L);
+  v->dtype = t;
+  set_shape(v, ndim, shape);
+  v->block = a->block;
+  v->block->refs++;
+  v->data = a->data + byte_off;
+  return v;
+}
+
+static int64_t check_pos(lua_State *L, int arg, int64_t n, int64_t def) {
+  if (lua_isnoneornil(L, arg)) return def;
+  int isint;
+  lua_Integer i = lua_tointegerx(L, arg, &isint);
+  if (!isint) luaL_typeerror(L, arg, "integer");
+  if (i < 0) i += n + 1;   /* negative positions count from the end, as in string.sub */
+  return i;
+}
+
+/* a:slice(i [, j]): rows i..j (inclusive, 1-based) of the first dimension */
+static int array_slice(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  if (a->ndim == 0) return luaL_error(L, "cannot slice a 0-d array");
+  int64_t n = a->shape[0], i = check_pos(L, 2, n, 1), j = check_pos(L, 3, n, n);
+  if (i < 1 || i > n + 1) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 1..%I", i, n));
+  if (j < i - 1 || j > n) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range %I..%I", j, i - 1, n));
+  int64_t shape[CDV_MAXDIM];
+  memcpy(shape, a->shape, sizeof shape);
+  shape[0] = j - i + 1;
+  size_t row = a->shape[0] ? nbytes(a) / (size_t)a->shape[0] : 0;
+  push_view(L, a, (size_t)(i - 1) * row, a->dtype, a->ndim, shape);
+  return 1;
+}
+
+/* a:reshape(shape): one dimension may be -1 (inferred) */
+static int array_reshape(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  int64_t shape[CDV_MAXDIM];
+  int ndim, infer = -1;
+  int64_t known = 1;
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    lua_createtable(L, 1, 0);
+    lua_pushvalue(L, 2);
+    lua_rawseti(L, -2, 1);
+    lua_replace(L, 2);
+  }
+  luaL_checktype(L, 2, LUA_TTABLE);
+  ndim = (int)lua_rawlen(L, 2);
+  if (ndim > CDV_MAXDIM) luaL_argerror(L, 2, "too many dimensions");
+  for (int i = 0; i < ndim; i++) {
+    lua_rawgeti(L, 2, i + 1);
+    int isint;
+    shape[i] = lua_tointegerx(L, -1, &isint);
+    lua_pop(L, 1);
+    if (isint && shape[i] == -1 && infer < 0) infer = i;
+    else if (!isint || shape[i] < 0) luaL_argerror(L, 2, lua_pushfstring(L, "bad dimension %d", i + 1));
+    else known *= shape[i];
+  }
+  if (infer >= 0) shape[infer] = known ? a->size / known : 0;
+  int64_t size = 1;
+  for (int i = 0; i < ndim; i++) size *= shape[i];
+  if (size != a->size)
+    luaL_argerror(L, 2, lua_pushfstring(L, "cannot reshape %I elements into a shape of %I", a->size, size));
+  push_view(L, a, 0, a->dtype, ndim, shape);
+  return 1;
+}
+
+/* a:view(dtype): the same bytes as another dtype; the last dimension scales */
+static int array_view(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  cdv_dtype t = cdv_check_dtype(L, 2, a->dtype);
+  int64_t shape[CDV_MAXDIM];
+  memcpy(shape, a->shape, sizeof shape);
+  int ndim = a->ndim ? a->ndim : 1;
+  if (a->ndim == 0) shape[0] = 1;
+  size_t last = (size_t)shape[ndim - 1] * cdv_dtypes[a->dtype].size;
+  if (last % cdv_dtypes[t].size != 0)
+    luaL_argerror(L, 2, lua_pushfstring(L, "last dimension of %d bytes is not a whole number of %s", (int)last,
+                                        cdv_dtypes[t].name));
+  shape[ndim - 1] = (int64_t)(last / cdv_dtypes[t].size);
+  push_view(L, a, 0, t, ndim, shape);
+  return 1;
+}
+
+/* ------------------------------------------------------------ element access */
+
+/* Element i (1-based) of a 1-d array, or row i of an N-d array as a view. */
+static int array_get(lua_State *L, cdv_array *a) {
+  int isint;
+  lua_Integer i = lua_tointegerx(L, 2, &isint);
+  int64_t n = a->ndim ? a->shape[0] : 1;
+  if (!isint || i < 1 || i > n)
+    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
+  size_t is = cdv_dtypes[a->dtype].size;
+  if (a->ndim > 1) {
+    size_t row = nbytes(a) / (size_t)a->shape[0];
+    push_view(L, a, (size_t)(i - 1) * row, a->dtype, a->ndim - 1, a->shape + 1);
+    return 1;
+  }
+  uint64_t v = 0;
+  cdv_array tmp = *a;   /* a one-element window over the element, for copy_bytes */
+  tmp.data = a->data + (size_t)(i - 1) * is;
+  if (a->block->dev->is_cpu) {
+    cdv_err e;
+    if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
+    memcpy(&v, tmp.data, is);
+  } else {
+    cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
+    copy_bytes(L, h, 0, &tmp, 0, is, NULL);
+    memcpy(&v, h->data, is);
+  }
+  push_elem(L, a->dtype, &v);
+  return 1;
+}
+
+static int array_newindex(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  if (lua_type(L, 2) != LUA_TNUMBER) return luaL_error(L, "cannot assign to field '%s' of an Array", luaL_tolstring(L, 2, NULL));
+  int isint;
+  lua_Integer i = lua_tointegerx(L, 2, &isint);
+  if (a->ndim > 1) return luaL_error(L, "cannot assign a row of a %d-d array (use a[i]:fill(v) or copy_from)", a->ndim);
+  int64_t n = a->ndim ? a->shape[0] : 1;
+  if (!isint || i < 1 || i > n)
+    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
+  uint64_t v = 0;
+  size_t is = cdv_dtypes[a->dtype].size;
+  check_elem(L, 3, 3, a->dtype, &v);
+  cdv_array tmp = *a;
+  tmp.data = a->data + (size_t)(i - 1) * is;
+  if (a->block->dev->is_cpu) {
+    cdv_err e;
+    if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
+    memcpy(tmp.data, &v, is);
+  } else {
+    cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
+    memcpy(h->data, &v, is);
+    copy_bytes(L, &tmp, 0, h, 0, is, NULL);
+  }
+  return 0;
+}
+
+/* Pushes the nested table of shape[dim..] from p; returns the pointer after the last element read. */
+static const char *push_nested(lua_State *L, cdv_dtype t, int ndim, const int64_t *shape, const char *p) {
+  if (ndim == 0) {
+    push_elem(L, t, p);
+    return p + cdv_dtypes[t].size;
+  }
+  luaL_checkstack(L, 3, NULL);
+  lua_createtable(L, shape[0] > INT32_MAX ? 0 : (int)shape[0], 0);
+  for (int64_t i = 0; i < shape[0]; i++) {
+    p = push_nested(L, t, ndim - 1, shape + 1, p);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return p;
+}
+
+static int array_totable(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  const char *p = host_view(L, a);
+  push_nested(L, a->dtype, a->ndim, a->shape, p);
+  return 1;
+}
+
+/* ------------------------------------------------------------ printing */
+
+static void add_elem(luaL_Buffer *b, cdv_dtype t, const char *p) {
+  char buf[64];
+  if (t == CDV_BOOL) luaL_addstring(b, *p ? "true" : "false");
+  else if (cdv_dtypes[t].is_float) {
+    double v = t == CDV_F64 ? *(const double *)p : t == CDV_F32 ? *(const float *)p : cdv_f16_to_f32(*(const uint16_t *)p);
+    snprintf(buf, sizeof buf, t == CDV_F64 ? "%.10g" : "%.6g", v);
+    luaL_addstring(b, buf);
+  } else {
+    lua_State *L = b->L;
+    push_elem(L, t, p);
+    luaL_addvalue(b);
+  }
+}
+
+#define EDGE 3   /* elements shown at each end of a long dimension */
+
+static void add_nested(luaL_Buffer *b, cdv_dtype t, int ndim, const int64_t *shape, const char *p, size_t stride) {
+  if (ndim == 0) {
+    add_elem(b, t, p);
+    return;
+  }
+  size_t row = stride / (shape[0] ? (size_t)shape[0] : 1);
+  luaL_addchar(b, '{');
+  for (int64_t i = 0; i < shape[0]; i++) {
+    if (shape[0] > 2 * EDGE + 1 && i == EDGE) {
+      luaL_addstring(b, "..., ");
+      i = shape[0] - EDGE - 1;
+      continue;
+    }
+    add_nested(b, t, ndim - 1, shape + 1, p + (size_t)i * row, row);
+    if (i + 1 < shape[0]) luaL_addstring(b, ", ");
+  }
+  luaL_addchar(b, '}');
+}
+
+static void add_header(lua_State *L, luaL_Buffer *b, cdv_array *a) {
+  luaL_addstring(b, cdv_dtypes[a->dtype].name);
+  luaL_addchar(b, '[');
+  for (int i = 0; i < a->ndim; i++) {
+    if (i) luaL_addchar(b, ',');
+    lua_pushinteger(L, a->shape[i]);
+    luaL_addvalue(b);
+  }
+  luaL_addstring(b, "] on ");
+  luaL_addstring(b, a->block->dev->alias);
+  if (a->block->kind == CDV_MEM_PINNED) luaL_addstring(b, " pinned");
+}
+
+#define PRINT_MAX ((int64_t)1 << 20)   /* larger arrays print their header only */
+
+static int array_tostring(lua_State *L) {
+  cdv_array *a = check_any(L, 1);
+  if (a->block == NULL) {
+    lua_pushliteral(L, "Array(freed)");
+    return 1;
+  }
+  if (a->block->generation != a->block->dev->generation || a->block->dev->sticky) {
+    lua_pushfstring(L, "Array(%s[...] on %s, %s)", cdv_dtypes[a->dtype].name, a->block->dev->alias,
+                    a->block->dev->sticky ? "device faulted" : "stale");
+    return 1;
+  }
+  const char *p = a->size <= PRINT_MAX ? host_view(L, a) : NULL;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, "Array(");
+  add_header(L, &b, a);
+  if (p != NULL) {
+    luaL_addstring(&b, ": ");
+    add_nested(&b, a->dtype, a->ndim, a->shape, p, nbytes(a));
+  }
+  luaL_addchar(&b, ')');
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+/* One release for :free(), __gc and __close. __gc never raises: a failure is a warning. */
+static int release(lua_State *L, cdv_array *a, int raise) {
+  cdv_block *b = a->block;
+  cdv_err e;
+  a->block = NULL;
+  a->data = NULL;
+  if (b == NULL) return 0;
+  cdv_device *d = b->dev;
+  if (block_unref(b, &e) != 0) {
+    if (raise) return cdv_raise(L, d, &e);
+    cdv_warn(L, "freeing an array on %s: %s", d->alias, e.message);
+  }
+  return 0;
+}
+
+static int array_gc(lua_State *L) { return release(L, check_any(L, 1), 0); }
+static int array_close(lua_State *L) { return release(L, check_any(L, 1), 0); }
+
+static int array_free(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  return release(L, a, 1);
+}
+
+static int array_len(lua_State *L) {
+  lua_pushinteger(L, cdv_check_array(L, 1)->size);
+  return 1;
+}
+
+static int push_shape(lua_State *L, cdv_array *a) {
+  lua_createtable(L, a->ndim, 0);
+  for (int i = 0; i < a->ndim; i++) {
+    lua_pushinteger(L, a->shape[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int array_index(lua_State *L) {
+  cdv_array *a = check_any(L, 1);
+  if (lua_type(L, 2) != LUA_TSTRING) return array_get(L, cdv_check_array(L, 1));
+  const char *k = lua_tostring(L, 2);
+  luaL_getmetatable(L, CDV_ARRAY);
+  lua_getfield(L, -1, "methods");
+  if (lua_getfield(L, -1, k) != LUA_TNIL) return 1;   /* methods first: they check the array themselves */
+  a = cdv_check_array(L, 1);
+  if (strcmp(k, "dtype") == 0) lua_pushstring(L, cdv_dtypes[a->dtype].name);
+  else if (strcmp(k, "shape") == 0) return push_shape(L, a);
+  else if (strcmp(k, "ndim") == 0) lua_pushinteger(L, a->ndim);
+  else if (strcmp(k, "size") == 0) lua_pushinteger(L, a->size);
+  else if (strcmp(k, "nbytes") == 0) lua_pushinteger(L, (lua_Integer)nbytes(a));
+  else if (strcmp(k, "itemsize") == 0) lua_pushinteger(L, cdv_dtypes[a->dtype].size);
+  else if (strcmp(k, "device") == 0) cdv_push_device(L, a->block->dev);
+  else if (strcmp(k, "is_pinned") == 0) lua_pushboolean(L, a->block->kind == CDV_MEM_PINNED);
+  else if (strcmp(k, "ptr") == 0) {
+    if (cdv_get_state(L)->sandbox) return luaL_error(L, "raw addresses are not available in this sandbox");
+    lua_pushinteger(L, (lua_Integer)(intptr_t)a->data);
+  } else return luaL_error(L, "Array has no field or method '%s'", k);
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+  {"copy_from", array_copy_from},
+  {"to", array_to},
+  {"totable", array_totable},
+  {"tostring", array_tostring},
+  {"slice", array_slice},
+  {"reshape", array_reshape},
+  {"view", array_view},
+  {"fill", array_fill},
+  {"zero", array_zero},
+  {"free", array_free},
+  {"new_empty", array_new_empty},
+  {"new_zeros", array_new_zeros},
+  {"new_full", array_new_full},
+  {NULL, NULL}
+};
+
+static const luaL_Reg functions[] = {
+  {"empty", l_empty},
+  {"zeros", l_zeros},
+  {"ones", l_ones},
+  {"full", l_full},
+  {"array", l_array},
+  {"empty_like", l_empty_like},
+  {"zeros_like", l_zeros_like},
+  {"full_like", l_full_like},
+  {"copy", l_copy},
+  {NULL, NULL}
+};
+
+int cdv_array_open(lua_State *L) {
+  luaL_newmetatable(L, CDV_ARRAY);
+  static const luaL_Reg meta[] = {
+    {"__index", array_index}, {"__newindex", array_newindex}, {"__len", array_len},
+    {"__tostring", array_tostring}, {"__gc", array_gc}, {"__close", array_close}, {NULL, NULL}};
+  luaL_setfuncs(L, meta, 0);
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "methods");
+  lua_pop(L, 1);
+  luaL_setfuncs(L, functions, 0);
+  return 0;
+}

@@ -1,0 +1,302 @@
+/*
+ * cdv.h: cudadev's internal header. Every C file of the module includes it; nothing here is exported.
+ *
+ * The layers (see STYLE.md):
+ *   loader.c      raw symbols of libcuda and NVRTC, opened lazily with dlopen (syms.h lists them)
+ *   backend.h     the operations a device kind implements; backend_cuda.c and backend_cpu.c fill it
+ *   device.c ...  one file per Lua type, calling the backend of the object's device
+ */
+#ifndef CDV_H
+#define CDV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <lua.h>
+#include <lauxlib.h>
+
+#define CDV_VERSION "0.1.0"
+
+#if defined(__x86_64__)
+#define CDV_HOST_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define CDV_HOST_ARCH "aarch64"
+#else
+#define CDV_HOST_ARCH "unknown"
+#endif
+
+/* ---------------------------------------------------------------- dtypes */
+typedef enum cdv_dtype {
+  CDV_F16, CDV_F32, CDV_F64,
+  CDV_I8, CDV_I16, CDV_I32, CDV_I64,
+  CDV_U8, CDV_U16, CDV_U32, CDV_U64,
+  CDV_BOOL, CDV_NDTYPES
+} cdv_dtype;
+
+typedef struct cdv_dtype_info {
+  const char *name;   /* "float32" */
+  const char *short_name; /* "f32" */
+  unsigned char size;
+  unsigned char is_float, is_signed;
+} cdv_dtype_info;
+
+extern const cdv_dtype_info cdv_dtypes[CDV_NDTYPES];
+
+/* ---------------------------------------------------------------- errors */
+/* A failure reported by a backend or a driver call, before it becomes a cudadev.Error (error.c). */
+typedef struct cdv_err {
+  const char *api;        /* "cuMemAlloc", "nvrtcCompileProgram", "cpu.launch" ... (static string) */
+  int code;               /* CUresult / nvrtcResult / errno; 0 when unset */
+  char name[64];          /* "CUDA_ERROR_OUT_OF_MEMORY" */
+  char message[512];      /* the driver's explanation */
+  int sticky;             /* the context is corrupted (error.c classifies CUresult codes) */
+  char *log;              /* compile log (malloc'd, owned by the receiver) or NULL */
+} cdv_err;
+
+/* Fill e from a printf-style message; returns -1 so backends can `return cdv_fail(...)`. */
+int cdv_fail(cdv_err *e, const char *api, int code, const char *name, const char *fmt, ...);
+
+/* ---------------------------------------------------------------- devices */
+typedef struct cdv_backend cdv_backend;
+
+typedef struct cdv_device {
+  const cdv_backend *be;
+  int index;              /* position in the process-wide registry; cpu is 0 */
+  int ordinal;            /* CUDA ordinal, -1 for cpu */
+  char alias[64];         /* "cpu", "cuda:0", or a mapped alias */
+  char name[256];
+  int arch;               /* 90 for sm_90, 0 for cpu */
+  int is_cpu, is_primary, is_uva, is_mempool_supported;
+  int sm_count, warp_size, max_threads_per_block;
+  int max_block[3], max_grid[3];
+  size_t max_shared_per_block, max_shared_optin;
+  size_t total_memory;
+  char uuid[48];          /* "GPU-xxxxxxxx-..." (40 characters; "" on cpu) */
+  char pci_bus_id[32];    /* "0000:00:00.0" ("" on cpu) */
+  void *ctx;              /* CUcontext (NULL until first needed, and on cpu) */
+  int handle;             /* CUdevice */
+  unsigned generation;    /* bumped by reset: objects made before it are stale */
+  int sticky;             /* NOTE [sticky faults]: a fault poisoned the context */
+  cdv_err fault;          /* the sticky error and where it first surfaced */
+  char fault_where[128];
+  void *backend_data;     /* per-backend state (cpu: thread pool, ...) */
+} cdv_device;
+
+/* ---------------------------------------------------------------- kernels */
+/* A compile request, device-independent; the backend of the target turns it into an image. */
+typedef struct cdv_compile_req {
+  const char *source; size_t source_len;
+  const char *name;                         /* file name used in messages, "kernel.cu" */
+  int nopts; const char *const *opts;       /* compiler options */
+  int nheaders; const char *const *header_names; const char *const *header_srcs;
+  int nincludes; const char *const *include_paths;
+  int nentries; const char *const *entries; /* kernels to expose: "saxpy", "axpy<float>" */
+  const unsigned char *is_expr;             /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol */
+  int arch;                                 /* CUDA: 90 for sm_90; ignored by cpu */
+  int want_ptx, want_cubin;                 /* CUDA targets asked for */
+} cdv_compile_req;
+
+typedef struct cdv_image {
+  char *ptx; size_t ptx_len;        /* NUL-terminated PTX, or NULL */
+  char *cubin; size_t cubin_len;    /* cubin bytes, or NULL */
+  char *path;                       /* cpu: the shared object on disk */
+  char *log;                        /* compiler log ("" when empty) */
+  char **lowered;                   /* per entry: the symbol module_function looks up */
+  int nentries;
+} cdv_image;
+
+void cdv_image_free(cdv_image *img);
+
+typedef struct cdv_func_info {
+  int num_regs, max_threads_per_block;
+  size_t shared_size_bytes, const_size_bytes, local_size_bytes;
+} cdv_func_info;
+
+/* ---------------------------------------------------------------- the backend interface */
+/* Every operation returns 0 on success or -1 with *e filled. `stream` is a backend stream handle:
+ * NULL means the device's default stream. No operation raises a Lua error or touches a lua_State. */
+enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2 };
+
+struct cdv_backend {
+  const char *kind;                              /* "cpu" or "cuda" */
+  int (*activate)(cdv_device *d, cdv_err *e);    /* create/make current the context */
+  int (*synchronize)(cdv_device *d, cdv_err *e);
+  int (*mem_info)(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err *e);
+  /* memory: kind is CDV_MEM_DEVICE (memory of d) or CDV_MEM_PINNED (page-locked host memory) */
+  int (*mem_alloc)(cdv_device *d, size_t bytes, int kind, void *stream, void **ptr, cdv_err *e);
+  int (*mem_free)(cdv_device *d, void *ptr, int kind, void *stream, cdv_err *e);
+  /* copy n bytes; dst_dev/src_dev tell where each side lives (either may be cpu). Called on the backend
+   * of the non-cpu side when there is one (cdv_copy_device picks it). */
+  int (*memcpy)(cdv_device *d, void *dst, cdv_device *dst_dev, const void *src, cdv_device *src_dev,
+                size_t n, void *stream, cdv_err *e);
+  /* set count elements of elsize bytes (1, 2, 4 or 8) to *pattern */
+  int (*memset)(cdv_device *d, void *dst, const void *pattern, size_t elsize, size_t count,
+                void *stream, cdv_err *e);
+  int (*stream_create)(cdv_device *d, int priority, int blocking, void **s, cdv_err *e);
+  int (*stream_destroy)(cdv_device *d, void *s, cdv_err *e);
+  int (*stream_synchronize)(cdv_device *d, void *s, cdv_err *e);
+  int (*stream_query)(cdv_device *d, void *s, int *idle, cdv_err *e);
+  int (*stream_wait_event)(cdv_device *d, void *s, void *ev, cdv_err *e);
+  int (*stream_priority_range)(cdv_device *d, int *least, int *greatest, cdv_err *e);
+  int (*event_create)(cdv_device *d, int timing, int blocking, void **ev, cdv_err *e);
+  int (*event_destroy)(cdv_device *d, void *ev, cdv_err *e);
+  int (*event_record)(cdv_device *d, void *ev, void *s, cdv_err *e);
+  int (*event_query)(cdv_device *d, void *ev, int *done, cdv_err *e);
+  int (*event_synchronize)(cdv_device *d, void *ev, cdv_err *e);
+  int (*event_elapsed)(cdv_device *d, void *start, void *end, float *ms, cdv_err *e);
+  /* kernels; compile may get d == NULL (CUDA: compile for req->arch with no GPU) */
+  int (*compile)(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e);
+  int (*module_load)(cdv_device *d, const cdv_image *img, void **mod, cdv_err *e);
+  int (*module_unload)(cdv_device *d, void *mod, cdv_err *e);
+  int (*module_function)(cdv_device *d, void *mod, const char *symbol, void **fn, cdv_err *e);
+  int (*func_info)(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e);
+  /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) */
+  int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
+  int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
+  int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                void *stream, void **args, cdv_err *e);
+};
+
+extern const cdv_backend cdv_backend_cuda;
+extern const cdv_backend cdv_backend_cpu;
+
+/* CUDA-only entry points of backend_cuda.c that are not per-device operations. */
+int cdv_cuda_host_register(void *p, size_t n, cdv_err *e);   /* cuMemHostRegister; -1 and *e when no driver */
+int cdv_cuda_host_unregister(void *p);                       /* cuMemHostUnregister; never raises */
+int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch, limits, uuid, memory... */
+int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
+int cdv_cuda_driver_version(void);                           /* cuDriverGetVersion, 0 without a driver */
+int cdv_nvrtc_version(int *major, int *minor);               /* 0 on success */
+int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky faults] */
+
+/* ---------------------------------------------------------------- loader (loader.c) */
+int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */
+const char *cdv_cuda_why(void);          /* why it is not: every name that was tried */
+int cdv_nvrtc_load(void);
+const char *cdv_nvrtc_why(void);
+
+/* ---------------------------------------------------------------- device registry (device.c) */
+int cdv_device_count_all(void);              /* registry size (cpu + CUDA devices + mapped) */
+cdv_device *cdv_device_at(int index);
+cdv_device *cdv_cpu(void);
+cdv_device *cdv_device_add(const cdv_device *proto);      /* a mapped context; NULL when full */
+int cdv_cubin_supported(int arch);                       /* NVRTC can emit cubin for sm_<arch> */
+int cdv_cuda_count(void);                    /* CUDA devices (0 without a driver) */
+
+/* per-lua_State state (registry userdata): default device, current streams, embedding options */
+typedef struct cdv_stream cdv_stream;
+#define CDV_MAXDEV 64
+typedef struct cdv_state {
+  int default_device;                        /* registry index; -1 until first needed */
+  cdv_stream *cur_stream[CDV_MAXDEV];        /* current stream per device (anchored in the registry) */
+  size_t gc_pressure;                        /* device bytes allocated since the last GC step */
+  int sandbox;
+  size_t quota, quota_used;                  /* device-memory quota for the state (0 = none) */
+  int launch_blocking;                       /* CUDA_LAUNCH_BLOCKING=1 */
+} cdv_state;
+
+cdv_state *cdv_get_state(lua_State *L);
+
+/* ---------------------------------------------------------------- Lua types */
+#define CDV_DEVICE "cudadev.Device"
+#define CDV_STREAM "cudadev.Stream"
+#define CDV_EVENT  "cudadev.Event"
+#define CDV_ARRAY  "cudadev.Array"
+#define CDV_MODULE "cudadev.Module"
+#define CDV_KERNEL "cudadev.Kernel"
+#define CDV_GRAPH  "cudadev.Graph"
+#define CDV_ERROR  "cudadev.Error"
+
+struct cdv_stream {
+  cdv_device *dev;
+  void *handle;           /* backend stream; NULL = the device's default stream */
+  unsigned generation;
+  int priority, owned;    /* owned: destroyed with the userdata */
+};
+
+typedef struct cdv_event {
+  cdv_device *dev;
+  void *handle;
+  unsigned generation;
+  int timing;
+} cdv_event;
+
+/* NOTE [array memory]: an allocation is a refcounted block shared by an array and its views, so a view
+ * keeps memory alive after its base is freed or collected. The block remembers the last stream that used
+ * it, so that a free is ordered after the work queued on that stream. */
+typedef struct cdv_block {
+  int refs;
+  int kind;               /* CDV_MEM_* */
+  cdv_device *dev;        /* where the memory lives (cpu for host memory) */
+  void *ptr;
+  size_t bytes;
+  unsigned generation;
+  cdv_device *last_dev;   /* the device of the last stream that used the block */
+  void *last_stream;      /* that stream's handle (NULL: default) */
+  void (*release)(void *ud, void *ptr);   /* memory owned by a host (embedding); NULL when ours */
+  void *release_ud;
+  int borrowed;           /* host memory we must not free */
+} cdv_block;
+
+#define CDV_MAXDIM 8
+typedef struct cdv_array {
+  cdv_block *block;       /* NULL when freed */
+  char *data;             /* first element (block->ptr + offset) */
+  cdv_dtype dtype;
+  int ndim;
+  int64_t shape[CDV_MAXDIM];
+  int64_t size;           /* elements */
+} cdv_array;
+
+typedef struct cdv_module cdv_module;     /* module.c */
+
+/* device.c */
+int cdv_device_open(lua_State *L);
+void cdv_push_device(lua_State *L, cdv_device *d);
+cdv_device *cdv_check_device(lua_State *L, int arg);        /* any device spec */
+cdv_device *cdv_opt_device(lua_State *L, int arg);          /* nil -> default device */
+cdv_device *cdv_default_device(lua_State *L);
+void cdv_device_use(lua_State *L, cdv_device *d);           /* activate, raise on failure/sticky */
+
+/* stream.c */
+int cdv_stream_open(lua_State *L);
+cdv_stream *cdv_check_stream(lua_State *L, int arg);
+cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d);  /* never NULL */
+void cdv_push_current_stream(lua_State *L, cdv_device *d);
+void *cdv_stream_for(lua_State *L, cdv_device *d, cdv_stream *s); /* handle, checking s is on d */
+
+/* event.c */
+int cdv_event_open(lua_State *L);
+cdv_event *cdv_check_event(lua_State *L, int arg);
+int cdv_event_new(lua_State *L);                            /* cd.event([device] [, opts]) */
+
+/* array.c */
+int cdv_array_open(lua_State *L);
+cdv_array *cdv_check_array(lua_State *L, int arg);          /* live (not freed, not stale) */
+cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
+                          int kind, cdv_stream *s);
+int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
+void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
+uint16_t cdv_f32_to_f16(float f);
+float cdv_f16_to_f32(uint16_t h);
+
+/* module.c */
+int cdv_module_open(lua_State *L);
+
+/* error.c */
+int cdv_error_open(lua_State *L);
+int cdv_raise(lua_State *L, cdv_device *d, cdv_err *e);     /* raise a cudadev.Error (never returns) */
+void cdv_push_error(lua_State *L, cdv_device *d, cdv_err *e); /* the Error value; takes e->log */
+int cdv_raise_sticky(lua_State *L, cdv_device *d);          /* NOTE [sticky faults] */
+#define cdv_try(L, d, call) do { cdv_err e_; if ((call) != 0) cdv_raise((L), (d), &e_); } while (0)
+void cdv_warn(lua_State *L, const char *fmt, ...);          /* lua_warning, never raises */
+
+/* options tables: reject unknown keys (`{blok=256}` is an error) */
+void cdv_check_options(lua_State *L, int arg, const char *const *known, const char *fname);
+
+/* args.c: argument helpers shared by the Lua types */
+int64_t cdv_check_count(lua_State *L, int arg, const char *what);  /* integer >= 0 */
+const char *cdv_fmt_bytes(char *buf, size_t n, double bytes);       /* "79.1 GiB" */
+int cdv_opt_field(lua_State *L, int t, const char *k);  /* pushes t[k] when t is a table; type or LUA_TNIL */
+int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname);
+
+#endif

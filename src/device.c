@@ -1,0 +1,507 @@
+/*
+ * device.c: cudadev.Device, the process-wide device registry, the per-state default device and the
+ * device-selection functions (Warp's device model, PyCUDA's device choice).
+ *
+ * Devices are process-wide C structs (contexts are process-wide); a Device value is a small userdata
+ * that points at one, cached per lua_State so that two Device values for one device are the same value.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdv.h"
+#include "syms.h"
+
+#define MAXDEV CDV_MAXDEV
+
+static cdv_device *registry[MAXDEV];
+static int ndevices, ncuda;
+static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void init_cpu(cdv_device *d) {
+  d->be = &cdv_backend_cpu;
+  d->ordinal = -1;
+  d->is_cpu = 1;
+  snprintf(d->alias, sizeof d->alias, "cpu");
+  snprintf(d->name, sizeof d->name, "host CPU (%s)", CDV_HOST_ARCH);
+  d->warp_size = 32;
+  d->max_threads_per_block = 1024;
+  d->max_block[0] = d->max_block[1] = 1024;
+  d->max_block[2] = 64;
+  d->max_grid[0] = 0x7fffffff;
+  d->max_grid[1] = d->max_grid[2] = 65535;
+  d->max_shared_per_block = 48 * 1024;
+  d->max_shared_optin = 1024 * 1024;
+  d->is_uva = 1;
+  size_t free_b = 0, total = 0;
+  cdv_err e;
+  if (cdv_backend_cpu.mem_info(d, &free_b, &total, &e) == 0) d->total_memory = total;
+}
+
+/* Builds the registry once per process: cpu first, then every CUDA device the driver reports. The
+ * driver is opened here, lazily, not at require time. */
+static void registry_init(void) {
+  cdv_device *cpu = calloc(1, sizeof *cpu);
+  if (cpu == NULL) abort();
+  init_cpu(cpu);
+  registry[ndevices++] = cpu;
+  int n = 0;
+  if (cdv_cuda_load() != 0 || cdv_cu.cuDeviceGetCount(&n) != CUDA_SUCCESS) return;
+  for (int i = 0; i < n && ndevices < MAXDEV; i++) {
+    cdv_device *d = calloc(1, sizeof *d);
+    cdv_err e;
+    if (d == NULL) abort();
+    d->be = &cdv_backend_cuda;
+    if (cdv_cuda_fill_device(d, i, &e) != 0) {
+      free(d);
+      continue;
+    }
+    d->index = ndevices;
+    registry[ndevices++] = d;
+    ncuda++;
+  }
+}
+
+int cdv_device_count_all(void) {
+  pthread_once(&registry_once, registry_init);
+  return ndevices;
+}
+
+cdv_device *cdv_device_at(int index) {
+  return index >= 0 && index < cdv_device_count_all() ? registry[index] : NULL;
+}
+
+cdv_device *cdv_cpu(void) { return cdv_device_at(0); }
+
+int cdv_cuda_count(void) {
+  cdv_device_count_all();
+  return ncuda;
+}
+
+/* Adds a mapped device (map_cuda_device); returns NULL when the registry is full. */
+cdv_device *cdv_device_add(const cdv_device *proto) {
+  cdv_device_count_all();
+  pthread_mutex_lock(&registry_lock);
+  cdv_device *d = NULL;
+  if (ndevices < MAXDEV && (d = malloc(sizeof *d)) != NULL) {
+    *d = *proto;
+    d->index = ndevices;
+    registry[ndevices++] = d;
+  }
+  pthread_mutex_unlock(&registry_lock);
+  return d;
+}
+
+/* ------------------------------------------------------------ per-state default device */
+
+static cdv_device *cuda_by_ordinal(int ordinal) {
+  for (int i = 1; i < cdv_device_count_all(); i++)
+    if (registry[i]->is_primary && registry[i]->ordinal == ordinal) return registry[i];
+  return NULL;
+}
+
+static cdv_device *by_alias(const char *s) {
+  for (int i = 0; i < cdv_device_count_all(); i++)
+    if (strcmp(registry[i]->alias, s) == 0) return registry[i];
+  return NULL;
+}
+
+/* The device whose context is current on this thread, else the first CUDA device: what "cuda" means. */
+static cdv_device *current_cuda(void) {
+  CUcontext ctx = NULL;
+  if (cdv_cuda_count() == 0) return NULL;
+  if (cdv_cu.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL)
+    for (int i = 1; i < ndevices; i++)
+      if (registry[i]->ctx == ctx) return registry[i];
+  return cuda_by_ordinal(0);
+}
+
+static const char *no_device(lua_State *L, const char *spec) {
+  int n = cdv_cuda_count();
+  if (n == 0)
+    return lua_pushfstring(L, "no device '%s' (no CUDA device: %s)", spec,
+                           cdv_cuda_load() == 0 ? "the driver reports none" : cdv_cuda_why());
+  return lua_pushfstring(L, "no device '%s' (%d CUDA device%s: cuda:0%s%s)", spec, n, n == 1 ? "" : "s",
+                         n > 1 ? " to cuda:" : "", n > 1 ? lua_pushfstring(L, "%d", n - 1) : "");
+}
+
+/* Resolves a spec string; NULL with a message pushed when there is no such device. */
+static cdv_device *resolve_string(lua_State *L, const char *s) {
+  cdv_device *d = NULL;
+  if (strcmp(s, "cuda") == 0) d = current_cuda();
+  else if (strncmp(s, "cuda:", 5) == 0) {
+    char *end;
+    long o = strtol(s + 5, &end, 10);
+    if (*end == '\0' && end != s + 5 && o >= 0 && o < MAXDEV) d = cuda_by_ordinal((int)o);
+    if (d == NULL) d = by_alias(s);
+  } else d = by_alias(s);
+  if (d == NULL) no_device(L, s);
+  return d;
+}
+
+static cdv_device *resolve(lua_State *L, int arg, int *ok) {
+  *ok = 1;
+  switch (lua_type(L, arg)) {
+    case LUA_TSTRING: {
+      cdv_device *d = resolve_string(L, lua_tostring(L, arg));
+      *ok = d != NULL;
+      return d;
+    }
+    case LUA_TNUMBER: {
+      int isint;
+      lua_Integer o = lua_tointegerx(L, arg, &isint);
+      cdv_device *d = isint && o >= 0 && o < MAXDEV ? cuda_by_ordinal((int)o) : NULL;
+      if (d == NULL) no_device(L, lua_pushfstring(L, "cuda:%s", lua_tostring(L, arg)));
+      *ok = d != NULL;
+      return d;
+    }
+    case LUA_TUSERDATA: {
+      cdv_device **p = luaL_testudata(L, arg, CDV_DEVICE);
+      if (p != NULL) return *p;
+    } /* fall through */
+    default:
+      *ok = 0;
+      lua_pushfstring(L, "device expected (\"cpu\", \"cuda:N\", an ordinal or a Device), got %s",
+                      luaL_typename(L, arg));
+      return NULL;
+  }
+}
+
+cdv_device *cdv_check_device(lua_State *L, int arg) {
+  int ok;
+  cdv_device *d = resolve(L, arg, &ok);
+  if (!ok) luaL_argerror(L, arg, lua_tostring(L, -1));
+  return d;
+}
+
+/* First CUDA device whose context can be created (a busy exclusive-process device is skipped, as PyCUDA
+ * tries each in turn), else cpu. */
+static cdv_device *first_usable(void) {
+  for (int i = 1; i < cdv_device_count_all(); i++) {
+    cdv_err e;
+    if (registry[i]->is_primary && registry[i]->be->activate(registry[i], &e) == 0) return registry[i];
+  }
+  return cdv_cpu();
+}
+
+static cdv_device *from_env(lua_State *L, const char *var, const char *v, int ordinal_only) {
+  char *end;
+  long o = strtol(v, &end, 10);
+  int top = lua_gettop(L);
+  cdv_device *d = NULL;
+  if (*end == '\0' && end != v) d = o >= 0 && o < MAXDEV ? cuda_by_ordinal((int)o) : NULL;
+  else if (!ordinal_only) d = resolve_string(L, v);
+  lua_settop(L, top);
+  if (d == NULL)
+    luaL_error(L, "%s='%s' names no device (%s)", var, v, cdv_cuda_count() ?
+               "use cpu or cuda:N" : "no CUDA device is present; use cpu");
+  return d;
+}
+
+/* NOTE [default device]: CUDADEV_DEVICE (any spec), else CUDA_DEVICE (an ordinal), else the integer in
+ * ~/.cuda-device, else the first CUDA device whose context can be created, else cpu. Decided on first
+ * need, so that `require` never touches the driver. */
+static cdv_device *initial_default(lua_State *L) {
+  const char *v = getenv("CUDADEV_DEVICE");
+  if (v != NULL && *v) return from_env(L, "CUDADEV_DEVICE", v, 0);
+  if ((v = getenv("CUDA_DEVICE")) != NULL && *v) return from_env(L, "CUDA_DEVICE", v, 1);
+  const char *home = getenv("HOME");
+  if (home != NULL) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/.cuda-device", home);
+    FILE *f = fopen(path, "r");
+    int o;
+    if (f != NULL) {
+      int got = fscanf(f, "%d", &o);
+      fclose(f);
+      if (got == 1 && cuda_by_ordinal(o) != NULL) return cuda_by_ordinal(o);
+    }
+  }
+  return first_usable();
+}
+
+cdv_device *cdv_default_device(lua_State *L) {
+  cdv_state *st = cdv_get_state(L);
+  if (st->default_device < 0) st->default_device = initial_default(L)->index;
+  return registry[st->default_device];
+}
+
+cdv_device *cdv_opt_device(lua_State *L, int arg) {
+  return lua_isnoneornil(L, arg) ? cdv_default_device(L) : cdv_check_device(L, arg);
+}
+
+/* Every operation on a device goes through here: a sticky fault answers with the recorded error, and
+ * the context is created and made current only now, when work needs it. */
+void cdv_device_use(lua_State *L, cdv_device *d) {
+  cdv_err e;
+  if (d->sticky) cdv_raise_sticky(L, d);
+  if (d->be->activate(d, &e) != 0) cdv_raise(L, d, &e);
+}
+
+/* ------------------------------------------------------------ Device values */
+
+void cdv_push_device(lua_State *L, cdv_device *d) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.device_values");
+  if (lua_rawgeti(L, -1, d->index) == LUA_TNIL) {
+    lua_pop(L, 1);
+    cdv_device **p = lua_newuserdatauv(L, sizeof *p, 0);
+    *p = d;
+    luaL_setmetatable(L, CDV_DEVICE);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, d->index);
+  }
+  lua_remove(L, -2);
+}
+
+static cdv_device *self(lua_State *L) { return *(cdv_device **)luaL_checkudata(L, 1, CDV_DEVICE); }
+
+static int device_tostring(lua_State *L) {
+  cdv_device *d = self(L);
+  char mem[32];
+  if (d->is_cpu || d->ordinal < 0)
+    lua_pushfstring(L, "Device(cpu \"%s\" %s)", d->name, cdv_fmt_bytes(mem, sizeof mem, (double)d->total_memory));
+  else
+    lua_pushfstring(L, "Device(%s \"%s\" sm_%d %s)", d->alias, d->name, d->arch,
+                    cdv_fmt_bytes(mem, sizeof mem, (double)d->total_memory));
+  return 1;
+}
+
+static int device_eq(lua_State *L) {
+  cdv_device **a = luaL_testudata(L, 1, CDV_DEVICE), **b = luaL_testudata(L, 2, CDV_DEVICE);
+  lua_pushboolean(L, a && b && *a == *b);
+  return 1;
+}
+
+static int device_synchronize(lua_State *L) {
+  cdv_device *d = self(L);
+  cdv_device_use(L, d);
+  cdv_try(L, d, d->be->synchronize(d, &e_));
+  return 0;
+}
+
+static int device_memory_info(lua_State *L) {
+  cdv_device *d = self(L);
+  size_t free_b = 0, total = 0;
+  if (!d->is_cpu) cdv_device_use(L, d);
+  cdv_try(L, d, d->be->mem_info(d, &free_b, &total, &e_));
+  lua_pushinteger(L, (lua_Integer)free_b);
+  lua_pushinteger(L, (lua_Integer)total);
+  return 2;
+}
+
+static int device_attribute(lua_State *L) {
+  cdv_device *d = self(L);
+  const char *name = luaL_checkstring(L, 2);
+  static const struct { const char *name; int value; } attrs[] = {
+#include "cdv_attrs.h"
+  };
+  for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
+    if (strcmp(attrs[i].name, name) == 0) {
+      int v = 0;
+      if (d->is_cpu) return luaL_error(L, "the cpu device has no CUDA attribute '%s'", name);
+      cdv_try(L, d, cdv_cuda_attribute(d, attrs[i].value, &v, &e_));
+      lua_pushinteger(L, v);
+      return 1;
+    }
+  return luaL_argerror(L, 2, lua_pushfstring(L, "unknown attribute '%s' (any CU_DEVICE_ATTRIBUTE_* "
+                                             "name, lowercase, without the prefix)", name));
+}
+
+static int push_optstring(lua_State *L, const char *s) {
+  if (*s) lua_pushstring(L, s);
+  else lua_pushnil(L);
+  return 1;
+}
+
+static int device_index(lua_State *L) {
+  cdv_device *d = self(L);
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "alias") == 0) lua_pushstring(L, d->alias);
+  else if (strcmp(k, "name") == 0) lua_pushstring(L, d->name);
+  else if (strcmp(k, "ordinal") == 0) lua_pushinteger(L, d->ordinal);
+  else if (strcmp(k, "arch") == 0) lua_pushinteger(L, d->arch);
+  else if (strcmp(k, "is_cpu") == 0) lua_pushboolean(L, d->is_cpu);
+  else if (strcmp(k, "is_cuda") == 0) lua_pushboolean(L, !d->is_cpu);
+  else if (strcmp(k, "is_uva") == 0) lua_pushboolean(L, d->is_uva);
+  else if (strcmp(k, "is_cubin_supported") == 0) lua_pushboolean(L, cdv_cubin_supported(d->arch));
+  else if (strcmp(k, "is_mempool_supported") == 0) lua_pushboolean(L, d->is_mempool_supported);
+  else if (strcmp(k, "is_primary") == 0) lua_pushboolean(L, d->is_primary);
+  else if (strcmp(k, "uuid") == 0) return push_optstring(L, d->uuid);
+  else if (strcmp(k, "pci_bus_id") == 0) return push_optstring(L, d->pci_bus_id);
+  else if (strcmp(k, "total_memory") == 0) lua_pushinteger(L, (lua_Integer)d->total_memory);
+  else if (strcmp(k, "free_memory") == 0) {
+    size_t free_b = 0, total = 0;
+    if (!d->is_cpu) {
+      cdv_device_use(L, d);
+      cdv_try(L, d, d->be->mem_info(d, &free_b, &total, &e_));
+    }
+    lua_pushinteger(L, (lua_Integer)free_b);
+  } else if (strcmp(k, "sm_count") == 0) lua_pushinteger(L, d->sm_count);
+  else if (strcmp(k, "warp_size") == 0) lua_pushinteger(L, d->warp_size);
+  else if (strcmp(k, "max_threads_per_block") == 0) lua_pushinteger(L, d->max_threads_per_block);
+  else if (strcmp(k, "has_context") == 0) lua_pushboolean(L, d->is_cpu || d->ctx != NULL);
+  else if (strcmp(k, "is_sticky") == 0) lua_pushboolean(L, d->sticky);
+  else if (strcmp(k, "stream") == 0) {
+    cdv_current_stream(L, d);
+  } else {
+    luaL_getmetatable(L, CDV_DEVICE);
+    lua_getfield(L, -1, "methods");
+    if (lua_getfield(L, -1, k) == LUA_TNIL)
+      return luaL_error(L, "Device has no field or method '%s'", k);
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------ module functions */
+
+static int l_is_available(lua_State *L) {
+  if (cdv_cuda_load() != 0) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, cdv_cuda_why());
+    return 2;
+  }
+  if (cdv_cuda_count() == 0) {
+    lua_pushboolean(L, 0);
+    lua_pushliteral(L, "the CUDA driver reports no device");
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_device_count(lua_State *L) {
+  lua_pushinteger(L, cdv_cuda_count());
+  return 1;
+}
+
+static int push_devices(lua_State *L, int from) {
+  lua_newtable(L);
+  for (int i = from, n = 1; i < cdv_device_count_all(); i++) {
+    cdv_push_device(L, registry[i]);
+    lua_rawseti(L, -2, n++);
+  }
+  return 1;
+}
+
+static int l_devices(lua_State *L) { return push_devices(L, 0); }
+static int l_cuda_devices(lua_State *L) { return push_devices(L, 1); }
+
+static int l_device(lua_State *L) {
+  cdv_push_device(L, lua_isnoneornil(L, 1) ? cdv_default_device(L) : cdv_check_device(L, 1));
+  return 1;
+}
+
+static int l_get_device(lua_State *L) {
+  cdv_push_device(L, cdv_default_device(L));
+  return 1;
+}
+
+static void set_default(lua_State *L, cdv_device *d) {
+  if (!d->is_cpu) cdv_device_use(L, d);   /* setting a CUDA device makes its context current */
+  cdv_get_state(L)->default_device = d->index;
+}
+
+static int l_set_device(lua_State *L) {
+  set_default(L, cdv_check_device(L, 1));
+  return 0;
+}
+
+/* A Scope restores the previous default device when closed: `local _ <close> = cd.scope("cuda:1")`. */
+typedef struct scope { int previous; int closed; } scope;
+
+static int scope_close(lua_State *L) {
+  scope *s = luaL_checkudata(L, 1, "cudadev.Scope");
+  if (!s->closed) {
+    s->closed = 1;
+    cdv_get_state(L)->default_device = s->previous;
+  }
+  return 0;
+}
+
+static int l_scope(lua_State *L) {
+  cdv_device *d = cdv_check_device(L, 1);
+  scope *s = lua_newuserdatauv(L, sizeof *s, 0);
+  s->previous = cdv_default_device(L)->index;
+  s->closed = 1;   /* closed until the switch succeeded: a failed switch must not restore anything */
+  luaL_setmetatable(L, "cudadev.Scope");
+  set_default(L, d);
+  s->closed = 0;
+  return 1;
+}
+
+/* with_device(spec, fn, ...): the scope is a to-be-closed slot, so Lua restores the device while the
+ * error unwinds, and the error and its traceback pass through untouched (no pcall in between). */
+static int l_with_device(lua_State *L) {
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  int nargs = lua_gettop(L) - 2;
+  lua_pushcfunction(L, l_scope);
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  lua_insert(L, 1);        /* scope at 1, spec at 2, fn at 3 */
+  lua_toclose(L, 1);
+  lua_remove(L, 2);
+  lua_call(L, nargs, LUA_MULTRET);
+  return lua_gettop(L) - 1;
+}
+
+static int l_synchronize(lua_State *L) {
+  for (int i = 0; i < cdv_device_count_all(); i++) {
+    cdv_device *d = registry[i];
+    if (!d->is_cpu && d->ctx == NULL) continue;   /* nothing can be queued on a context never made */
+    cdv_device_use(L, d);
+    cdv_try(L, d, d->be->synchronize(d, &e_));
+  }
+  return 0;
+}
+
+static int l_synchronize_device(lua_State *L) {
+  cdv_device *d = cdv_opt_device(L, 1);
+  cdv_device_use(L, d);
+  cdv_try(L, d, d->be->synchronize(d, &e_));
+  return 0;
+}
+
+static const luaL_Reg device_methods[] = {
+  {"synchronize", device_synchronize},
+  {"memory_info", device_memory_info},
+  {"attribute", device_attribute},
+  {NULL, NULL}
+};
+
+static const luaL_Reg functions[] = {
+  {"is_available", l_is_available},
+  {"device_count", l_device_count},
+  {"devices", l_devices},
+  {"cuda_devices", l_cuda_devices},
+  {"device", l_device},
+  {"get_device", l_get_device},
+  {"set_device", l_set_device},
+  {"scope", l_scope},
+  {"with_device", l_with_device},
+  {"synchronize", l_synchronize},
+  {"synchronize_device", l_synchronize_device},
+  {NULL, NULL}
+};
+
+int cdv_device_open(lua_State *L) {
+  luaL_newmetatable(L, CDV_DEVICE);
+  lua_pushcfunction(L, device_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, device_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, device_eq);
+  lua_setfield(L, -2, "__eq");
+  luaL_newlib(L, device_methods);
+  lua_setfield(L, -2, "methods");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, "cudadev.Scope");
+  lua_pushcfunction(L, scope_close);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "cudadev.device_values");
+  luaL_setfuncs(L, functions, 0);
+  return 0;
+}

@@ -1,0 +1,161 @@
+/*
+ * event.c: cudadev.Event (Numba / PyTorch semantics): markers recorded on a stream, used for timing and
+ * for making one stream wait for another.
+ */
+#include <string.h>
+
+#include "cdv.h"
+
+static const char *const event_opts[] = {"timing", "blocking", NULL};
+
+static cdv_event *check_any(lua_State *L, int arg) { return luaL_checkudata(L, arg, CDV_EVENT); }
+
+cdv_event *cdv_check_event(lua_State *L, int arg) {
+  cdv_event *ev = check_any(L, arg);
+  if (ev->dev == NULL) luaL_argerror(L, arg, "attempt to use a destroyed event");
+  if (ev->generation != ev->dev->generation) luaL_argerror(L, arg, "stale Event: device was reset");
+  return ev;
+}
+
+/* cd.event([device] [, {timing=true, blocking=false}]) wraps cuEventCreate */
+int cdv_event_new(lua_State *L) {
+  int o = lua_istable(L, 1) ? 1 : 2;
+  cdv_device *d = o == 1 ? cdv_default_device(L) : cdv_opt_device(L, 1);
+  cdv_check_options(L, o, event_opts, "event");
+  int timing = cdv_check_boolean_field(L, o, "timing", 1, "event");
+  int blocking = cdv_check_boolean_field(L, o, "blocking", 0, "event");
+  cdv_device_use(L, d);
+  cdv_event *ev = lua_newuserdatauv(L, sizeof *ev, 0);
+  memset(ev, 0, sizeof *ev);
+  luaL_setmetatable(L, CDV_EVENT);   /* closed until the handle exists: a failure leaves nothing half-made */
+  cdv_try(L, d, d->be->event_create(d, timing, blocking, &ev->handle, &e_));
+  ev->dev = d;
+  ev->generation = d->generation;
+  ev->timing = timing;
+  return 1;
+}
+
+static int event_release(lua_State *L) {
+  cdv_event *ev = check_any(L, 1);
+  cdv_device *d = ev->dev;
+  if (d != NULL && ev->generation == d->generation && !d->sticky) {
+    cdv_err e;
+    if (d->be->event_destroy(d, ev->handle, &e) != 0)
+      cdv_warn(L, "destroying an event on %s: %s", d->alias, e.message);
+  }
+  ev->dev = NULL;
+  ev->handle = NULL;
+  return 0;
+}
+
+static cdv_stream *opt_stream(lua_State *L, int arg) {
+  return lua_isnoneornil(L, arg) ? NULL : cdv_check_stream(L, arg);
+}
+
+/* e:record([stream]) wraps cuEventRecord (default: the current stream of the event's device) */
+static int event_record(lua_State *L) {
+  cdv_event *ev = cdv_check_event(L, 1);
+  void *s = cdv_stream_for(L, ev->dev, opt_stream(L, 2));
+  cdv_device_use(L, ev->dev);
+  cdv_try(L, ev->dev, ev->dev->be->event_record(ev->dev, ev->handle, s, &e_));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int event_query(lua_State *L) {
+  cdv_event *ev = cdv_check_event(L, 1);
+  int done = 1;
+  cdv_device_use(L, ev->dev);
+  cdv_try(L, ev->dev, ev->dev->be->event_query(ev->dev, ev->handle, &done, &e_));
+  lua_pushboolean(L, done);
+  return 1;
+}
+
+static int event_synchronize(lua_State *L) {
+  cdv_event *ev = cdv_check_event(L, 1);
+  cdv_device_use(L, ev->dev);
+  cdv_try(L, ev->dev, ev->dev->be->event_synchronize(ev->dev, ev->handle, &e_));
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* e:wait([stream]): work queued later on the stream waits for the event (cuStreamWaitEvent) */
+static int event_wait(lua_State *L) {
+  cdv_event *ev = cdv_check_event(L, 1);
+  cdv_stream *s = opt_stream(L, 2);
+  cdv_device *d = s ? s->dev : ev->dev;
+  if (d->be != ev->dev->be) return luaL_argerror(L, 2, "event and stream belong to different kinds of device");
+  void *h = cdv_stream_for(L, d, s);
+  cdv_device_use(L, d);
+  cdv_try(L, d, d->be->stream_wait_event(d, h, ev->handle, &e_));
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* milliseconds from a to b (cuEventElapsedTime) */
+static int elapsed(lua_State *L, int a, int b) {
+  cdv_event *e1 = cdv_check_event(L, a), *e2 = cdv_check_event(L, b);
+  if (e1->dev != e2->dev)
+    return luaL_argerror(L, b, lua_pushfstring(L, "events on different devices (%s and %s)", e1->dev->alias,
+                                              e2->dev->alias));
+  if (!e1->timing || !e2->timing)
+    return luaL_argerror(L, e1->timing ? b : a, "event was created with timing=false");
+  float ms = 0;
+  cdv_device_use(L, e1->dev);
+  cdv_try(L, e1->dev, e1->dev->be->event_elapsed(e1->dev, e1->handle, e2->handle, &ms, &e_));
+  lua_pushnumber(L, ms);
+  return 1;
+}
+
+static int event_elapsed(lua_State *L) { return elapsed(L, 1, 2); }
+static int l_elapsed_time(lua_State *L) { return elapsed(L, 1, 2); }
+
+static int event_tostring(lua_State *L) {
+  cdv_event *ev = check_any(L, 1);
+  if (ev->dev == NULL) lua_pushliteral(L, "Event(destroyed)");
+  else lua_pushfstring(L, "Event(%s%s)", ev->dev->alias, ev->timing ? "" : " no timing");
+  return 1;
+}
+
+static int event_index(lua_State *L) {
+  cdv_event *ev = cdv_check_event(L, 1);
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "device") == 0) cdv_push_device(L, ev->dev);
+  else if (strcmp(k, "timing") == 0) lua_pushboolean(L, ev->timing);
+  else {
+    luaL_getmetatable(L, CDV_EVENT);
+    lua_getfield(L, -1, "methods");
+    if (lua_getfield(L, -1, k) == LUA_TNIL) return luaL_error(L, "Event has no field or method '%s'", k);
+  }
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+  {"record", event_record},
+  {"query", event_query},
+  {"synchronize", event_synchronize},
+  {"wait", event_wait},
+  {"elapsed", event_elapsed},
+  {"destroy", event_release},
+  {NULL, NULL}
+};
+
+int cdv_event_open(lua_State *L) {
+  luaL_newmetatable(L, CDV_EVENT);
+  lua_pushcfunction(L, event_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, event_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, event_release);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, event_release);
+  lua_setfield(L, -2, "__close");
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "methods");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, cdv_event_new);
+  lua_setfield(L, -2, "event");
+  lua_pushcfunction(L, l_elapsed_time);
+  lua_setfield(L, -2, "elapsed_time");
+  return 0;
+}

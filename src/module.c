@@ -1,0 +1,1066 @@
+/*
+ * module.c: cudadev.Module (compiled code loaded on a device) and cudadev.Kernel (one function of it,
+ * with its checked, allocation-free launch).
+ *
+ * NOTE [kernel cache]: compiling is expensive (NVRTC: 50-90 ms for saxpy), so compiled and loaded
+ * modules are kept in a process-wide table keyed by everything that changes the output plus the
+ * device and its generation. A repeat compile finds the entry and neither recompiles nor reloads.
+ *
+ * NOTE [launch plan]: the parameter list comes from the source (sig.c), is laid out once per Kernel
+ * into an argument buffer and a kernelParams array that points into it; a launch converts each Lua
+ * argument straight into the buffer and calls the backend. Nothing is allocated per launch.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdv.h"
+#include "sig.h"
+#include "syms.h"
+
+/* ------------------------------------------------------------ the in-memory cache */
+
+typedef struct cdv_module {
+  uint64_t key[2];
+  cdv_device *dev;            /* NULL: compiled for an arch with no device (not loaded) */
+  unsigned generation;
+  int arch;
+  cdv_image img;
+  void *handle;               /* backend module */
+  int nentries;
+  char **entries;             /* the names kernels are looked up by ("saxpy", "axpy<float>") */
+  cdv_sigs sigs;
+  int have_sigs;
+  int refs;                   /* Module values + the cache list */
+  struct cdv_module *next;
+} cdv_module_t;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static cdv_module_t *cache;
+static long memory_hits, memory_misses;
+
+static void module_unref(cdv_module_t *m) {
+  pthread_mutex_lock(&cache_lock);
+  int last = --m->refs == 0;
+  pthread_mutex_unlock(&cache_lock);
+  if (!last) return;
+  /* modules are never unloaded while a Kernel may run: the cache holds one reference until cleared,
+   * and a cleared module is unloaded only when the last Module value goes */
+  if (m->handle != NULL && m->dev && m->generation == m->dev->generation && !m->dev->sticky) {
+    cdv_err e;
+    m->dev->be->module_unload(m->dev, m->handle, &e);
+  }
+  cdv_image_free(&m->img);
+  for (int i = 0; i < m->nentries; i++) free(m->entries[i]);
+  free(m->entries);
+  if (m->have_sigs) cdv_sigs_free(&m->sigs);
+  free(m);
+}
+
+/* FNV-1a over every input, twice with different bases: a 128-bit key (collisions are not a concern
+ * for a cache of a process's own compiles). */
+typedef struct hasher { uint64_t a, b; } hasher;
+
+static void hash_bytes(hasher *h, const void *p, size_t n) {
+  const unsigned char *s = p;
+  for (size_t i = 0; i < n; i++) {
+    h->a = (h->a ^ s[i]) * 0x100000001b3ULL;
+    h->b = (h->b ^ s[i]) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
+  }
+  unsigned char sep = 0xff;  /* separates fields so "ab"+"c" differs from "a"+"bc" */
+  h->a = (h->a ^ sep) * 0x100000001b3ULL;
+  h->b = (h->b ^ n) * 0x100000001b3ULL;
+}
+
+static void hash_str(hasher *h, const char *s) { hash_bytes(h, s ? s : "", s ? strlen(s) : 0); }
+
+/* ------------------------------------------------------------ compile options */
+
+static const char *const compile_opts[] = {"name", "options", "headers", "include_paths", "name_expressions",
+                                           "device", "arch", "target", NULL};
+
+typedef struct strlist { int n; const char **v; } strlist;
+
+/* A list of strings at opts[k]; leaves the table (which anchors the strings) and the list on the stack. */
+static strlist check_strlist(lua_State *L, int o, const char *k) {
+  strlist l = {0, NULL};
+  int t = cdv_opt_field(L, o, k);
+  if (t != LUA_TNIL && t != LUA_TTABLE)
+    luaL_error(L, "bad option '%s' to 'compile' (table of strings expected, got %s)", k, luaL_typename(L, -1));
+  int tab = lua_gettop(L);
+  l.n = t == LUA_TTABLE ? (int)lua_rawlen(L, tab) : 0;
+  l.v = lua_newuserdatauv(L, sizeof(char *) * (size_t)(l.n + 1), 0);
+  for (int i = 0; i < l.n; i++) {
+    if (lua_rawgeti(L, tab, i + 1) != LUA_TSTRING)
+      luaL_error(L, "bad option '%s' to 'compile' (item %d: string expected, got %s)", k, i + 1, luaL_typename(L, -1));
+    l.v[i] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  return l;
+}
+
+/* headers {["name.h"] = text} into parallel name/text lists (userdata left on the stack) */
+static int check_headers(lua_State *L, int o, const char ***names, const char ***texts) {
+  int t = cdv_opt_field(L, o, "headers"), n = 0;
+  if (t != LUA_TNIL && t != LUA_TTABLE)
+    luaL_error(L, "bad option 'headers' to 'compile' (table expected, got %s)", luaL_typename(L, -1));
+  int tab = lua_gettop(L);
+  if (t == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (lua_next(L, tab)) {
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "bad option 'headers' to 'compile' (expected {[\"name.h\"] = source text})");
+      n++;
+      lua_pop(L, 1);
+    }
+  }
+  const char **v = lua_newuserdatauv(L, sizeof(char *) * (size_t)(2 * n + 1), 0);
+  int i = 0;
+  if (t == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (lua_next(L, tab)) {
+      v[i] = lua_tostring(L, -2);
+      v[n + i] = lua_tostring(L, -1);
+      i++;
+      lua_pop(L, 1);
+    }
+  }
+  *names = v;
+  *texts = v + n;
+  return n;
+}
+
+static int parse_arch(lua_State *L, int o) {
+  int t = cdv_opt_field(L, o, "arch"), arch = 0;
+  if (t == LUA_TNUMBER) arch = (int)lua_tointeger(L, -1);
+  else if (t == LUA_TSTRING) {
+    const char *s = lua_tostring(L, -1);
+    if (sscanf(s, "sm_%d", &arch) != 1 && sscanf(s, "compute_%d", &arch) != 1) arch = -1;
+  } else if (t != LUA_TNIL) arch = -1;
+  if (arch < 0 || (t != LUA_TNIL && (arch < 10 || arch > 1000)))
+    luaL_error(L, "bad option 'arch' to 'compile' (expected \"sm_XY\" or an integer such as 90, got %s)",
+               luaL_tolstring(L, -1, NULL));
+  lua_pop(L, 1);
+  return arch;
+}
+
+static void parse_target(lua_State *L, int o, int *ptx, int *cubin) {
+  *ptx = *cubin = 0;
+  int t = cdv_opt_field(L, o, "target");
+  int top = lua_gettop(L);
+  int n = t == LUA_TTABLE ? (int)lua_rawlen(L, top) : 1;
+  for (int i = 1; i <= n; i++) {
+    if (t == LUA_TTABLE) lua_rawgeti(L, top, i);
+    else lua_pushvalue(L, top);
+    const char *s = lua_tostring(L, -1);
+    if (t == LUA_TNIL) *cubin = *ptx = -1;   /* default: cubin when supported, else PTX */
+    else if (s && strcmp(s, "ptx") == 0) *ptx = 1;
+    else if (s && strcmp(s, "cubin") == 0) *cubin = 1;
+    else luaL_error(L, "bad option 'target' to 'compile' (expected \"cubin\", \"ptx\" or both in a table)");
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
+/* ------------------------------------------------------------ NVRTC's supported architectures */
+
+static int nvrtc_archs[128], nvrtc_narchs;
+
+static void load_archs(void) {
+  int n = 0;
+  if (cdv_nvrtc_load() != 0 || cdv_nvrtc.nvrtcGetNumSupportedArchs == NULL) return;
+  if (cdv_nvrtc.nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= 128 &&
+      cdv_nvrtc.nvrtcGetSupportedArchs(nvrtc_archs) == NVRTC_SUCCESS)
+    nvrtc_narchs = n;
+}
+
+/* NVRTC emits cubin only for the architectures it lists; others get PTX for the driver to JIT. */
+int cdv_cubin_supported(int arch) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, load_archs);
+  for (int i = 0; i < nvrtc_narchs; i++)
+    if (nvrtc_archs[i] == arch) return 1;
+  return 0;
+}
+
+/* ------------------------------------------------------------ Module values */
+
+typedef struct module_ud { cdv_module_t *m; } module_ud;
+
+static module_ud *check_module_ud(lua_State *L, int arg) { return luaL_checkudata(L, arg, CDV_MODULE); }
+
+static cdv_module_t *check_module(lua_State *L, int arg) {
+  module_ud *u = check_module_ud(L, arg);
+  if (u->m == NULL) luaL_argerror(L, arg, "attempt to use a released module");
+  if (u->m->dev && u->m->generation != u->m->dev->generation) luaL_argerror(L, arg, "stale Module: device was reset");
+  return u->m;
+}
+
+static void push_module(lua_State *L, cdv_module_t *m) {
+  module_ud *u = lua_newuserdatauv(L, sizeof *u, 1);
+  u->m = NULL;
+  luaL_setmetatable(L, CDV_MODULE);
+  lua_newtable(L);                 /* Kernel values by name: one launch plan per kernel */
+  lua_setiuservalue(L, -2, 1);
+  pthread_mutex_lock(&cache_lock);
+  m->refs++;
+  pthread_mutex_unlock(&cache_lock);
+  u->m = m;
+}
+
+static cdv_module_t *cache_find(const uint64_t key[2]) {
+  pthread_mutex_lock(&cache_lock);
+  cdv_module_t *m = cache;
+  while (m != NULL && (m->key[0] != key[0] || m->key[1] != key[1] || (m->dev && m->generation != m->dev->generation)))
+    m = m->next;
+  if (m != NULL) memory_hits++;
+  else memory_misses++;
+  pthread_mutex_unlock(&cache_lock);
+  return m;
+}
+
+static cdv_module_t *cache_insert(cdv_module_t *m) {
+  pthread_mutex_lock(&cache_lock);
+  m->refs++;
+  m->next = cache;
+  cache = m;
+  pthread_mutex_unlock(&cache_lock);
+  return m;
+}
+
+/* Entries: every non-template kernel the parser found (extern "C" ones by symbol, others lowered as a
+ * name expression), then the name expressions asked for. */
+static void make_entries(cdv_module_t *m, const strlist *exprs, unsigned char **is_expr) {
+  int cap = m->sigs.n + exprs->n;
+  m->entries = calloc((size_t)cap + 1, sizeof *m->entries);
+  *is_expr = calloc((size_t)cap + 1, 1);
+  if (m->entries == NULL || *is_expr == NULL) abort();
+  for (int i = 0; m->have_sigs && i < m->sigs.n; i++)
+    if (m->sigs.v[i].ntparams == 0) {
+      (*is_expr)[m->nentries] = !m->sigs.v[i].extern_c;
+      m->entries[m->nentries++] = strdup(m->sigs.v[i].name);
+    }
+  for (int i = 0; i < exprs->n; i++) {
+    int dup = 0;
+    for (int j = 0; j < m->nentries && !dup; j++) dup = strcmp(m->entries[j], exprs->v[i]) == 0;
+    if (dup) continue;
+    (*is_expr)[m->nentries] = 1;
+    m->entries[m->nentries++] = strdup(exprs->v[i]);
+  }
+}
+
+static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const strlist *opts) {
+  cdv_push_error(L, d, e);
+  lua_createtable(L, opts->n, 0);
+  for (int i = 0; i < opts->n; i++) {
+    lua_pushstring(L, opts->v[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "options");
+  lua_error(L);
+}
+
+/* cd.compile(source [, opts]) -> Module (NOTE [kernel cache]) */
+static int l_compile(lua_State *L) {
+  size_t srclen;
+  const char *src = luaL_checklstring(L, 1, &srclen);
+  if (memchr(src, '\0', srclen) != NULL) return luaL_argerror(L, 1, "source contains a NUL byte");
+  cdv_check_options(L, 2, compile_opts, "compile");
+  const char *name = "kernel.cu";
+  if (cdv_opt_field(L, 2, "name") != LUA_TNIL) name = luaL_checkstring(L, -1);
+  strlist opts = check_strlist(L, 2, "options"), incs = check_strlist(L, 2, "include_paths");
+  strlist exprs = check_strlist(L, 2, "name_expressions");
+  const char **hnames, **htexts;
+  int nh = check_headers(L, 2, &hnames, &htexts);
+  int arch = parse_arch(L, 2), want_ptx, want_cubin, given_dev = 0;
+  parse_target(L, 2, &want_ptx, &want_cubin);
+  cdv_device *d = NULL;
+  if (cdv_opt_field(L, 2, "device") != LUA_TNIL) {
+    d = cdv_check_device(L, lua_gettop(L));
+    given_dev = 1;
+  }
+  if (d == NULL) d = cdv_default_device(L);
+  if (arch && d->is_cpu && given_dev)
+    return luaL_error(L, "bad option 'arch' to 'compile' (arch targets CUDA devices; leave it out to compile for cpu)");
+  if (arch && d->is_cpu) d = NULL;          /* compile only: there is no GPU to load it on */
+  if (!arch && d != NULL) arch = d->arch;
+  const cdv_backend *be = d != NULL ? d->be : &cdv_backend_cuda;
+  if (be == &cdv_backend_cuda) {
+    int cub = cdv_cubin_supported(arch);
+    if (want_cubin == 1 && !cub)
+      return luaL_error(L, "bad option 'target' to 'compile' (NVRTC cannot emit cubin for sm_%d; use target = \"ptx\")", arch);
+    if (want_cubin < 0) {
+      want_cubin = cub;
+      want_ptx = !cub;
+    }
+  }
+  if (d != NULL) cdv_device_use(L, d);
+
+  hasher h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+  hash_str(&h, be->kind);
+  hash_bytes(&h, src, srclen);
+  hash_str(&h, name);
+  for (int i = 0; i < opts.n; i++) hash_str(&h, opts.v[i]);
+  hash_str(&h, "\1");
+  for (int i = 0; i < incs.n; i++) hash_str(&h, incs.v[i]);
+  hash_str(&h, "\1");
+  for (int i = 0; i < nh; i++) { hash_str(&h, hnames[i]); hash_str(&h, htexts[i]); }
+  hash_str(&h, "\1");
+  for (int i = 0; i < exprs.n; i++) hash_str(&h, exprs.v[i]);
+  int tail[5] = {arch, want_ptx, want_cubin, d ? d->index : -1, d ? (int)d->generation : 0};
+  hash_bytes(&h, tail, sizeof tail);
+  uint64_t key[2] = {h.a, h.b};
+  cdv_module_t *m = cache_find(key);
+  if (m != NULL) {
+    push_module(L, m);
+    return 1;
+  }
+
+  m = calloc(1, sizeof *m);
+  if (m == NULL) return luaL_error(L, "not enough memory");
+  char perr[256];
+  m->have_sigs = cdv_sig_parse(src, srclen, &m->sigs, perr, sizeof perr) == 0;
+  unsigned char *is_expr;
+  make_entries(m, &exprs, &is_expr);
+  cdv_compile_req req = {src, srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n, incs.v,
+                         m->nentries, (const char *const *)m->entries, is_expr, arch, want_ptx, want_cubin};
+  cdv_err e;
+  memset(&e, 0, sizeof e);
+  int rc = be->compile(d, &req, &m->img, &e);
+  free(is_expr);
+  if (rc == 0 && d != NULL) rc = be->module_load(d, &m->img, &m->handle, &e);
+  if (rc != 0) {
+    m->dev = NULL;
+    m->refs = 1;
+    module_unref(m);
+    raise_compile_error(L, d, &e, &opts);
+  }
+  memcpy(m->key, key, sizeof key);
+  m->dev = d;
+  m->generation = d ? d->generation : 0;
+  m->arch = arch;
+  push_module(L, cache_insert(m));
+  return 1;
+}
+
+static int module_gc(lua_State *L) {
+  module_ud *u = check_module_ud(L, 1);
+  if (u->m != NULL) module_unref(u->m);
+  u->m = NULL;
+  return 0;
+}
+
+static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name);
+
+/* m:get(name) -> Kernel; one Kernel (and launch plan) per name per Module value */
+static int module_get(lua_State *L) {
+  cdv_module_t *m = check_module(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  lua_getiuservalue(L, 1, 1);
+  if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
+  lua_pop(L, 1);
+  push_kernel(L, 1, m, name);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, name);
+  return 1;
+}
+
+static void push_lstring(lua_State *L, const char *p, size_t n) {
+  if (p != NULL) lua_pushlstring(L, p, n);
+  else lua_pushnil(L);
+}
+
+static int module_index(lua_State *L) {
+  cdv_module_t *m = check_module(L, 1);
+  const char *k = luaL_checkstring(L, 2);
+  luaL_getmetatable(L, CDV_MODULE);
+  lua_getfield(L, -1, "methods");
+  if (lua_getfield(L, -1, k) != LUA_TNIL) return 1;
+  if (strcmp(k, "ptx") == 0) push_lstring(L, m->img.ptx, m->img.ptx_len);
+  else if (strcmp(k, "cubin") == 0) push_lstring(L, m->img.cubin, m->img.cubin_len);
+  else if (strcmp(k, "log") == 0) lua_pushstring(L, m->img.log ? m->img.log : "");
+  else if (strcmp(k, "arch") == 0) lua_pushinteger(L, m->arch);
+  else if (strcmp(k, "device") == 0) {
+    if (m->dev) cdv_push_device(L, m->dev);
+    else lua_pushnil(L);
+  } else if (strcmp(k, "kernels") == 0) {
+    lua_createtable(L, m->nentries, 0);
+    for (int i = 0; i < m->nentries; i++) {
+      lua_pushstring(L, m->entries[i]);
+      lua_rawseti(L, -2, i + 1);
+    }
+  } else {
+    lua_settop(L, 2);
+    return module_get(L);
+  }
+  return 1;
+}
+
+static int module_tostring(lua_State *L) {
+  module_ud *u = check_module_ud(L, 1);
+  if (u->m == NULL) lua_pushliteral(L, "Module(released)");
+  else {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "Module(%s", u->m->dev ? u->m->dev->alias : "not loaded");
+    luaL_addvalue(&b);
+    if (u->m->arch) {
+      lua_pushfstring(L, " sm_%d %s", u->m->arch, u->m->img.cubin ? "cubin" : u->m->img.path ? "host" : "ptx");
+      luaL_addvalue(&b);
+    }
+    luaL_addstring(&b, ": ");
+    for (int i = 0; i < u->m->nentries; i++) {
+      if (i) luaL_addstring(&b, ", ");
+      luaL_addstring(&b, u->m->entries[i]);
+    }
+    luaL_addchar(&b, ')');
+    luaL_pushresult(&b);
+  }
+  return 1;
+}
+
+/* PTX's .entry names: what a module loaded from PTX offers */
+static void ptx_entries(cdv_module_t *m) {
+  const char *p = m->img.ptx;
+  int cap = 0;
+  while (p && (p = strstr(p, ".entry")) != NULL) {
+    p += 6;
+    while (*p == ' ' || *p == '\t') p++;
+    size_t n = strcspn(p, " \t\r\n(");
+    if (n == 0) continue;
+    if (m->nentries == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **v = realloc(m->entries, sizeof *v * (size_t)cap);
+      if (v == NULL) abort();
+      m->entries = v;
+    }
+    m->entries[m->nentries++] = strndup(p, n);
+  }
+}
+
+/* cd.load_module(ptx_or_cubin [, {device=}]): code compiled elsewhere (nvcc -ptx / -cubin) */
+static int l_load_module(lua_State *L) {
+  static const char *const known[] = {"device", NULL};
+  size_t n;
+  const char *img = luaL_checklstring(L, 1, &n);
+  cdv_check_options(L, 2, known, "load_module");
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "load_module is not available in this sandbox");
+  cdv_device *d = NULL;
+  if (cdv_opt_field(L, 2, "device") != LUA_TNIL) d = cdv_check_device(L, lua_gettop(L));
+  if (d == NULL) d = cdv_default_device(L);
+  if (d->is_cpu) return luaL_error(L, "load_module loads CUDA code; the target device is cpu");
+  int is_elf = n >= 4 && memcmp(img, "\177ELF", 4) == 0;
+  if (!is_elf && strstr(img, ".entry") == NULL && strstr(img, ".version") == NULL)
+    return luaL_argerror(L, 1, "neither PTX text nor a cubin (ELF) image");
+  cdv_device_use(L, d);
+  cdv_module_t *m = calloc(1, sizeof *m);
+  char *copy = malloc(n + 1);
+  if (m == NULL || copy == NULL) abort();
+  memcpy(copy, img, n);
+  copy[n] = '\0';
+  if (is_elf) { m->img.cubin = copy; m->img.cubin_len = n; }
+  else { m->img.ptx = copy; m->img.ptx_len = n; ptx_entries(m); }
+  cdv_err e;
+  m->refs = 1;
+  if (d->be->module_load(d, &m->img, &m->handle, &e) != 0) {
+    module_unref(m);
+    return cdv_raise(L, d, &e);
+  }
+  m->dev = d;
+  m->generation = d->generation;
+  m->arch = d->arch;
+  push_module(L, m);
+  module_unref(m);   /* the Module value holds the only reference: loaded modules are not cached */
+  return 1;
+}
+
+static int l_kernel_cache_stats(lua_State *L) {
+  pthread_mutex_lock(&cache_lock);
+  long hits = memory_hits, misses = memory_misses, entries = 0;
+  for (cdv_module_t *m = cache; m != NULL; m = m->next) entries++;
+  pthread_mutex_unlock(&cache_lock);
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, hits);
+  lua_setfield(L, -2, "memory_hits");
+  lua_pushinteger(L, misses);
+  lua_setfield(L, -2, "memory_misses");
+  lua_pushinteger(L, entries);
+  lua_setfield(L, -2, "memory_entries");
+  return 1;
+}
+
+/* Drops the in-memory cache; modules still held by Module values stay loaded until collected. */
+static int l_clear_kernel_cache(lua_State *L) {
+  (void)L;
+  pthread_mutex_lock(&cache_lock);
+  cdv_module_t *m = cache;
+  cache = NULL;
+  pthread_mutex_unlock(&cache_lock);
+  while (m != NULL) {
+    cdv_module_t *next = m->next;
+    module_unref(m);
+    m = next;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ Kernel values and the launch plan */
+
+typedef struct kparam {
+  cdv_pkind kind, elem;
+  unsigned size;
+  int nelem;
+  size_t off;
+} kparam;
+
+typedef struct kernel {
+  cdv_module_t *m;              /* kept alive by the Module value in the user value */
+  cdv_device *dev;
+  unsigned generation;
+  void *fn;
+  int nparams, has_sig, block_hint;
+  kparam *p;
+  void **argv;                  /* kernelParams: argv[i] points at p[i]'s bytes in buf */
+  char *buf;
+  cdv_sig sig;
+  char name[128];
+} kernel;
+
+static kernel *check_kernel(lua_State *L, int arg) {
+  kernel *k = luaL_checkudata(L, arg, CDV_KERNEL);
+  if (k->fn == NULL) luaL_argerror(L, arg, "attempt to use a released kernel");
+  return k;
+}
+
+static unsigned kind_size(cdv_pkind k) {
+  switch (k) {
+    case CDV_P_I8: case CDV_P_U8: case CDV_P_BOOL: return 1;
+    case CDV_P_I16: case CDV_P_U16: case CDV_P_F16: case CDV_P_BF16: return 2;
+    case CDV_P_I32: case CDV_P_U32: case CDV_P_F32: return 4;
+    case CDV_P_I64: case CDV_P_U64: case CDV_P_F64: case CDV_P_PTR: return 8;
+    default: return 0;
+  }
+}
+
+/* Lays the parameters out in one buffer: argv, then each value at its alignment (NOTE [launch plan]). */
+static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t msglen) {
+  size_t off = 0;
+  k->nparams = sig ? sig->nparams : 0;
+  k->p = calloc((size_t)k->nparams + 1, sizeof *k->p);
+  if (k->p == NULL) return "not enough memory";
+  for (int i = 0; i < k->nparams; i++) {
+    const cdv_param *sp = &sig->params[i];
+    kparam *p = &k->p[i];
+    size_t asz = 0, aoff = 0;
+    p->kind = sp->kind;
+    p->elem = sp->elem;
+    p->nelem = sp->nelem;
+    p->size = sp->size ? (unsigned)sp->size : kind_size(sp->kind);
+    int known = k->dev->be->param_info(k->dev, k->fn, i, &aoff, &asz) == 0;
+    if (known && p->size && asz != p->size) {
+      snprintf(msg, msglen, "parameter %d ('%.60s') of '%.100s' is %.90s (%u bytes) in the source but %zu bytes "
+               "in the compiled kernel", i + 1, sp->name, k->name, sp->type, p->size, asz);
+      return msg;
+    }
+    if (p->size == 0) p->size = (unsigned)asz;
+    if (p->size == 0) return "a parameter of unknown type (a struct passed by value) needs a driver that reports parameter sizes";
+    size_t align = sp->align > 0 ? (size_t)sp->align : p->size >= 8 ? 8 : p->size;
+    off = (off + align - 1) / align * align;
+    p->off = off;
+    off += p->size;
+  }
+  k->buf = calloc(1, off + 16);
+  k->argv = calloc((size_t)k->nparams + 1, sizeof *k->argv);
+  if (k->buf == NULL || k->argv == NULL) return "not enough memory";
+  for (int i = 0; i < k->nparams; i++) k->argv[i] = k->buf + k->p[i].off;
+  return NULL;
+}
+
+static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name) {
+  if (m->dev == NULL)
+    return luaL_error(L, "module was compiled for sm_%d with no device to run on (compile with device = \"cuda:N\")", m->arch);
+  int idx = -1;
+  for (int i = 0; i < m->nentries && idx < 0; i++)
+    if (strcmp(m->entries[i], name) == 0) idx = i;
+  cdv_sig sig;
+  char err[512];
+  memset(&sig, 0, sizeof sig);
+  int have = m->have_sigs && cdv_sig_resolve(&m->sigs, name, &sig, err, sizeof err) == 0;
+  if (idx < 0 && (m->have_sigs || m->img.ptx == NULL)) {
+    if (have) cdv_sig_clear(&sig);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; i < m->nentries; i++) {
+      if (i) luaL_addstring(&b, ", ");
+      luaL_addstring(&b, m->entries[i]);
+    }
+    luaL_pushresult(&b);
+    if (m->have_sigs && strstr(err, "template") != NULL) return luaL_error(L, "%s", err);
+    return luaL_error(L, "module has no kernel '%s' (kernels: %s)", name, m->nentries ? lua_tostring(L, -1) : "none");
+  }
+  kernel *k = lua_newuserdatauv(L, sizeof *k, 1);
+  memset(k, 0, sizeof *k);
+  luaL_setmetatable(L, CDV_KERNEL);       /* closed (fn NULL) until everything below succeeded */
+  lua_pushvalue(L, mod_idx);
+  lua_setiuservalue(L, -2, 1);
+  k->sig = sig;                           /* owned by k from here: freed by __gc */
+  k->has_sig = have;
+  k->m = m;
+  k->dev = m->dev;
+  k->generation = m->generation;
+  snprintf(k->name, sizeof k->name, "%s", name);
+  cdv_err e;
+  void *fn = NULL;
+  const char *symbol = idx >= 0 && m->img.lowered && m->img.lowered[idx] ? m->img.lowered[idx] : name;
+  cdv_device_use(L, m->dev);
+  if (m->dev->be->module_function(m->dev, m->handle, symbol, &fn, &e) != 0) return cdv_raise(L, m->dev, &e);
+  k->fn = fn;
+  if (!have) {
+    k->fn = NULL;
+    return luaL_error(L, "cannot read the parameter list of '%s'%s%s", name, m->have_sigs ? ": " : "",
+                      m->have_sigs ? err : " (no source: compile it with cd.compile to get checked launches)");
+  }
+  const char *msg = build_plan(k, &k->sig, err, sizeof err);
+  if (msg != NULL) {
+    k->fn = NULL;
+    return luaL_error(L, "%s", msg);
+  }
+  return 1;
+}
+
+static int kernel_gc(lua_State *L) {
+  kernel *k = luaL_checkudata(L, 1, CDV_KERNEL);
+  free(k->p);
+  free(k->buf);
+  free(k->argv);
+  k->p = NULL;
+  k->buf = NULL;
+  k->argv = NULL;
+  if (k->has_sig) cdv_sig_clear(&k->sig);
+  k->has_sig = 0;
+  k->fn = NULL;
+  return 0;
+}
+
+/* ---- argument conversion (the launch's hot path: no allocation, no table access) */
+
+static int arg_error(lua_State *L, kernel *k, int i, const char *got) {
+  const cdv_param *sp = &k->sig.params[i];
+  return luaL_error(L, "bad argument #%d to '%s' ('%s': expected %s, got %s)", i + 1, k->name,
+                    sp->name[0] ? sp->name : "?", sp->type, got);
+}
+
+static const char *got_value(lua_State *L, int idx) {
+  if (lua_type(L, idx) == LUA_TNUMBER) return lua_pushfstring(L, "%s", lua_tostring(L, idx));
+  if (luaL_testudata(L, idx, CDV_ARRAY)) return "an Array";
+  return luaL_typename(L, idx);
+}
+
+static void put_int(lua_State *L, kernel *k, int i, int idx, char *dst) {
+  static const int64_t lo[] = {[CDV_P_I8] = INT8_MIN, [CDV_P_I16] = INT16_MIN, [CDV_P_I32] = INT32_MIN,
+                               [CDV_P_I64] = INT64_MIN};
+  static const uint64_t hi[] = {[CDV_P_I8] = INT8_MAX, [CDV_P_I16] = INT16_MAX, [CDV_P_I32] = INT32_MAX,
+                                [CDV_P_I64] = INT64_MAX, [CDV_P_U8] = UINT8_MAX, [CDV_P_U16] = UINT16_MAX,
+                                [CDV_P_U32] = UINT32_MAX, [CDV_P_U64] = UINT64_MAX};
+  int isint;
+  lua_Integer v = lua_tointegerx(L, idx, &isint);
+  cdv_pkind t = k->p[i].kind;
+  int is_signed = t == CDV_P_I8 || t == CDV_P_I16 || t == CDV_P_I32 || t == CDV_P_I64;
+  if (!isint || (is_signed ? (v < lo[t] || (v > 0 && (uint64_t)v > hi[t])) : (v < 0 || (uint64_t)v > hi[t])))
+    arg_error(L, k, i, got_value(L, idx));
+  uint64_t u = (uint64_t)v;
+  memcpy(dst, &u, k->p[i].size);   /* little-endian: the low bytes are the value */
+}
+
+static void put_float(lua_State *L, kernel *k, int i, int idx, char *dst) {
+  int isnum;
+  lua_Number v = lua_tonumberx(L, idx, &isnum);
+  if (!isnum || lua_type(L, idx) != LUA_TNUMBER) arg_error(L, k, i, got_value(L, idx));
+  switch (k->p[i].kind) {
+    case CDV_P_F64: memcpy(dst, &v, 8); break;
+    case CDV_P_F32: { float f = (float)v; memcpy(dst, &f, 4); break; }
+    default: {   /* f16 / bf16 through a one-element conversion */
+      float f = (float)v;
+      uint32_t x;
+      memcpy(&x, &f, 4);
+      uint16_t h = k->p[i].kind == CDV_P_BF16 ? (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16) : cdv_f32_to_f16(f);
+      memcpy(dst, &h, 2);
+    }
+  }
+}
+
+/* An Array for a pointer parameter must be reachable from the launch device. */
+static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void *stream) {
+  void *ptr = NULL;
+  cdv_array *a = luaL_testudata(L, idx, CDV_ARRAY);
+  if (a != NULL) {
+    if (a->block == NULL) arg_error(L, k, i, "a freed Array");
+    cdv_block *b = a->block;
+    if (b->generation != b->dev->generation) arg_error(L, k, i, "a stale Array (device was reset)");
+    if (b->dev != k->dev && !(b->kind == CDV_MEM_PINNED && !k->dev->is_cpu) &&
+        !(b->dev->is_cpu && k->dev->is_cpu)) {
+      luaL_error(L, "bad argument #%d to '%s' ('%s': array is on %s but the kernel runs on %s; move it with "
+                 "a:to(\"%s\")%s)", i + 1, k->name, k->sig.params[i].name, b->dev->alias, k->dev->alias,
+                 k->dev->alias, !b->dev->is_cpu && !k->dev->is_cpu ? " or enable peer access" : "");
+    }
+    if (k->sig.params[i].elem <= CDV_P_BOOL && k->sig.params[i].elem != CDV_P_I8 && k->sig.params[i].elem != CDV_P_U8 &&
+        kind_size(k->sig.params[i].elem) != cdv_dtypes[a->dtype].size)
+      arg_error(L, k, i, lua_pushfstring(L, "an Array of %s", cdv_dtypes[a->dtype].name));
+    ptr = a->data;
+    cdv_block_used(b, k->dev, stream);
+  } else if (lua_isnil(L, idx)) {
+    ptr = NULL;
+  } else if (lua_isinteger(L, idx) && !cdv_get_state(L)->sandbox) {
+    ptr = (void *)(intptr_t)lua_tointeger(L, idx);
+  } else {
+    arg_error(L, k, i, got_value(L, idx));
+  }
+  memcpy(dst, &ptr, sizeof ptr);
+}
+
+static void put_vec(lua_State *L, kernel *k, int i, int idx, char *dst) {
+  static const char *const names[] = {"x", "y", "z", "w"};
+  kparam *p = &k->p[i];
+  if (!lua_istable(L, idx)) arg_error(L, k, i, got_value(L, idx));
+  unsigned es = kind_size(p->elem);
+  for (int j = 0; j < p->nelem; j++) {
+    if (lua_getfield(L, idx, names[j]) == LUA_TNIL) {
+      lua_pop(L, 1);
+      lua_rawgeti(L, idx, j + 1);
+    }
+    int top = lua_gettop(L);
+    kparam save = *p;
+    p->kind = p->elem;
+    p->size = es;
+    if (p->elem == CDV_P_F32 || p->elem == CDV_P_F64 || p->elem == CDV_P_F16) put_float(L, k, i, top, dst + j * es);
+    else put_int(L, k, i, top, dst + j * es);
+    *p = save;
+    lua_pop(L, 1);
+  }
+}
+
+static void put_arg(lua_State *L, kernel *k, int i, int idx, void *stream) {
+  char *dst = k->buf + k->p[i].off;
+  switch (k->p[i].kind) {
+    case CDV_P_PTR: put_pointer(L, k, i, idx, dst, stream); break;
+    case CDV_P_F16: case CDV_P_BF16: case CDV_P_F32: case CDV_P_F64: put_float(L, k, i, idx, dst); break;
+    case CDV_P_BOOL:
+      if (!lua_isboolean(L, idx)) arg_error(L, k, i, got_value(L, idx));
+      *dst = (char)lua_toboolean(L, idx);
+      break;
+    case CDV_P_VEC: put_vec(L, k, i, idx, dst); break;
+    case CDV_P_STRUCT: {
+      size_t n;
+      const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tolstring(L, idx, &n) : NULL;
+      if (s == NULL || n != k->p[i].size)
+        arg_error(L, k, i, lua_pushfstring(L, "%s (pass a string of exactly %d bytes, e.g. from string.pack)",
+                                            got_value(L, idx), (int)k->p[i].size));
+      memcpy(dst, s, n);
+      break;
+    }
+    default: put_int(L, k, i, idx, dst);
+  }
+}
+
+/* ---- launch configuration */
+
+typedef struct launch_cfg {
+  unsigned grid[3], block[3], shared;
+  int has_dim, has_grid, has_block;
+  uint64_t dim[3];
+  cdv_stream *stream;
+} launch_cfg;
+
+static int cfg_error(lua_State *L, kernel *k, const char *msg) {
+  return luaL_error(L, "bad launch configuration for '%s' (%s)", k->name, msg);
+}
+
+/* an integer or {x, y, z} into v[3] (missing components are 1) */
+static void cfg_dims(lua_State *L, kernel *k, int idx, const char *key, uint64_t v[3], uint64_t max) {
+  v[0] = v[1] = v[2] = 1;
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    int n = (int)lua_rawlen(L, idx);
+    if (n < 1 || n > 3) cfg_error(L, k, lua_pushfstring(L, "'%s' must have 1 to 3 components", key));
+    for (int j = 0; j < n; j++) {
+      lua_rawgeti(L, idx, j + 1);
+      int isint;
+      lua_Integer x = lua_tointegerx(L, -1, &isint);
+      if (!isint || x < 1 || (uint64_t)x > max)
+        cfg_error(L, k, lua_pushfstring(L, "'%s' component %d must be an integer from 1 to %I", key, j + 1, (lua_Integer)max));
+      v[j] = (uint64_t)x;
+      lua_pop(L, 1);
+    }
+    return;
+  }
+  int isint;
+  lua_Integer x = lua_tointegerx(L, idx, &isint);
+  if (!isint || x < 1 || (uint64_t)x > max)
+    cfg_error(L, k, lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, luaL_tolstring(L, idx, NULL)));
+  v[0] = (uint64_t)x;
+}
+
+static int suggest_block(lua_State *L, kernel *k, size_t shared);
+
+static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c) {
+  memset(c, 0, sizeof *c);
+  if (!lua_istable(L, cfg))
+    luaL_error(L, "bad argument #1 to '%s' (launch configuration table expected, got %s)", k->name, luaL_typename(L, cfg));
+  uint64_t g[3] = {1, 1, 1}, b[3] = {1, 1, 1};
+  lua_pushnil(L);
+  while (lua_next(L, cfg) != 0) {
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+    int v = lua_gettop(L);
+    if (strcmp(key, "grid") == 0) { cfg_dims(L, k, v, key, g, 0x7fffffff); c->has_grid = 1; }
+    else if (strcmp(key, "block") == 0) { cfg_dims(L, k, v, key, b, 1024); c->has_block = 1; }
+    else if (strcmp(key, "dim") == 0) { cfg_dims(L, k, v, key, c->dim, (uint64_t)1 << 53); c->has_dim = 1; }
+    else if (strcmp(key, "shared") == 0) {
+      int isint;
+      lua_Integer s = lua_tointegerx(L, v, &isint);
+      if (!isint || s < 0 || (size_t)s > k->dev->max_shared_optin)
+        cfg_error(L, k, lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)k->dev->max_shared_optin));
+      c->shared = (unsigned)s;
+    } else if (strcmp(key, "stream") == 0) c->stream = cdv_check_stream(L, v);
+    else if (strcmp(key, "device") == 0) {
+      cdv_device *d = cdv_check_device(L, v);
+      if (d != k->dev)
+        cfg_error(L, k, lua_pushfstring(L, "the kernel was compiled for %s, not %s; compile it with device = \"%s\"",
+                                        k->dev->alias, d->alias, d->alias));
+    } else cfg_error(L, k, lua_pushfstring(L, "unknown key '%s' (expected grid, block, dim, shared, stream, device)",
+                                             luaL_tolstring(L, -2, NULL)));
+    lua_settop(L, v - 1);
+  }
+  if (c->has_dim && (c->has_grid || c->has_block)) cfg_error(L, k, "give either 'dim' or 'grid' and 'block'");
+  if (!c->has_dim && !(c->has_grid && c->has_block)) cfg_error(L, k, "missing 'dim', or 'grid' and 'block'");
+  if (c->has_dim) {   /* total threads: choose the block, round the grid up; the kernel checks bounds */
+    if (k->block_hint == 0) k->block_hint = suggest_block(L, k, c->shared);
+    unsigned bs = (unsigned)k->block_hint;
+    int nd = c->dim[2] > 1 ? 3 : c->dim[1] > 1 ? 2 : 1;
+    unsigned bx = nd == 1 ? bs : nd == 2 ? 16 : 8, by = nd == 1 ? 1 : nd == 2 ? bs / 16 : 8, bz = nd == 3 ? bs / 64 : 1;
+    if (by == 0) by = 1;
+    if (bz == 0) bz = 1;
+    b[0] = c->dim[0] < bx ? c->dim[0] : bx;
+    b[1] = c->dim[1] < by ? c->dim[1] : by;
+    b[2] = c->dim[2] < bz ? c->dim[2] : bz;
+    for (int j = 0; j < 3; j++) g[j] = (c->dim[j] + b[j] - 1) / b[j];
+  }
+  uint64_t threads = b[0] * b[1] * b[2];
+  if (threads > (uint64_t)k->dev->max_threads_per_block)
+    cfg_error(L, k, lua_pushfstring(L, "a block of %I threads exceeds the device limit of %d", (lua_Integer)threads,
+                                    k->dev->max_threads_per_block));
+  for (int j = 0; j < 3; j++) {
+    if (b[j] > (uint64_t)k->dev->max_block[j])
+      cfg_error(L, k, lua_pushfstring(L, "block dimension %c of %I exceeds the device limit of %d", "xyz"[j],
+                                      (lua_Integer)b[j], k->dev->max_block[j]));
+    if (g[j] > (uint64_t)k->dev->max_grid[j])
+      cfg_error(L, k, lua_pushfstring(L, "grid dimension %c of %I exceeds the device limit of %d", "xyz"[j],
+                                      (lua_Integer)g[j], k->dev->max_grid[j]));
+    c->grid[j] = (unsigned)g[j];
+    c->block[j] = (unsigned)b[j];
+  }
+}
+
+/* k:launch(config, ...) / k(config, ...): checks everything, then one backend call (NOTE [launch plan]) */
+static int launch(lua_State *L) {
+  kernel *k = check_kernel(L, 1);
+  cdv_device *d = k->dev;
+  if (k->generation != d->generation) return luaL_error(L, "stale Kernel: device was reset");
+  int nargs = lua_gettop(L) - 2;
+  if (nargs != k->nparams)
+    return luaL_error(L, "wrong number of arguments to '%s' (expected %d, got %d)", k->name, k->nparams,
+                      nargs < 0 ? 0 : nargs);
+  launch_cfg c;
+  check_config(L, k, 2, &c);
+  cdv_state *st = cdv_get_state(L);
+  void *stream = c.stream ? cdv_stream_for(L, d, c.stream) : cdv_current_stream(L, d)->handle;
+  for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
+  cdv_device_use(L, d);
+  cdv_err e;
+  if (d->be->launch(d, k->fn, c.grid, c.block, c.shared, stream, k->argv, &e) != 0) return cdv_raise(L, d, &e);
+  if (st->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
+  return 0;
+}
+
+static int kernel_call(lua_State *L) { return launch(L); }
+
+/* ---- attributes and occupancy */
+
+static int kernel_occupancy_blocks(lua_State *L, kernel *k, int block, size_t shared) {
+  int n = 0;
+  cdv_err e;
+  cdv_device_use(L, k->dev);
+  if (k->dev->be->occupancy(k->dev, k->fn, block, shared, &n, &e) != 0) cdv_raise(L, k->dev, &e);
+  return n;
+}
+
+/* The block size with the most resident threads per SM (ties go to the smaller block, which spreads
+ * small grids over more SMs), as cuOccupancyMaxPotentialBlockSize would choose. */
+static int suggest_block(lua_State *L, kernel *k, size_t shared) {
+  int best = 32, best_threads = -1;
+  for (int b = 32; b <= k->dev->max_threads_per_block; b += 32) {
+    int t = kernel_occupancy_blocks(L, k, b, shared) * b;
+    if (t > best_threads) { best = b; best_threads = t; }
+  }
+  return best;
+}
+
+static int kernel_suggest_block_size(lua_State *L) {
+  kernel *k = check_kernel(L, 1);
+  size_t shared = lua_isnoneornil(L, 2) ? 0 : (size_t)cdv_check_count(L, 2, "shared");
+  lua_pushinteger(L, suggest_block(L, k, shared));
+  return 1;
+}
+
+/* k:occupancy(block [, shared]) -> {blocks_per_sm=, occupancy=, limited_by=} (PyCUDA's OccupancyRecord) */
+static int kernel_occupancy(lua_State *L) {
+  kernel *k = check_kernel(L, 1);
+  int block = (int)cdv_check_count(L, 2, "block");
+  size_t shared = lua_isnoneornil(L, 3) ? 0 : (size_t)cdv_check_count(L, 3, "shared");
+  if (block < 1 || block > k->dev->max_threads_per_block)
+    return luaL_argerror(L, 2, lua_pushfstring(L, "block must be 1 to %d threads", k->dev->max_threads_per_block));
+  int n = kernel_occupancy_blocks(L, k, block, shared);
+  int max_threads = 2048, regs_per_sm = 65536, warp = k->dev->warp_size ? k->dev->warp_size : 32;
+  size_t smem_per_sm = k->dev->max_shared_optin;
+  cdv_err e;
+  if (!k->dev->is_cpu) {
+    int v;
+    if (cdv_cuda_attribute(k->dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &v, &e) == 0) max_threads = v;
+    if (cdv_cuda_attribute(k->dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, &v, &e) == 0) regs_per_sm = v;
+    if (cdv_cuda_attribute(k->dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &v, &e) == 0) smem_per_sm = (size_t)v;
+  }
+  cdv_func_info fi;
+  memset(&fi, 0, sizeof fi);
+  if (k->dev->be->func_info(k->dev, k->fn, &fi, &e) != 0) return cdv_raise(L, k->dev, &e);
+  int warps = (block + warp - 1) / warp;
+  int by_warps = max_threads / (warps * warp);
+  int by_regs = fi.num_regs ? regs_per_sm / (fi.num_regs * warps * warp) : 1 << 30;
+  size_t smem = shared + fi.shared_size_bytes;
+  int by_smem = smem ? (int)(smem_per_sm / smem) : 1 << 30;
+  const char *limit = k->dev->is_cpu ? "cpu" : by_regs <= by_warps && by_regs <= by_smem ? "regs"
+                    : by_smem <= by_warps ? "smem" : "warps";
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, n);
+  lua_setfield(L, -2, "blocks_per_sm");
+  lua_pushnumber(L, max_threads ? (double)(n * warps * warp) / max_threads : 0);
+  lua_setfield(L, -2, "occupancy");
+  lua_pushstring(L, limit);
+  lua_setfield(L, -2, "limited_by");
+  return 1;
+}
+
+static int push_attributes(lua_State *L, kernel *k) {
+  cdv_func_info fi;
+  cdv_err e;
+  memset(&fi, 0, sizeof fi);
+  cdv_device_use(L, k->dev);
+  if (k->dev->be->func_info(k->dev, k->fn, &fi, &e) != 0) return cdv_raise(L, k->dev, &e);
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, fi.num_regs);
+  lua_setfield(L, -2, "num_regs");
+  lua_pushinteger(L, (lua_Integer)fi.shared_size_bytes);
+  lua_setfield(L, -2, "shared_size_bytes");
+  lua_pushinteger(L, (lua_Integer)fi.const_size_bytes);
+  lua_setfield(L, -2, "const_size_bytes");
+  lua_pushinteger(L, (lua_Integer)fi.local_size_bytes);
+  lua_setfield(L, -2, "local_size_bytes");
+  lua_pushinteger(L, fi.max_threads_per_block);
+  lua_setfield(L, -2, "max_threads_per_block");
+  return 1;
+}
+
+static int kernel_index(lua_State *L) {
+  kernel *k = check_kernel(L, 1);
+  const char *key = luaL_checkstring(L, 2);
+  luaL_getmetatable(L, CDV_KERNEL);
+  lua_getfield(L, -1, "methods");
+  if (lua_getfield(L, -1, key) != LUA_TNIL) return 1;
+  if (strcmp(key, "name") == 0) lua_pushstring(L, k->name);
+  else if (strcmp(key, "num_params") == 0) lua_pushinteger(L, k->nparams);
+  else if (strcmp(key, "params") == 0 || strcmp(key, "param_names") == 0) {
+    int names = key[5] == '_';
+    lua_createtable(L, k->nparams, 0);
+    for (int i = 0; i < k->nparams; i++) {
+      lua_pushstring(L, names ? k->sig.params[i].name : k->sig.params[i].type);
+      lua_rawseti(L, -2, i + 1);
+    }
+  } else if (strcmp(key, "attributes") == 0) return push_attributes(L, k);
+  else if (strcmp(key, "device") == 0) cdv_push_device(L, k->dev);
+  else if (strcmp(key, "module") == 0) lua_getiuservalue(L, 1, 1);
+  else return luaL_error(L, "Kernel has no field or method '%s'", key);
+  return 1;
+}
+
+static int kernel_tostring(lua_State *L) {
+  kernel *k = luaL_checkudata(L, 1, CDV_KERNEL);
+  if (k->fn == NULL) {
+    lua_pushliteral(L, "Kernel(released)");
+    return 1;
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  lua_pushfstring(L, "Kernel(%s(", k->name);
+  luaL_addvalue(&b);
+  for (int i = 0; i < k->nparams; i++) {
+    if (i) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, k->sig.params[i].type);
+    if (k->sig.params[i].name[0]) {
+      if (k->sig.params[i].type[strlen(k->sig.params[i].type) - 1] != '*') luaL_addchar(&b, ' ');
+      luaL_addstring(&b, k->sig.params[i].name);
+    }
+  }
+  lua_pushfstring(L, ") on %s)", k->dev->alias);
+  luaL_addvalue(&b);
+  luaL_pushresult(&b);
+  return 1;
+}
+
+static int l_type(lua_State *L) {
+  static const char *const types[][2] = {{CDV_DEVICE, "Device"}, {CDV_STREAM, "Stream"}, {CDV_EVENT, "Event"},
+                                         {CDV_ARRAY, "Array"},   {CDV_MODULE, "Module"}, {CDV_KERNEL, "Kernel"},
+                                         {CDV_GRAPH, "Graph"},   {CDV_ERROR, "Error"}};
+  luaL_checkany(L, 1);
+  if (lua_getmetatable(L, 1)) {
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+      luaL_getmetatable(L, types[i][0]);
+      int eq = lua_rawequal(L, -1, -2);
+      lua_pop(L, 1);
+      if (eq) {
+        lua_pushstring(L, types[i][1]);
+        return 1;
+      }
+    }
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
+static const luaL_Reg module_methods[] = {{"get", module_get}, {NULL, NULL}};
+static const luaL_Reg kernel_methods[] = {
+  {"launch", launch}, {"occupancy", kernel_occupancy}, {"suggest_block_size", kernel_suggest_block_size}, {NULL, NULL}};
+static const luaL_Reg functions[] = {
+  {"compile", l_compile},
+  {"load_module", l_load_module},
+  {"kernel_cache_stats", l_kernel_cache_stats},
+  {"clear_kernel_cache", l_clear_kernel_cache},
+  {"type", l_type},
+  {NULL, NULL}
+};
+
+int cdv_module_open(lua_State *L) {
+  luaL_newmetatable(L, CDV_MODULE);
+  static const luaL_Reg mmeta[] = {{"__index", module_index}, {"__gc", module_gc}, {"__close", module_gc},
+                                   {"__tostring", module_tostring}, {NULL, NULL}};
+  luaL_setfuncs(L, mmeta, 0);
+  luaL_newlib(L, module_methods);
+  lua_setfield(L, -2, "methods");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, CDV_KERNEL);
+  static const luaL_Reg kmeta[] = {{"__index", kernel_index}, {"__call", kernel_call}, {"__gc", kernel_gc},
+                                   {"__tostring", kernel_tostring}, {NULL, NULL}};
+  luaL_setfuncs(L, kmeta, 0);
+  luaL_newlib(L, kernel_methods);
+  lua_setfield(L, -2, "methods");
+  lua_pop(L, 1);
+  luaL_setfuncs(L, functions, 0);
+  return 0;
+}

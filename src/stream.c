@@ -1,0 +1,274 @@
+/*
+ * stream.c: cudadev.Stream and the per-state current stream of each device (Numba / PyTorch
+ * semantics). A device's default stream is a Stream whose handle is NULL: the legacy default stream on
+ * CUDA, the in-order host queue on cpu.
+ */
+#include <string.h>
+
+#include "cdv.h"
+
+static const char *const stream_opts[] = {"priority", "blocking", NULL};
+
+static cdv_stream *new_stream(lua_State *L, cdv_device *d) {
+  cdv_stream *s = lua_newuserdatauv(L, sizeof *s, 0);
+  memset(s, 0, sizeof *s);
+  s->dev = d;
+  s->generation = d->generation;
+  luaL_setmetatable(L, CDV_STREAM);
+  return s;
+}
+
+/* Anchors the current streams so the collector keeps them while the state points at them. */
+static void anchor(lua_State *L, cdv_device *d, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
+  lua_pushvalue(L, idx);
+  lua_rawseti(L, -2, d->index);
+  lua_pop(L, 1);
+}
+
+cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d) {
+  cdv_state *st = cdv_get_state(L);
+  cdv_stream *s = st->cur_stream[d->index];
+  if (s == NULL || s->dev == NULL || s->generation != d->generation) {
+    s = new_stream(L, d);   /* the default stream */
+    anchor(L, d, -1);
+    lua_pop(L, 1);
+    st->cur_stream[d->index] = s;
+  }
+  return s;
+}
+
+void cdv_push_current_stream(lua_State *L, cdv_device *d) {
+  cdv_current_stream(L, d);
+  lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
+  lua_rawgeti(L, -1, d->index);
+  lua_remove(L, -2);
+}
+
+static cdv_stream *check_any(lua_State *L, int arg) {
+  return luaL_checkudata(L, arg, CDV_STREAM);
+}
+
+cdv_stream *cdv_check_stream(lua_State *L, int arg) {
+  cdv_stream *s = check_any(L, arg);
+  if (s->dev == NULL) luaL_argerror(L, arg, "attempt to use a destroyed stream");
+  if (s->generation != s->dev->generation) luaL_argerror(L, arg, "stale Stream: device was reset");
+  return s;
+}
+
+/* The backend handle for work on d: the given stream (which must be on d), else d's current stream. */
+void *cdv_stream_for(lua_State *L, cdv_device *d, cdv_stream *s) {
+  if (s == NULL) return cdv_current_stream(L, d)->handle;
+  if (s->dev != d)
+    luaL_error(L, "stream is on %s but the work is on %s", s->dev->alias, d->alias);
+  return s->handle;
+}
+
+/* cd.stream([device] [, {priority=, blocking=}]) wraps cuStreamCreateWithPriority */
+static int l_stream(lua_State *L) {
+  int o = lua_istable(L, 1) ? 1 : 2;
+  cdv_device *d = o == 1 ? cdv_default_device(L) : cdv_opt_device(L, 1);
+  cdv_check_options(L, o, stream_opts, "stream");
+  int prio = 0;
+  if (cdv_opt_field(L, o, "priority") != LUA_TNIL) prio = (int)luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+  int blocking = cdv_check_boolean_field(L, o, "blocking", 0, "stream");
+  cdv_device_use(L, d);
+  cdv_stream *s = new_stream(L, d);
+  cdv_try(L, d, d->be->stream_create(d, prio, blocking, &s->handle, &e_));
+  s->owned = 1;
+  s->priority = prio;
+  return 1;
+}
+
+/* __gc/__close and :destroy(): cuStreamDestroy returns at once; the driver releases the stream when
+ * its queued work is done, so nothing is cut short. */
+static int stream_release(lua_State *L) {
+  cdv_stream *s = check_any(L, 1);
+  if (s->owned && s->dev != NULL && s->generation == s->dev->generation && !s->dev->sticky) {
+    cdv_err e;
+    if (s->dev->be->stream_destroy(s->dev, s->handle, &e) != 0)
+      cdv_warn(L, "destroying a stream on %s: %s", s->dev->alias, e.message);
+  }
+  if (s->owned) s->dev = NULL;   /* later use says the stream was destroyed */
+  s->owned = 0;
+  s->handle = NULL;
+  return 0;
+}
+
+static int stream_synchronize(lua_State *L) {
+  cdv_stream *s = cdv_check_stream(L, 1);
+  cdv_device_use(L, s->dev);
+  cdv_try(L, s->dev, s->dev->be->stream_synchronize(s->dev, s->handle, &e_));
+  return 0;
+}
+
+static int stream_query(lua_State *L) {
+  cdv_stream *s = cdv_check_stream(L, 1);
+  int idle = 1;
+  cdv_device_use(L, s->dev);
+  cdv_try(L, s->dev, s->dev->be->stream_query(s->dev, s->handle, &idle, &e_));
+  lua_pushboolean(L, idle);
+  return 1;
+}
+
+static int stream_wait_event(lua_State *L) {
+  cdv_stream *s = cdv_check_stream(L, 1);
+  cdv_event *ev = cdv_check_event(L, 2);
+  if (ev->dev->be != s->dev->be)
+    return luaL_argerror(L, 2, "event and stream belong to different kinds of device");
+  cdv_device_use(L, s->dev);
+  cdv_try(L, s->dev, s->dev->be->stream_wait_event(s->dev, s->handle, ev->handle, &e_));
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* s:record_event([e]) -> e, recorded on s */
+static int stream_record_event(lua_State *L) {
+  cdv_check_stream(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    lua_getfield(L, 1, "device");
+    lua_pushcfunction(L, cdv_event_new);
+    lua_insert(L, -2);
+    lua_call(L, 1, 1);
+    lua_replace(L, 2);
+  }
+  lua_getfield(L, 2, "record");
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 1);
+  lua_call(L, 2, 0);
+  lua_settop(L, 2);
+  return 1;
+}
+
+/* s:wait_stream(other): s waits for the work queued on other so far (an event in between) */
+static int stream_wait_stream(lua_State *L) {
+  cdv_check_stream(L, 1);
+  cdv_check_stream(L, 2);
+  lua_pushcfunction(L, stream_record_event);
+  lua_pushvalue(L, 2);
+  lua_call(L, 1, 1);
+  lua_pushcfunction(L, stream_wait_event);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, -3);
+  lua_call(L, 2, 0);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int stream_tostring(lua_State *L) {
+  cdv_stream *s = check_any(L, 1);
+  if (s->dev == NULL) lua_pushliteral(L, "Stream(destroyed)");
+  else if (s->handle == NULL) lua_pushfstring(L, "Stream(%s default)", s->dev->alias);
+  else lua_pushfstring(L, "Stream(%s %p priority %d)", s->dev->alias, s->handle, s->priority);
+  return 1;
+}
+
+static int stream_index(lua_State *L) {
+  cdv_stream *s = cdv_check_stream(L, 1);
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "device") == 0) cdv_push_device(L, s->dev);
+  else if (strcmp(k, "priority") == 0) lua_pushinteger(L, s->priority);
+  else if (strcmp(k, "is_default") == 0) lua_pushboolean(L, s->handle == NULL);
+  else if (strcmp(k, "handle") == 0) lua_pushinteger(L, (lua_Integer)(intptr_t)s->handle);
+  else {
+    luaL_getmetatable(L, CDV_STREAM);
+    lua_getfield(L, -1, "methods");
+    if (lua_getfield(L, -1, k) == LUA_TNIL) return luaL_error(L, "Stream has no field or method '%s'", k);
+  }
+  return 1;
+}
+
+static int stream_eq(lua_State *L) {
+  cdv_stream *a = luaL_testudata(L, 1, CDV_STREAM), *b = luaL_testudata(L, 2, CDV_STREAM);
+  lua_pushboolean(L, a && b && a->dev == b->dev && a->handle == b->handle);
+  return 1;
+}
+
+static int l_get_stream(lua_State *L) {
+  cdv_push_current_stream(L, cdv_opt_device(L, 1));
+  return 1;
+}
+
+static void set_current(lua_State *L, int idx) {
+  cdv_stream *s = cdv_check_stream(L, idx);
+  anchor(L, s->dev, idx);
+  cdv_get_state(L)->cur_stream[s->dev->index] = s;
+}
+
+static int l_set_stream(lua_State *L) {
+  set_current(L, 1);
+  return 0;
+}
+
+/* The stream scope restores the previous current stream of the device when closed. */
+static int stream_scope_close(lua_State *L) {
+  lua_getiuservalue(L, 1, 1);
+  if (!lua_isnil(L, -1)) {
+    set_current(L, -1);
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, 1);
+  }
+  return 0;
+}
+
+/* with_stream(s, fn, ...): like with_device, a to-be-closed slot restores the stream on error too */
+static int l_with_stream(lua_State *L) {
+  cdv_stream *s = cdv_check_stream(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  int nargs = lua_gettop(L) - 2;
+  lua_newuserdatauv(L, 1, 1);
+  luaL_setmetatable(L, "cudadev.StreamScope");
+  cdv_push_current_stream(L, s->dev);
+  lua_setiuservalue(L, -2, 1);
+  lua_insert(L, 1);
+  lua_toclose(L, 1);
+  set_current(L, 2);
+  lua_remove(L, 2);
+  lua_call(L, nargs, LUA_MULTRET);
+  return lua_gettop(L) - 1;
+}
+
+static const luaL_Reg methods[] = {
+  {"synchronize", stream_synchronize},
+  {"query", stream_query},
+  {"wait_event", stream_wait_event},
+  {"wait_stream", stream_wait_stream},
+  {"record_event", stream_record_event},
+  {"destroy", stream_release},
+  {NULL, NULL}
+};
+
+static const luaL_Reg functions[] = {
+  {"stream", l_stream},
+  {"get_stream", l_get_stream},
+  {"set_stream", l_set_stream},
+  {"with_stream", l_with_stream},
+  {NULL, NULL}
+};
+
+int cdv_stream_open(lua_State *L) {
+  luaL_newmetatable(L, CDV_STREAM);
+  lua_pushcfunction(L, stream_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, stream_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, stream_release);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, stream_release);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, stream_eq);
+  lua_setfield(L, -2, "__eq");
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "methods");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, "cudadev.StreamScope");
+  lua_pushcfunction(L, stream_scope_close);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
+  luaL_setfuncs(L, functions, 0);
+  return 0;
+}
