@@ -282,6 +282,10 @@ float cdv_f16_to_f32(uint16_t h);
 /* module.c */
 int cdv_module_open(lua_State *L);
 
+/* peer.c */
+int cdv_peer_open(lua_State *L);
+int cdv_peer_reachable(lua_State *L, cdv_device *target, cdv_device *peer, int from_pool); /* NOTE [peer access] */
+
 /* error.c */
 int cdv_error_open(lua_State *L);
 int cdv_raise(lua_State *L, cdv_device *d, cdv_err *e);     /* raise a cudadev.Error (never returns) */

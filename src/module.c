@@ -699,10 +699,10 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
     cdv_block *b = a->block;
     if (b->generation != b->dev->generation) arg_error(L, k, i, "a stale Array (device was reset)");
     if (b->dev != k->dev && !(b->kind == CDV_MEM_PINNED && !k->dev->is_cpu) &&
-        !(b->dev->is_cpu && k->dev->is_cpu)) {
+        !(b->dev->is_cpu && k->dev->is_cpu) && !cdv_peer_reachable(L, b->dev, k->dev, b->dev->is_mempool_supported)) {
       luaL_error(L, "bad argument #%d to '%s' ('%s': array is on %s but the kernel runs on %s; move it with "
                  "a:to(\"%s\")%s)", i + 1, k->name, k->sig.params[i].name, b->dev->alias, k->dev->alias,
-                 k->dev->alias, !b->dev->is_cpu && !k->dev->is_cpu ? " or enable peer access" : "");
+                 k->dev->alias, !b->dev->is_cpu && !k->dev->is_cpu ? lua_pushfstring(L, ", or let %s reach it with cd.set_%s_access_enabled(\"%s\", \"%s\", true)", k->dev->alias, b->dev->is_mempool_supported ? "mempool" : "peer", b->dev->alias, k->dev->alias) : "");
     }
     if (k->sig.params[i].elem <= CDV_P_BOOL && k->sig.params[i].elem != CDV_P_I8 && k->sig.params[i].elem != CDV_P_U8 &&
         kind_size(k->sig.params[i].elem) != cdv_dtypes[a->dtype].size)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# .ci/deps.sh: make sure what cudadev's build and tests use is installed (`make deps` runs it).
+# Each Debian package is checked by what it provides (a command, a header, a Lua module), not by dpkg's
+# database, so a host that has them some other way (e.g. a GPU host with the .debs unpacked under
+# /tmp/gpuroot, see shared/gpu-host/env.sh) passes without apt. As root, the missing ones are installed
+# with one `apt-get update` and one `apt-get install -y`; otherwise this prints the command to run.
+# Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind): a note, exit 0.
+set -euo pipefail
+
+lua=${LUA:-lua5.4}
+has() { command -v "$1" >/dev/null 2>&1; }
+has_lua_module() { has "$lua" && "$lua" -e "require '$1'" >/dev/null 2>&1; }
+has_header() { for d in /usr/include /usr/local/include; do [ -e "$d/$1" ] && return 0; done; return 1; }
+
+# package  essential?  check
+checks=(
+  "cmake          yes  has cmake"
+  "gcc            yes  has gcc"
+  "g++            yes  has g++"
+  "make           yes  has make"
+  "pkg-config     yes  has pkg-config"
+  "lua5.4         yes  has $lua"
+  "liblua5.4-dev  yes  has_header lua5.4/lua.h"
+  "lua-busted     yes  has_lua_module busted.runner"
+  "libedit-dev    no   has_header histedit.h"
+  "tmux           no   has tmux"
+  "valgrind       no   has valgrind"
+)
+
+missing=() essential=()
+for c in "${checks[@]}"; do
+  read -r pkg need check <<<"$c"
+  if ! eval "$check"; then
+    missing+=("$pkg")
+    [ "$need" = yes ] && essential+=("$pkg")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ] && has apt-get; then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if apt-get update -qq && apt-get install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends "${missing[@]}" </dev/null; then
+    exit 0
+  fi
+  echo "deps: apt-get could not install ${missing[*]}" >&2
+else
+  echo "deps: missing ${missing[*]}; install with:" >&2
+  echo "  sudo apt-get install ${missing[*]}" >&2
+fi
+if [ ${#essential[@]} -gt 0 ]; then
+  echo "deps: cannot build or test without ${essential[*]}" >&2
+  exit 1
+fi
+echo "deps: continuing without the optional ${missing[*]}" >&2

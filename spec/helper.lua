@@ -1,0 +1,78 @@
+-- spec/helper.lua: what every spec file shares, so one suite runs on any machine.
+--   local helper = require "spec.helper"
+--   helper.gpu_it("launches saxpy", function() ... end)       -- pending, with the reason, without a GPU
+--   helper.multi_gpu_it("copies peer to peer", function() ... end)
+--   helper.each_device(function(dev) it("fills on " .. dev, function() ... end) end)
+--   helper.assert_error_matches(function() a:free() end, "attempt to use a freed array")
+local busted = require "busted"
+local assert = require "luassert"
+local cd = require "cudadev"
+
+local helper = {}
+
+local available, why = cd.is_available()
+helper.cuda_available = available == true
+helper.no_cuda_reason = "no CUDA device: " .. tostring(why)
+
+-- Registers `it(name, fn)`, or, when `skip` is a string, a pending test whose name ends with that reason.
+-- Only tail calls lead from the spec file to busted, so busted records the spec's file and line, not ours.
+local function it_unless(skip, name, fn)
+  if skip then
+    return busted.pending(("%s (%s)"):format(name, skip))
+  end
+  return busted.it(name, fn)
+end
+
+-- A test that needs a CUDA device.
+function helper.gpu_it(name, fn)
+  return it_unless(not helper.cuda_available and helper.no_cuda_reason, name, fn)
+end
+
+-- A test that needs two CUDA devices (peer access, multi-device streams).
+function helper.multi_gpu_it(name, fn)
+  local n = helper.cuda_available and cd.device_count() or 0
+  return it_unless(n < 2 and ("needs 2 CUDA devices, found %d"):format(n), name, fn)
+end
+
+-- The devices that conformance specs run on: "cpu", then "cuda:0" when there is one. fn(spec) registers
+-- the tests for one device; the same expectations must hold on each.
+helper.devices = { "cpu" }
+if helper.cuda_available then helper.devices[2] = "cuda:0" end
+
+function helper.each_device(fn)
+  for _, dev in ipairs(helper.devices) do fn(dev) end
+end
+
+-- The text of an error value: strings lose the "chunk:line: " prefix that error() and luaL_error add
+-- ("spec/x_spec.lua:12: ", "[string \"...\"]:1: "); objects (cudadev.Error) go through tostring.
+function helper.error_text(err)
+  if type(err) ~= "string" then
+    return tostring(err)
+  end
+  local text, n = err:gsub('^%[string ".-"%]:%d+: ', "", 1)
+  if n == 0 then text = err:gsub("^[^%s:]+:%d+: ", "", 1) end
+  return text
+end
+
+local function raised(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert(not ok, "expected an error, but the call returned normally")
+  return helper.error_text(err), err
+end
+
+-- fn must raise exactly `expected` (after the position prefix is removed). Returns the raw error value.
+function helper.assert_error_matches(fn, expected)
+  local text, err = raised(fn)
+  assert.are.equal(expected, text)
+  return err
+end
+
+-- fn must raise an error whose text contains `fragment` (plain text, not a pattern). Returns the raw error.
+function helper.assert_error_contains(fn, fragment)
+  local text, err = raised(fn)
+  assert(text:find(fragment, 1, true),
+    ("expected an error containing:\n  %s\nbut got:\n  %s"):format(fragment, text))
+  return err
+end
+
+return helper

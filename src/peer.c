@@ -1,0 +1,288 @@
+/*
+ * peer.c: peer and memory-pool access between CUDA devices (Warp's semantics), custom contexts mapped to
+ * aliases, and the multi-device helpers.
+ *
+ * These are CUDA-only by nature (the cpu device has no peers), so this file calls the driver through the
+ * symbol table directly instead of through the backend interface.
+ *
+ * NOTE [peer access]: access is directional: set_peer_access_enabled(target, peer, true) lets kernels
+ * and copies running on `peer` read and write `target`'s memory (cuCtxEnablePeerAccess called in peer's
+ * context on target's context). Memory from a stream-ordered pool (all device arrays where the device
+ * supports pools, see NOTE [caching pool]) is governed separately, by the pool's access descriptors
+ * (cuMemPoolSetAccess): that is the mempool-access family. The driver keeps no queryable record of
+ * context peer access, so we keep one, per process.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "cdv.h"
+#include "syms.h"
+
+static unsigned char peer_on[CDV_MAXDEV][CDV_MAXDEV];   /* [target][peer] */
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static cdv_device *check_cuda(lua_State *L, int arg) {
+  cdv_device *d = cdv_check_device(L, arg);
+  if (d->is_cpu) luaL_argerror(L, arg, "peer access is between CUDA devices, not cpu");
+  return d;
+}
+
+/* cuDeviceCanAccessPeer(&can, peer, target): can `peer` map `target`'s memory */
+static int supported(lua_State *L, cdv_device *target, cdv_device *peer) {
+  int can = 0;
+  cdv_err e;
+  if (target->handle == peer->handle) return 1;
+  if (CDV_CU(&e, cuDeviceCanAccessPeer, &can, (CUdevice)peer->handle, (CUdevice)target->handle)) cdv_raise(L, peer, &e);
+  return can;
+}
+
+static int enabled(cdv_device *target, cdv_device *peer) {
+  if (target->handle == peer->handle) return 1;
+  pthread_mutex_lock(&peer_lock);
+  int on = peer_on[target->index][peer->index];
+  pthread_mutex_unlock(&peer_lock);
+  return on;
+}
+
+static int unsupported(lua_State *L, cdv_device *target, cdv_device *peer, const char *what) {
+  return luaL_error(L, "%s access from %s to %s is not supported (the driver reports no peer path between "
+                    "\"%s\" and \"%s\"; copies still work, staged through the host)", what, peer->alias,
+                    target->alias, peer->name, target->name);
+}
+
+/* cuCtxEnablePeerAccess / cuCtxDisablePeerAccess, in peer's context; twice is a no-op */
+static void set_peer(lua_State *L, cdv_device *target, cdv_device *peer, int on) {
+  cdv_err e;
+  if (target->handle == peer->handle || enabled(target, peer) == on) return;
+  if (on && !supported(L, target, peer)) unsupported(L, target, peer, "peer");
+  if (!on && !supported(L, target, peer)) return;
+  cdv_device_use(L, target);    /* the target's context must exist to be named */
+  cdv_device_use(L, peer);
+  CUresult r = on ? cdv_cu.cuCtxEnablePeerAccess((CUcontext)target->ctx, 0)
+                  : cdv_cu.cuCtxDisablePeerAccess((CUcontext)target->ctx);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED && r != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) {
+    cdv_cu_error(&e, on ? "cuCtxEnablePeerAccess" : "cuCtxDisablePeerAccess", r);
+    cdv_raise(L, peer, &e);
+  }
+  pthread_mutex_lock(&peer_lock);
+  peer_on[target->index][peer->index] = (unsigned char)on;
+  pthread_mutex_unlock(&peer_lock);
+}
+
+static int mempool_supported(lua_State *L, cdv_device *target, cdv_device *peer) {
+  return target->is_mempool_supported && peer->is_mempool_supported && supported(L, target, peer);
+}
+
+/* cuMemPoolGetAccess on target's default pool for peer's location */
+static int mempool_enabled(lua_State *L, cdv_device *target, cdv_device *peer) {
+  if (target->handle == peer->handle) return 1;
+  if (!target->is_mempool_supported || !peer->is_mempool_supported) return 0;
+  CUmemoryPool pool;
+  CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, peer->handle};
+  cdv_err e;
+  if (CDV_CU(&e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle) ||
+      CDV_CU(&e, cuMemPoolGetAccess, &flags, pool, &loc))
+    cdv_raise(L, target, &e);
+  return flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+}
+
+/* cuMemPoolSetAccess: peer may (or may no longer) use memory of target's default pool */
+static void set_mempool(lua_State *L, cdv_device *target, cdv_device *peer, int on) {
+  if (target->handle == peer->handle || mempool_enabled(L, target, peer) == on) return;
+  if (!mempool_supported(L, target, peer)) {
+    if (on) unsupported(L, target, peer, "memory pool");
+    return;
+  }
+  CUmemoryPool pool;
+  CUmemAccessDesc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = peer->handle;
+  desc.flags = on ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  cdv_err e;
+  cdv_device_use(L, target);
+  if (CDV_CU(&e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle) ||
+      CDV_CU(&e, cuMemPoolSetAccess, pool, &desc, 1))
+    cdv_raise(L, target, &e);
+}
+
+/* Kernels on `peer` may use memory of `target` (from_pool: memory from target's stream-ordered pool). */
+int cdv_peer_reachable(lua_State *L, cdv_device *target, cdv_device *peer, int from_pool) {
+  if (target->is_cpu || peer->is_cpu) return 0;
+  return from_pool ? mempool_enabled(L, target, peer) : enabled(target, peer);
+}
+
+static int l_is_peer_supported(lua_State *L) {
+  lua_pushboolean(L, supported(L, check_cuda(L, 1), check_cuda(L, 2)));
+  return 1;
+}
+
+static int l_is_peer_enabled(lua_State *L) {
+  lua_pushboolean(L, enabled(check_cuda(L, 1), check_cuda(L, 2)));
+  return 1;
+}
+
+static int l_set_peer_enabled(lua_State *L) {
+  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);
+  luaL_checktype(L, 3, LUA_TBOOLEAN);
+  set_peer(L, t, p, lua_toboolean(L, 3));
+  return 0;
+}
+
+static int l_is_mempool_supported(lua_State *L) {
+  lua_pushboolean(L, mempool_supported(L, check_cuda(L, 1), check_cuda(L, 2)));
+  return 1;
+}
+
+static int l_is_mempool_enabled(lua_State *L) {
+  lua_pushboolean(L, mempool_enabled(L, check_cuda(L, 1), check_cuda(L, 2)));
+  return 1;
+}
+
+static int l_set_mempool_enabled(lua_State *L) {
+  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);
+  luaL_checktype(L, 3, LUA_TBOOLEAN);
+  set_mempool(L, t, p, lua_toboolean(L, 3));
+  return 0;
+}
+
+/* The scope of with_peer_access / with_mempool_access: restores the previous state when closed, on
+ * error too (a to-be-closed slot, so the error passes through untouched). */
+typedef struct access_scope { cdv_device *target, *peer; int previous, pool, closed; } access_scope;
+
+static int access_scope_close(lua_State *L) {
+  access_scope *s = luaL_checkudata(L, 1, "cudadev.AccessScope");
+  if (s->closed) return 0;
+  s->closed = 1;
+  if (s->pool) set_mempool(L, s->target, s->peer, s->previous);
+  else set_peer(L, s->target, s->peer, s->previous);
+  return 0;
+}
+
+static int with_access(lua_State *L, int pool) {
+  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);
+  luaL_checktype(L, 3, LUA_TBOOLEAN);
+  luaL_checktype(L, 4, LUA_TFUNCTION);
+  int on = lua_toboolean(L, 3), nargs = lua_gettop(L) - 4;
+  access_scope *s = lua_newuserdatauv(L, sizeof *s, 0);
+  *s = (access_scope){t, p, pool ? mempool_enabled(L, t, p) : enabled(t, p), pool, 1};
+  luaL_setmetatable(L, "cudadev.AccessScope");
+  lua_insert(L, 1);
+  lua_toclose(L, 1);
+  if (pool) set_mempool(L, t, p, on);
+  else set_peer(L, t, p, on);
+  s->closed = 0;
+  for (int i = 0; i < 3; i++) lua_remove(L, 2);   /* leave scope, fn, args... */
+  lua_call(L, nargs, LUA_MULTRET);
+  return lua_gettop(L) - 1;
+}
+
+static int l_with_peer(lua_State *L) { return with_access(L, 0); }
+static int l_with_mempool(lua_State *L) { return with_access(L, 1); }
+
+/* cd.peer_access_matrix() -> {supported = {[t] = {[p] = bool}}, enabled = ..., mempool_supported = ...,
+ * mempool_enabled = ...} keyed by alias: row = target (whose memory), column = peer (who accesses) */
+static int l_peer_matrix(lua_State *L) {
+  static const char *const names[] = {"supported", "enabled", "mempool_supported", "mempool_enabled"};
+  int n = cdv_device_count_all();
+  lua_createtable(L, 0, 4);
+  for (int k = 0; k < 4; k++) {
+    lua_newtable(L);
+    for (int i = 1; i < n; i++) {
+      cdv_device *t = cdv_device_at(i);
+      lua_newtable(L);
+      for (int j = 1; j < n; j++) {
+        cdv_device *p = cdv_device_at(j);
+        int v = k == 0 ? supported(L, t, p) : k == 1 ? enabled(t, p) : k == 2 ? mempool_supported(L, t, p)
+                                                                                : mempool_enabled(L, t, p);
+        lua_pushboolean(L, v);
+        lua_setfield(L, -2, p->alias);
+      }
+      lua_setfield(L, -2, t->alias);
+    }
+    lua_setfield(L, -2, names[k]);
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------ custom contexts */
+
+/* cd.map_cuda_device(alias [, context_ptr]): a context made by the host or the driver API becomes a
+ * device named alias (cuCtxGetCurrent when no pointer is given; cuCtxGetDevice finds its device). */
+static int l_map_cuda_device(lua_State *L) {
+  const char *alias = luaL_checkstring(L, 1);
+  cdv_err e;
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "map_cuda_device is not available in this sandbox");
+  if (strlen(alias) >= sizeof(((cdv_device *)0)->alias)) return luaL_argerror(L, 1, "alias too long");
+  if (strcmp(alias, "cpu") == 0 || strcmp(alias, "cuda") == 0 || strncmp(alias, "cuda:", 5) == 0)
+    return luaL_argerror(L, 1, lua_pushfstring(L, "'%s' is reserved; choose another alias", alias));
+  for (int i = 0; i < cdv_device_count_all(); i++)
+    if (strcmp(cdv_device_at(i)->alias, alias) == 0)
+      return luaL_argerror(L, 1, lua_pushfstring(L, "alias '%s' is already mapped", alias));
+  if (cdv_cuda_count() == 0) return luaL_error(L, "map_cuda_device needs a CUDA driver (%s)", cdv_cuda_why());
+  CUcontext ctx = NULL;
+  if (lua_isnoneornil(L, 2)) {
+    if (CDV_CU(&e, cuCtxGetCurrent, &ctx)) return cdv_raise(L, NULL, &e);
+    if (ctx == NULL) return luaL_error(L, "no CUDA context is current on this thread (pass the context pointer)");
+  } else ctx = (CUcontext)(intptr_t)luaL_checkinteger(L, 2);
+  CUcontext prev = NULL;
+  CUdevice dev;
+  if (CDV_CU(&e, cuCtxPushCurrent, ctx)) return cdv_raise(L, NULL, &e);
+  int rc = CDV_CU(&e, cuCtxGetDevice, &dev);
+  cdv_cu.cuCtxPopCurrent(&prev);
+  if (rc) return cdv_raise(L, NULL, &e);
+  cdv_device *base = NULL;
+  for (int i = 1; i < cdv_device_count_all() && base == NULL; i++)
+    if (cdv_device_at(i)->is_primary && cdv_device_at(i)->handle == (int)dev) base = cdv_device_at(i);
+  if (base == NULL) return luaL_error(L, "the context belongs to no known device");
+  cdv_device proto = *base;
+  snprintf(proto.alias, sizeof proto.alias, "%s", alias);
+  proto.ctx = ctx;
+  proto.is_primary = 0;
+  proto.sticky = 0;
+  cdv_device *d = cdv_device_add(&proto);
+  if (d == NULL) return luaL_error(L, "too many devices (at most %d)", CDV_MAXDEV);
+  cdv_push_device(L, d);
+  return 1;
+}
+
+/* cd.unmap_cuda_device(alias): the alias no longer resolves; objects made on it become stale */
+static int l_unmap_cuda_device(lua_State *L) {
+  const char *alias = luaL_checkstring(L, 1);
+  for (int i = 1; i < cdv_device_count_all(); i++) {
+    cdv_device *d = cdv_device_at(i);
+    if (!d->is_primary && strcmp(d->alias, alias) == 0) {
+      cdv_state *st = cdv_get_state(L);
+      if (st->default_device == d->index) st->default_device = -1;
+      d->generation++;
+      snprintf(d->alias, sizeof d->alias, "unmapped:%s", alias);
+      return 0;
+    }
+  }
+  return luaL_argerror(L, 1, lua_pushfstring(L, "no mapped device '%s'", alias));
+}
+
+static const luaL_Reg functions[] = {
+  {"is_peer_access_supported", l_is_peer_supported},
+  {"is_peer_access_enabled", l_is_peer_enabled},
+  {"set_peer_access_enabled", l_set_peer_enabled},
+  {"with_peer_access", l_with_peer},
+  {"is_mempool_access_supported", l_is_mempool_supported},
+  {"is_mempool_access_enabled", l_is_mempool_enabled},
+  {"set_mempool_access_enabled", l_set_mempool_enabled},
+  {"with_mempool_access", l_with_mempool},
+  {"peer_access_matrix", l_peer_matrix},
+  {"map_cuda_device", l_map_cuda_device},
+  {"unmap_cuda_device", l_unmap_cuda_device},
+  {NULL, NULL}
+};
+
+int cdv_peer_open(lua_State *L) {
+  luaL_newmetatable(L, "cudadev.AccessScope");
+  lua_pushcfunction(L, access_scope_close);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+  luaL_setfuncs(L, functions, 0);
+  return 0;
+}
