@@ -186,6 +186,7 @@ static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t byte
   b->generation = d->generation;
   b->last_dev = d;
   b->last_stream = stream;
+  cdv_mem_account(d, (int64_t)bytes, 1);
   if (!d->is_cpu) gc_pressure(L, bytes);
   return b;
 }
@@ -208,6 +209,7 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   if (--b->refs > 0) return 0;
   int rc = 0;
   cdv_device *d = b->dev;
+  if (b->release == NULL && !b->borrowed) cdv_mem_account(d, -(int64_t)b->bytes, -1);
   if (b->release != NULL) b->release(b->release_ud, b->ptr);
   else if (b->borrowed || b->ptr == NULL) {
   } else if (d->sticky || b->generation != d->generation) {

@@ -282,6 +282,10 @@ float cdv_f16_to_f32(uint16_t h);
 /* module.c */
 int cdv_module_open(lua_State *L);
 
+/* memory.c */
+int cdv_memory_open(lua_State *L);
+void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */
+
 /* peer.c */
 int cdv_peer_open(lua_State *L);
 int cdv_peer_reachable(lua_State *L, cdv_device *target, cdv_device *peer, int from_pool); /* NOTE [peer access] */
