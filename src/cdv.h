@@ -282,6 +282,9 @@ float cdv_f16_to_f32(uint16_t h);
 /* module.c */
 int cdv_module_open(lua_State *L);
 
+/* graph.c */
+int cdv_graph_open(lua_State *L);
+
 /* memory.c */
 int cdv_memory_open(lua_State *L);
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */

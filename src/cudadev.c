@@ -59,6 +59,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_module_open(L);
   cdv_peer_open(L);
   cdv_memory_open(L);
+  cdv_graph_open(L);
   lua_pushliteral(L, CDV_VERSION);
   lua_setfield(L, -2, "version");
   load_embedded(L);

@@ -1,0 +1,121 @@
+/*
+ * graph.c: cudadev.Graph, CUDA graphs made by stream capture: cd.capture(stream, fn, ...) runs fn with
+ * the stream capturing (and current, so launches and copies that name no stream land in it), then
+ * instantiates what was captured; g:launch([stream]) replays it.
+ *
+ * Graphs are a CUDA feature; the cpu device has none, so this file calls the driver directly. The
+ * arrays a graph's kernels use must outlive the graph, as with PyTorch's CUDA graphs.
+ */
+#include <string.h>
+
+#include "cdv.h"
+#include "syms.h"
+
+typedef struct graph {
+  CUgraphExec exec;
+  cdv_device *dev;
+  unsigned generation;
+  int nodes;
+} graph;
+
+static graph *check_graph(lua_State *L, int arg) {
+  graph *g = luaL_checkudata(L, arg, CDV_GRAPH);
+  if (g->exec == NULL) luaL_argerror(L, arg, "attempt to use a released graph");
+  if (g->generation != g->dev->generation) luaL_argerror(L, arg, "stale Graph: device was reset");
+  return g;
+}
+
+/* cd.capture(stream, fn, ...) -> Graph (cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate) */
+static int l_capture(lua_State *L) {
+  cdv_stream *s = cdv_check_stream(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  cdv_device *d = s->dev;
+  cdv_err e;
+  if (d->is_cpu) return luaL_argerror(L, 1, "graphs are a CUDA feature: capture a stream of a CUDA device");
+  if (s->handle == NULL) return luaL_argerror(L, 1, "the default stream cannot be captured: use cd.stream()");
+  graph *g = lua_newuserdatauv(L, sizeof *g, 0);
+  memset(g, 0, sizeof *g);
+  luaL_setmetatable(L, CDV_GRAPH);
+  lua_insert(L, 1);                          /* graph, stream, fn, args... */
+  cdv_device_use(L, d);
+  if (CDV_CU(&e, cuStreamBeginCapture, (CUstream)s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+    return cdv_raise(L, d, &e);
+  /* fn runs with the stream current; its error is rethrown after the capture is ended */
+  lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_getfield(L, -1, "cudadev");
+  lua_getfield(L, -1, "with_stream");
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+  lua_insert(L, 2);                          /* graph, with_stream, stream, fn, args... */
+  int status = lua_pcall(L, lua_gettop(L) - 2, 0, 0);
+  CUgraph cg = NULL;
+  int rc = CDV_CU(&e, cuStreamEndCapture, (CUstream)s->handle, &cg);
+  if (status != LUA_OK) {
+    if (cg != NULL) cdv_cu.cuGraphDestroy(cg);
+    return lua_error(L);
+  }
+  if (rc != 0) return cdv_raise(L, d, &e);
+  size_t n = 0;
+  if (cdv_cu.cuGraphGetNodes) cdv_cu.cuGraphGetNodes(cg, NULL, &n);
+  rc = CDV_CU(&e, cuGraphInstantiate, &g->exec, cg, 0);
+  cdv_cu.cuGraphDestroy(cg);
+  if (rc != 0) return cdv_raise(L, d, &e);
+  g->dev = d;
+  g->generation = d->generation;
+  g->nodes = (int)n;
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* g:launch([stream]) wraps cuGraphLaunch (default: the current stream of the graph's device) */
+static int graph_launch(lua_State *L) {
+  graph *g = check_graph(L, 1);
+  cdv_stream *s = lua_isnoneornil(L, 2) ? NULL : cdv_check_stream(L, 2);
+  void *h = cdv_stream_for(L, g->dev, s);
+  cdv_err e;
+  cdv_device_use(L, g->dev);
+  if (CDV_CU(&e, cuGraphLaunch, g->exec, (CUstream)h)) return cdv_raise(L, g->dev, &e);
+  if (cdv_get_state(L)->launch_blocking && g->dev->be->stream_synchronize(g->dev, h, &e) != 0)
+    return cdv_raise(L, g->dev, &e);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int graph_release(lua_State *L) {
+  graph *g = luaL_checkudata(L, 1, CDV_GRAPH);
+  if (g->exec != NULL && g->generation == g->dev->generation && !g->dev->sticky) {
+    cdv_err e;
+    if (CDV_CU(&e, cuGraphExecDestroy, g->exec)) cdv_warn(L, "destroying a graph on %s: %s", g->dev->alias, e.message);
+  }
+  g->exec = NULL;
+  return 0;
+}
+
+static int graph_tostring(lua_State *L) {
+  graph *g = luaL_checkudata(L, 1, CDV_GRAPH);
+  if (g->exec == NULL) lua_pushliteral(L, "Graph(released)");
+  else lua_pushfstring(L, "Graph(%s, %d nodes)", g->dev->alias, g->nodes);
+  return 1;
+}
+
+static int graph_index(lua_State *L) {
+  graph *g = check_graph(L, 1);
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "launch") == 0) lua_pushcfunction(L, graph_launch);
+  else if (strcmp(k, "free") == 0) lua_pushcfunction(L, graph_release);
+  else if (strcmp(k, "device") == 0) cdv_push_device(L, g->dev);
+  else if (strcmp(k, "num_nodes") == 0) lua_pushinteger(L, g->nodes);
+  else return luaL_error(L, "Graph has no field or method '%s'", k);
+  return 1;
+}
+
+int cdv_graph_open(lua_State *L) {
+  luaL_newmetatable(L, CDV_GRAPH);
+  static const luaL_Reg meta[] = {{"__index", graph_index}, {"__gc", graph_release}, {"__close", graph_release},
+                                  {"__tostring", graph_tostring}, {NULL, NULL}};
+  luaL_setfuncs(L, meta, 0);
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_capture);
+  lua_setfield(L, -2, "capture");
+  return 0;
+}
