@@ -1,0 +1,208 @@
+/*
+ * loader.c: opens libcuda and NVRTC with dlopen on first use and resolves the entry points listed in syms.h.
+ *
+ * Nothing happens at `require` time: the first call of cdv_cuda_load() / cdv_nvrtc_load() opens the library,
+ * under pthread_once because several lua_States in several threads share it. A library is never dlclose'd:
+ * the driver keeps threads and handlers that outlive any one lua_State, and function pointers copied out of
+ * cdv_cu must stay valid for the life of the process. When a library cannot be found, the reason lists every
+ * name that was tried with dlerror's text (cudarc's habit), so the user sees where we looked.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cdv.h"
+#include "syms.h"
+
+struct cdv_cu_syms cdv_cu;
+struct cdv_nvrtc_syms cdv_nvrtc;
+
+/* The name tables: each library's exported (versioned) names and where each pointer goes. */
+typedef struct cdv_sym { const char *name; size_t offset; } cdv_sym;
+#define CDV_CU_ENTRY(fn) { CDV_XSTR(fn), offsetof(struct cdv_cu_syms, fn) },
+#define CDV_NVRTC_ENTRY(fn) { CDV_XSTR(fn), offsetof(struct cdv_nvrtc_syms, fn) },
+static const cdv_sym cu_table[] = { CDV_CU_SYMS(CDV_CU_ENTRY) };
+static const cdv_sym nvrtc_table[] = { CDV_NVRTC_SYMS(CDV_NVRTC_ENTRY) };
+#define COUNT(a) (sizeof (a) / sizeof (a)[0])
+
+/* What loading one library left behind. */
+typedef struct lib_state {
+  void *handle;
+  char path[512];         /* the name that opened */
+  int ntried;
+  char why[8192];         /* "" once loaded */
+  size_t why_len;
+  CUresult init;          /* libcuda: cuInit's result */
+} lib_state;
+
+static lib_state cuda_lib, nvrtc_lib;
+static pthread_once_t cuda_once = PTHREAD_ONCE_INIT, nvrtc_once = PTHREAD_ONCE_INIT;
+
+/* Append to a reason, truncating: a long list of attempts must never overflow. */
+static void why_add(lib_state *l, const char *fmt, ...) {
+  if (l->why_len >= sizeof l->why - 1) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(l->why + l->why_len, sizeof l->why - l->why_len, fmt, ap);
+  va_end(ap);
+  if (n > 0) l->why_len += (size_t)n;
+  if (l->why_len > sizeof l->why - 1) l->why_len = sizeof l->why - 1;
+}
+
+/* dlopen one candidate unless an earlier one opened; a failure joins the list of names tried. */
+static void try_open(lib_state *l, const char *path) {
+  if (l->handle) return;
+  l->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (l->handle) {
+    snprintf(l->path, sizeof l->path, "%s", path);
+    return;
+  }
+  const char *err = dlerror();
+  why_add(l, "%s%s (%s)", l->ntried++ ? ", " : "tried ", path, err ? err : "unknown error");
+}
+
+/* The loader loop: every name of a table, NULL where the library lacks it (NOTE [missing symbols]).
+ * POSIX guarantees that a void * from dlsym converts to a function pointer; memcpy avoids the cast warning. */
+static void resolve(void *handle, const cdv_sym *table, size_t n, void *syms) {
+  for (size_t i = 0; i < n; i++) {
+    void *p = dlsym(handle, table[i].name);
+    memcpy((char *)syms + table[i].offset, &p, sizeof p);
+  }
+}
+
+static void why_clear(lib_state *l) {
+  l->why_len = 0;
+  l->why[0] = '\0';
+}
+
+/* ---------------------------------------------------------------- libcuda */
+static void cuda_open(void) {
+  const char *env = getenv("CUDADEV_LIBCUDA");
+  why_add(&cuda_lib, "no CUDA driver: ");
+  if (env && *env) {
+    try_open(&cuda_lib, env);
+  } else {
+    try_open(&cuda_lib, "libcuda.so.1");
+    try_open(&cuda_lib, "libcuda.so");
+  }
+}
+
+/* Drivers older than the header lack some versioned names whose prototype and meaning did not change;
+ * only those fall back to the plain export. cuEventElapsedTime_v2 (CUDA 12.8) is one. */
+static void cuda_fallbacks(void) {
+  if (!cdv_cu.cuEventElapsedTime) {
+    void *p = dlsym(cuda_lib.handle, "cuEventElapsedTime");
+    memcpy(&cdv_cu.cuEventElapsedTime, &p, sizeof p);
+  }
+}
+
+/* cuInit(0) once per process; its failure (no device, stub library, driver/kernel mismatch) is the reason. */
+static void cuda_init(void) {
+  if (!cdv_cu.cuInit) {
+    cuda_lib.init = CUDA_ERROR_NOT_FOUND;
+    why_add(&cuda_lib, "%s does not export cuInit", cuda_lib.path);
+    return;
+  }
+  cuda_lib.init = cdv_cu.cuInit(0);
+  if (cuda_lib.init == CUDA_SUCCESS) return;
+  cdv_err e;
+  cdv_cu_error(&e, "cuInit", cuda_lib.init);
+  why_add(&cuda_lib, "cuInit failed: %s: %s (%s)", e.name, e.message, cuda_lib.path);
+}
+
+static void cuda_load_once(void) {
+  cuda_lib.init = CUDA_ERROR_NOT_INITIALIZED;
+  cuda_open();
+  if (!cuda_lib.handle) return;
+  resolve(cuda_lib.handle, cu_table, COUNT(cu_table), &cdv_cu);
+  cuda_fallbacks();
+  why_clear(&cuda_lib);
+  cuda_init();
+}
+
+int cdv_cuda_load(void) {
+  pthread_once(&cuda_once, cuda_load_once);
+  return cuda_lib.handle && cuda_lib.init == CUDA_SUCCESS ? 0 : -1;
+}
+
+const char *cdv_cuda_why(void) {
+  pthread_once(&cuda_once, cuda_load_once);
+  return cuda_lib.why;
+}
+
+/* cuInit's own error when the driver opened, else the list of names tried. */
+int cdv_cuda_unavailable(cdv_err *e) {
+  if (cdv_cuda_load() == 0) return cdv_fail(e, "cuInit", 0, "CUDA_ERROR_UNKNOWN", "driver unavailable");
+  if (cuda_lib.handle && cuda_lib.init != CUDA_ERROR_NOT_FOUND) return cdv_cu_error(e, "cuInit", cuda_lib.init);
+  return cdv_fail(e, "dlopen", 0, "CUDA_DRIVER_NOT_FOUND", "%s", cuda_lib.why);
+}
+
+/* ---------------------------------------------------------------- NVRTC */
+/* Newest first: a newer NVRTC knows every architecture an older one does. */
+static const char *const nvrtc_sonames[] = {
+  "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1", "libnvrtc.so.11.0", "libnvrtc.so",
+};
+
+/* The toolkit folders, without duplicates ($CUDA_HOME is often /usr/local/cuda). */
+static int nvrtc_dirs(const char *dirs[3]) {
+  const char *cand[3] = { getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda" };
+  int n = 0;
+  for (int i = 0; i < 3; i++) {
+    if (!cand[i] || !*cand[i]) continue;
+    int dup = 0;
+    for (int j = 0; j < n; j++) dup |= strcmp(dirs[j], cand[i]) == 0;
+    if (!dup) dirs[n++] = cand[i];
+  }
+  return n;
+}
+
+/* Each soname through the dynamic linker's own search (LD_LIBRARY_PATH, ld.so.cache), then in each toolkit. */
+static void nvrtc_open(void) {
+  const char *env = getenv("CUDADEV_LIBNVRTC");
+  why_add(&nvrtc_lib, "no NVRTC: ");
+  if (env && *env) {
+    try_open(&nvrtc_lib, env);
+    return;
+  }
+  const char *dirs[3];
+  int ndirs = nvrtc_dirs(dirs);
+  for (size_t i = 0; i < COUNT(nvrtc_sonames) && !nvrtc_lib.handle; i++) {
+    try_open(&nvrtc_lib, nvrtc_sonames[i]);
+    for (int j = 0; j < ndirs; j++) {
+      char path[1024];
+      snprintf(path, sizeof path, "%s/lib64/%s", dirs[j], nvrtc_sonames[i]);
+      try_open(&nvrtc_lib, path);
+    }
+  }
+}
+
+static void nvrtc_load_once(void) {
+  nvrtc_open();
+  if (!nvrtc_lib.handle) return;
+  resolve(nvrtc_lib.handle, nvrtc_table, COUNT(nvrtc_table), &cdv_nvrtc);
+  why_clear(&nvrtc_lib);
+}
+
+int cdv_nvrtc_load(void) {
+  pthread_once(&nvrtc_once, nvrtc_load_once);
+  return nvrtc_lib.handle ? 0 : -1;
+}
+
+const char *cdv_nvrtc_why(void) {
+  pthread_once(&nvrtc_once, nvrtc_load_once);
+  return nvrtc_lib.why;
+}
+
+int cdv_nvrtc_unavailable(cdv_err *e) {
+  return cdv_fail(e, "dlopen", 0, "NVRTC_NOT_FOUND", "%s", cdv_nvrtc_why());
+}
+
+/* ---------------------------------------------------------------- missing entry points */
+/* CUDA_ERROR_NOT_FOUND is the driver's own code for "named symbol not found". */
+int cdv_sym_missing(cdv_err *e, const char *api, const char *symbol, const char *lib) {
+  const char *path = strcmp(lib, "libcuda") == 0 ? cuda_lib.path : nvrtc_lib.path;
+  return cdv_fail(e, api, CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "%s does not export %s (%s is too old)",
+                  *path ? path : lib, symbol, strcmp(lib, "libcuda") == 0 ? "the driver" : "NVRTC");
+}
