@@ -32,6 +32,7 @@ typedef struct cdv_module {
   char **entries;             /* the names kernels are looked up by ("saxpy", "axpy<float>") */
   cdv_sigs sigs;
   int have_sigs;
+  char sig_error[256];        /* why the source's kernels could not be read, when they could not */
   int refs;                   /* Module values + the cache list */
   struct cdv_module *next;
 } cdv_module_t;
@@ -250,7 +251,7 @@ static void make_entries(cdv_module_t *m, const strlist *exprs, unsigned char **
   }
 }
 
-static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const strlist *opts) {
+static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const strlist *opts, const char *name) {
   cdv_push_error(L, d, e);
   lua_createtable(L, opts->n, 0);
   for (int i = 0; i < opts->n; i++) {
@@ -258,6 +259,10 @@ static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const s
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "options");
+  lua_pushvalue(L, 1);                  /* the source and its file name, so a REPL can show the lines the log cites */
+  lua_setfield(L, -2, "source");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "source_name");
   lua_error(L);
 }
 
@@ -270,6 +275,7 @@ static int l_compile(lua_State *L) {
   const char *name = "kernel.cu";
   if (cdv_opt_field(L, 2, "name") != LUA_TNIL) name = luaL_checkstring(L, -1);
   strlist opts = check_strlist(L, 2, "options"), incs = check_strlist(L, 2, "include_paths");
+  cdv_check_compile_options(L, opts.n, opts.v);   /* NOTE [state limits]: the embedding host's allow-list */
   strlist exprs = check_strlist(L, 2, "name_expressions");
   const char **hnames, **htexts;
   int nh = check_headers(L, 2, &hnames, &htexts);
@@ -284,6 +290,8 @@ static int l_compile(lua_State *L) {
   if (arch && d->is_cpu && given_dev)
     return luaL_error(L, "bad option 'arch' to 'compile' (arch targets CUDA devices; leave it out to compile for cpu)");
   if (arch && d->is_cpu) d = NULL;          /* compile only: there is no GPU to load it on */
+  if (d != NULL && d->is_cpu && cdv_get_state(L)->sandbox)   /* a cpu kernel is native host code */
+    return luaL_error(L, "compiling kernels for the cpu device is not available in this sandbox");
   if (!arch && d != NULL) arch = d->arch;
   const cdv_backend *be = d != NULL ? d->be : &cdv_backend_cuda;
   if (be == &cdv_backend_cuda) {
@@ -319,8 +327,7 @@ static int l_compile(lua_State *L) {
 
   m = calloc(1, sizeof *m);
   if (m == NULL) return luaL_error(L, "not enough memory");
-  char perr[256];
-  m->have_sigs = cdv_sig_parse(src, srclen, &m->sigs, perr, sizeof perr) == 0;
+  m->have_sigs = cdv_sig_parse(src, srclen, &m->sigs, m->sig_error, sizeof m->sig_error) == 0;
   unsigned char *is_expr;
   make_entries(m, &exprs, &is_expr);
   cdv_compile_req req = {src, srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n, incs.v,
@@ -334,7 +341,7 @@ static int l_compile(lua_State *L) {
     m->dev = NULL;
     m->refs = 1;
     module_unref(m);
-    raise_compile_error(L, d, &e, &opts);
+    raise_compile_error(L, d, &e, &opts, name);
   }
   memcpy(m->key, key, sizeof key);
   m->dev = d;
@@ -618,8 +625,10 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   k->fn = fn;
   if (!have) {
     k->fn = NULL;
-    return luaL_error(L, "cannot read the parameter list of '%s'%s%s", name, m->have_sigs ? ": " : "",
-                      m->have_sigs ? err : " (no source: compile it with cd.compile to get checked launches)");
+    return luaL_error(L, "cannot read the parameter list of '%s': %s", name,
+                      m->have_sigs ? err : m->img.ptx == NULL && m->img.cubin != NULL && m->sig_error[0] == 0
+                      ? "a module loaded from a cubin has no source (load it from PTX or compile it with cd.compile)"
+                      : m->sig_error[0] ? m->sig_error : "no source");
   }
   const char *msg = build_plan(k, &k->sig, err, sizeof err);
   if (msg != NULL) {
