@@ -110,7 +110,7 @@ static const char *to_elem(lua_State *L, int idx, cdv_dtype t, void *p) {
   lua_Integer v = lua_tointegerx(L, idx, &isint);
   uint64_t u;
   if (isint) {
-    if (cdv_dtypes[t].is_signed ? (v < int_min[t] || (uint64_t)v > int_max[t])
+    if (cdv_dtypes[t].is_signed ? (v < int_min[t] || (v > 0 && (uint64_t)v > int_max[t]))
                                 : (v < 0 || (uint64_t)v > int_max[t]))
       return lua_pushfstring(L, "value %I out of range for %s", v, cdv_dtypes[t].name);
     u = (uint64_t)v;
@@ -163,6 +163,7 @@ static void gc_pressure(lua_State *L, size_t bytes) {
 /* Allocates a block; on out of memory collects garbage (which may free blocks), retries once, then
  * raises `out of memory on cuda:0 (requested X, free Y)`. */
 static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t bytes, void *stream) {
+  cdv_state *quota = cdv_quota_check(L, d, bytes);   /* NOTE [state limits]: raises when over */
   cdv_block *b = calloc(1, sizeof *b);
   cdv_err e;
   if (b == NULL) luaL_error(L, "not enough host memory");
@@ -186,6 +187,8 @@ static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t byte
   b->generation = d->generation;
   b->last_dev = d;
   b->last_stream = stream;
+  b->quota = quota;
+  if (quota != NULL) quota->quota_used += bytes;
   cdv_mem_account(d, (int64_t)bytes, 1);
   if (!d->is_cpu) gc_pressure(L, bytes);
   return b;
@@ -200,6 +203,7 @@ void cdv_block_used(cdv_block *b, cdv_device *d, void *stream) {
 static int host_wait(cdv_block *b, cdv_err *e) {
   if (b->last_dev == NULL || b->last_dev->is_cpu || b->last_dev->sticky) return 0;
   if (b->last_dev->generation != b->generation) return 0;
+  if (!cdv_stream_alive(b->last_stream)) return 0;   /* destroyed after its work finished */
   return b->last_dev->be->stream_synchronize(b->last_dev, b->last_stream, e);
 }
 
@@ -210,12 +214,17 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   int rc = 0;
   cdv_device *d = b->dev;
   if (b->release == NULL && !b->borrowed) cdv_mem_account(d, -(int64_t)b->bytes, -1);
-  if (b->release != NULL) b->release(b->release_ud, b->ptr);
-  else if (b->borrowed || b->ptr == NULL) {
+  if (b->quota != NULL) b->quota->quota_used -= b->bytes;
+  if (b->release != NULL) {   /* the host's memory: hand it back once the work queued on it is done */
+    cdv_device *ld = b->last_dev;
+    if (ld != NULL && !ld->sticky && ld->generation == b->generation)
+      rc = ld->be->stream_synchronize(ld, b->last_stream, e);
+    b->release(b->release_ud, b->ptr);
+  } else if (b->borrowed || b->ptr == NULL) {
   } else if (d->sticky || b->generation != d->generation) {
     /* the context is gone or poisoned: its memory went with it, so the driver is not called */
   } else {
-    void *stream = b->last_stream;
+    void *stream = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL;   /* NOTE [stream lifetime] */
     if (b->last_dev != d) {   /* used last from another device's stream: wait there, free in order here */
       rc = host_wait(b, e);
       stream = NULL;
@@ -298,20 +307,62 @@ cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, co
   return a;
 }
 
+/* Memory the host owns (cudadev_push_array): no allocation, no quota, no statistics. */
+cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
+                               void (*release)(void *ud, void *ptr), void *ud) {
+  cdv_array *a = new_array(L);
+  cdv_block *b = calloc(1, sizeof *b);
+  if (b == NULL) luaL_error(L, "not enough host memory");
+  a->dtype = t;
+  set_shape(a, ndim, shape);
+  b->refs = 1;
+  b->kind = CDV_MEM_DEVICE;
+  b->dev = b->last_dev = d;
+  b->ptr = ptr;
+  b->bytes = nbytes(a);
+  b->generation = d->generation;
+  b->release = release;
+  b->release_ud = ud;
+  b->borrowed = release == NULL;
+  a->block = b;
+  a->data = ptr;
+  return a;
+}
+
 typedef struct create_args {
   cdv_device *dev;
   cdv_stream *stream;
   int kind;
 } create_args;
 
+/* The value at the top, checked as option k of fname: a Device/spec for "device", a Stream for "stream". */
+static void *check_opt_value(lua_State *L, const char *k, const char *fname) {
+  int top = lua_gettop(L);
+  if (strcmp(k, "stream") == 0) {
+    cdv_stream *s = luaL_testudata(L, top, CDV_STREAM);
+    if (s == NULL) luaL_error(L, "bad option 'stream' to '%s' (Stream expected, got %s)", fname, luaL_typename(L, top));
+    if (s->dev == NULL) luaL_error(L, "bad option 'stream' to '%s' (attempt to use a destroyed stream)", fname);
+    return s;
+  }
+  lua_pushcfunction(L, cdv_device_new);   /* cd.device(spec) under a protected call, to word the error */
+  lua_pushvalue(L, top);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1), *p = msg ? strchr(msg, '(') : NULL;
+    luaL_error(L, "bad option 'device' to '%s' %s", fname, p ? p : "(device expected)");
+  }
+  cdv_device *d = *(cdv_device **)lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return d;
+}
+
 /* Reads {device=, stream=, pinned=} at arg (may be none). */
 static create_args check_create_opts(lua_State *L, int arg, const char *fname) {
   create_args c = {NULL, NULL, CDV_MEM_DEVICE};
   cdv_check_options(L, arg, create_opts, fname);
   int pinned = cdv_check_boolean_field(L, arg, "pinned", 0, fname);
-  if (cdv_opt_field(L, arg, "device") != LUA_TNIL) c.dev = cdv_check_device(L, lua_gettop(L));
+  if (cdv_opt_field(L, arg, "device") != LUA_TNIL) c.dev = check_opt_value(L, "device", fname);
   lua_pop(L, 1);
-  if (cdv_opt_field(L, arg, "stream") != LUA_TNIL) c.stream = cdv_check_stream(L, lua_gettop(L));
+  if (cdv_opt_field(L, arg, "stream") != LUA_TNIL) c.stream = check_opt_value(L, "stream", fname);
   lua_pop(L, 1);
   if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_default_device(L);
   if (pinned && !c.dev->is_cpu)
@@ -323,52 +374,54 @@ static create_args check_create_opts(lua_State *L, int arg, const char *fname) {
   return c;
 }
 
-/* (shape [, dtype] [, opts]) starting at arg: the dtype may be left out before an options table */
-static cdv_array *create(lua_State *L, int arg, const char *fname) {
+/* (shape at `shape`, then [dtype] [, opts] from `next`): the dtype may be left out before an options
+ * table. Returns the new array (pushed) and the stream it was made on. */
+static cdv_array *create(lua_State *L, int shape_arg, int next, const char *fname, cdv_stream **s) {
   int64_t shape[CDV_MAXDIM];
-  int o = lua_istable(L, arg + 1) ? arg + 1 : arg + 2;
-  cdv_dtype t = o == arg + 1 ? CDV_F32 : cdv_check_dtype(L, arg + 1, CDV_F32);
-  int ndim = check_shape(L, arg, shape, t);
+  int o = lua_istable(L, next) ? next : next + 1;
+  cdv_dtype t = o == next ? CDV_F32 : cdv_check_dtype(L, next, CDV_F32);
+  int ndim = check_shape(L, shape_arg, shape, t);
   create_args c = check_create_opts(L, o, fname);
+  if (s != NULL) *s = c.stream;
   return cdv_push_array(L, c.dev, t, ndim, shape, c.kind, c.stream);
 }
 
 static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s);
 
 static int l_empty(lua_State *L) {
-  create(L, 1, "empty");
+  create(L, 1, 2, "empty", NULL);
   return 1;
 }
 
-static void fill_value(lua_State *L, cdv_array *a, int vidx, int arg) {
+static void fill_value(lua_State *L, cdv_array *a, int vidx, int arg, cdv_stream *s) {
   uint64_t pattern = 0;
   check_elem(L, vidx, arg, a->dtype, &pattern);
-  fill(L, a, &pattern, NULL);
+  fill(L, a, &pattern, s);
 }
 
 static int l_zeros(lua_State *L) {
-  cdv_array *a = create(L, 1, "zeros");
+  cdv_stream *s;
+  cdv_array *a = create(L, 1, 2, "zeros", &s);
   uint64_t zero = 0;
-  fill(L, a, &zero, NULL);
+  fill(L, a, &zero, s);
   return 1;
 }
 
 static int l_ones(lua_State *L) {
-  cdv_array *a = create(L, 1, "ones");
+  cdv_stream *s;
+  cdv_array *a = create(L, 1, 2, "ones", &s);
   lua_pushinteger(L, 1);
-  fill_value(L, a, lua_gettop(L), 1);
+  fill_value(L, a, lua_gettop(L), 1, s);
   lua_pop(L, 1);
   return 1;
 }
 
 /* cd.full(shape, value [, dtype] [, opts]) */
 static int l_full(lua_State *L) {
+  cdv_stream *s;
   luaL_checkany(L, 2);
-  lua_pushvalue(L, 2);
-  lua_remove(L, 2);
-  lua_insert(L, 1);          /* (value, shape, dtype, opts): the value out of the way */
-  cdv_array *a = create(L, 2, "full");
-  fill_value(L, a, 1, 2);
+  cdv_array *a = create(L, 1, 3, "full", &s);
+  fill_value(L, a, 2, 2, s);
   return 1;
 }
 
@@ -557,6 +610,11 @@ static int table_shape(lua_State *L, int t, int64_t *shape, int depth, int arg) 
   shape[depth] = (int64_t)lua_rawlen(L, t);
   if (shape[depth] == 0 || lua_rawgeti(L, t, 1) != LUA_TTABLE) {
     lua_pop(L, 1);
+    for (int64_t i = 2; i <= shape[depth]; i++) {   /* a leaf row: no nested rows beside its numbers */
+      if (lua_rawgeti(L, t, i) == LUA_TTABLE)
+        luaL_argerror(L, arg, lua_pushfstring(L, "ragged nested table (row %I differs from row 1)", i));
+      lua_pop(L, 1);
+    }
     return depth + 1;
   }
   int ndim = table_shape(L, lua_gettop(L), shape, depth + 1, arg);
@@ -624,7 +682,7 @@ static int l_zeros_like(lua_State *L) {
 static int l_full_like(lua_State *L) {
   like(L, cdv_check_array(L, 1), 0);
   luaL_checkany(L, 2);
-  fill_value(L, check_any(L, -1), 2, 2);
+  fill_value(L, check_any(L, -1), 2, 2, NULL);
   return 1;
 }
 
@@ -640,7 +698,7 @@ static int array_new_zeros(lua_State *L) {
 static int array_new_full(lua_State *L) {
   like(L, cdv_check_array(L, 1), 2);
   luaL_checkany(L, 3);
-  fill_value(L, check_any(L, -1), 3, 3);
+  fill_value(L, check_any(L, -1), 3, 3, NULL);
   return 1;
 }
 
@@ -661,7 +719,7 @@ static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s)
 static int array_fill(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   luaL_checkany(L, 2);
-  fill_value(L, a, 2, 2);
+  fill_value(L, a, 2, 2, NULL);
   lua_settop(L, 1);
   return 1;
 }
@@ -902,12 +960,13 @@ static int array_tostring(lua_State *L) {
                     a->block->dev->sticky ? "device faulted" : "stale");
     return 1;
   }
-  const char *p = a->size <= PRINT_MAX ? host_view(L, a) : NULL;
+  int values = a->size <= PRINT_MAX;
+  const char *p = values && a->size > 0 ? host_view(L, a) : NULL;
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, "Array(");
   add_header(L, &b, a);
-  if (p != NULL) {
+  if (values) {
     luaL_addstring(&b, ": ");
     add_nested(&b, a->dtype, a->ndim, a->shape, p, nbytes(a));
   }

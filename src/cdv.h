@@ -192,6 +192,7 @@ typedef struct cdv_state {
   int sandbox;
   size_t quota, quota_used;                  /* device-memory quota for the state (0 = none) */
   int launch_blocking;                       /* CUDA_LAUNCH_BLOCKING=1 */
+  int interruptible;                         /* NOTE [interruptible waits] (embed.c) */
 } cdv_state;
 
 cdv_state *cdv_get_state(lua_State *L);
@@ -235,6 +236,7 @@ typedef struct cdv_block {
   void (*release)(void *ud, void *ptr);   /* memory owned by a host (embedding); NULL when ours */
   void *release_ud;
   int borrowed;           /* host memory we must not free */
+  cdv_state *quota;       /* the state whose quota counts the block (NULL: none); NOTE [state limits] */
 } cdv_block;
 
 #define CDV_MAXDIM 8
@@ -255,6 +257,7 @@ void cdv_push_device(lua_State *L, cdv_device *d);
 cdv_device *cdv_check_device(lua_State *L, int arg);        /* any device spec */
 cdv_device *cdv_opt_device(lua_State *L, int arg);          /* nil -> default device */
 cdv_device *cdv_default_device(lua_State *L);
+int cdv_device_new(lua_State *L);                          /* cd.device(spec) */
 void cdv_device_use(lua_State *L, cdv_device *d);           /* activate, raise on failure/sticky */
 
 /* stream.c */
@@ -262,6 +265,12 @@ int cdv_stream_open(lua_State *L);
 cdv_stream *cdv_check_stream(lua_State *L, int arg);
 cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d);  /* never NULL */
 void cdv_push_current_stream(lua_State *L, cdv_device *d);
+/* NOTE [stream lifetime]: arrays remember the last stream that used them by its raw handle; a stream
+ * is synchronised before it is destroyed, and these tell whether a remembered handle still names a live
+ * stream (a dead one has no pending work, so the default stream stands in for it). */
+void cdv_stream_register(void *handle);
+void cdv_stream_unregister(void *handle);
+int cdv_stream_alive(void *handle);
 void *cdv_stream_for(lua_State *L, cdv_device *d, cdv_stream *s); /* handle, checking s is on d */
 
 /* event.c */
@@ -276,6 +285,9 @@ cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, co
                           int kind, cdv_stream *s);
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
 void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
+/* memory the host owns as an Array (embed.c): borrowed when release is NULL, else release(ud, ptr) frees it */
+cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
+                               void (*release)(void *ud, void *ptr), void *ud);
 uint16_t cdv_f32_to_f16(float f);
 float cdv_f16_to_f32(uint16_t h);
 
@@ -289,9 +301,22 @@ int cdv_graph_open(lua_State *L);
 int cdv_memory_open(lua_State *L);
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */
 
+/* embed.c: the embedding API's internal side */
+/* NOTE [state limits]: raises when `bytes` more would exceed the state's quota (after a collection); returns
+ * the state to charge (block->quota; the caller adds to quota_used), or NULL when there is no quota. */
+cdv_state *cdv_quota_check(lua_State *L, cdv_device *d, size_t bytes);
+void cdv_check_compile_options(lua_State *L, int n, const char *const *opts);   /* the allow-list; raises */
+/* NOTE [interruptible waits]: synchronize on a device / stream / event; in an interruptible state they
+ * poll and raise "interrupted!" on cudadev_interrupt(). -1 with *e on a backend failure. */
+int cdv_wait_device(lua_State *L, cdv_device *d, cdv_err *e);
+int cdv_wait_stream(lua_State *L, cdv_device *d, void *stream, cdv_err *e);
+int cdv_wait_event(lua_State *L, cdv_device *d, void *event, cdv_err *e);
+
 /* peer.c */
 int cdv_peer_open(lua_State *L);
 int cdv_peer_reachable(lua_State *L, cdv_device *target, cdv_device *peer, int from_pool); /* NOTE [peer access] */
+/* map_cuda_device's work (NULL ctx: the current one); alias_arg: its argument position for errors, 0 from C */
+cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void *ctx);
 
 /* error.c */
 int cdv_error_open(lua_State *L);

@@ -277,7 +277,7 @@ static int device_eq(lua_State *L) {
 static int device_synchronize(lua_State *L) {
   cdv_device *d = self(L);
   cdv_device_use(L, d);
-  cdv_try(L, d, d->be->synchronize(d, &e_));
+  cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
   return 0;
 }
 
@@ -344,7 +344,7 @@ static int device_index(lua_State *L) {
   else if (strcmp(k, "has_context") == 0) lua_pushboolean(L, d->is_cpu || d->ctx != NULL);
   else if (strcmp(k, "is_sticky") == 0) lua_pushboolean(L, d->sticky);
   else if (strcmp(k, "stream") == 0) {
-    cdv_current_stream(L, d);
+    cdv_push_current_stream(L, d);
   } else {
     luaL_getmetatable(L, CDV_DEVICE);
     lua_getfield(L, -1, "methods");
@@ -388,7 +388,7 @@ static int push_devices(lua_State *L, int from) {
 static int l_devices(lua_State *L) { return push_devices(L, 0); }
 static int l_cuda_devices(lua_State *L) { return push_devices(L, 1); }
 
-static int l_device(lua_State *L) {
+int cdv_device_new(lua_State *L) {
   cdv_push_device(L, lua_isnoneornil(L, 1) ? cdv_default_device(L) : cdv_check_device(L, 1));
   return 1;
 }
@@ -434,6 +434,7 @@ static int l_scope(lua_State *L) {
 /* with_device(spec, fn, ...): the scope is a to-be-closed slot, so Lua restores the device while the
  * error unwinds, and the error and its traceback pass through untouched (no pcall in between). */
 static int l_with_device(lua_State *L) {
+  cdv_check_device(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   int nargs = lua_gettop(L) - 2;
   lua_pushcfunction(L, l_scope);
@@ -451,7 +452,7 @@ static int l_synchronize(lua_State *L) {
     cdv_device *d = registry[i];
     if (!d->is_cpu && d->ctx == NULL) continue;   /* nothing can be queued on a context never made */
     cdv_device_use(L, d);
-    cdv_try(L, d, d->be->synchronize(d, &e_));
+    cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
   }
   return 0;
 }
@@ -459,7 +460,7 @@ static int l_synchronize(lua_State *L) {
 static int l_synchronize_device(lua_State *L) {
   cdv_device *d = cdv_opt_device(L, 1);
   cdv_device_use(L, d);
-  cdv_try(L, d, d->be->synchronize(d, &e_));
+  cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
   return 0;
 }
 
@@ -475,7 +476,7 @@ static const luaL_Reg functions[] = {
   {"device_count", l_device_count},
   {"devices", l_devices},
   {"cuda_devices", l_cuda_devices},
-  {"device", l_device},
+  {"device", cdv_device_new},
   {"get_device", l_get_device},
   {"set_device", l_set_device},
   {"scope", l_scope},
@@ -500,8 +501,8 @@ int cdv_device_open(lua_State *L) {
   lua_pushcfunction(L, scope_close);
   lua_setfield(L, -2, "__close");
   lua_pop(L, 1);
-  lua_newtable(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, "cudadev.device_values");
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.device_values");   /* kept by a second luaopen */
+  lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   return 0;
 }

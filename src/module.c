@@ -821,7 +821,7 @@ static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
     int v = lua_gettop(L);
     if (strcmp(key, "grid") == 0) { cfg_dims(L, k, v, key, g, 0x7fffffff); c->has_grid = 1; }
-    else if (strcmp(key, "block") == 0) { cfg_dims(L, k, v, key, b, 1024); c->has_block = 1; }
+    else if (strcmp(key, "block") == 0) { cfg_dims(L, k, v, key, b, 0x7fffffff); c->has_block = 1; }
     else if (strcmp(key, "dim") == 0) { cfg_dims(L, k, v, key, c->dim, (uint64_t)1 << 53); c->has_dim = 1; }
     else if (strcmp(key, "shared") == 0) {
       int isint;

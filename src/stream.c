@@ -3,9 +3,46 @@
  * semantics). A device's default stream is a Stream whose handle is NULL: the legacy default stream on
  * CUDA, the in-order host queue on cpu.
  */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cdv.h"
+
+/* NOTE [stream lifetime] in cdv.h: the set of live stream handles (few: a linear scan is enough). */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static void **live;
+static int nlive, live_cap;
+
+void cdv_stream_register(void *h) {
+  if (h == NULL) return;
+  pthread_mutex_lock(&live_lock);
+  if (nlive == live_cap) {
+    int cap = live_cap ? 2 * live_cap : 16;
+    void **v = realloc(live, sizeof *v * (size_t)cap);
+    if (v != NULL) { live = v; live_cap = cap; }
+  }
+  if (nlive < live_cap) live[nlive++] = h;
+  pthread_mutex_unlock(&live_lock);
+}
+
+void cdv_stream_unregister(void *h) {
+  pthread_mutex_lock(&live_lock);
+  for (int i = 0; i < nlive; i++)
+    if (live[i] == h) {
+      live[i] = live[--nlive];
+      break;
+    }
+  pthread_mutex_unlock(&live_lock);
+}
+
+int cdv_stream_alive(void *h) {
+  int found = h == NULL;
+  pthread_mutex_lock(&live_lock);
+  for (int i = 0; i < nlive && !found; i++) found = live[i] == h;
+  pthread_mutex_unlock(&live_lock);
+  return found;
+}
 
 static const char *const stream_opts[] = {"priority", "blocking", NULL};
 
@@ -71,26 +108,35 @@ static int l_stream(lua_State *L) {
   cdv_device *d = o == 1 ? cdv_default_device(L) : cdv_opt_device(L, 1);
   cdv_check_options(L, o, stream_opts, "stream");
   int prio = 0;
-  if (cdv_opt_field(L, o, "priority") != LUA_TNIL) prio = (int)luaL_checkinteger(L, -1);
+  if (cdv_opt_field(L, o, "priority") != LUA_TNIL) {
+    int isint;
+    lua_Integer p = lua_tointegerx(L, -1, &isint);
+    if (!isint || p < -1000 || p > 1000)
+      return luaL_error(L, "bad option 'priority' to 'stream' (integer expected, got %s)", luaL_typename(L, -1));
+    prio = (int)p;
+  }
   lua_pop(L, 1);
   int blocking = cdv_check_boolean_field(L, o, "blocking", 0, "stream");
   cdv_device_use(L, d);
   cdv_stream *s = new_stream(L, d);
   cdv_try(L, d, d->be->stream_create(d, prio, blocking, &s->handle, &e_));
+  cdv_stream_register(s->handle);
   s->owned = 1;
   s->priority = prio;
   return 1;
 }
 
-/* __gc/__close and :destroy(): cuStreamDestroy returns at once; the driver releases the stream when
- * its queued work is done, so nothing is cut short. */
+/* __gc/__close and :destroy(): waits for the stream's work (arrays may still name it: NOTE [stream
+ * lifetime]), then cuStreamDestroy. */
 static int stream_release(lua_State *L) {
   cdv_stream *s = check_any(L, 1);
   if (s->owned && s->dev != NULL && s->generation == s->dev->generation && !s->dev->sticky) {
     cdv_err e;
-    if (s->dev->be->stream_destroy(s->dev, s->handle, &e) != 0)
+    if (s->dev->be->stream_synchronize(s->dev, s->handle, &e) != 0 ||
+        s->dev->be->stream_destroy(s->dev, s->handle, &e) != 0)
       cdv_warn(L, "destroying a stream on %s: %s", s->dev->alias, e.message);
   }
+  if (s->owned) cdv_stream_unregister(s->handle);
   if (s->owned) s->dev = NULL;   /* later use says the stream was destroyed */
   s->owned = 0;
   s->handle = NULL;
@@ -100,7 +146,7 @@ static int stream_release(lua_State *L) {
 static int stream_synchronize(lua_State *L) {
   cdv_stream *s = cdv_check_stream(L, 1);
   cdv_device_use(L, s->dev);
-  cdv_try(L, s->dev, s->dev->be->stream_synchronize(s->dev, s->handle, &e_));
+  cdv_try(L, s->dev, cdv_wait_stream(L, s->dev, s->handle, &e_));   /* NOTE [interruptible waits] */
   return 0;
 }
 
@@ -128,11 +174,10 @@ static int stream_wait_event(lua_State *L) {
 static int stream_record_event(lua_State *L) {
   cdv_check_stream(L, 1);
   if (lua_isnoneornil(L, 2)) {
-    lua_getfield(L, 1, "device");
+    lua_settop(L, 1);
     lua_pushcfunction(L, cdv_event_new);
-    lua_insert(L, -2);
-    lua_call(L, 1, 1);
-    lua_replace(L, 2);
+    lua_getfield(L, 1, "device");
+    lua_call(L, 1, 1);            /* the new event lands at 2 */
   }
   lua_getfield(L, 2, "record");
   lua_pushvalue(L, 2);
@@ -267,8 +312,8 @@ int cdv_stream_open(lua_State *L) {
   lua_pushcfunction(L, stream_scope_close);
   lua_setfield(L, -2, "__close");
   lua_pop(L, 1);
-  lua_newtable(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.current_streams");  /* cdv_state points into it */
+  lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   return 0;
 }
