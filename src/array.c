@@ -340,7 +340,7 @@ static void *check_opt_value(lua_State *L, const char *k, const char *fname) {
   int top = lua_gettop(L);
   if (strcmp(k, "stream") == 0) {
     cdv_stream *s = luaL_testudata(L, top, CDV_STREAM);
-    if (s == NULL) luaL_error(L, "bad option 'stream' to '%s' (Stream expected, got %s)", fname, luaL_typename(L, top));
+    if (s == NULL) luaL_error(L, "bad option 'stream' to '%s' (cudadev.Stream expected, got %s)", fname, luaL_typename(L, top));
     if (s->dev == NULL) luaL_error(L, "bad option 'stream' to '%s' (attempt to use a destroyed stream)", fname);
     return s;
   }

@@ -22,7 +22,7 @@ static void mark_sticky(cdv_device *d, const cdv_err *e, const char *where) {
   d->sticky = 1;
   d->fault = *e;
   d->fault.log = NULL;
-  snprintf(d->fault_where, sizeof d->fault_where, "%s", where);
+  snprintf(d->fault_where, sizeof d->fault_where, "%.127s", where);
 }
 
 static void set_string(lua_State *L, const char *k, const char *v) {

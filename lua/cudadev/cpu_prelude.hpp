@@ -1,0 +1,812 @@
+// cpu_prelude.hpp: CUDA's programming model on the host, for cudadev's cpu device.
+//
+// cudadev compiles a kernel source for the cpu device as one C++17 translation unit: this prelude, the
+// user's source, and one extern "C" trampoline per kernel. The library embeds this file as the C string
+// cdv_cpu_prelude. NOTE [cpu kernel ABI] in src/cpu.h: the structs and constants marked "ABI" below must
+// match src/cpu.h.
+//
+// Not provided (refused at compile time with the construct's name): inline PTX asm, textures and surfaces,
+// grid-wide cooperative sync, clusters, tensor-core intrinsics, dynamic parallelism. Rounding-mode suffixes
+// (_rz, _ru, _rd) of arithmetic intrinsics round to nearest; fast-math intrinsics are the accurate functions.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <climits>
+#include <cfloat>
+#include <cmath>
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+// assert: glibc's assert() calls __assert_fail, which would print and abort the process. Renaming it before
+// <assert.h> is read makes every assert, also one from a later #include <assert.h>, land in cdv_assert_fail.
+#define __assert_fail cdv_assert_fail
+#include <assert.h>
+
+#define __CUDACC__ 1
+#define __CUDACC_RTC__ 1
+#define __CUDADEV_CPU__ 1
+
+// ---------------------------------------------------------------- qualifiers
+#define __global__
+#define __device__
+#define __host__
+#define __noinline__ __attribute__((noinline))
+#define __forceinline__ inline __attribute__((always_inline))
+#define __inline_hint__ inline
+#define __launch_bounds__(...)
+#define __maxnreg__(...)
+#define __cluster_dims__(...)
+#define __grid_constant__
+#define __constant__
+#define __managed__
+#define __align__(n) __attribute__((aligned(n)))
+#define __builtin_align__(n) __attribute__((aligned(n)))
+#define __device_builtin__
+#define __cudart_builtin__
+#define CUDART_CB
+// Shared memory is per block and a block runs entirely on one OS thread (all its fibers included), so a
+// thread-local variable is per block. At block scope thread_local implies static, so `static __shared__`
+// is fine too. `extern __shared__ T a[];` is rewritten by the compiler driver into a pointer to the
+// block's dynamic shared memory.
+#define __shared__ thread_local
+
+// ---------------------------------------------------------------- vector types
+struct dim3;
+#define CDV_VEC(T, N, A2, A4)                                                                              \
+  struct N##1 { T x; };                                                                                    \
+  struct __attribute__((aligned(A2))) N##2 { T x, y; };                                                    \
+  struct N##3 { T x, y, z; };                                                                              \
+  struct __attribute__((aligned(A4))) N##4 { T x, y, z, w; };                                              \
+  static inline N##1 make_##N##1(T x) { N##1 r; r.x = x; return r; }                                       \
+  static inline N##2 make_##N##2(T x, T y) { N##2 r; r.x = x; r.y = y; return r; }                         \
+  static inline N##3 make_##N##3(T x, T y, T z) { N##3 r; r.x = x; r.y = y; r.z = z; return r; }          \
+  static inline N##4 make_##N##4(T x, T y, T z, T w) { N##4 r; r.x = x; r.y = y; r.z = z; r.w = w; return r; }
+CDV_VEC(signed char, char, 2, 4)
+CDV_VEC(unsigned char, uchar, 2, 4)
+CDV_VEC(short, short, 4, 8)
+CDV_VEC(unsigned short, ushort, 4, 8)
+CDV_VEC(int, int, 8, 16)
+CDV_VEC(unsigned int, uint, 8, 16)
+CDV_VEC(long, long, 2 * sizeof(long), 16)
+CDV_VEC(unsigned long, ulong, 2 * sizeof(long), 16)
+CDV_VEC(long long, longlong, 16, 16)
+CDV_VEC(unsigned long long, ulonglong, 16, 16)
+CDV_VEC(float, float, 8, 16)
+CDV_VEC(double, double, 16, 16)
+#undef CDV_VEC
+
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+// ---------------------------------------------------------------- ABI (src/cpu.h)
+#define CDV_CPU_ABI 1
+#define CDV_CPU_STACK_LOG2 18
+#define CDV_CPU_FHDR_SLOT 64
+enum { CDV_CPU_RUN_THREAD = 0, CDV_CPU_RUN_BLOCK = 1 };
+enum { CDV_CPU_BAR_SYNC = 0, CDV_CPU_BAR_COUNT = 1, CDV_CPU_BAR_AND = 2, CDV_CPU_BAR_OR = 3 };
+enum { CDV_CPU_WARP_SYNC = 0, CDV_CPU_WARP_SHFL = 1, CDV_CPU_WARP_VOTE = 2 };
+enum { CDV_CPU_FAIL_ASSERT = 1, CDV_CPU_FAIL_TRAP = 2 };
+
+extern "C" {
+struct cdv_cpu_ctx {
+  uint3 bix;
+  dim3 bdim, gdim;
+  unsigned nthreads;
+  void *dyn_shared;
+  int (*barrier)(cdv_cpu_ctx *c, int kind, int pred);
+  unsigned long long (*warp)(cdv_cpu_ctx *c, int kind, unsigned mask, unsigned long long v, int src);
+  void (*fail)(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line);
+};
+struct cdv_cpu_fhdr {
+  uint3 tix;
+  unsigned tid;
+  cdv_cpu_ctx *ctx;
+  void *fiber;
+};
+__attribute__((visibility("default"))) extern const int cdv_cpu_abi;
+__attribute__((visibility("default"))) extern const int cdv_cpu_ctx_size;
+__attribute__((visibility("default"))) extern const int cdv_cpu_fhdr_size;
+const int cdv_cpu_abi = CDV_CPU_ABI;
+const int cdv_cpu_ctx_size = (int)sizeof(cdv_cpu_ctx);
+const int cdv_cpu_fhdr_size = (int)sizeof(cdv_cpu_fhdr);
+}
+
+// Every CUDA thread runs on a fiber stack aligned to 2^CDV_CPU_STACK_LOG2 bytes whose header sits near the
+// top: the stack pointer alone finds it (NOTE [fiber stacks] in src/cpu.h). The asm is not volatile, so the
+// compiler may compute it once per function.
+static inline __attribute__((always_inline)) cdv_cpu_fhdr *cdv_hdr()
+{
+  uintptr_t sp;
+#if defined(__x86_64__)
+  __asm__("movq %%rsp, %0" : "=r"(sp));
+#elif defined(__aarch64__)
+  __asm__("mov %0, sp" : "=r"(sp));
+#else
+  sp = (uintptr_t)__builtin_frame_address(0);
+#endif
+  const uintptr_t size = (uintptr_t)1 << CDV_CPU_STACK_LOG2;
+  uintptr_t base = sp & ~(size - 1);
+  return (cdv_cpu_fhdr *)(base + size - CDV_CPU_FHDR_SLOT - ((base >> 12) & 0xFFC0));
+}
+static inline cdv_cpu_ctx *cdv_ctx() { return cdv_hdr()->ctx; }
+
+#define threadIdx (static_cast<const uint3 &>(cdv_hdr()->tix))
+#define blockIdx (static_cast<const uint3 &>(cdv_ctx()->bix))
+#define blockDim (static_cast<const dim3 &>(cdv_ctx()->bdim))
+#define gridDim (static_cast<const dim3 &>(cdv_ctx()->gdim))
+static constexpr int warpSize = 32;
+
+static inline void *cdv_dyn_shared() { return cdv_ctx()->dyn_shared; }
+
+[[noreturn]] static inline void cdv_fail_here(int kind, const char *text, const char *file, unsigned line)
+{
+  cdv_cpu_ctx *c = cdv_ctx();
+  c->fail(c, kind, text, file, line);
+  __builtin_unreachable();
+}
+extern "C" [[noreturn]] void cdv_assert_fail(const char *expr, const char *file, unsigned int line,
+                                             const char *func) noexcept
+{
+  (void)func;
+  cdv_fail_here(CDV_CPU_FAIL_ASSERT, expr, file, line);
+}
+#define __trap() cdv_fail_here(CDV_CPU_FAIL_TRAP, "__trap() called", __FILE__, __LINE__)
+#define __brkpt() cdv_fail_here(CDV_CPU_FAIL_TRAP, "__brkpt() called", __FILE__, __LINE__)
+
+// ---------------------------------------------------------------- barriers and warps
+static inline void __syncthreads() { cdv_cpu_ctx *c = cdv_ctx(); c->barrier(c, CDV_CPU_BAR_SYNC, 1); }
+static inline int __syncthreads_count(int p) { cdv_cpu_ctx *c = cdv_ctx(); return c->barrier(c, CDV_CPU_BAR_COUNT, p); }
+static inline int __syncthreads_and(int p) { cdv_cpu_ctx *c = cdv_ctx(); return c->barrier(c, CDV_CPU_BAR_AND, p); }
+static inline int __syncthreads_or(int p) { cdv_cpu_ctx *c = cdv_ctx(); return c->barrier(c, CDV_CPU_BAR_OR, p); }
+static inline void __barrier_sync(unsigned) { __syncthreads(); }
+
+static inline unsigned cdv_laneid() { return cdv_hdr()->tid & 31u; }
+// The lanes that exist in this thread's warp (the last warp of a block may be partial).
+static inline unsigned cdv_warp_lanes()
+{
+  cdv_cpu_fhdr *h = cdv_hdr();
+  unsigned first = h->tid & ~31u, n = h->ctx->nthreads - first;
+  return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
+}
+static inline unsigned __activemask() { return cdv_warp_lanes(); }
+static inline unsigned long long cdv_warp(int kind, unsigned mask, unsigned long long v, int src)
+{
+  cdv_cpu_ctx *c = cdv_ctx();
+  return c->warp(c, kind, mask, v, src);
+}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { cdv_warp(CDV_CPU_WARP_SYNC, mask, 0, -1); }
+
+// src: the absolute lane to read, or -1 for the caller's own value (CUDA's rule for lanes out of range).
+template <class T> static inline T cdv_shfl(unsigned mask, T v, int src)
+{
+  static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
+  unsigned long long bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  bits = cdv_warp(CDV_CPU_WARP_SHFL, mask, bits, src);
+  T r;
+  std::memcpy(&r, &bits, sizeof(T));
+  return r;
+}
+static inline int cdv_width(int width) { return (width >= 1 && width <= 32 && !(width & (width - 1))) ? width : 32; }
+template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32)
+{
+  int w = cdv_width(width), lane = (int)cdv_laneid();
+  return cdv_shfl(mask, v, (lane & ~(w - 1)) + (src_lane & (w - 1)));
+}
+template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
+  int w = cdv_width(width), lane = (int)cdv_laneid();
+  return cdv_shfl(mask, v, (lane & (w - 1)) >= (int)delta ? lane - (int)delta : -1);
+}
+template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
+  int w = cdv_width(width), lane = (int)cdv_laneid();
+  return cdv_shfl(mask, v, (lane & (w - 1)) + (long long)delta < w ? lane + (int)delta : -1);
+}
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32)
+{
+  int w = cdv_width(width), lane = (int)cdv_laneid(), src = lane ^ (lane_mask & 31);
+  return cdv_shfl(mask, v, (src & ~(w - 1)) > (lane & ~(w - 1)) ? -1 : src);
+}
+template <class T> static inline T __shfl(T v, int s, int w = 32) { return __shfl_sync(0xffffffffu, v, s, w); }
+template <class T> static inline T __shfl_up(T v, unsigned d, int w = 32) { return __shfl_up_sync(0xffffffffu, v, d, w); }
+template <class T> static inline T __shfl_down(T v, unsigned d, int w = 32) { return __shfl_down_sync(0xffffffffu, v, d, w); }
+template <class T> static inline T __shfl_xor(T v, int m, int w = 32) { return __shfl_xor_sync(0xffffffffu, v, m, w); }
+
+// A vote returns the ballot in the low half and the lanes that took part in the high half.
+static inline unsigned long long cdv_vote(unsigned mask, int pred) { return cdv_warp(CDV_CPU_WARP_VOTE, mask, pred != 0, -1); }
+static inline unsigned __ballot_sync(unsigned mask, int pred) { return (unsigned)cdv_vote(mask, pred); }
+static inline int __any_sync(unsigned mask, int pred) { return (unsigned)cdv_vote(mask, pred) != 0; }
+static inline int __all_sync(unsigned mask, int pred)
+{
+  unsigned long long r = cdv_vote(mask, pred);
+  return (unsigned)r == (unsigned)(r >> 32);
+}
+static inline int __uni_sync(unsigned mask, int pred)
+{
+  unsigned long long r = cdv_vote(mask, pred);
+  return (unsigned)r == 0 || (unsigned)r == (unsigned)(r >> 32);
+}
+static inline unsigned __ballot(int pred) { return __ballot_sync(0xffffffffu, pred); }
+static inline int __any(int pred) { return __any_sync(0xffffffffu, pred); }
+static inline int __all(int pred) { return __all_sync(0xffffffffu, pred); }
+
+template <class T> static inline unsigned __match_any_sync(unsigned mask, T v)
+{
+  unsigned r = 0, m = mask & cdv_warp_lanes();
+  for (int j = 0; j < 32; ++j)
+    if ((m >> j) & 1u) {
+      T o = __shfl_sync(mask, v, j);
+      if (std::memcmp(&o, &v, sizeof(T)) == 0) r |= 1u << j;
+    }
+  return r;
+}
+template <class T> static inline unsigned __match_all_sync(unsigned mask, T v, int *pred)
+{
+  unsigned same = __match_any_sync(mask, v), m = mask & cdv_warp_lanes();
+  *pred = same == m;
+  return same == m ? m : 0u;
+}
+template <class T, class Op> static inline T cdv_reduce_sync(unsigned mask, T v, Op op)
+{
+  unsigned m = mask & cdv_warp_lanes();
+  T r = v;
+  bool first = true;
+  for (int j = 0; j < 32; ++j)
+    if ((m >> j) & 1u) {
+      T o = __shfl_sync(mask, v, j);
+      r = first ? o : op(r, o);
+      first = false;
+    }
+  return r;
+}
+static inline unsigned __reduce_add_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a + b; }); }
+static inline int __reduce_add_sync(unsigned m, int v) { return cdv_reduce_sync(m, v, [](int a, int b) { return (int)((unsigned)a + (unsigned)b); }); }
+static inline unsigned __reduce_min_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a < b ? a : b; }); }
+static inline int __reduce_min_sync(unsigned m, int v) { return cdv_reduce_sync(m, v, [](int a, int b) { return a < b ? a : b; }); }
+static inline unsigned __reduce_max_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a > b ? a : b; }); }
+static inline int __reduce_max_sync(unsigned m, int v) { return cdv_reduce_sync(m, v, [](int a, int b) { return a > b ? a : b; }); }
+static inline unsigned __reduce_and_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a & b; }); }
+static inline unsigned __reduce_or_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a | b; }); }
+static inline unsigned __reduce_xor_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a ^ b; }); }
+
+// ---------------------------------------------------------------- fences, clocks, sleeping
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline long long cdv_clock()
+{
+#if defined(__x86_64__) || defined(__i386__)
+  return (long long)__builtin_ia32_rdtsc();
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+#endif
+}
+// <time.h> is already read, so the macro cannot break its declaration of the host's clock().
+#define clock() ((clock_t)cdv_clock())
+static inline long long clock64() { return cdv_clock(); }
+static inline void __nanosleep(unsigned ns)
+{
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  nanosleep(&ts, nullptr);
+}
+static inline void __prof_trigger(int) {}
+
+// ---------------------------------------------------------------- atomics
+// CUDA's atomics are relaxed; sequential consistency costs nothing more on x86 and keeps the usual
+// "__threadfence then atomic" patterns correct elsewhere.
+#define CDV_MO __ATOMIC_SEQ_CST
+template <class T, class Op> static inline T cdv_atomic_update(T *a, Op op)
+{
+  T old, nv;
+  __atomic_load(a, &old, __ATOMIC_RELAXED);
+  do {
+    nv = op(old);
+  } while (!__atomic_compare_exchange(a, &old, &nv, true, CDV_MO, __ATOMIC_RELAXED));
+  return old;
+}
+#define CDV_ATOMIC_INT(T)                                                                                   \
+  static inline T atomicAdd(T *a, T v) { return __atomic_fetch_add(a, v, CDV_MO); }                         \
+  static inline T atomicExch(T *a, T v) { return __atomic_exchange_n(a, v, CDV_MO); }                       \
+  static inline T atomicMin(T *a, T v) { return cdv_atomic_update(a, [v](T o) { return v < o ? v : o; }); } \
+  static inline T atomicMax(T *a, T v) { return cdv_atomic_update(a, [v](T o) { return v > o ? v : o; }); } \
+  static inline T atomicAnd(T *a, T v) { return __atomic_fetch_and(a, v, CDV_MO); }                         \
+  static inline T atomicOr(T *a, T v) { return __atomic_fetch_or(a, v, CDV_MO); }                           \
+  static inline T atomicXor(T *a, T v) { return __atomic_fetch_xor(a, v, CDV_MO); }                         \
+  static inline T atomicCAS(T *a, T cmp, T v)                                                               \
+  {                                                                                                         \
+    __atomic_compare_exchange_n(a, &cmp, v, false, CDV_MO, CDV_MO);                                         \
+    return cmp;                                                                                             \
+  }
+CDV_ATOMIC_INT(int)
+CDV_ATOMIC_INT(unsigned int)
+CDV_ATOMIC_INT(unsigned long long)
+CDV_ATOMIC_INT(long long)
+#undef CDV_ATOMIC_INT
+static inline int atomicSub(int *a, int v) { return __atomic_fetch_sub(a, v, CDV_MO); }
+static inline unsigned atomicSub(unsigned *a, unsigned v) { return __atomic_fetch_sub(a, v, CDV_MO); }
+static inline unsigned short atomicCAS(unsigned short *a, unsigned short cmp, unsigned short v)
+{
+  __atomic_compare_exchange_n(a, &cmp, v, false, CDV_MO, CDV_MO);
+  return cmp;
+}
+static inline unsigned atomicInc(unsigned *a, unsigned v) { return cdv_atomic_update(a, [v](unsigned o) { return o >= v ? 0u : o + 1u; }); }
+static inline unsigned atomicDec(unsigned *a, unsigned v) { return cdv_atomic_update(a, [v](unsigned o) { return (o == 0u || o > v) ? v : o - 1u; }); }
+static inline float atomicAdd(float *a, float v) { return cdv_atomic_update(a, [v](float o) { return o + v; }); }
+static inline double atomicAdd(double *a, double v) { return cdv_atomic_update(a, [v](double o) { return o + v; }); }
+static inline float atomicExch(float *a, float v) { float r; __atomic_exchange(a, &v, &r, CDV_MO); return r; }
+static inline float atomicMin(float *a, float v) { return cdv_atomic_update(a, [v](float o) { return fminf(o, v); }); }
+static inline float atomicMax(float *a, float v) { return cdv_atomic_update(a, [v](float o) { return fmaxf(o, v); }); }
+static inline double atomicMin(double *a, double v) { return cdv_atomic_update(a, [v](double o) { return fmin(o, v); }); }
+static inline double atomicMax(double *a, double v) { return cdv_atomic_update(a, [v](double o) { return fmax(o, v); }); }
+#define atomicAdd_block atomicAdd
+#define atomicAdd_system atomicAdd
+#define atomicSub_block atomicSub
+#define atomicSub_system atomicSub
+#define atomicExch_block atomicExch
+#define atomicExch_system atomicExch
+#define atomicMin_block atomicMin
+#define atomicMin_system atomicMin
+#define atomicMax_block atomicMax
+#define atomicMax_system atomicMax
+#define atomicInc_block atomicInc
+#define atomicInc_system atomicInc
+#define atomicDec_block atomicDec
+#define atomicDec_system atomicDec
+#define atomicCAS_block atomicCAS
+#define atomicCAS_system atomicCAS
+#define atomicAnd_block atomicAnd
+#define atomicAnd_system atomicAnd
+#define atomicOr_block atomicOr
+#define atomicOr_system atomicOr
+#define atomicXor_block atomicXor
+#define atomicXor_system atomicXor
+
+// ---------------------------------------------------------------- loads and stores with cache hints
+template <class T> static inline T __ldg(const T *p) { return *p; }
+template <class T> static inline T __ldcg(const T *p) { return *p; }
+template <class T> static inline T __ldca(const T *p) { return *p; }
+template <class T> static inline T __ldcs(const T *p) { return *p; }
+template <class T> static inline T __ldlu(const T *p) { return *p; }
+template <class T> static inline T __ldcv(const T *p) { return *p; }
+template <class T> static inline void __stwb(T *p, T v) { *p = v; }
+template <class T> static inline void __stcg(T *p, T v) { *p = v; }
+template <class T> static inline void __stcs(T *p, T v) { *p = v; }
+template <class T> static inline void __stwt(T *p, T v) { *p = v; }
+
+// ---------------------------------------------------------------- integer intrinsics
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline unsigned min(int a, unsigned b) { return min((unsigned)a, b); }
+static inline unsigned max(int a, unsigned b) { return max((unsigned)a, b); }
+static inline unsigned min(unsigned a, int b) { return min(a, (unsigned)b); }
+static inline unsigned max(unsigned a, int b) { return max(a, (unsigned)b); }
+static inline long min(long a, long b) { return a < b ? a : b; }
+static inline long max(long a, long b) { return a > b ? a : b; }
+static inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+static inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline double min(double a, double b) { return fmin(a, b); }
+static inline double max(double a, double b) { return fmax(a, b); }
+static inline double min(float a, double b) { return fmin(a, b); }
+static inline double max(float a, double b) { return fmax(a, b); }
+static inline double min(double a, float b) { return fmin(a, b); }
+static inline double max(double a, float b) { return fmax(a, b); }
+static inline unsigned umin(unsigned a, unsigned b) { return min(a, b); }
+static inline unsigned umax(unsigned a, unsigned b) { return max(a, b); }
+static inline long long llmin(long long a, long long b) { return min(a, b); }
+static inline long long llmax(long long a, long long b) { return max(a, b); }
+static inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return min(a, b); }
+static inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return max(a, b); }
+
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __brev(unsigned x)
+{
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+  return __builtin_bswap32(x);
+}
+static inline unsigned long long __brevll(unsigned long long x)
+{
+  return ((unsigned long long)__brev((unsigned)x) << 32) | __brev((unsigned)(x >> 32));
+}
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+  unsigned long long v = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (((s >> (4 * i)) & 7u) * 8)) & 0xffu) << (8 * i);
+  return r;
+}
+static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s)
+{
+  return (unsigned)(((((unsigned long long)hi << 32) | lo) << (s & 31u)) >> 32);
+}
+static inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned s)
+{
+  s = s > 32u ? 32u : s;
+  return (unsigned)(((((unsigned long long)hi << 32) | lo) << s) >> 32);
+}
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s)
+{
+  return (unsigned)((((unsigned long long)hi << 32) | lo) >> (s & 31u));
+}
+static inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned s)
+{
+  s = s > 32u ? 32u : s;
+  return (unsigned)((((unsigned long long)hi << 32) | lo) >> s);
+}
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
+{
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline int __mul24(int a, int b) { return (int)((unsigned)((a << 8) >> 8) * (unsigned)((b << 8) >> 8)); }
+static inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffffu) * (b & 0xffffffu); }
+static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+static inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
+static inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
+static inline unsigned __sad(int x, int y, unsigned z) { return z + (unsigned)(x > y ? x - y : y - x); }
+static inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
+static inline int __dp4a(int a, int b, int c)
+{
+  for (int i = 0; i < 4; ++i) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+  return c;
+}
+static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c)
+{
+  for (int i = 0; i < 4; ++i) c += ((a >> (8 * i)) & 0xffu) * ((b >> (8 * i)) & 0xffu);
+  return c;
+}
+
+// ---------------------------------------------------------------- bit casts and conversions
+template <class To, class From> static inline To cdv_bits(From f)
+{
+  static_assert(sizeof(To) == sizeof(From), "bit cast between different sizes");
+  To t;
+  std::memcpy(&t, &f, sizeof t);
+  return t;
+}
+static inline float __int_as_float(int x) { return cdv_bits<float>(x); }
+static inline int __float_as_int(float x) { return cdv_bits<int>(x); }
+static inline float __uint_as_float(unsigned x) { return cdv_bits<float>(x); }
+static inline unsigned __float_as_uint(float x) { return cdv_bits<unsigned>(x); }
+static inline double __longlong_as_double(long long x) { return cdv_bits<double>(x); }
+static inline long long __double_as_longlong(double x) { return cdv_bits<long long>(x); }
+static inline int __double2hiint(double x) { return (int)(cdv_bits<unsigned long long>(x) >> 32); }
+static inline int __double2loint(double x) { return (int)cdv_bits<unsigned long long>(x); }
+static inline double __hiloint2double(int hi, int lo)
+{
+  return cdv_bits<double>(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo);
+}
+// Float to integer as the GPU does it: saturating, NaN gives 0.
+template <class I> static inline I cdv_f2i(double x)
+{
+  if (x != x) return 0;
+  if (x <= (double)std::numeric_limits<I>::min()) return std::numeric_limits<I>::min();
+  if (x >= (double)std::numeric_limits<I>::max()) return std::numeric_limits<I>::max();
+  return (I)x;
+}
+#define CDV_F2I(name, I)                                                                                    \
+  static inline I __float2##name##_rn(float x) { return cdv_f2i<I>(rint(x)); }                              \
+  static inline I __float2##name##_rz(float x) { return cdv_f2i<I>(trunc(x)); }                             \
+  static inline I __float2##name##_ru(float x) { return cdv_f2i<I>(ceil(x)); }                              \
+  static inline I __float2##name##_rd(float x) { return cdv_f2i<I>(floor(x)); }                             \
+  static inline I __double2##name##_rn(double x) { return cdv_f2i<I>(rint(x)); }                            \
+  static inline I __double2##name##_rz(double x) { return cdv_f2i<I>(trunc(x)); }                           \
+  static inline I __double2##name##_ru(double x) { return cdv_f2i<I>(ceil(x)); }                            \
+  static inline I __double2##name##_rd(double x) { return cdv_f2i<I>(floor(x)); }
+CDV_F2I(int, int)
+CDV_F2I(uint, unsigned)
+CDV_F2I(ll, long long)
+CDV_F2I(ull, unsigned long long)
+#undef CDV_F2I
+#define CDV_I2F(name, I)                                                                                    \
+  static inline float __##name##2float_rn(I x) { return (float)x; }                                         \
+  static inline float __##name##2float_rz(I x) { return (float)x; }                                         \
+  static inline float __##name##2float_ru(I x) { return (float)x; }                                         \
+  static inline float __##name##2float_rd(I x) { return (float)x; }                                         \
+  static inline double __##name##2double_rn(I x) { return (double)x; }                                      \
+  static inline double __##name##2double_rz(I x) { return (double)x; }                                      \
+  static inline double __##name##2double_ru(I x) { return (double)x; }                                      \
+  static inline double __##name##2double_rd(I x) { return (double)x; }
+CDV_I2F(int, int)
+CDV_I2F(uint, unsigned)
+CDV_I2F(ll, long long)
+CDV_I2F(ull, unsigned long long)
+#undef CDV_I2F
+static inline float __double2float_rn(double x) { return (float)x; }
+static inline float __double2float_rz(double x) { return (float)x; }
+static inline float __double2float_ru(double x) { return (float)x; }
+static inline float __double2float_rd(double x) { return (float)x; }
+
+// ---------------------------------------------------------------- floating-point intrinsics
+#define CDV_ROUNDINGS(body2, T, name)                                                                    \
+  static inline T name##_rn(T a, T b) { return body2; }                                                     \
+  static inline T name##_rz(T a, T b) { return body2; }                                                     \
+  static inline T name##_ru(T a, T b) { return body2; }                                                     \
+  static inline T name##_rd(T a, T b) { return body2; }
+CDV_ROUNDINGS(a + b, float, __fadd)
+CDV_ROUNDINGS(a - b, float, __fsub)
+CDV_ROUNDINGS(a * b, float, __fmul)
+CDV_ROUNDINGS(a / b, float, __fdiv)
+CDV_ROUNDINGS(a + b, double, __dadd)
+CDV_ROUNDINGS(a - b, double, __dsub)
+CDV_ROUNDINGS(a * b, double, __dmul)
+CDV_ROUNDINGS(a / b, double, __ddiv)
+#undef CDV_ROUNDINGS
+#define CDV_ROUNDINGS1(T, name, body)                                                                       \
+  static inline T name##_rn(T x) { return body; }                                                           \
+  static inline T name##_rz(T x) { return body; }                                                           \
+  static inline T name##_ru(T x) { return body; }                                                           \
+  static inline T name##_rd(T x) { return body; }
+CDV_ROUNDINGS1(float, __frcp, 1.0f / x)
+CDV_ROUNDINGS1(float, __fsqrt, sqrtf(x))
+CDV_ROUNDINGS1(double, __drcp, 1.0 / x)
+CDV_ROUNDINGS1(double, __dsqrt, sqrt(x))
+#undef CDV_ROUNDINGS1
+static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+#define CDV_FMA(T, name, f)                                                                                 \
+  static inline T name##_rn(T a, T b, T c) { return f(a, b, c); }                                           \
+  static inline T name##_rz(T a, T b, T c) { return f(a, b, c); }                                           \
+  static inline T name##_ru(T a, T b, T c) { return f(a, b, c); }                                           \
+  static inline T name##_rd(T a, T b, T c) { return f(a, b, c); }
+CDV_FMA(float, __fmaf, fmaf)
+CDV_FMA(float, __fmaf_ieee, fmaf)
+CDV_FMA(double, __fma, fma)
+#undef CDV_FMA
+// glibc declares these names itself (without defining them), so they are spellings of the libm functions.
+#define __expf expf
+#define __exp10f exp10f
+#define __logf logf
+#define __log2f log2f
+#define __log10f log10f
+#define __sinf sinf
+#define __cosf cosf
+#define __tanf tanf
+#define __sincosf sincosf
+#define __powf powf
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float fdividef(float a, float b) { return a / b; }
+static inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+static inline double rcbrt(double x) { return 1.0 / cbrt(x); }
+static inline float sinpif(float x) { return sinf((float)M_PI * x); }
+static inline float cospif(float x) { return cosf((float)M_PI * x); }
+static inline double sinpi(double x) { return sin(M_PI * x); }
+static inline double cospi(double x) { return cos(M_PI * x); }
+static inline void sincospif(float x, float *s, float *c) { sincosf((float)M_PI * x, s, c); }
+static inline void sincospi(double x, double *s, double *c) { sincos(M_PI * x, s, c); }
+static inline float rhypotf(float x, float y) { return 1.0f / hypotf(x, y); }
+static inline double rhypot(double x, double y) { return 1.0 / hypot(x, y); }
+static inline float norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
+static inline float rnorm3df(float a, float b, float c) { return 1.0f / norm3df(a, b, c); }
+static inline float norm4df(float a, float b, float c, float d) { return sqrtf(a * a + b * b + c * c + d * d); }
+static inline float rnorm4df(float a, float b, float c, float d) { return 1.0f / norm4df(a, b, c, d); }
+static inline double norm3d(double a, double b, double c) { return sqrt(a * a + b * b + c * c); }
+static inline double rnorm3d(double a, double b, double c) { return 1.0 / norm3d(a, b, c); }
+static inline double norm4d(double a, double b, double c, double d) { return sqrt(a * a + b * b + c * c + d * d); }
+static inline double rnorm4d(double a, double b, double c, double d) { return 1.0 / norm4d(a, b, c, d); }
+static inline float normf(int n, const float *a) { double s = 0; for (int i = 0; i < n; ++i) s += (double)a[i] * a[i]; return (float)sqrt(s); }
+static inline float rnormf(int n, const float *a) { return 1.0f / normf(n, a); }
+static inline double norm(int n, const double *a) { double s = 0; for (int i = 0; i < n; ++i) s += a[i] * a[i]; return sqrt(s); }
+static inline double rnorm(int n, const double *a) { return 1.0 / norm(n, a); }
+static inline double normcdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
+static inline float normcdff(float x) { return (float)normcdf(x); }
+// erfinv: Giles' single-precision approximation, refined by two Newton steps in double precision.
+static inline double erfinv(double y)
+{
+  if (y <= -1.0) return y == -1.0 ? -HUGE_VAL : NAN;
+  if (y >= 1.0) return y == 1.0 ? HUGE_VAL : NAN;
+  double w = -log((1.0 - y) * (1.0 + y)), x;
+  if (w < 5.0) {
+    w -= 2.5;
+    x = 2.81022636e-08; x = 3.43273939e-07 + x * w; x = -3.5233877e-06 + x * w; x = -4.39150654e-06 + x * w;
+    x = 0.00021858087 + x * w; x = -0.00125372503 + x * w; x = -0.00417768164 + x * w;
+    x = 0.246640727 + x * w; x = 1.50140941 + x * w;
+  } else {
+    w = sqrt(w) - 3.0;
+    x = -0.000200214257; x = 0.000100950558 + x * w; x = 0.00134934322 + x * w; x = -0.00367342844 + x * w;
+    x = 0.00573950773 + x * w; x = -0.0076224613 + x * w; x = 0.00943887047 + x * w;
+    x = 1.00167406 + x * w; x = 2.83297682 + x * w;
+  }
+  x *= y;
+  for (int i = 0; i < 2; ++i) x -= (erf(x) - y) / (2.0 / sqrt(M_PI) * exp(-x * x));
+  return x;
+}
+static inline float erfinvf(float y) { return (float)erfinv(y); }
+static inline double erfcinv(double y) { return erfinv(1.0 - y); }
+static inline float erfcinvf(float y) { return (float)erfcinv(y); }
+static inline double normcdfinv(double p) { return -M_SQRT2 * erfcinv(2.0 * p); }
+static inline float normcdfinvf(float p) { return (float)normcdfinv(p); }
+static inline double erfcx(double x)
+{
+  if (x < 25.0) return exp(x * x) * erfc(x);
+  double r = 1.0 / (x * x);  // asymptotic series, where exp(x*x) would overflow
+  return (1.0 / (x * sqrt(M_PI))) * (1.0 - 0.5 * r + 0.75 * r * r);
+}
+static inline float erfcxf(float x) { return (float)erfcx(x); }
+
+// ---------------------------------------------------------------- half and bfloat16 (through float)
+static inline unsigned short cdv_f2h(float f)
+{
+  unsigned x = cdv_bits<unsigned>(f), sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+  int e = (int)((x >> 23) & 0xffu) - 127 + 15;
+  if (((x >> 23) & 0xffu) == 0xffu) return (unsigned short)(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));
+  if (e >= 31) return (unsigned short)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (unsigned short)sign;
+    mant |= 0x800000u;
+    unsigned shift = (unsigned)(14 - e), h = mant >> shift, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return (unsigned short)(sign | h);
+  }
+  unsigned h = ((unsigned)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return (unsigned short)(sign | h);
+}
+static inline float cdv_h2f(unsigned short h)
+{
+  unsigned sign = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return cdv_bits<float>(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    if (!m) return cdv_bits<float>(sign);
+    float v = (float)m * (1.0f / 16777216.0f);  // m * 2^-24
+    return sign ? -v : v;
+  }
+  return cdv_bits<float>(sign | ((e + 112u) << 23) | (m << 13));
+}
+struct __half {
+  unsigned short __x;
+  __half() = default;
+  __half(float f) : __x(cdv_f2h(f)) {}
+  __half(double d) : __x(cdv_f2h((float)d)) {}
+  __half(int i) : __x(cdv_f2h((float)i)) {}
+  __half(unsigned i) : __x(cdv_f2h((float)i)) {}
+  __half(long long i) : __x(cdv_f2h((float)i)) {}
+  __half(unsigned long long i) : __x(cdv_f2h((float)i)) {}
+  __half(short i) : __x(cdv_f2h((float)i)) {}
+  __half(unsigned short i) : __x(cdv_f2h((float)i)) {}
+  operator float() const { return cdv_h2f(__x); }
+  __half &operator+=(__half o) { return *this = __half((float)*this + (float)o); }
+  __half &operator-=(__half o) { return *this = __half((float)*this - (float)o); }
+  __half &operator*=(__half o) { return *this = __half((float)*this * (float)o); }
+  __half &operator/=(__half o) { return *this = __half((float)*this / (float)o); }
+};
+typedef __half half;
+struct __half2 { __half x, y; };
+typedef __half2 half2;
+static inline __half cdv_hraw(unsigned short b) { __half h; h.__x = b; return h; }
+static inline __half __float2half(float f) { return __half(f); }
+static inline __half __float2half_rn(float f) { return __half(f); }
+static inline __half __float2half_rz(float f) { return __half(f); }
+static inline __half __double2half(double d) { return __half((float)d); }
+static inline float __half2float(__half h) { return (float)h; }
+static inline __half __int2half_rn(int i) { return __half((float)i); }
+static inline int __half2int_rn(__half h) { return cdv_f2i<int>(rint((float)h)); }
+static inline int __half2int_rz(__half h) { return cdv_f2i<int>(trunc((float)h)); }
+static inline short __half_as_short(__half h) { return (short)h.__x; }
+static inline unsigned short __half_as_ushort(__half h) { return h.__x; }
+static inline __half __short_as_half(short s) { return cdv_hraw((unsigned short)s); }
+static inline __half __ushort_as_half(unsigned short s) { return cdv_hraw(s); }
+static inline __half __hadd(__half a, __half b) { return __half((float)a + (float)b); }
+static inline __half __hsub(__half a, __half b) { return __half((float)a - (float)b); }
+static inline __half __hmul(__half a, __half b) { return __half((float)a * (float)b); }
+static inline __half __hdiv(__half a, __half b) { return __half((float)a / (float)b); }
+static inline __half __hfma(__half a, __half b, __half c) { return __half(fmaf((float)a, (float)b, (float)c)); }
+static inline __half __hneg(__half a) { return cdv_hraw((unsigned short)(a.__x ^ 0x8000u)); }
+static inline __half __habs(__half a) { return cdv_hraw((unsigned short)(a.__x & 0x7fffu)); }
+static inline __half __hmax(__half a, __half b) { return __half(fmaxf((float)a, (float)b)); }
+static inline __half __hmin(__half a, __half b) { return __half(fminf((float)a, (float)b)); }
+static inline bool __heq(__half a, __half b) { return (float)a == (float)b; }
+static inline bool __hne(__half a, __half b) { return (float)a != (float)b; }
+static inline bool __hlt(__half a, __half b) { return (float)a < (float)b; }
+static inline bool __hle(__half a, __half b) { return (float)a <= (float)b; }
+static inline bool __hgt(__half a, __half b) { return (float)a > (float)b; }
+static inline bool __hge(__half a, __half b) { return (float)a >= (float)b; }
+static inline bool __hisnan(__half a) { return (a.__x & 0x7fffu) > 0x7c00u; }
+static inline int __hisinf(__half a) { return (a.__x & 0x7fffu) == 0x7c00u ? ((a.__x & 0x8000u) ? -1 : 1) : 0; }
+static inline __half hsqrt(__half a) { return __half(sqrtf((float)a)); }
+static inline __half hrsqrt(__half a) { return __half(1.0f / sqrtf((float)a)); }
+static inline __half hexp(__half a) { return __half(expf((float)a)); }
+static inline __half hlog(__half a) { return __half(logf((float)a)); }
+static inline __half hsin(__half a) { return __half(sinf((float)a)); }
+static inline __half hcos(__half a) { return __half(cosf((float)a)); }
+static inline __half2 __halves2half2(__half a, __half b) { __half2 r; r.x = a; r.y = b; return r; }
+static inline __half2 __floats2half2_rn(float a, float b) { return __halves2half2(__half(a), __half(b)); }
+static inline __half2 __float2half2_rn(float a) { return __halves2half2(__half(a), __half(a)); }
+static inline float2 __half22float2(__half2 h) { return make_float2((float)h.x, (float)h.y); }
+static inline __half __low2half(__half2 h) { return h.x; }
+static inline __half __high2half(__half2 h) { return h.y; }
+static inline float __low2float(__half2 h) { return (float)h.x; }
+static inline float __high2float(__half2 h) { return (float)h.y; }
+static inline __half2 __hadd2(__half2 a, __half2 b) { return __halves2half2(__hadd(a.x, b.x), __hadd(a.y, b.y)); }
+static inline __half2 __hsub2(__half2 a, __half2 b) { return __halves2half2(__hsub(a.x, b.x), __hsub(a.y, b.y)); }
+static inline __half2 __hmul2(__half2 a, __half2 b) { return __halves2half2(__hmul(a.x, b.x), __hmul(a.y, b.y)); }
+static inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return __halves2half2(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)); }
+static inline __half atomicAdd(__half *a, __half v) { return cdv_atomic_update(a, [v](__half o) { return __hadd(o, v); }); }
+
+struct __nv_bfloat16 {
+  unsigned short __x;
+  __nv_bfloat16() = default;
+  __nv_bfloat16(float f)
+  {
+    unsigned x = cdv_bits<unsigned>(f);
+    __x = (x & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((x >> 16) | 0x40u)
+                                           : (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  }
+  __nv_bfloat16(double d) : __nv_bfloat16((float)d) {}
+  __nv_bfloat16(int i) : __nv_bfloat16((float)i) {}
+  operator float() const { return cdv_bits<float>((unsigned)__x << 16); }
+};
+typedef __nv_bfloat16 nv_bfloat16;
+static inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
+static inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
+
+// ---------------------------------------------------------------- trampolines
+// One extern "C" trampoline per kernel calls cdv_run<KERNEL>: template argument deduction on the kernel's
+// type unpacks the CUDA kernelParams array (args[i] points at the i-th argument), so no type is spelled.
+// RUN_THREAD runs one thread (the runtime switches fibers between threads); RUN_BLOCK runs every thread of
+// the block in a loop on one fiber, for kernels without barriers or warp intrinsics.
+template <class T> using cdv_bare = typename std::remove_cv<typename std::remove_reference<T>::type>::type;
+
+template <auto K, class... V> __attribute__((noinline, flatten)) void cdv_loop(cdv_cpu_ctx *c, V... v)
+{
+  cdv_cpu_fhdr *h = cdv_hdr();
+  const unsigned bx = c->bdim.x, by = c->bdim.y, bz = c->bdim.z;
+  unsigned tid = 0;
+  for (unsigned z = 0; z < bz; ++z)
+    for (unsigned y = 0; y < by; ++y)
+      for (unsigned x = 0; x < bx; ++x) {
+        h->tix.x = x;
+        h->tix.y = y;
+        h->tix.z = z;
+        h->tid = tid++;
+        K(v...);
+      }
+}
+template <auto K, class... P, std::size_t... I>
+static inline void cdv_run2(void (*)(P...), cdv_cpu_ctx *c, void **a, int mode, std::index_sequence<I...>)
+{
+  (void)a;
+  if (mode == CDV_CPU_RUN_THREAD)
+    K(*static_cast<cdv_bare<P> *>(a[I])...);
+  else
+    cdv_loop<K, cdv_bare<P>...>(c, *static_cast<cdv_bare<P> *>(a[I])...);
+}
+template <auto K, class... P> static inline void cdv_run1(void (*k)(P...), cdv_cpu_ctx *c, void **a, int mode)
+{
+  cdv_run2<K>(k, c, a, mode, std::index_sequence_for<P...>{});
+}
+template <auto K> static inline void cdv_run(cdv_cpu_ctx *c, void **a, int mode) { cdv_run1<K>(K, c, a, mode); }

@@ -1,0 +1,111 @@
+/*
+ * cpu.h: private header of the cpu device backend (backend_cpu.c, cpu_compile.c, cpu_run.c, cpu_fiber.c).
+ *
+ * NOTE [cpu kernel ABI]: a cpu kernel is a shared object compiled from the user's CUDA C source with
+ * lua/cudadev/cpu_prelude.hpp in front of it. The prelude repeats the structs and constants below in C++;
+ * the two must agree. Every compiled object exports cdv_cpu_abi, cdv_cpu_ctx_size and cdv_cpu_fhdr_size,
+ * and module_load refuses an object whose values differ from these (a stale cache entry, for instance).
+ * Bump CDV_CPU_ABI whenever the layout or the meaning of anything here changes.
+ */
+#ifndef CDV_CPU_H
+#define CDV_CPU_H
+
+#include <stdint.h>
+#include "cdv.h"
+
+#define CDV_CPU_ABI 1
+
+/* Limits of the cpu device (device.c may publish them as the device's attributes). */
+#define CDV_CPU_MAX_THREADS     1024          /* threads per block */
+#define CDV_CPU_MAX_BLOCK_Z     64
+#define CDV_CPU_MAX_GRID_X      0x7fffffffu
+#define CDV_CPU_MAX_GRID_YZ     65535u
+#define CDV_CPU_MAX_DYN_SHARED  (1u << 20)    /* dynamic shared memory per block */
+#define CDV_CPU_WARP            32
+
+/* NOTE [fiber stacks]: every CUDA thread runs on a fiber whose stack is a CDV_CPU_STACK-aligned region of
+ * CDV_CPU_STACK bytes: a guard page at the bottom, the stack, and a cdv_cpu_fhdr near the top. Kernel code
+ * finds its header (threadIdx, the block's context) from the stack pointer alone, with a mask, so no
+ * thread-local variable is read per access. The header's distance from the top is "coloured" by the
+ * region's index (64 bytes times the index modulo 1024): with equal offsets, the hot tops of hundreds of
+ * stacks 256 KiB apart fall into the same few cache sets, and a switch between fibers cost 3 to 4 times
+ * more (measured: 24 ns against 8 ns per switch for 256 fibers). A thread can use at least 188 KiB. */
+#define CDV_CPU_STACK_LOG2 18
+#define CDV_CPU_STACK      ((size_t)1 << CDV_CPU_STACK_LOG2)   /* 256 KiB */
+#define CDV_CPU_FHDR_SLOT  64
+#define CDV_CPU_STACK_COLOURS ((size_t)1024 * 64)
+
+/* entry modes (the third argument of a trampoline) */
+enum { CDV_CPU_RUN_THREAD = 0, CDV_CPU_RUN_BLOCK = 1 };
+/* barrier kinds */
+enum { CDV_CPU_BAR_SYNC = 0, CDV_CPU_BAR_COUNT = 1, CDV_CPU_BAR_AND = 2, CDV_CPU_BAR_OR = 3 };
+/* warp operation kinds */
+enum { CDV_CPU_WARP_SYNC = 0, CDV_CPU_WARP_SHFL = 1, CDV_CPU_WARP_VOTE = 2 };
+/* failure kinds reported by kernel code (ctx->fail) or found by the runtime */
+enum { CDV_CPU_FAIL_ASSERT = 1, CDV_CPU_FAIL_TRAP = 2, CDV_CPU_FAIL_NOSYNC = 3, CDV_CPU_FAIL_DEADLOCK = 4,
+       CDV_CPU_FAIL_SIGNAL = 5 };
+/* module flags (cdv_cpu_flags in the object) */
+#define CDV_CPU_FLAG_FIBERS 1   /* the source uses barriers or warp intrinsics: run threads on fibers */
+
+typedef struct cdv_cpu_ctx cdv_cpu_ctx;
+/* What kernel code sees of the block it runs in (one per worker thread). */
+struct cdv_cpu_ctx {
+  unsigned block_idx[3], block_dim[3], grid_dim[3];
+  unsigned nthreads;
+  void *dyn_shared;         /* extern __shared__ memory: stable per OS thread, CDV_CPU_MAX_DYN_SHARED bytes */
+  int (*barrier)(cdv_cpu_ctx *c, int kind, int pred);
+  unsigned long long (*warp)(cdv_cpu_ctx *c, int kind, unsigned mask, unsigned long long v, int src);
+  void (*fail)(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line);
+};
+
+/* At the top of every fiber stack (see NOTE [fiber stacks]). */
+typedef struct cdv_cpu_fhdr {
+  unsigned thread_idx[3];
+  unsigned tid;             /* linear thread id in the block */
+  cdv_cpu_ctx *ctx;
+  void *fiber;              /* the runtime's record of this fiber */
+} cdv_cpu_fhdr;
+
+typedef void (*cdv_cpu_entry)(cdv_cpu_ctx *c, void **args, int mode);
+
+/* A kernel handle as module_function returns it. */
+typedef struct cdv_cpu_func {
+  cdv_cpu_entry entry;
+  int flags;                /* CDV_CPU_FLAG_* of its module */
+  char name[128];           /* the entry as written ("saxpy", "axpy<float>"), for messages */
+  struct cdv_cpu_func *next;
+} cdv_cpu_func;
+
+/* ---------------------------------------------------------------- cpu_compile.c */
+int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e);
+int cdv_cpu_cache_verify(const char *path, cdv_err *e);  /* 0 when the cached object is whole */
+void cdv_cpu_cache_forget(void);                         /* drop the in-memory memo (disk entries stay) */
+
+/* ---------------------------------------------------------------- cpu_run.c */
+int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                   void **args, cdv_err *e);
+int cdv_cpu_worker_count(void);
+/* errno-based failure: "what: strerror" with the errno's name */
+int cdv_cpu_fail_errno(cdv_err *e, const char *api, int err, const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
+
+/* ---------------------------------------------------------------- cpu_fiber.c */
+/* A suspended execution context. The x86-64 switch saves the callee-saved registers on the fiber's own
+ * stack and keeps only the stack pointer here; other architectures use ucontext. */
+#if defined(__x86_64__) && !defined(CDV_CPU_UCONTEXT)
+typedef struct cdv_cpu_fctx { void *sp; } cdv_cpu_fctx;
+#else
+#include <ucontext.h>
+typedef struct cdv_cpu_fctx { ucontext_t uc; } cdv_cpu_fctx;
+#endif
+
+/* Prepare f to call fn(arg) on the stack that ends (grows down from) at top; stack_lo is its lowest byte. */
+void cdv_cpu_fiber_init(cdv_cpu_fctx *f, void *stack_lo, void *top, void (*fn)(void *), void *arg);
+/* Save the running context into from and resume to. */
+void cdv_cpu_fiber_switch(cdv_cpu_fctx *from, cdv_cpu_fctx *to);
+
+/* Stack regions (NOTE [fiber stacks]); n regions, each CDV_CPU_STACK bytes and aligned to it. */
+char *cdv_cpu_stacks_map(size_t n);
+cdv_cpu_fhdr *cdv_cpu_stack_hdr(char *region);
+
+#endif

@@ -1,0 +1,824 @@
+/*
+ * cpu_run.c: runs a cpu kernel launch: every thread of every block, with CUDA's semantics.
+ *
+ * Blocks are handed out to worker threads through an atomic counter (dynamic scheduling). A block runs
+ * entirely on one worker: in loop mode (a module without barriers or warp intrinsics) one fiber calls the
+ * kernel for each thread in turn; in fiber mode every CUDA thread gets its own fiber, and a barrier or a
+ * warp operation switches to the next runnable thread (see NOTE [fiber scheduling]).
+ *
+ * NOTE [fault containment]: by default a launch runs in a forked child (fork after fflush(NULL)). Arrays are
+ * MAP_SHARED (backend_cpu.c), and so is each module's writable data (NOTE [shared module data] there), so the
+ * child's writes are the parent's. The child runs all blocks with its own threads, flushes stdout and
+ * _exits; a status page shared with the parent carries the first failure (assert, __trap, a fault signal
+ * with its address, block and thread). The parent waitpid()s and turns a signal or a failure into an error
+ * for that launch; the process lives on. What the parent does not see: memory the child allocates, and
+ * memory not allocated by this backend (a host buffer wrapped as an array, a global of the host program).
+ * CUDADEV_CPU_FORK=0 runs launches in-process instead, on a persistent pool of workers: faster, and what
+ * gdb wants, but a fault then kills the process (asserts, __trap and deadlocks are still errors).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include "cpu.h"
+
+#define MAX_WORKERS 256
+#define VMA_BUDGET 24000          /* memory mappings fiber stacks may use (vm.max_map_count is 65530) */
+#define ALTSTACK_SIZE (64 * 1024)
+#define EXIT_FAILED 3             /* a child that recorded a failure */
+#define FAIL_OOM 100              /* internal failure kind: out of memory inside the child */
+
+enum { F_RUN, F_BAR, F_WARP, F_DONE };
+
+/* The first failure of a launch; in a MAP_SHARED page when the launch runs in a child. */
+typedef struct status {
+  int claimed;
+  int kind, signo, overflow, where;   /* where: 0 none, 1 block, 2 block and thread */
+  uintptr_t addr;
+  unsigned block[3], thread[3];
+  int done;
+  char text[1024];
+} status;
+
+typedef struct launch {
+  const cdv_cpu_func *fn;
+  unsigned grid[3], block[3], nthreads, shared;
+  void **args;
+  uint64_t nblocks, next;
+  unsigned chunk;
+  int fibers, in_child, aborted;
+  status *st;
+} launch;
+
+typedef struct worker worker;
+typedef struct fiber {
+  cdv_cpu_fctx fc;
+  worker *w;
+  cdv_cpu_fhdr *hdr;
+  char *region;
+  unsigned char state, kind;
+  int src;
+  unsigned mask;
+  unsigned long long val, res;
+} fiber;
+
+struct worker {
+  cdv_cpu_ctx ctx;            /* first: the operations receive &ctx and cast back */
+  launch *L;
+  fiber *f;
+  int nf;
+  fiber *cur;
+  cdv_cpu_fctx sched;         /* the worker's own stack while its fibers run */
+  int *rq, rq_len, rq_pos;    /* the threads to run in the current pass */
+  int nbar, nwarp, ndone;
+  uint32_t warps_waiting;
+  int aborted;
+};
+
+static long page_size(void)
+{
+  static long pg;
+  if (!pg)
+    pg = sysconf(_SC_PAGESIZE);
+  return pg;
+}
+
+int cdv_cpu_fail_errno(cdv_err *e, const char *api, int err, const char *fmt, ...)
+{
+  char what[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  const char *name = NULL;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+  name = strerrorname_np(err);
+#endif
+  return cdv_fail(e, api, err, name ? name : "ERRNO", "%s: %s", what, strerror(err));
+}
+
+int cdv_cpu_worker_count(void)
+{
+  static int n;
+  if (n)
+    return n;
+  const char *env = getenv("CUDADEV_CPU_THREADS");
+  int k = env ? atoi(env) : 0;
+  if (k <= 0) {
+    cpu_set_t set;
+    k = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  }
+  n = k < 1 ? 1 : k > MAX_WORKERS ? MAX_WORKERS : k;
+  return n;
+}
+
+/* ---------------------------------------------------------------- per-thread resources */
+/* NOTE [dynamic shared memory]: each OS thread owns one buffer of CDV_CPU_MAX_DYN_SHARED bytes (reserved,
+ * committed as touched) for the dynamic shared memory of the blocks it runs. It never moves, because a
+ * namespace-scope `extern __shared__` becomes a thread_local pointer initialised once per thread. */
+static pthread_key_t dsm_key;
+static pthread_once_t dsm_once = PTHREAD_ONCE_INIT;
+static __thread void *tls_dsm;
+static __thread worker *tls_worker;       /* for the fault handler */
+
+static void dsm_release(void *p)
+{
+  munmap(p, CDV_CPU_MAX_DYN_SHARED);
+}
+
+static void dsm_key_init(void)
+{
+  pthread_key_create(&dsm_key, dsm_release);
+}
+
+static void *thread_dsm(void)
+{
+  if (!tls_dsm) {
+    void *p = mmap(NULL, CDV_CPU_MAX_DYN_SHARED, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return NULL;
+    pthread_once(&dsm_once, dsm_key_init);
+    pthread_setspecific(dsm_key, p);
+    tls_dsm = p;
+  }
+  return tls_dsm;
+}
+
+/* Fiber stacks per worker slot (NOTE [fiber stacks]). They are reserved by the launching process, before a
+ * fork, so a child inherits the reservation and pays only for the pages it touches. */
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct slot {
+  char **r;
+  size_t n;
+} slots[MAX_WORKERS];
+
+static int reserve_stacks(int nslots, size_t need, cdv_err *e)
+{
+  for (int s = 0; s < nslots; s++) {
+    struct slot *sl = &slots[s];
+    if (sl->n >= need)
+      continue;
+    char **r = realloc(sl->r, need * sizeof *r);
+    if (!r)
+      return cdv_fail(e, "cpu.launch", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
+    sl->r = r;
+    char *base = cdv_cpu_stacks_map(need - sl->n);
+    if (!base)
+      return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot reserve %zu fiber stacks", need - sl->n);
+    for (size_t i = sl->n; i < need; i++)
+      r[i] = base + (i - sl->n) * CDV_CPU_STACK;
+    sl->n = need;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- failures */
+static int claim(status *st)
+{
+  int z = 0;
+  return __atomic_compare_exchange_n(&st->claimed, &z, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+static void note_where(status *st, const worker *w, const fiber *f)
+{
+  memcpy(st->block, w->ctx.block_idx, sizeof st->block);
+  st->where = 1;
+  if (f) {
+    memcpy(st->thread, f->hdr->thread_idx, sizeof st->thread);
+    st->where = 2;
+  }
+}
+
+/* Record a failure (the first one wins); fiber: the thread it happened in, or NULL. */
+static void record(worker *w, fiber *f, int kind, const char *fmt, ...)
+{
+  status *st = w->L->st;
+  if (!claim(st))
+    return;
+  st->kind = kind;
+  note_where(st, w, f);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(st->text, sizeof st->text, fmt, ap);
+  va_end(ap);
+}
+
+/* Stop the launch after a recorded failure. In a child, the child ends now (the parent reads the status);
+ * in-process, the failing fiber is abandoned (it is re-initialised before it runs again) and the worker
+ * takes no more blocks. Called on a fiber (f) or on the worker's own stack (f == NULL). */
+static void stop_launch(worker *w, fiber *f)
+{
+  if (w->L->in_child) {
+    fflush(NULL);
+    _exit(EXIT_FAILED);
+  }
+  w->aborted = 1;
+  __atomic_store_n(&w->L->aborted, 1, __ATOMIC_SEQ_CST);
+  if (f)
+    cdv_cpu_fiber_switch(&f->fc, &w->sched);
+}
+
+/* ---------------------------------------------------------------- fiber scheduling */
+/* NOTE [fiber scheduling]: a block's fibers run in passes. A pass resumes every runnable thread in order;
+ * a thread runs until it reaches a barrier or a warp operation (or returns) and then switches directly to
+ * the next thread of the pass, the last one back to the worker. Between passes the worker completes what can
+ * be completed: a warp operation once every live lane named in its mask waits at one (lanes of a warp are
+ * consecutive linear thread ids; exited lanes do not count), then __syncthreads once every live thread waits
+ * there. A pass that leaves threads waiting with nothing to complete is a deadlock, reported as an error
+ * (e.g. a barrier inside a branch that not all threads take). */
+static void switch_out(worker *w, fiber *f)
+{
+  if (w->rq_pos < w->rq_len) {
+    fiber *n = &w->f[w->rq[w->rq_pos++]];
+    w->cur = n;
+    cdv_cpu_fiber_switch(&f->fc, &n->fc);
+  } else {
+    w->cur = NULL;
+    cdv_cpu_fiber_switch(&f->fc, &w->sched);
+  }
+}
+
+static void fiber_main(void *arg)
+{
+  fiber *f = arg;
+  worker *w = f->w;
+  w->L->fn->entry(&w->ctx, w->L->args, w->L->fibers ? CDV_CPU_RUN_THREAD : CDV_CPU_RUN_BLOCK);
+  f->state = F_DONE;
+  w->ndone++;
+  switch_out(w, f);
+}
+
+static void fiber_start(worker *w, int i)
+{
+  fiber *f = &w->f[i];
+  const unsigned *bd = w->ctx.block_dim;
+  f->state = F_RUN;
+  f->hdr->thread_idx[0] = (unsigned)i % bd[0];
+  f->hdr->thread_idx[1] = (unsigned)i / bd[0] % bd[1];
+  f->hdr->thread_idx[2] = (unsigned)i / (bd[0] * bd[1]);
+  f->hdr->tid = (unsigned)i;
+  f->hdr->ctx = &w->ctx;
+  f->hdr->fiber = f;
+  cdv_cpu_fiber_init(&f->fc, f->region + page_size(), f->hdr, fiber_main, f);
+}
+
+static unsigned long long barrier_result(int kind, int count, int n)
+{
+  return kind == CDV_CPU_BAR_COUNT ? (unsigned long long)count : kind == CDV_CPU_BAR_AND ? count == n
+       : kind == CDV_CPU_BAR_OR ? count > 0 : 0;
+}
+
+/* Every live thread waits at __syncthreads: release them all (in order) with their results. */
+static void release_barrier(worker *w)
+{
+  int n = (int)w->ctx.nthreads, count = 0;
+  for (int i = 0; i < n; i++)
+    count += w->f[i].state == F_BAR && w->f[i].val;
+  for (int i = 0; i < n; i++)
+    if (w->f[i].state == F_BAR) {
+      w->f[i].res = barrier_result(w->f[i].kind, count, w->nbar);
+      w->f[i].state = F_RUN;
+      w->rq[w->rq_len++] = i;
+    }
+  w->nbar = 0;
+}
+
+/* Complete the warp operation of the lanes in g (bits relative to the warp at base). */
+static void resolve_group(worker *w, int base, uint32_t g)
+{
+  uint32_t ballot = 0;
+  for (int l = 0; l < 32; l++)
+    if ((g >> l & 1u) && w->f[base + l].val)
+      ballot |= 1u << l;
+  for (int l = 0; l < 32; l++) {
+    if (!(g >> l & 1u))
+      continue;
+    fiber *f = &w->f[base + l];
+    int s = f->src;
+    if (f->kind == CDV_CPU_WARP_SHFL)
+      f->res = (s >= 0 && s < 32 && (g >> s & 1u)) ? w->f[base + s].val : f->val;
+    else if (f->kind == CDV_CPU_WARP_VOTE)
+      f->res = ballot | (unsigned long long)g << 32;
+    else
+      f->res = 0;
+    f->state = F_RUN;
+    w->nwarp--;
+    w->rq[w->rq_len++] = base + l;
+  }
+}
+
+/* Complete every warp operation whose participants have all arrived; returns whether any was. */
+static int resolve_warps(worker *w)
+{
+  int progress = 0, n = (int)w->ctx.nthreads;
+  for (uint32_t ww = w->warps_waiting; ww; ww &= ww - 1) {
+    int wi = __builtin_ctz(ww), base = wi * 32, cnt = n - base < 32 ? n - base : 32;
+    uint32_t waiting = 0, alive = 0;
+    for (int l = 0; l < cnt; l++) {
+      alive |= (uint32_t)(w->f[base + l].state != F_DONE) << l;
+      waiting |= (uint32_t)(w->f[base + l].state == F_WARP) << l;
+    }
+    for (uint32_t pending = waiting; pending;) {
+      int l = __builtin_ctz(pending);
+      uint32_t g = (w->f[base + l].mask & alive) | 1u << l;
+      if ((g & waiting) == g) {
+        resolve_group(w, base, g);
+        waiting &= ~g, pending &= ~g, progress = 1;
+      } else {
+        pending &= ~(1u << l);
+      }
+    }
+    if (!waiting)
+      w->warps_waiting &= ~(1u << wi);
+  }
+  return progress;
+}
+
+static int deadlock(worker *w)
+{
+  record(w, NULL, CDV_CPU_FAIL_DEADLOCK, "%d thread%s wait at __syncthreads while %d wait at a warp "
+         "operation and %d have exited (a barrier or warp operation that not all threads reach)",
+         w->nbar, w->nbar == 1 ? "" : "s", w->nwarp, w->ndone);
+  stop_launch(w, NULL);
+  return -1;
+}
+
+static int run_fibers(worker *w)
+{
+  int n = (int)w->ctx.nthreads;
+  for (int i = 0; i < n; i++) {
+    fiber_start(w, i);
+    w->rq[i] = i;
+  }
+  w->rq_len = n, w->nbar = w->nwarp = w->ndone = 0, w->warps_waiting = 0;
+  for (;;) {
+    if (w->rq_len > 0) {
+      w->rq_pos = 1;
+      w->cur = &w->f[w->rq[0]];
+      cdv_cpu_fiber_switch(&w->sched, &w->cur->fc);
+      if (w->aborted)
+        return -1;
+    }
+    w->rq_len = 0;
+    if (w->nwarp && resolve_warps(w))
+      continue;
+    if (w->ndone == n)
+      return 0;
+    if (w->nbar && w->nbar + w->ndone == n) {
+      release_barrier(w);
+      continue;
+    }
+    return deadlock(w);
+  }
+}
+
+/* ---------------------------------------------------------------- operations called by kernel code */
+/* Outside fiber mode only a block of one thread may wait (there is nobody to wait for). */
+static void no_fibers(worker *w, const char *what)
+{
+  record(w, w->cur, CDV_CPU_FAIL_NOSYNC, "%s", what);
+  stop_launch(w, w->cur);
+}
+
+static int op_barrier(cdv_cpu_ctx *c, int kind, int pred)
+{
+  worker *w = (worker *)c;
+  fiber *f = w->cur;
+  if (!w->L->fibers) {
+    if (c->nthreads > 1)
+      no_fibers(w, "__syncthreads");
+    return (int)barrier_result(kind, pred != 0, 1);
+  }
+  f->state = F_BAR, f->kind = (unsigned char)kind, f->val = pred != 0;
+  w->nbar++;
+  switch_out(w, f);
+  return (int)f->res;
+}
+
+static unsigned long long op_warp(cdv_cpu_ctx *c, int kind, unsigned mask, unsigned long long v, int src)
+{
+  worker *w = (worker *)c;
+  fiber *f = w->cur;
+  if (!w->L->fibers) {
+    if (c->nthreads > 1)
+      no_fibers(w, "a warp intrinsic");
+    return kind == CDV_CPU_WARP_SHFL ? v : kind == CDV_CPU_WARP_VOTE ? (v != 0) | 1ull << 32 : 0;
+  }
+  f->state = F_WARP, f->kind = (unsigned char)kind, f->mask = mask, f->val = v, f->src = src;
+  w->nwarp++;
+  w->warps_waiting |= 1u << (f->hdr->tid >> 5);
+  switch_out(w, f);
+  return f->res;
+}
+
+static void op_fail(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line)
+{
+  worker *w = (worker *)c;
+  record(w, w->cur, kind, "%s:%u: %s", file ? file : "?", line, text ? text : "");
+  stop_launch(w, w->cur);
+  abort();   /* not reached: stop_launch leaves this fiber for good */
+}
+
+/* ---------------------------------------------------------------- workers */
+static int run_block(worker *w, uint64_t b)
+{
+  const unsigned *g = w->L->grid;
+  w->ctx.block_idx[0] = (unsigned)(b % g[0]);
+  w->ctx.block_idx[1] = (unsigned)(b / g[0] % g[1]);
+  w->ctx.block_idx[2] = (unsigned)(b / ((uint64_t)g[0] * g[1]));
+  if (w->L->fibers)
+    return run_fibers(w);
+  /* loop mode: one fiber runs the block's threads in a loop (the trampoline's RUN_BLOCK) */
+  fiber_start(w, 0);
+  w->cur = &w->f[0];
+  w->rq_len = w->rq_pos = 0;
+  cdv_cpu_fiber_switch(&w->sched, &w->f[0].fc);
+  return w->aborted ? -1 : 0;
+}
+
+static int worker_init(worker *w, launch *L, int slot)
+{
+  memset(w, 0, sizeof *w);
+  w->L = L;
+  memcpy(w->ctx.block_dim, L->block, sizeof L->block);
+  memcpy(w->ctx.grid_dim, L->grid, sizeof L->grid);
+  w->ctx.nthreads = L->nthreads;
+  w->ctx.dyn_shared = thread_dsm();
+  w->ctx.barrier = op_barrier;
+  w->ctx.warp = op_warp;
+  w->ctx.fail = op_fail;
+  w->nf = L->fibers ? (int)L->nthreads : 1;
+  w->f = calloc((size_t)w->nf, sizeof *w->f);
+  w->rq = calloc((size_t)w->nf, sizeof *w->rq);
+  if (!w->f || !w->rq || !w->ctx.dyn_shared)
+    return -1;
+  for (int i = 0; i < w->nf; i++) {
+    w->f[i].w = w;
+    w->f[i].region = slots[slot].r[i];
+    w->f[i].hdr = cdv_cpu_stack_hdr(w->f[i].region);
+  }
+  return 0;
+}
+
+static void worker_run(launch *L, int slot)
+{
+  worker w;
+  if (worker_init(&w, L, slot)) {
+    record(&w, NULL, FAIL_OOM, "out of host memory");
+    stop_launch(&w, NULL);
+  } else {
+    tls_worker = &w;
+    while (!__atomic_load_n(&L->aborted, __ATOMIC_RELAXED)) {
+      uint64_t b = __atomic_fetch_add(&L->next, L->chunk, __ATOMIC_RELAXED);
+      if (b >= L->nblocks)
+        break;
+      uint64_t end = b + L->chunk < L->nblocks ? b + L->chunk : L->nblocks;
+      for (; b < end; b++)
+        if (run_block(&w, b))
+          break;
+    }
+    tls_worker = NULL;
+  }
+  free(w.f);
+  free(w.rq);
+}
+
+/* ---------------------------------------------------------------- in-process launches: a persistent pool */
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;   /* one in-process launch at a time */
+static struct pool {
+  pthread_mutex_t m;
+  pthread_cond_t go, done;
+  int nthreads, want, busy;
+  unsigned gen;
+  launch *L;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL};
+
+/* Worker threads take no asynchronous signals: those belong to the host's threads. */
+static void block_async_signals(void)
+{
+  sigset_t s;
+  sigfillset(&s);
+  int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+  for (size_t i = 0; i < sizeof sync_sigs / sizeof sync_sigs[0]; i++)
+    sigdelset(&s, sync_sigs[i]);
+  pthread_sigmask(SIG_SETMASK, &s, NULL);
+}
+
+static void *pool_main(void *arg)
+{
+  int slot = (int)(intptr_t)arg;
+  unsigned seen = 0;   /* helpers start before the first launch is posted (gen 0) */
+  block_async_signals();
+  pthread_mutex_lock(&pool.m);
+  for (;;) {
+    while (pool.gen == seen)
+      pthread_cond_wait(&pool.go, &pool.m);
+    seen = pool.gen;
+    if (slot > pool.want)
+      continue;
+    launch *L = pool.L;
+    pthread_mutex_unlock(&pool.m);
+    worker_run(L, slot);
+    pthread_mutex_lock(&pool.m);
+    if (--pool.busy == 0)
+      pthread_cond_signal(&pool.done);
+  }
+  return NULL;
+}
+
+static void run_pool(launch *L, int nw)
+{
+  pthread_mutex_lock(&pool.m);
+  if (pool.gen == 0 && pool.nthreads == 0) {
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    for (int i = 1; i < cdv_cpu_worker_count(); i++) {
+      pthread_t t;
+      if (pthread_create(&t, &a, pool_main, (void *)(intptr_t)i))
+        break;
+      pool.nthreads++;
+    }
+    pthread_attr_destroy(&a);
+  }
+  pool.want = nw - 1 < pool.nthreads ? nw - 1 : pool.nthreads;
+  pool.busy = pool.want;
+  pool.L = L;
+  pool.gen++;
+  pthread_cond_broadcast(&pool.go);
+  pthread_mutex_unlock(&pool.m);
+  worker_run(L, 0);
+  pthread_mutex_lock(&pool.m);
+  while (pool.busy)
+    pthread_cond_wait(&pool.done, &pool.m);
+  pthread_mutex_unlock(&pool.m);
+}
+
+/* ---------------------------------------------------------------- forked launches */
+static status *child_status;
+static launch *child_launch;
+
+/* NOTE [fault containment]: in the child, a fault records its signal, address, block and thread, then lets
+ * the default action end the child (SA_RESETHAND; returning re-executes the faulting instruction). Only
+ * async-signal-safe work here. */
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+  (void)uc;
+  status *st = child_status;
+  worker *w = tls_worker;
+  if (st && claim(st)) {
+    st->kind = CDV_CPU_FAIL_SIGNAL;
+    st->signo = sig;
+    st->addr = (uintptr_t)si->si_addr;
+    if (w) {
+      note_where(st, w, w->cur);
+      for (int i = 0; i < w->nf; i++)
+        if (st->addr >= (uintptr_t)w->f[i].region && st->addr < (uintptr_t)w->f[i].region + (uintptr_t)page_size())
+          st->overflow = 1;
+    }
+  }
+  if (sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS)
+    raise(sig);   /* not re-executed by returning: raise it again under the default action */
+}
+
+static void child_signals(void)
+{
+  static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    sigaction(sigs[i], &sa, NULL);
+    sigaddset(&unblock, sigs[i]);
+  }
+  /* interrupting the host (Ctrl-C) also ends the launch; the host's own handlers are for the host */
+  static const int dfl[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
+  for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
+    signal(dfl[i], dfl[i] == SIGPIPE ? SIG_IGN : SIG_DFL);
+  pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
+}
+
+/* Each thread of the child handles its faults on an alternate stack, so a stack overflow is reported too. */
+static void child_altstack(void)
+{
+  stack_t ss;
+  ss.ss_sp = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ss.ss_size = ALTSTACK_SIZE;
+  ss.ss_flags = 0;
+  if (ss.ss_sp != MAP_FAILED)
+    sigaltstack(&ss, NULL);
+}
+
+static void *child_thread(void *arg)
+{
+  child_altstack();
+  worker_run(child_launch, (int)(intptr_t)arg);
+  return NULL;
+}
+
+__attribute__((noreturn)) static void child_main(launch *L, int nw)
+{
+#ifdef __linux__
+  prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the launching thread */
+#endif
+  child_status = L->st;
+  child_launch = L;
+  L->in_child = 1;
+  child_signals();
+  child_altstack();
+  pthread_t th[MAX_WORKERS];
+  int started = 1;
+  for (; started < nw; started++)
+    if (pthread_create(&th[started], NULL, child_thread, (void *)(intptr_t)started))
+      break;   /* fewer workers: the block counter shares the work among those that exist */
+  worker_run(L, 0);
+  for (int i = 1; i < started; i++)
+    pthread_join(th[i], NULL);
+  fflush(NULL);
+  L->st->done = 1;
+  _exit(0);
+}
+
+static const char *signal_text(int sig)
+{
+  switch (sig) {
+  case SIGSEGV: return "SIGSEGV (segmentation fault)";
+  case SIGBUS: return "SIGBUS (bus error)";
+  case SIGFPE: return "SIGFPE (arithmetic exception, e.g. an integer division by zero)";
+  case SIGILL: return "SIGILL (illegal instruction)";
+  case SIGABRT: return "SIGABRT (aborted)";
+  case SIGTRAP: return "SIGTRAP (trace/breakpoint trap)";
+  case SIGKILL: return "SIGKILL (killed)";
+  case SIGTERM: return "SIGTERM (terminated)";
+  case SIGINT: return "SIGINT (interrupted)";
+  case SIGSYS: return "SIGSYS (bad system call)";
+  default: return NULL;
+  }
+}
+
+/* The error of a failed launch, from its status (and, for a child that died without a word, its signal). */
+static int launch_error(const launch *L, const status *st, int signo, cdv_err *e)
+{
+  char where[96] = "", sigbuf[32];
+  const char *k = L->fn->name;
+  if (st->where == 2)
+    snprintf(where, sizeof where, " (block (%u,%u,%u), thread (%u,%u,%u))", st->block[0], st->block[1],
+             st->block[2], st->thread[0], st->thread[1], st->thread[2]);
+  else if (st->where == 1)
+    snprintf(where, sizeof where, " (block (%u,%u,%u))", st->block[0], st->block[1], st->block[2]);
+  int rc, sig = st->claimed && st->kind == CDV_CPU_FAIL_SIGNAL ? st->signo : signo;
+  if (st->claimed && st->kind == CDV_CPU_FAIL_ASSERT)
+    rc = cdv_fail(e, "cpu.launch", 710, "CUDA_ERROR_ASSERT", "kernel '%s' failed an assertion: %s%s", k, st->text, where);
+  else if (st->claimed && st->kind == CDV_CPU_FAIL_TRAP)
+    rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' trapped: %s%s", k, st->text, where);
+  else if (st->claimed && st->kind == CDV_CPU_FAIL_NOSYNC)
+    rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' used %s, which the cpu device "
+                  "did not find in its source (hidden in a header it could not read?)%s", k, st->text, where);
+  else if (st->claimed && st->kind == CDV_CPU_FAIL_DEADLOCK)
+    rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' deadlocked on the cpu device: "
+                  "%s%s", k, st->text, where);
+  else if (st->claimed && st->kind == FAIL_OOM)
+    rc = cdv_fail(e, "cpu.launch", 2, "CUDA_ERROR_OUT_OF_MEMORY", "kernel '%s': out of host memory", k);
+  else if (sig && st->overflow)
+    rc = cdv_fail(e, "cpu.launch", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "kernel '%s' crashed on the cpu device: "
+                  "stack overflow (a thread used more than %zu KiB of stack)%s", k,
+                  (CDV_CPU_STACK - CDV_CPU_STACK_COLOURS - (size_t)page_size()) / 1024, where);
+  else if (sig) {
+    const char *t = signal_text(sig);
+    if (!t)
+      snprintf(sigbuf, sizeof sigbuf, "signal %d", sig), t = sigbuf;
+    int addr = st->claimed && (sig == SIGSEGV || sig == SIGBUS);
+    char at[48] = "";
+    if (addr)
+      snprintf(at, sizeof at, " at address 0x%lx", (unsigned long)st->addr);
+    rc = cdv_fail(e, "cpu.launch", addr ? 700 : 719, addr ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_LAUNCH_FAILED",
+                  "kernel '%s' crashed on the cpu device: %s%s%s", k, t, at, where);
+  } else
+    rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' ended the cpu device's launch "
+                  "process abnormally", k);
+  e->sticky = 0;   /* the host process and its memory are intact: nothing to poison */
+  return rc;
+}
+
+static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
+{
+  status *st = mmap(NULL, sizeof *st, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (st == MAP_FAILED)
+    return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot map the launch status page");
+  L->st = st;
+  pthread_mutex_lock(&slots_lock);   /* held across fork: the child must not see the tables mid-update */
+  int rc = reserve_stacks(nw, stacks, e);
+  pid_t pid = -1;
+  if (rc == 0) {
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0)
+      child_main(L, nw);
+  }
+  int err = errno;
+  pthread_mutex_unlock(&slots_lock);
+  if (rc == 0 && pid < 0)
+    rc = cdv_cpu_fail_errno(e, "cpu.launch", err, "cannot fork the launch process of kernel '%s'", L->fn->name);
+  if (rc == 0) {
+    int ws = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &ws, 0)) < 0 && errno == EINTR)
+      ;
+    int ok = w < 0 ? st->done : WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && st->done;
+    if (!ok && w >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) != EXIT_FAILED && !st->claimed)
+      rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' ended the launch process "
+                    "with exit status %d (exit() called from a kernel?)", L->fn->name, WEXITSTATUS(ws));
+    else if (!ok)
+      rc = launch_error(L, st, w >= 0 && WIFSIGNALED(ws) ? WTERMSIG(ws) : 0, e);
+  }
+  munmap(st, sizeof *st);
+  return rc;
+}
+
+static int run_inprocess(launch *L, int nw, size_t stacks, cdv_err *e)
+{
+  status st;
+  memset(&st, 0, sizeof st);
+  L->st = &st;
+  pthread_mutex_lock(&run_lock);
+  pthread_mutex_lock(&slots_lock);
+  int rc = reserve_stacks(nw, stacks, e);
+  pthread_mutex_unlock(&slots_lock);
+  if (rc == 0) {
+    if (nw > 1)
+      run_pool(L, nw);
+    else
+      worker_run(L, 0);
+  }
+  pthread_mutex_unlock(&run_lock);
+  if (rc == 0 && L->aborted)
+    rc = launch_error(L, &st, 0, e);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- the launch */
+static int check_config(const cdv_cpu_func *f, const unsigned g[3], const unsigned b[3], unsigned shared,
+                        cdv_err *e)
+{
+  const char *api = "cpu.launch", *name = "CUDA_ERROR_INVALID_VALUE";
+  if (!f || !f->entry)
+    return cdv_fail(e, api, 400, "CUDA_ERROR_INVALID_HANDLE", "invalid kernel handle");
+  if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2])
+    return cdv_fail(e, api, 1, name, "grid (%u,%u,%u) and block (%u,%u,%u) dimensions must be at least 1",
+                    g[0], g[1], g[2], b[0], b[1], b[2]);
+  uint64_t nt = (uint64_t)b[0] * b[1] * b[2];
+  if (nt > CDV_CPU_MAX_THREADS || b[2] > CDV_CPU_MAX_BLOCK_Z)
+    return cdv_fail(e, api, 1, name, "block (%u,%u,%u) exceeds the cpu device's limits (%d threads, z at most %d)",
+                    b[0], b[1], b[2], CDV_CPU_MAX_THREADS, CDV_CPU_MAX_BLOCK_Z);
+  if (g[0] > CDV_CPU_MAX_GRID_X || g[1] > CDV_CPU_MAX_GRID_YZ || g[2] > CDV_CPU_MAX_GRID_YZ)
+    return cdv_fail(e, api, 1, name, "grid (%u,%u,%u) exceeds the cpu device's limits", g[0], g[1], g[2]);
+  if (shared > CDV_CPU_MAX_DYN_SHARED)
+    return cdv_fail(e, api, 1, name, "dynamic shared memory of %u bytes exceeds the cpu device's limit of %u",
+                    shared, CDV_CPU_MAX_DYN_SHARED);
+  return 0;
+}
+
+int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                   void **args, cdv_err *e)
+{
+  if (check_config(f, grid, block, shared, e))
+    return -1;
+  launch L;
+  memset(&L, 0, sizeof L);
+  L.fn = f;
+  memcpy(L.grid, grid, sizeof L.grid);
+  memcpy(L.block, block, sizeof L.block);
+  L.nthreads = block[0] * block[1] * block[2];
+  L.shared = shared;
+  L.args = args;
+  L.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
+  L.fibers = (f->flags & CDV_CPU_FLAG_FIBERS) && L.nthreads > 1;
+  int nw = cdv_cpu_worker_count();
+  if (L.fibers && nw > VMA_BUDGET / (2 * (int)L.nthreads))
+    nw = VMA_BUDGET / (2 * (int)L.nthreads) > 0 ? VMA_BUDGET / (2 * (int)L.nthreads) : 1;
+  if ((uint64_t)nw > L.nblocks)
+    nw = (int)L.nblocks;
+  uint64_t per = L.nblocks / ((uint64_t)nw * 16);
+  L.chunk = L.fibers ? 1 : per < 1 ? 1 : per > 64 ? 64 : (unsigned)per;
+  size_t stacks = L.fibers ? L.nthreads : 1;
+  const char *fork_env = getenv("CUDADEV_CPU_FORK");
+  if (fork_env && !strcmp(fork_env, "0"))
+    return run_inprocess(&L, nw, stacks, e);
+  return run_forked(&L, nw, stacks, e);
+}
