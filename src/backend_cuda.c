@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cdv.h"
 #include "syms.h"
 
@@ -397,9 +398,28 @@ static void opts_free(nvrtc_opts *o) {
   free(o->v);
 }
 
+/* The toolkit's include folder, where cuda_fp16.h and friends live: NVRTC 13 does not search it by
+ * itself, and CuPy adds it too. Found once: $CUDA_HOME, $CUDA_PATH, then /usr/local/cuda. */
+static char toolkit_include[512];
+
+static void find_toolkit_include(void) {
+  const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+  for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+    char probe[600];
+    if (roots[i] == NULL || !*roots[i]) continue;
+    snprintf(probe, sizeof probe, "%s/include/cuda_fp16.h", roots[i]);
+    if (access(probe, R_OK) == 0) {
+      snprintf(toolkit_include, sizeof toolkit_include, "-I%.500s/include", roots[i]);
+      return;
+    }
+  }
+}
+
 static int opts_build(const cdv_compile_req *req, const nvrtc_target *t, nvrtc_opts *o, cdv_err *e) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, find_toolkit_include);
   memset(o, 0, sizeof *o);
-  o->v = calloc((size_t)req->nopts + (size_t)req->nincludes + 1, sizeof *o->v);
+  o->v = calloc((size_t)req->nopts + (size_t)req->nincludes + 2, sizeof *o->v);
   o->inc = calloc((size_t)req->nincludes + 1, sizeof *o->inc);
   if (!o->v || !o->inc) return nvrtc_oom(e, "nvrtcCompileProgram");
   for (int i = 0; i < req->nopts; i++) o->v[o->n++] = req->opts[i];
@@ -409,6 +429,7 @@ static int opts_build(const cdv_compile_req *req, const nvrtc_target *t, nvrtc_o
     snprintf(o->inc[o->ninc], len, "-I%s", req->include_paths[i]);
     o->v[o->n++] = o->inc[o->ninc++];
   }
+  if (toolkit_include[0]) o->v[o->n++] = toolkit_include;   /* after the caller's: theirs win */
   if (t->option[0]) o->v[o->n++] = t->option;
   return 0;
 }
