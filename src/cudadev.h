@@ -1,10 +1,26 @@
 /*
  * cudadev.h: the public C API of cudadev, for hosts that embed Lua and want their scripts to drive the GPU.
  * Everything else in the library is hidden (-fvisibility=hidden).
+ *
+ * A host typically:
+ *   lua_State *L = luaL_newstate();
+ *   luaL_openlibs(L);
+ *   cudadev_options o = {.sandbox = 1, .memory_quota = 256 << 20};   (optional, before luaopen_cudadev)
+ *   cudadev_set_options(L, &o);
+ *   luaL_requiref(L, "cudadev", luaopen_cudadev, 1);
+ *   cudadev_push_array(L, my_dev_ptr, "float32", 1, &n, "cuda:0", NULL, NULL);   (the host's buffer)
+ *   lua_setglobal(L, "buf");
+ *
+ * Functions marked "raises" report misuse the way the Lua C API does (luaL_error, or a cudadev.Error):
+ * call them from a C function that Lua runs, or under lua_pcall, as with luaL_checkinteger. The option
+ * setters never raise. Each lua_State has its own options; several states may use cudadev at the same
+ * time from different threads (one thread per state at a time, as Lua requires).
  */
 #ifndef CUDADEV_H
 #define CUDADEV_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <lua.h>
 
 #if defined(_WIN32)
@@ -19,6 +35,85 @@ extern "C" {
 
 /* Opens the module: `luaL_requiref(L, "cudadev", luaopen_cudadev, 1)`. */
 CUDADEV_API int luaopen_cudadev(lua_State *L);
+
+/* "0.1.0" */
+CUDADEV_API const char *cudadev_version(void);
+
+/* ---------------------------------------------------------------- per-state options */
+/* Set before luaopen_cudadev, so that no script runs without them. They may be changed later from C. */
+typedef struct cudadev_options {
+  /* No raw addresses (a.ptr, integers as pointer arguments, map_cuda_device with a context pointer),
+   * no cd.load_module, no kernel compilation for the cpu device (it runs native host code). */
+  int sandbox;
+  /* Bytes of memory that the state's arrays may hold at once, on all devices together (0: no limit).
+   * An allocation beyond it raises `device memory quota of X exceeded on cuda:0 (requested Y, in use Z)`
+   * after a garbage collection found nothing to give back; freed arrays give their bytes back. Arrays
+   * that wrap host memory (cudadev_push_array) are not counted. */
+  size_t memory_quota;
+  /* NULL-terminated list of the compile options scripts may pass to cd.compile (NULL: any). An entry
+   * ending in '*' allows every option that starts with what precedes it ("-D*", "--gpu-architecture=*").
+   * The list is copied. */
+  const char *const *allowed_compile_options;
+  /* Waits for a device, stream or event (synchronize) poll and can be cut short by cudadev_interrupt. */
+  int interruptible;
+} cudadev_options;
+
+CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *opts);
+CUDADEV_API void cudadev_set_sandbox(lua_State *L, int on);
+CUDADEV_API void cudadev_set_memory_quota(lua_State *L, size_t bytes);
+CUDADEV_API void cudadev_set_allowed_compile_options(lua_State *L, const char *const *options);
+CUDADEV_API void cudadev_set_interruptible(lua_State *L, int on);
+/* Bytes the state's arrays hold now under its quota. */
+CUDADEV_API size_t cudadev_memory_quota_used(lua_State *L);
+
+/* Asks the wait in progress in an interruptible state to stop with the error "interrupted!" (the GPU work
+ * already queued keeps running). Async-signal-safe: call it from a SIGINT handler. The request stays
+ * pending until a wait sees it or cudadev_clear_interrupt is called. */
+CUDADEV_API void cudadev_interrupt(void);
+CUDADEV_API void cudadev_clear_interrupt(void);
+
+/* ---------------------------------------------------------------- host objects */
+/* Adopts a CUDA context the host made (a CUcontext; NULL: the one current on this thread) as a device named
+ * alias, as cd.map_cuda_device does, sandbox or not. Pushes the Device. Raises. */
+CUDADEV_API void cudadev_adopt_context(lua_State *L, const char *alias, void *cuda_context);
+
+/* The host's memory as an Array, without copying. ptr is device memory of `device` (an alias: "cuda:0", an
+ * adopted alias; "cpu" for host memory; NULL: the state's default device), dtype a cudadev dtype ("float32",
+ * "f32", ...), shape ndim extents (ndim 0: a scalar). release NULL: borrowed, the host keeps the memory alive
+ * for as long as the Array (and its views) exist. Otherwise the Array owns it: release(release_ud, ptr) is
+ * called once, when the last Array using it is freed or collected, after the work queued on it is done.
+ * Pushes the Array. Raises (when it raises, release is not called: the memory stays the host's).
+ * On the cpu device, kernels run in a forked child by default and only write memory that child shares with
+ * the host: give cpu kernels MAP_SHARED memory (mmap), or set CUDADEV_CPU_FORK=0 (launches in-process). */
+CUDADEV_API void cudadev_push_array(lua_State *L, void *ptr, const char *dtype, int ndim, const int64_t *shape,
+                                    const char *device, void (*release)(void *ud, void *ptr), void *release_ud);
+
+/* A stream the host created (a CUstream; NULL: the device's default stream) as a Stream of `device`;
+ * cudadev never destroys it. Pushes the Stream. Raises. */
+CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *device);
+
+#define CUDADEV_MAXDIM 8
+typedef struct cudadev_array_info {
+  void *ptr;               /* the first element */
+  const char *dtype;       /* "float32" (static storage) */
+  size_t itemsize;         /* bytes per element */
+  int ndim;
+  int64_t shape[CUDADEV_MAXDIM];
+  int64_t size;            /* elements */
+  size_t nbytes;
+  const char *device;      /* "cpu", "cuda:0", an alias (valid while the process runs) */
+  int device_ordinal;      /* CUDA ordinal; -1 for cpu */
+  void *cuda_context;      /* the device's CUcontext (NULL on cpu, or before the context exists) */
+} cudadev_array_info;
+
+/* Fills *info from the live Array at idx; raises when it is not one (or was freed). */
+CUDADEV_API void cudadev_check_array(lua_State *L, int idx, cudadev_array_info *info);
+/* The same without raising: 1 when idx holds a live Array, else 0 (info untouched). */
+CUDADEV_API int cudadev_to_array(lua_State *L, int idx, cudadev_array_info *info);
+
+/* Raises a cudadev.Error from a host callback: api "host", message from the format (lua_pushfstring's
+ * formats), where the calling Lua line. Use as `return cudadev_error(L, "no frame %d", i);`. */
+CUDADEV_API int cudadev_error(lua_State *L, const char *fmt, ...);
 
 #ifdef __cplusplus
 }

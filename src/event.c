@@ -74,7 +74,7 @@ static int event_query(lua_State *L) {
 static int event_synchronize(lua_State *L) {
   cdv_event *ev = cdv_check_event(L, 1);
   cdv_device_use(L, ev->dev);
-  cdv_try(L, ev->dev, ev->dev->be->event_synchronize(ev->dev, ev->handle, &e_));
+  cdv_try(L, ev->dev, cdv_wait_event(L, ev->dev, ev->handle, &e_));   /* NOTE [interruptible waits] */
   lua_settop(L, 1);
   return 1;
 }

@@ -1,22 +1,47 @@
 /*
  * luacuda.c: a Lua 5.4 interpreter with cudadev built in, loaded before anything runs and bound to the
- * global `cuda` (as `require "cudadev"` would return it).
+ * global `cuda` (as `require "cudadev"` would return it), and an interactive loop that knows about GPUs.
  *
  * It behaves as Lua's own `lua` runner does, so scripts and habits carry over:
  *   luacuda [options] [script [args]]
  *     -e stat   execute the string stat        -l mod    require mod into global mod (-l g=mod: into g)
  *     -i        interactive mode after script  -v        print version information
  *     -E        ignore LUA_INIT and LUA_PATH   -W        turn warnings on
+ *     -q        no banner in interactive mode
  *     --        stop handling options          -         run stdin and stop handling options
  * The script's arguments are in `arg` (arg[0] the script, negative indices the interpreter and options) and
  * in `...`. Errors print `luacuda: message` and a traceback; the exit status is 1 on an error, else 0 (or
- * what os.exit says). Ctrl-C interrupts running Lua code with an error instead of killing the process.
- * The interactive loop (line editing, cudadev-aware printing) comes later; -i says so.
+ * what os.exit says). With no script and a terminal on stdin (or with -i), the interactive loop runs: the
+ * loop itself is lua/cudadev/repl.lua; this file gives it line editing, history, completion and Ctrl-C.
+ * luacuda exports the Lua C API (-Wl,-E), so C modules load as under lua: `luacuda /usr/bin/busted` works.
+ *
+ * NOTE [line editing]: libedit (BSD licence; `libedit-dev` in Debian; <editline/readline.h>), not GNU
+ * readline. Readline is GPL (not LGPL): linking it would put every luacuda binary that we or an embedder
+ * ship under the GPL, while Lua and cudadev are under permissive licences. libedit has the part of the
+ * readline interface we use (readline, history, the completion and getc hooks) and is part of macOS and
+ * the BSDs. It is optional: CMake looks for it (CDV_USE_LIBEDIT); without it, or when stdin is not a
+ * terminal, lines are read with fgets (no editing, history or completion). History: ~/.luacuda_history,
+ * or the file $LUACUDA_HISTORY names ("" for none).
+ *
+ * NOTE [Ctrl-C in luacuda]: one SIGINT handler, three situations.
+ *   - At the prompt it only sets a flag; our getc hook (or fgets, interrupted) sees it and the line being
+ *     typed is dropped for a fresh prompt. (libedit's own signal handling is off: rl_catch_signals = 0.)
+ *   - While a command runs, it arms a count hook that raises "interrupted!" at the next Lua instruction,
+ *     as lua.c does, and calls cudadev_interrupt(), which stops an interruptible wait for the GPU (the REPL
+ *     state is marked interruptible: NOTE [interruptible waits] in embed.c). The GPU work already queued
+ *     keeps running; only the waiting stops.
+ *   - The handler resets itself to the default action, so a second Ctrl-C before the first took effect
+ *     (code stuck in a C call) ends the process, as with lua. It is re-armed after every command.
+ * Scripts run as under lua: Ctrl-C interrupts Lua code, and waits for the GPU are not polled.
  */
+#include <errno.h>
+#include <locale.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lua.h>
@@ -24,7 +49,10 @@
 #include <lualib.h>
 
 #include "cudadev.h"
-#include "cdv.h"
+
+#if defined(CDV_USE_LIBEDIT)
+#include <editline/readline.h>
+#endif
 
 static const char *progname = "luacuda";
 
@@ -44,13 +72,20 @@ static void print_usage(const char *bad) {
           "  -v        show version information\n"
           "  -E        ignore environment variables\n"
           "  -W        turn warnings on\n"
+          "  -q        no banner in interactive mode\n"
           "  --        stop handling options\n"
           "  -         stop handling options and execute stdin\n",
           progname);
 }
 
+static const char *version_line(void) {
+  static char line[160];
+  snprintf(line, sizeof line, "luacuda %s (cudadev) with %s", cudadev_version(), LUA_COPYRIGHT);
+  return line;
+}
+
 static void print_version(void) {
-  printf("luacuda %s (cudadev) with %s\n", CDV_VERSION, LUA_COPYRIGHT);
+  printf("%s\n", version_line());
   fflush(stdout);
 }
 
@@ -65,9 +100,9 @@ static int report(lua_State *L, int status) {
   return status;
 }
 
-/* ---------------------------------------------------------------- running chunks */
-/* Ctrl-C: the handler only arms a hook; the hook raises the error inside Lua, at a safe point. */
-static lua_State *running;
+/* ---------------------------------------------------------------- Ctrl-C (NOTE [Ctrl-C in luacuda]) */
+static lua_State *globalL;
+static volatile sig_atomic_t at_prompt, prompt_interrupted;
 
 static void interrupt_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
@@ -75,11 +110,27 @@ static void interrupt_hook(lua_State *L, lua_Debug *ar) {
   luaL_error(L, "interrupted!");
 }
 
-static void on_sigint(int sig) {
-  signal(sig, SIG_DFL);   /* a second Ctrl-C kills the process, as with lua */
-  lua_sethook(running, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+static void set_sigint(void (*handler)(int), struct sigaction *old) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;   /* no SA_RESTART: a blocked read or sleep returns, so the flag is seen */
+  sigaction(SIGINT, &sa, old);
 }
 
+static void on_sigint(int sig) {
+  (void)sig;
+  if (at_prompt) {
+    prompt_interrupted = 1;
+    return;
+  }
+  set_sigint(SIG_DFL, NULL);   /* a second Ctrl-C kills the process, as with lua */
+  cudadev_interrupt();
+  lua_sethook(globalL, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+/* ---------------------------------------------------------------- running chunks */
 /* Message handler: any error value as text (honouring __tostring, e.g. cudadev.Error), then a traceback. */
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
@@ -93,15 +144,27 @@ static int traceback(lua_State *L) {
   return 1;
 }
 
-/* Call the function below its nargs arguments, with the traceback handler and Ctrl-C armed. */
+/* Calls the function below its nargs arguments with the message handler below that, Ctrl-C armed; then
+ * puts SIGINT back as it was and drops an interrupt that did not fire. */
+static int pcall_armed(lua_State *L, int nargs, int nresults, int handler) {
+  struct sigaction old;
+  lua_State *prevL = globalL;
+  globalL = L;
+  cudadev_clear_interrupt();
+  set_sigint(on_sigint, &old);
+  int status = lua_pcall(L, nargs, nresults, handler);
+  sigaction(SIGINT, &old, NULL);
+  if (lua_gethook(L) == interrupt_hook) lua_sethook(L, NULL, 0, 0);
+  cudadev_clear_interrupt();
+  globalL = prevL;
+  return status;
+}
+
 static int docall(lua_State *L, int nargs, int nresults) {
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, traceback);
   lua_insert(L, base);
-  running = L;
-  signal(SIGINT, on_sigint);
-  int status = lua_pcall(L, nargs, nresults, base);
-  signal(SIGINT, SIG_DFL);
+  int status = pcall_armed(L, nargs, nresults, base);
   lua_remove(L, base);
   return status;
 }
@@ -166,13 +229,250 @@ static int doinit(lua_State *L) {
   return dostring(L, init, name);
 }
 
+/* ---------------------------------------------------------------- reading lines (NOTE [line editing]) */
+static const char COMPLETER_KEY[] = "luacuda.completer";
+static int use_editor;          /* libedit is linked and stdin is a terminal */
+static char *history_path;
+
+#if defined(CDV_USE_LIBEDIT)
+static lua_State *completion_L;
+static char **candidates;
+static int ncandidates;
+
+static char *next_candidate(const char *text, int state) {
+  static int i;
+  (void)text;
+  if (state == 0) i = 0;
+  return i < ncandidates ? strdup(candidates[i++]) : NULL;
+}
+
+/* rl_attempted_completion_function: the Lua completer (repl.lua) gets the word and the line before it */
+static char **complete(const char *text, int start, int end) {
+  lua_State *L = completion_L;
+  char **matches = NULL;
+  (void)end;
+  rl_attempted_completion_over = 1;   /* never fall back to file names */
+  if (L == NULL || !lua_checkstack(L, 4)) return NULL;
+  int top = lua_gettop(L);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, COMPLETER_KEY) == LUA_TFUNCTION) {
+    lua_pushstring(L, text);
+    lua_pushlstring(L, rl_line_buffer, start > 0 ? (size_t)start : 0);
+    if (lua_pcall(L, 2, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+      int n = (int)lua_rawlen(L, -1);
+      candidates = calloc((size_t)n + 1, sizeof *candidates);
+      for (int i = 1; candidates != NULL && i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        const char *s = lua_tostring(L, -1);
+        if (s != NULL && (candidates[ncandidates] = strdup(s)) != NULL) ncandidates++;
+        lua_pop(L, 1);
+      }
+      if (ncandidates > 0) matches = rl_completion_matches(text, next_candidate);
+      for (int i = 0; i < ncandidates; i++) free(candidates[i]);
+      free(candidates);
+      candidates = NULL;
+      ncandidates = 0;
+    }
+  }
+  lua_settop(L, top);
+  return matches;
+}
+
+/* rl_getc_function: a key, or '\n' once Ctrl-C was pressed at the prompt (the line is then dropped). It
+ * polls with a timeout so that a signal arriving just before the read is not missed. UTF-8 sequences are
+ * decoded here when the locale is multibyte, as libedit's own reader would. */
+static int read_key(FILE *f) {
+  int fd = fileno(f);
+  unsigned char c;
+  for (;;) {
+    if (prompt_interrupted) return '\n';
+    struct pollfd p = {fd, POLLIN, 0};
+    int r = poll(&p, 1, 200);
+    if (r == 0 || (r < 0 && errno == EINTR)) continue;
+    if (r < 0) return -1;
+    ssize_t n = read(fd, &c, 1);
+    if (n == 1) break;
+    if (n == 0 || (errno != EINTR && errno != EAGAIN)) return -1;
+  }
+  if (c < 0xc0 || MB_CUR_MAX == 1) return c;
+  int more = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
+  int cp = c & (0x3f >> more);
+  for (int i = 0; i < more; i++) {
+    unsigned char k;
+    if (read(fd, &k, 1) != 1 || (k & 0xc0) != 0x80) return c;
+    cp = (cp << 6) | (k & 0x3f);
+  }
+  return cp;
+}
+
+static void save_history(void) {
+  if (use_editor && history_path != NULL) write_history(history_path);
+}
+
+static void editor_init(void) {
+  rl_readline_name = "luacuda";
+  rl_catch_signals = 0;                 /* our handler decides (NOTE [Ctrl-C in luacuda]) */
+  rl_getc_function = read_key;          /* read by rl_initialize: set before anything initialises libedit */
+  rl_attempted_completion_function = complete;
+  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^~#[])";   /* not '.' or ':': cuda.dev<Tab> */
+  rl_completion_append_character = '\0';
+  using_history();
+  stifle_history(1000);
+  if (history_path != NULL) read_history(history_path);
+  atexit(save_history);                 /* os.exit() from the prompt keeps the history too */
+}
+#endif
+
+/* fgets without a length limit: the line without its newline, or NULL at end of input / on Ctrl-C */
+static int read_plain(lua_State *L, const char *prompt) {
+  char buf[512];
+  luaL_Buffer b;
+  int got = 0;
+  fputs(prompt, stdout);
+  fflush(stdout);
+  luaL_buffinit(L, &b);
+  while (fgets(buf, sizeof buf, stdin) != NULL) {
+    size_t n = strlen(buf);
+    got = 1;
+    if (n > 0 && buf[n - 1] == '\n') {
+      luaL_addlstring(&b, buf, n - 1);
+      luaL_pushresult(&b);
+      return 1;
+    }
+    luaL_addlstring(&b, buf, n);
+  }
+  if (prompt_interrupted) {
+    clearerr(stdin);
+    luaL_pushresult(&b);
+    lua_pop(L, 1);
+    fputc('\n', stdout);
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  luaL_pushresult(&b);
+  if (!got) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+  }
+  return 1;
+}
+
+/* host.readline(prompt) -> the line; nil at end of input; false when Ctrl-C dropped it */
+static int l_readline(lua_State *L) {
+  const char *prompt = luaL_optstring(L, 1, "> ");
+  int n = 1;
+  if (lua_gethook(L) == interrupt_hook) lua_sethook(L, NULL, 0, 0);   /* a Ctrl-C that came too late */
+  prompt_interrupted = 0;
+  at_prompt = 1;
+  set_sigint(on_sigint, NULL);
+#if defined(CDV_USE_LIBEDIT)
+  if (use_editor) {
+    completion_L = L;
+    char *line = readline(prompt);
+    completion_L = NULL;
+    if (prompt_interrupted) lua_pushboolean(L, 0);
+    else if (line == NULL) lua_pushnil(L);
+    else lua_pushstring(L, line);
+    free(line);
+  } else
+#endif
+    n = read_plain(L, prompt);
+  at_prompt = 0;
+  prompt_interrupted = 0;
+  cudadev_clear_interrupt();
+  return n;   /* the handler stays: in a session Ctrl-C never kills between commands */
+}
+
+static int l_add_history(lua_State *L) {
+  const char *line = luaL_checkstring(L, 1);
+#if defined(CDV_USE_LIBEDIT)
+  if (use_editor && *line) add_history(line);
+#else
+  (void)line;
+#endif
+  return 0;
+}
+
+static int l_set_completer(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, COMPLETER_KEY);
+  return 0;
+}
+
+/* host.call(handler, f, ...) -> like xpcall, with Ctrl-C armed and waits interruptible */
+static int l_call(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  luaL_checkany(L, 2);
+  int status = pcall_armed(L, lua_gettop(L) - 2, LUA_MULTRET, 1);
+  lua_pushboolean(L, status == LUA_OK);
+  lua_replace(L, 1);
+  return lua_gettop(L);
+}
+
+/* host.now() -> seconds of a monotonic clock */
+static int l_now(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+/* The interactive session: repl.lua's run(host); restarted (without the banner) if it ever fails. */
+static int doREPL(lua_State *L, int banner, int version_printed) {
+  static const luaL_Reg host_fns[] = {{"readline", l_readline}, {"add_history", l_add_history},
+                                      {"set_completer", l_set_completer}, {"call", l_call}, {"now", l_now},
+                                      {NULL, NULL}};
+  const char *h = getenv("LUACUDA_HISTORY"), *home = getenv("HOME");
+  cudadev_set_interruptible(L, 1);
+#if defined(CDV_USE_LIBEDIT)
+  use_editor = isatty(STDIN_FILENO);
+#endif
+  if (h != NULL) history_path = *h ? strdup(h) : NULL;
+  else if (home != NULL && (history_path = malloc(strlen(home) + 32)) != NULL)
+    sprintf(history_path, "%s/.luacuda_history", home);
+#if defined(CDV_USE_LIBEDIT)
+  if (use_editor) {
+    setlocale(LC_CTYPE, "");   /* libedit displays what the terminal's encoding allows */
+    editor_init();
+  }
+#endif
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "cudadev.repl");
+  if (report(L, docall(L, 1, 1)) != LUA_OK) return 0;
+  int repl = lua_gettop(L);
+  int status;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    lua_getfield(L, repl, "run");
+    luaL_newlib(L, host_fns);
+    lua_pushstring(L, use_editor ? "libedit" : "none");
+    lua_setfield(L, -2, "line_editing");
+    lua_pushstring(L, version_line());
+    lua_setfield(L, -2, "version");
+    lua_pushboolean(L, banner && attempt == 0);
+    lua_setfield(L, -2, "banner");
+    lua_pushboolean(L, version_printed);
+    lua_setfield(L, -2, "version_printed");
+    if (history_path != NULL && use_editor) {
+      lua_pushstring(L, history_path);
+      lua_setfield(L, -2, "history");
+    }
+    status = report(L, docall(L, 1, 0));
+    if (status == LUA_OK) break;
+  }
+#if defined(CDV_USE_LIBEDIT)
+  save_history();
+#endif
+  lua_settop(L, repl - 1);
+  return status == LUA_OK;
+}
+
 /* ---------------------------------------------------------------- the command line */
 typedef struct cmdline {
   int argc;
   char **argv;
   int script;             /* index of the script in argv; argc when there is none */
   int bad;                /* index of a malformed option, or 0 */
-  int run_e, interactive, version, ignore_env;
+  int run_e, interactive, version, ignore_env, quiet;
 } cmdline;
 
 /* Scan the options (they run later, in order, by run_options); stop at the script name. */
@@ -199,13 +499,14 @@ static void scan_options(cmdline *c) {
       }
       continue;
     }
-    if (a[2] != '\0' || strchr("EWiv", a[1]) == NULL) {
+    if (a[2] != '\0' || strchr("EWivq", a[1]) == NULL) {
       c->bad = i;
       return;
     }
     if (a[1] == 'E') c->ignore_env = 1;
-    if (a[1] == 'i') c->interactive = c->version = 1;
+    if (a[1] == 'i') c->interactive = 1;
     if (a[1] == 'v') c->version = 1;
+    if (a[1] == 'q') c->quiet = 1;
   }
   c->script = i;
 }
@@ -237,10 +538,6 @@ static int run_options(lua_State *L, const cmdline *c) {
   return 1;
 }
 
-static void interactive_later(void) {
-  fprintf(stderr, "%s: interactive mode comes later; run a script, or '-' to read one from stdin\n", progname);
-}
-
 /* Everything runs in protected mode, so that even a memory error while setting up is reported. */
 static int pmain(lua_State *L) {
   cmdline *c = lua_touserdata(L, 1);
@@ -250,6 +547,7 @@ static int pmain(lua_State *L) {
     print_usage(c->argv[c->bad]);
     return 0;
   }
+  /* as lua: -i shows the version; here the banner does, unless -q */
   if (c->version)
     print_version();
   if (c->ignore_env) {
@@ -273,11 +571,12 @@ static int pmain(lua_State *L) {
       return 0;
   }
   if (c->interactive) {
-    interactive_later();
+    if (!doREPL(L, !c->quiet, c->version))
+      return 0;
   } else if (c->script == c->argc && !c->run_e && !c->version) {
     if (isatty(STDIN_FILENO)) {
-      print_version();
-      interactive_later();
+      if (!doREPL(L, !c->quiet, 0))
+        return 0;
     } else if (dochunk(L, luaL_loadfile(L, NULL)) != LUA_OK) {
       return 0;
     }

@@ -208,42 +208,60 @@ static int l_peer_matrix(lua_State *L) {
 
 /* ------------------------------------------------------------ custom contexts */
 
-/* cd.map_cuda_device(alias [, context_ptr]): a context made by the host or the driver API becomes a
- * device named alias (cuCtxGetCurrent when no pointer is given; cuCtxGetDevice finds its device). */
-static int l_map_cuda_device(lua_State *L) {
-  const char *alias = luaL_checkstring(L, 1);
+/* A bad alias: a bad argument #arg from Lua, a plain error from C (arg 0). */
+static void alias_error(lua_State *L, int arg, const char *msg) {
+  if (arg > 0) luaL_argerror(L, arg, msg);
+  luaL_error(L, "%s", msg);
+}
+
+/* A context made by the host or the driver API becomes a device named alias (cuCtxGetCurrent when ctx is
+ * NULL; cuCtxGetDevice finds its device). Pushes the Device. Shared by cd.map_cuda_device (alias_arg 1) and
+ * the embedding API's cudadev_adopt_context (alias_arg 0). */
+cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void *context) {
   cdv_err e;
-  if (cdv_get_state(L)->sandbox) return luaL_error(L, "map_cuda_device is not available in this sandbox");
-  if (strlen(alias) >= sizeof(((cdv_device *)0)->alias)) return luaL_argerror(L, 1, "alias too long");
+  if (strlen(alias) >= sizeof(((cdv_device *)0)->alias)) alias_error(L, alias_arg, "alias too long");
   if (strcmp(alias, "cpu") == 0 || strcmp(alias, "cuda") == 0 || strncmp(alias, "cuda:", 5) == 0)
-    return luaL_argerror(L, 1, lua_pushfstring(L, "'%s' is reserved; choose another alias", alias));
+    alias_error(L, alias_arg, lua_pushfstring(L, "'%s' is reserved; choose another alias", alias));
   for (int i = 0; i < cdv_device_count_all(); i++)
     if (strcmp(cdv_device_at(i)->alias, alias) == 0)
-      return luaL_argerror(L, 1, lua_pushfstring(L, "alias '%s' is already mapped", alias));
-  if (cdv_cuda_count() == 0) return luaL_error(L, "map_cuda_device needs a CUDA driver (%s)", cdv_cuda_why());
-  CUcontext ctx = NULL;
-  if (lua_isnoneornil(L, 2)) {
-    if (CDV_CU(&e, cuCtxGetCurrent, &ctx)) return cdv_raise(L, NULL, &e);
-    if (ctx == NULL) return luaL_error(L, "no CUDA context is current on this thread (pass the context pointer)");
-  } else ctx = (CUcontext)(intptr_t)luaL_checkinteger(L, 2);
+      alias_error(L, alias_arg, lua_pushfstring(L, "alias '%s' is already mapped", alias));
+  if (cdv_cuda_count() == 0) luaL_error(L, "map_cuda_device needs a CUDA driver (%s)", cdv_cuda_why());
+  CUcontext ctx = (CUcontext)context;
+  if (ctx == NULL) {
+    if (CDV_CU(&e, cuCtxGetCurrent, &ctx)) cdv_raise(L, NULL, &e);
+    if (ctx == NULL) luaL_error(L, "no CUDA context is current on this thread (pass the context pointer)");
+  }
   CUcontext prev = NULL;
   CUdevice dev;
-  if (CDV_CU(&e, cuCtxPushCurrent, ctx)) return cdv_raise(L, NULL, &e);
+  if (CDV_CU(&e, cuCtxPushCurrent, ctx)) cdv_raise(L, NULL, &e);
   int rc = CDV_CU(&e, cuCtxGetDevice, &dev);
   cdv_cu.cuCtxPopCurrent(&prev);
-  if (rc) return cdv_raise(L, NULL, &e);
+  if (rc) cdv_raise(L, NULL, &e);
   cdv_device *base = NULL;
   for (int i = 1; i < cdv_device_count_all() && base == NULL; i++)
     if (cdv_device_at(i)->is_primary && cdv_device_at(i)->handle == (int)dev) base = cdv_device_at(i);
-  if (base == NULL) return luaL_error(L, "the context belongs to no known device");
+  if (base == NULL) luaL_error(L, "the context belongs to no known device");
   cdv_device proto = *base;
   snprintf(proto.alias, sizeof proto.alias, "%s", alias);
   proto.ctx = ctx;
   proto.is_primary = 0;
   proto.sticky = 0;
   cdv_device *d = cdv_device_add(&proto);
-  if (d == NULL) return luaL_error(L, "too many devices (at most %d)", CDV_MAXDEV);
+  if (d == NULL) luaL_error(L, "too many devices (at most %d)", CDV_MAXDEV);
   cdv_push_device(L, d);
+  return d;
+}
+
+/* cd.map_cuda_device(alias [, context_ptr]); a sandbox may name the current context, not a raw pointer */
+static int l_map_cuda_device(lua_State *L) {
+  const char *alias = luaL_checkstring(L, 1);
+  void *ctx = NULL;
+  if (!lua_isnoneornil(L, 2)) {
+    if (cdv_get_state(L)->sandbox)
+      return luaL_error(L, "map_cuda_device with a context pointer is not available in this sandbox");
+    ctx = (void *)(intptr_t)luaL_checkinteger(L, 2);
+  }
+  cdv_map_context(L, alias, 1, ctx);
   return 1;
 }
 

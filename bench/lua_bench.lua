@@ -1,0 +1,279 @@
+-- bench/lua_bench.lua: the cudadev side of bench/run. The measurements of bench/c_driver.c, made the way a
+-- Lua program would make them (cd.compile, k(cfg, ...) with the configuration table made once, cd.empty and
+-- free, cd.copy, events), plus what only cudadev has: the repeat compile served by its kernel cache, and the
+-- Lua memory that launches allocate.
+--
+-- Output: `name value unit` lines on stdout, `info key value` lines; errors on stderr, exit status 1
+-- (2: no CUDA device). Method as in c_driver.c: host-side costs by a wall clock with the synchronisation
+-- inside the timed region, device work by events, medians, saxpy on random data over a NaN-poisoned output.
+local cd = require "cudadev"
+
+local ok, why = cd.is_available()
+if not ok then
+  io.stderr:write("no CUDA device: ", tostring(why), "\n")
+  os.exit(2)
+end
+local dev = cd.device("cuda:0")
+cd.set_device(dev)
+
+local REPS, LAUNCHES = 5, 100000
+
+local function out(name, value, unit, fmt)
+  print(("%s " .. (fmt or "%.3f") .. " %s"):format(name, value, unit))
+end
+
+local function fail(msg)
+  io.stderr:write("lua_bench: ", msg, "\n")
+  os.exit(1)
+end
+
+local function median(t)
+  table.sort(t)
+  local n = #t
+  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
+end
+
+-- Lua has no wall clock of its own; luasystem (a busted dependency, so present wherever the specs run) has a
+-- monotonic one. Without it, the clock is read off events on an idle stream, synchronizing at each reading:
+-- every reading below is taken at a point that synchronizes anyway.
+local now
+local has_system, system = pcall(require, "system")
+if has_system and system.monotime then
+  now = system.monotime
+  print("info clock system.monotime")
+else
+  local origin = cd.event():record()
+  origin:synchronize()
+  now = function()
+    local e = cd.event():record()
+    e:synchronize()
+    return origin:elapsed(e) / 1e3
+  end
+  print("info clock events")
+end
+
+-- Timing events on the current (default) stream, where launches and copies go.
+local e0, e1 = cd.event(), cd.event()
+local function event_ms()
+  e1:synchronize()
+  return e0:elapsed(e1)
+end
+
+-- The kernels: the same text as c_driver.c.
+local EMPTY_SRC = 'extern "C" __global__ void empty() {}\n'
+local ARGS5_SRC = [[
+extern "C" __global__ void args5(float *p, int i, float f, size_t n, float *q)
+{
+  if (i < 0) p[n] = f * q[0];   /* never taken: the launch is what is measured */
+}
+]]
+local SAXPY_SRC = [[
+extern "C" __global__
+void saxpy(float a, float *x, float *y, float *out, size_t n)
+{
+  size_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+  if (tid < n) {
+    out[tid] = a * x[tid] + y[tid];
+  }
+}
+]]
+
+---------------------------------------------------------------------------------------------------- compile
+-- The first compile loads NVRTC and its builtins; c_driver.c also compiles these two before it times saxpy.
+local empty = cd.compile(EMPTY_SRC, { name = "empty.cu" }).empty
+local args5 = cd.compile(ARGS5_SRC, { name = "args5.cu" }).args5
+
+local t0 = now()
+local saxpy = cd.compile(SAXPY_SRC, { name = "saxpy.cu" }).saxpy
+out("compile_first", (now() - t0) * 1e6, "us", "%.0f")
+
+do
+  local t = {}
+  for r = 1, REPS do
+    t0 = now()
+    for _ = 1, 1000 do cd.compile(SAXPY_SRC, { name = "saxpy.cu" }) end
+    t[r] = (now() - t0) / 1000 * 1e6
+  end
+  out("compile_repeat", median(t), "us")
+end
+
+---------------------------------------------------------------------------------------------------- launches
+local cfg = { grid = 1, block = 1 }   -- made once, as a program launching in a loop would
+
+-- µs per launch: LAUNCHES back to back on the default stream, then one synchronize.
+local function launch_cost(k, ...)
+  for _ = 1, 1000 do k(cfg, ...) end
+  dev:synchronize()
+  local t = {}
+  for r = 1, REPS do
+    t0 = now()
+    for _ = 1, LAUNCHES do k(cfg, ...) end
+    dev:synchronize()
+    t[r] = (now() - t0) / LAUNCHES * 1e6
+  end
+  return median(t)
+end
+
+local p, q = cd.empty(262144), cd.empty(262144)
+out("launch_empty", launch_cost(empty), "us")
+out("launch_5arg", launch_cost(args5, p, 1, 2.5, 1024, q), "us")
+
+do   -- µs per launch followed by dev:synchronize() (cuCtxSynchronize)
+  local N, t = 10000, {}
+  for _ = 1, 100 do
+    empty(cfg)
+    dev:synchronize()
+  end
+  for r = 1, REPS do
+    t0 = now()
+    for _ = 1, N do
+      empty(cfg)
+      dev:synchronize()
+    end
+    t[r] = (now() - t0) / N * 1e6
+  end
+  out("launch_sync", median(t), "us")
+end
+
+do   -- Lua memory allocated by 10^5 launches, the collector stopped so that nothing hides it
+  collectgarbage("collect")
+  collectgarbage("stop")
+  local before = collectgarbage("count")
+  for _ = 1, 100000 do args5(cfg, p, 1, 2.5, 1024, q) end
+  local after = collectgarbage("count")
+  collectgarbage("restart")
+  dev:synchronize()
+  out("launch_alloc_kb", after - before, "KB", "%.2f")
+end
+p:free()
+q:free()
+
+---------------------------------------------------------------------------------------------------- saxpy
+-- Fills a host array with uniform [0, 1) values, a chunk at a time (a 2^24-entry table would take 256 MiB).
+local CHUNK = 1 << 16
+local function fill_random(h)
+  local t = {}
+  for off = 0, h.size - 1, CHUNK do
+    local m = math.min(CHUNK, h.size - off)
+    for i = 1, m do t[i] = math.random() end
+    for i = m + 1, #t do t[i] = nil end
+    cd.copy(h, t, { dst_offset = off })
+  end
+end
+
+do
+  local n, a = 1 << 24, 2.0
+  local hx, hy = cd.empty(n, "float32", { device = "cpu" }), cd.empty(n, "float32", { device = "cpu" })
+  fill_random(hx)
+  fill_random(hy)
+  local x, y, o = hx:to(dev), hy:to(dev), cd.empty(n)
+  local scfg = { grid = (n + 255) // 256, block = 256 }   -- c_driver.c's grid and block
+  local t = {}
+  for r = -2, 20 do   -- three warm-up runs, then 20 timed, each on an output poisoned with NaN
+    o:fill(0 / 0)
+    e0:record()
+    saxpy(scfg, a, x, y, o, n)
+    e1:record()
+    local ms = event_ms()
+    if r > 0 then t[r] = ms * 1e3 end
+  end
+  -- every element of the last run against a float64 host result; NaN (never written) fails the test
+  local ho, worst = o:to("cpu"), 0
+  for off = 1, n, CHUNK do
+    local last = math.min(off + CHUNK - 1, n)
+    local xs, ys, os_ = hx:slice(off, last):totable(), hy:slice(off, last):totable(), ho:slice(off, last):totable()
+    for i = 1, #xs do
+      local ref = a * xs[i] + ys[i]
+      local err = math.abs(os_[i] - ref) / math.max(math.abs(ref), 1e-30)
+      if not (err <= 1e-6) then
+        fail(("saxpy is wrong at element %d: %s, expected %s"):format(off + i - 1, os_[i], ref))
+      end
+      if err > worst then worst = err end
+    end
+  end
+  print(("info saxpy_max_rel_err %.3g"):format(worst))
+  out("saxpy_kernel", median(t), "us", "%.2f")
+  for _, arr in ipairs { hx, hy, x, y, o, ho } do arr:free() end
+end
+
+---------------------------------------------------------------------------------------------------- allocation
+do   -- µs per 1 MiB cd.empty + free (cudadev's caching pool, stream-ordered)
+  local N, t = 10000, {}
+  for _ = 1, 100 do cd.empty(262144):free() end
+  for r = 1, REPS do
+    t0 = now()
+    for _ = 1, N do
+      local arr = cd.empty(262144)
+      arr:free()
+    end
+    dev:synchronize()
+    t[r] = (now() - t0) / N * 1e6
+  end
+  out("alloc_free_1mib", median(t), "us")
+end
+
+---------------------------------------------------------------------------------------------------- copies
+local BYTES = 256 << 20
+local NF = BYTES // 4
+local COPY_REPS = 10
+
+-- GB/s (10^9 bytes copied per second) of one 256 MiB cd.copy, timed by events.
+local function copy_rate(dst, src)
+  local t = {}
+  for r = 0, COPY_REPS do   -- one warm-up copy
+    e0:record()
+    cd.copy(dst, src)
+    e1:record()
+    local ms = event_ms()
+    if r > 0 then t[r] = BYTES / (ms * 1e-3) / 1e9 end
+  end
+  return median(t)
+end
+
+-- Host data that is not one repeated value: a fill plus random values at random places, and the places
+-- that are compared after each round trip (4096 of them, both ends included).
+local probes = { 1, NF }
+for i = 3, 4096 do probes[i] = math.random(NF) end
+local function seed(h)
+  h:fill(1.25)
+  for _, i in ipairs(probes) do h[i] = i % 1000 + 0.5 end
+end
+local function check(got, what)
+  for _, i in ipairs(probes) do
+    if got[i] ~= i % 1000 + 0.5 then fail(("%s copied wrong data at element %d: %s"):format(what, i, got[i])) end
+  end
+end
+
+do
+  local h1 = cd.empty(NF, "float32", { pinned = true })
+  local h2 = cd.empty(NF, "float32", { pinned = true })
+  local d1, d2 = cd.empty(NF), cd.empty(NF)
+  seed(h1)
+  out("h2d_pinned", copy_rate(d1, h1), "GB/s", "%.2f")
+  h2:fill(0 / 0)
+  out("d2h_pinned", copy_rate(h2, d1), "GB/s", "%.2f")
+  check(h2, "the pinned round trip")
+  d2:fill(0 / 0)
+  out("d2d", copy_rate(d2, d1), "GB/s", "%.2f")
+  h2:fill(0 / 0)
+  cd.copy(h2, d2)
+  check(h2, "the device-to-device copy")
+
+  -- Pageable: an ordinary cpu array. cd.copy returns once the copy is done; the synchronize matches
+  -- c_driver.c's, after its cuMemcpyHtoD.
+  local hp = cd.empty(NF, "float32", { device = "cpu" })
+  seed(hp)
+  d1:fill(0 / 0)
+  local t = {}
+  for r = 0, REPS do
+    t0 = now()
+    cd.copy(d1, hp)
+    dev:synchronize()
+    if r > 0 then t[r] = BYTES / (now() - t0) / 1e9 end
+  end
+  h2:fill(0 / 0)
+  cd.copy(h2, d1)
+  check(h2, "the pageable copy")
+  out("h2d_pageable", median(t), "GB/s", "%.2f")
+  for _, arr in ipairs { h1, h2, d1, d2, hp } do arr:free() end
+end

@@ -1,0 +1,121 @@
+-- bench/table.lua DIR: joins what bench/run collected in DIR (c1.txt and c2.txt from c_driver, before and
+-- after lua.txt from lua_bench.lua; py.txt from py_peers.py) into one Markdown table on stdout. Every row is
+-- cudadev against the C driver API of the same run; the C value is the mean of the two C runs, and their
+-- spread tells how much of a ratio is noise.
+local dir = assert(arg[1], "usage: lua5.4 bench/table.lua DIR")
+
+-- `name value unit` lines (or `framework name value unit` for py.txt); `info key value...` lines.
+local function read(file, peers)
+  local vals, info = {}, {}
+  local f = io.open(dir .. "/" .. file)
+  if not f then return vals, info end
+  for line in f:lines() do
+    local k, v = line:match("^info (%S+) (.+)$")
+    if k then
+      info[k] = v
+    elseif peers then
+      local fw, name, value = line:match("^(%S+) (%S+) (%S+) %S+$")
+      if fw and tonumber(value) then vals[fw .. " " .. name] = tonumber(value) end
+    else
+      local name, value = line:match("^(%S+) (%S+) %S+$")
+      if name and tonumber(value) then vals[name] = tonumber(value) end
+    end
+  end
+  f:close()
+  return vals, info
+end
+
+local c1, info = read("c1.txt")
+local c2 = read("c2.txt")
+local lua, luainfo = read("lua.txt")
+local py = read("py.txt", true)
+
+-- ratio = cudadev / C. `goal(r, cudadev, row)` returns the goal's text and whether it is met.
+local function at_most(x)
+  return function(r) return ("≤ %.2f× C"):format(x), r <= x end
+end
+local function at_least(x)
+  return function(r) return ("≥ %.2f× C"):format(x), r >= x end
+end
+local function within(p)
+  return function(r) return ("within %d%% of C"):format(p), math.abs(r - 1) <= p / 100 end
+end
+local function torch_or_less(_, v)
+  local t = py["torch alloc_free_1mib"]
+  if not t then return "≤ torch (no torch value)", nil end
+  return "≤ torch", v <= t
+end
+
+local rows = {
+  { "empty kernel launch", "launch_empty", "launch_empty", "µs", at_most(1.05), peers = "launch_empty" },
+  { "5-argument launch", "launch_5arg", "launch_5arg", "µs", at_most(1.10), peers = "launch_5arg" },
+  { "launch + synchronize", "launch_sync", "launch_sync", "µs", at_most(1.05), peers = "launch_sync" },
+  { "saxpy 2^24 kernel (events)", "saxpy_kernel", "saxpy_kernel", "µs", within(2), peers = "saxpy_kernel" },
+  { "alloc+free 1 MiB (C: cuMemAlloc)", "alloc_free_1mib", "alloc_free_1mib", "µs", torch_or_less,
+    peers = "alloc_free_1mib" },
+  { "alloc+free 1 MiB (C: cuMemAllocAsync pool)", "alloc_free_async_1mib", "alloc_free_1mib", "µs" },
+  { "H2D pinned 256 MiB", "h2d_pinned", "h2d_pinned", "GB/s", at_least(0.97), peers = "h2d_pinned" },
+  { "D2H pinned 256 MiB", "d2h_pinned", "d2h_pinned", "GB/s", at_least(0.97), peers = "d2h_pinned" },
+  { "D2D 256 MiB", "d2d", "d2d", "GB/s", at_least(0.97), peers = "d2d" },
+  { "H2D pageable 256 MiB", "h2d_pageable", "h2d_pageable", "GB/s", at_least(2.0), peers = "h2d_pageable" },
+  { "compile saxpy, first in process", "compile", "compile_first", "µs" },
+  { "compile saxpy, repeat (kernel cache)", "compile", "compile_repeat", "µs" },
+  { "Lua memory over 10^5 launches", nil, "launch_alloc_kb", "KB",
+    function(_, v) return "< 1 KB (none per launch)", v < 1 end },
+}
+
+local function num(v)
+  if v == nil then return "—" end
+  local a = math.abs(v)
+  if a >= 100 then return ("%.0f"):format(v) end
+  if a >= 10 then return ("%.1f"):format(v) end
+  if a >= 0.1 or a == 0 then return ("%.2f"):format(v) end
+  return ("%.3f"):format(v)
+end
+
+local out = {}
+local function add(s) out[#out + 1] = s end
+
+-- the driver's name for the device measured; nvidia-smi's when c_driver could not say
+local smi = os.getenv("BENCH_GPU")
+local gpu = info.gpu or (smi and smi ~= "" and smi) or "unknown GPU"
+add(("## cudadev benchmark: %s, %s"):format(gpu, os.getenv("BENCH_DATE") or os.date("!%Y-%m-%d %H:%M UTC")))
+add("")
+add(("%s, driver %s, NVRTC %s. Times per operation (lower is better), rates in 10^9 bytes copied per second " ..
+  "(higher is better); ratio = cudadev / C, both measured in this run. C is the mean of two runs of " ..
+  "bench/c_driver.c, before and after cudadev's, with their spread."):format(info.arch or "?",
+  info.driver or "?", info.nvrtc or "?"))
+add("")
+add("| measure | C | cudadev | ratio | cupy | torch | cuda.core | goal |")
+add("|---|---|---|---|---|---|---|---|")
+local passed, missed, unknown = 0, 0, 0
+for _, r in ipairs(rows) do
+  local label, ckey, lkey, unit, goal = r[1], r[2], r[3], r[4], r[5]
+  local a, b, v = ckey and c1[ckey], ckey and c2[ckey], lua[lkey]
+  local c = a and b and (a + b) / 2 or a or b
+  local ccell = num(c)
+  if a and b and c ~= 0 then ccell = ("%s ±%.1f%%"):format(ccell, math.abs(a - b) / c * 50) end
+  local ratio = c and v and c ~= 0 and v / c or nil
+  local gcell = "info"
+  if goal then
+    local text, met
+    if v and (ratio or not ckey) then text, met = goal(ratio, v, r) else text = goal(1, 0, r) end
+    gcell = text .. (met == true and " **PASS**" or met == false and " **MISS**" or " n/a")
+    if met == true then passed = passed + 1 elseif met == false then missed = missed + 1 else unknown = unknown + 1 end
+  end
+  local function peer(fw) return r.peers and num(py[fw .. " " .. r.peers]) or "—" end
+  local rcell = not ratio and "—" or ratio < 0.01 and ("%.1e×"):format(ratio) or ("%.3f×"):format(ratio)
+  add(("| %s, %s | %s | %s | %s | %s | %s | %s | %s |"):format(label, unit, ckey and ccell or "—", num(v), rcell,
+    peer("cupy"), peer("torch"), peer("cuda.core"), gcell))
+end
+add("")
+add(("Goals: %d PASS, %d MISS, %d without a value. saxpy max relative error: C %s, cudadev %s. Lua clock: %s.")
+  :format(passed, missed, unknown, info.saxpy_max_rel_err or "?", luainfo.saxpy_max_rel_err or "?",
+    luainfo.clock or "?"))
+local failed = os.getenv("BENCH_FAILED")
+if failed and failed ~= "" then
+  add(("**Failed: %s** (bench-raw.txt has their errors); their cells are empty."):format(failed))
+end
+add("Peers: PyTorch has no raw-kernel launch (its launch cells stay empty) and its saxpy is torch.add(y, x, " ..
+  "alpha=a), its own kernel; a peer that could not be imported has no column values.")
+print(table.concat(out, "\n"))

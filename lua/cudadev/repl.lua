@@ -1,0 +1,504 @@
+-- cudadev.repl: the interactive loop of luacuda, and its pieces for anyone who builds another front end.
+--
+--   local repl = require "cudadev.repl"
+--   repl.pretty(v [, opts])        -> text: tables nested and truncated, cudadev objects by their tostring
+--   repl.format_error(err [, tb])  -> text: a cudadev.Error with its compile log and the source lines it cites
+--   repl.complete(word [, before]) -> sorted candidates for tab completion of globals, fields and methods
+--   repl.fields                    -> the field names of each cudadev type (what completion offers after '.')
+--   repl.banner(cd [, version])    -> the start-up banner: version, devices, peer access
+--   repl.run(host)                 -> the loop; host is what luacuda.c provides (readline, call, now, ...)
+--
+-- The loop works as lua.c's: a line is first tried as an expression (`return <line>`), then as a statement;
+-- an incomplete statement continues with the ">> " prompt; results are printed (here, pretty). Lines
+-- starting with ':' are commands (:help lists them).
+local cd = require "cudadev"
+
+local M = {}
+
+local fmt, concat, sort = string.format, table.concat, table.sort
+
+-- ---------------------------------------------------------------- field names, for completion
+-- Userdata keep their methods in getmetatable(x).methods; the fields are answered by C code, so they are
+-- listed here (keep in step with the __index functions of device.c, array.c, stream.c, event.c, module.c).
+M.fields = {
+  Device = { "alias", "name", "ordinal", "arch", "is_cpu", "is_cuda", "is_uva", "is_cubin_supported",
+             "is_mempool_supported", "is_primary", "uuid", "pci_bus_id", "total_memory", "free_memory",
+             "sm_count", "warp_size", "max_threads_per_block", "has_context", "is_sticky", "stream" },
+  Array = { "dtype", "shape", "ndim", "size", "nbytes", "itemsize", "device", "is_pinned", "ptr" },
+  Stream = { "device", "priority", "is_default", "handle" },
+  Event = { "device", "timing" },
+  Module = { "ptx", "cubin", "log", "arch", "device", "kernels" },
+  Kernel = { "name", "num_params", "params", "param_names", "attributes", "device", "module" },
+  Graph = {},
+  Error = { "api", "code", "name", "message", "sticky", "where", "device", "log", "options", "source",
+            "source_name" },
+}
+
+-- ---------------------------------------------------------------- pretty printing
+local defaults = { depth = 4, items = 40, width = 80, string_max = 120, indent = "  " }
+
+local keywords = {}
+for w in ([[and break do else elseif end false for function goto if in local nil not or repeat return then
+  true until while]]):gmatch("%a+") do keywords[w] = true end
+
+local function is_identifier(k)
+  return type(k) == "string" and k:match("^[%a_][%w_]*$") ~= nil and not keywords[k]
+end
+
+local escapes = { ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r", ['"'] = '\\"', ["\\"] = "\\\\", ["\0"] = "\\0" }
+
+local function quote(s, max)
+  local cut = max and #s > max
+  local t = cut and s:sub(1, max) or s
+  t = t:gsub('[%c"\\]', function(c) return escapes[c] or fmt("\\%d", c:byte()) end)
+  return '"' .. t .. '"' .. (cut and fmt("...(%d bytes)", #s) or "")
+end
+
+-- the text of a value that is not a plain table: cudadev objects print themselves (Arrays with values)
+local function atom(v, o)
+  local t = type(v)
+  if t == "string" then return quote(v, o.string_max) end
+  if t == "number" or t == "boolean" or t == "nil" then return tostring(v) end
+  local ok, s = pcall(tostring, v)
+  if not ok then return "<" .. t .. ": tostring failed>" end
+  if cd.type(v) == "Error" then s = s:match("^[^\n]*") end   -- the first line; format_error shows the rest
+  return s
+end
+
+local function sorted_keys(t)
+  local n = #t
+  local keys = {}
+  for k in next, t do
+    if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+  end
+  local rank = { number = 1, string = 2 }
+  sort(keys, function(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return (rank[ta] or 3) < (rank[tb] or 3) end
+    if ta == "number" or ta == "string" then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  return keys, n
+end
+
+-- one table: the parts (already rendered), laid out on one line when it fits, else one part per line
+local function layout(parts, more, level, o)
+  if more > 0 then parts[#parts + 1] = fmt("... (%d more)", more) end
+  if #parts == 0 then return "{}" end
+  local flat = "{" .. concat(parts, ", ") .. "}"
+  if #flat + #o.indent * level <= o.width and not flat:find("\n", 1, true) then return flat end
+  local pad = o.indent:rep(level + 1)
+  return "{\n" .. pad .. concat(parts, ",\n" .. pad) .. "\n" .. o.indent:rep(level) .. "}"
+end
+
+local function render(v, o, level, seen)
+  if type(v) ~= "table" or (getmetatable(v) and getmetatable(v).__tostring) then return atom(v, o) end
+  if seen[v] then return "<cycle>" end
+  if level >= o.depth then return next(v) == nil and "{}" or "{...}" end
+  seen[v] = true
+  local keys, n = sorted_keys(v)
+  local parts, budget = {}, o.items
+  for i = 1, n do
+    if budget == 0 then break end
+    parts[#parts + 1] = render(v[i], o, level + 1, seen)
+    budget = budget - 1
+  end
+  for _, k in ipairs(keys) do
+    if budget == 0 then break end
+    local ks = is_identifier(k) and k or "[" .. render(k, o, level + 1, seen) .. "]"
+    parts[#parts + 1] = ks .. " = " .. render(v[k], o, level + 1, seen)
+    budget = budget - 1
+  end
+  seen[v] = nil
+  return layout(parts, n + #keys - #parts, level, o)
+end
+
+-- An Array prints on one line (array.c); a long 2-d or higher one is broken after each top-level row.
+local function break_rows(s, width)
+  if #s <= width or not s:find("{{", 1, true) then return s end
+  local depth, out, start = 0, {}, 1
+  for i = 1, #s do
+    local c = s:sub(i, i)
+    if c == "{" then depth = depth + 1 elseif c == "}" then depth = depth - 1 end
+    if c == "," and depth == 1 then
+      out[#out + 1] = s:sub(start, i)
+      start = i + 2
+    end
+  end
+  out[#out + 1] = s:sub(start)
+  return concat(out, "\n  ")
+end
+
+function M.pretty(v, opts)
+  local o = setmetatable(opts or {}, { __index = defaults })
+  if cd.type(v) == "Array" then return break_rows(atom(v, o), o.width) end
+  return render(v, o, 0, {})
+end
+
+-- ---------------------------------------------------------------- errors
+-- Diagnostic lines of NVRTC ("kernel.cu(3): error: ...") and of host compilers ("kernel.cu:3:5: error: ...")
+local function cited_line(l)
+  local file, n = l:match("^(.-)%((%d+)%): ")
+  if not file then file, n = l:match("^(.-):(%d+):%d+: ") end
+  if not file then file, n = l:match("^(.-):(%d+): ") end
+  return file, tonumber(n)
+end
+
+local function source_lines(src)
+  local lines = {}
+  for l in (src .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = l end
+  return lines
+end
+
+local function trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
+
+-- A compile error: the header, the options, then the log; after each diagnostic that cites a line of the
+-- compiled source, that line (unless the log already quotes it on the next line, as recent NVRTC does).
+local function format_compile_log(err, out)
+  local src = rawget(err, "source")
+  local name = rawget(err, "source_name") or "kernel.cu"
+  local lines = type(src) == "string" and source_lines(src) or nil
+  local log = source_lines(rawget(err, "log"))
+  while #log > 0 and log[#log]:match("^%s*$") do log[#log] = nil end
+  for i, l in ipairs(log) do
+    out[#out + 1] = l
+    local file, n = cited_line(l)
+    if lines and n and lines[n] and (file == name or file:sub(-#name - 1) == "/" .. name) then
+      local nextl = log[i + 1]
+      if not (nextl and trim(lines[n]) ~= "" and trim(nextl) == trim(lines[n])) then
+        out[#out + 1] = fmt("  %4d | %s", n, lines[n])
+      end
+    end
+  end
+end
+
+-- The frames of a traceback down to the REPL machinery (host.call); nil when they say nothing the message
+-- does not: no Lua function of the user's besides the line typed at the prompt.
+local function user_traceback(tb)
+  if type(tb) ~= "string" then return nil end
+  local keep, useful = {}, false
+  for l in tb:gmatch("[^\n]+") do
+    if l:find("cudadev.repl", 1, true) or l:match("^%s*%[C%]: in field 'call'") or l:match("^%s*%[C%]: in %?$") then
+      break
+    end
+    keep[#keep + 1] = l
+    if #keep > 1 and not (l:match("^%s*stdin:%d+: in main chunk$") or l:match("^%s*%[C%]:")) then useful = true end
+  end
+  return useful and concat(keep, "\n") or nil
+end
+
+function M.format_error(err, tb)
+  local out = {}
+  if cd.type(err) == "Error" then
+    out[1] = (tostring(err):match("^[^\n]*"))
+    local opts = rawget(err, "options")
+    if type(opts) == "table" and #opts > 0 then out[#out + 1] = "options: " .. concat(opts, " ") end
+    if type(rawget(err, "log")) == "string" and rawget(err, "log") ~= "" then format_compile_log(err, out) end
+  elseif type(err) == "string" then
+    out[1] = err
+  else
+    out[1] = "(error object is a " .. type(err) .. " value) " .. M.pretty(err)
+  end
+  local t = user_traceback(tb)
+  if t then out[#out + 1] = t end
+  return concat(out, "\n")
+end
+
+-- ---------------------------------------------------------------- completion
+local function safe_index(v, k)
+  local ok, r = pcall(function() return v[k] end)
+  if ok then return r end
+end
+
+-- the names offered after `v.` (colon: methods only)
+local function members(v, colon)
+  local names, seen = {}, {}
+  local function add(k, val)
+    if type(k) == "string" and k:match("^[%a_][%w_]*$") and not seen[k] and (not colon or type(val) == "function") then
+      seen[k] = true
+      names[#names + 1] = k
+    end
+  end
+  local t = type(v)
+  if t == "string" then v = string end
+  if type(v) == "table" then
+    local hops, tv = 0, v
+    while type(tv) == "table" and hops < 8 do   -- a table and the tables its __index leads to (classes)
+      for k, val in next, tv do add(k, val) end
+      local mt = getmetatable(tv)
+      tv = type(mt) == "table" and rawget(mt, "__index") or nil
+      hops = hops + 1
+    end
+    if cd.type(v) then   -- a cudadev.Error is a table: its fields too
+      for _, k in ipairs(M.fields[cd.type(v)] or {}) do if not colon then add(k, true) end end
+    end
+  elseif t == "userdata" then
+    local mt = getmetatable(v)
+    if type(mt) == "table" then
+      if type(rawget(mt, "methods")) == "table" then
+        for k, val in next, rawget(mt, "methods") do add(k, val) end
+      end
+      if type(rawget(mt, "__index")) == "table" then
+        for k, val in next, rawget(mt, "__index") do add(k, val) end
+      end
+    end
+    local ty = cd.type(v)
+    if not colon and ty then
+      for _, k in ipairs(M.fields[ty] or {}) do add(k, true) end
+      if ty == "Module" then   -- m.saxpy is m:get("saxpy")
+        local ks = safe_index(v, "kernels")
+        for _, k in ipairs(type(ks) == "table" and ks or {}) do add(k, true) end
+      end
+    end
+  end
+  return names
+end
+
+-- complete(word [, before]): word is what precedes the cursor back to a space or operator (it keeps '.'
+-- and ':'); before is the rest of the line, in front of it. Returns full words.
+function M.complete(word, before, env)
+  env = env or _G
+  if before and select(2, before:gsub('"', "")) % 2 == 1 then return {} end   -- inside a string
+  local path, sep, partial = word:match("^(.-)([.:])([%w_]*)$")
+  local out = {}
+  if not path then
+    partial = word
+    if not partial:match("^[%a_][%w_]*$") and partial ~= "" then return out end
+    for k in pairs(keywords) do if k:sub(1, #partial) == partial then out[#out + 1] = k end end
+    for _, k in ipairs(members(env)) do if k:sub(1, #partial) == partial then out[#out + 1] = k end end
+  else
+    if path:find(":", 1, true) or not path:match("^[%a_][%w_]*[%w_.]*$") or path:find("..", 1, true) then
+      return out
+    end
+    local v = env
+    for k in path:gmatch("[^.]+") do
+      v = safe_index(v, k)
+      if v == nil then return out end
+    end
+    for _, k in ipairs(members(v, sep == ":")) do
+      if k:sub(1, #partial) == partial then out[#out + 1] = path .. sep .. k end
+    end
+  end
+  sort(out)
+  local uniq = {}
+  for i, k in ipairs(out) do if k ~= out[i - 1] then uniq[#uniq + 1] = k end end
+  return uniq
+end
+
+-- ---------------------------------------------------------------- banner and commands
+local function gib(n) return fmt("%.1f GiB", n / 2^30) end
+
+local function device_line(d, default)
+  local mark = default and d == default and "  (default)" or ""
+  if d.is_cpu then return fmt('  %-9s %s%s', '"cpu"', d.name, mark) end
+  return fmt('  %-9s %s  %s  sm_%d  %d SMs%s', '"' .. d.alias .. '"', d.name, gib(d.total_memory), d.arch,
+    d.sm_count, mark)
+end
+
+-- "peer access: all" / "none" / the pairs, for two CUDA devices or more (from cd.peer_access_matrix)
+local function peer_line()
+  local devs = cd.cuda_devices()
+  if #devs < 2 or not cd.peer_access_matrix then return nil end
+  local ok, m = pcall(cd.peer_access_matrix)
+  if not ok then return "  peer access: " .. tostring(m) end
+  local pairs_, total = {}, 0
+  for i = 1, #devs do
+    for j = i + 1, #devs do
+      local a, b = devs[i].alias, devs[j].alias
+      local ab, ba = m.supported[a][b], m.supported[b][a]
+      total = total + 1
+      if ab and ba then pairs_[#pairs_ + 1] = a .. "<->" .. b
+      elseif ab then pairs_[#pairs_ + 1] = b .. "->" .. a
+      elseif ba then pairs_[#pairs_ + 1] = a .. "->" .. b end
+    end
+  end
+  if #pairs_ == 0 then return "  peer access: none" end
+  if #pairs_ == total and not concat(pairs_, " "):find("%->") then return "  peer access: all pairs" end
+  return "  peer access: " .. concat(pairs_, " ")
+end
+
+-- The banner: what cd.detect() reports, compact. Says why CUDA is missing when it is.
+function M.banner(version)
+  local out = {}
+  if version then out[#out + 1] = version end
+  local ok, why = cd.is_available()
+  local okd, default = pcall(cd.get_device)
+  for _, d in ipairs(cd.devices()) do out[#out + 1] = device_line(d, okd and default or nil) end
+  if not ok then   -- the reason without its parenthesised details: "no CUDA driver: tried libcuda.so.1, libcuda.so"
+    out[#out + 1] = "  CUDA not available: " .. tostring(why):match("^[^\n]*"):gsub("%s*%b()", "")
+  end
+  if not okd then out[#out + 1] = "  default device: " .. tostring(default) end
+  out[#out + 1] = peer_line()
+  out[#out + 1] = "Type :help for commands, Ctrl-D to leave."
+  return concat(out, "\n")
+end
+
+local function fmt_time(s)
+  if s < 1e-3 then return fmt("%.1f us", s * 1e6) end
+  if s < 1 then return fmt("%.3f ms", s * 1e3) end
+  return fmt("%.3f s", s)
+end
+
+local function bytes(n)
+  local units, u = { "B", "KiB", "MiB", "GiB", "TiB" }, 1
+  while n >= 1024 and u < #units do n, u = n / 1024, u + 1 end
+  return u == 1 and fmt("%d B", n) or fmt("%.1f %s", n, units[u])
+end
+
+local help = [[
+Commands:
+  :devices        the devices, the default one and its current stream
+  :mem            free/total memory per device, and cudadev's allocation statistics
+  :time <code>    run an expression or statement; wall time and GPU time (events on the current stream)
+  :sync           wait for every device (Ctrl-C stops waiting; the GPU work keeps running)
+  :help           this text
+  :quit           leave (Ctrl-D too)
+Expressions print their values; an incomplete statement continues on the next line (>>).
+Tab completes globals, fields and methods (cuda.dev<Tab>, a:<Tab>). Ctrl-C stops a running command, a loop
+or a wait for the GPU; at the prompt it drops the line. The module is the global `cuda`.]]
+
+local commands = {}
+
+function commands.help(_, ctx)
+  local h = ctx.host
+  ctx.print(help .. "\nLine editing: " .. tostring(h.line_editing or "none") ..
+    (h.history and ("; history in " .. h.history) or ""))
+end
+
+function commands.devices(_, ctx)
+  local out = {}
+  local okd, default = pcall(cd.get_device)
+  for _, d in ipairs(cd.devices()) do out[#out + 1] = device_line(d, okd and default or nil) end
+  out[#out + 1] = peer_line()
+  if okd then out[#out + 1] = fmt("  current stream: %s", tostring(cd.get_stream(default))) end
+  ctx.print(concat(out, "\n"))
+end
+
+function commands.mem(_, ctx)
+  local out = {}
+  for _, d in ipairs(cd.devices()) do
+    local ok, free, total = pcall(d.memory_info, d)
+    local line = fmt("  %-9s ", '"' .. d.alias .. '"') ..
+      (not ok and "memory_info failed: " .. tostring(free) or
+       d.is_cpu and fmt("host memory %s", bytes(total)) or fmt("free %s of %s", bytes(free), bytes(total)))
+    if cd.memory_stats then
+      local oks, st = pcall(cd.memory_stats, d)
+      if oks and type(st) == "table" then
+        line = line .. fmt("; arrays: %s allocated (peak %s), %s reserved, %d blocks", bytes(st.allocated or 0),
+          bytes(st.max_allocated or 0), bytes(st.reserved or 0), st.active_blocks or 0)
+      end
+    end
+    out[#out + 1] = line
+  end
+  ctx.print(concat(out, "\n"))
+end
+
+function commands.sync(_, ctx)
+  local t0 = ctx.host.now()
+  if ctx.eval_fn(cd.synchronize) then ctx.print("synchronized in " .. fmt_time(ctx.host.now() - t0)) end
+end
+
+function commands.time(arg, ctx)
+  if arg == "" then return ctx.print("usage: :time <expression or statement>") end
+  local f, err = ctx.compile(arg)
+  if not f then return ctx.print(err) end
+  local dev = cd.get_device()
+  local stream = cd.get_stream(dev)
+  local e0, e1 = cd.event(dev), cd.event(dev)
+  e0:record(stream)
+  local t0 = ctx.host.now()
+  local r = table.pack(ctx.eval_fn(f))
+  if not r[1] then return end
+  e1:record(stream)
+  if not ctx.eval_fn(e1.synchronize, e1) then return end
+  local wall = ctx.host.now() - t0
+  local okg, gpu = pcall(e0.elapsed, e0, e1)
+  ctx.show(table.unpack(r, 2, r.n))
+  ctx.print(fmt("wall %s, gpu %s (events on %s)", fmt_time(wall), okg and fmt_time(gpu / 1e3) or "?",
+    tostring(stream)))
+end
+
+commands.quit = function(_, ctx) ctx.quit = true end
+commands.q, commands.exit = commands.quit, commands.quit
+commands.h, commands["?"] = commands.help, commands.help
+
+-- ---------------------------------------------------------------- the loop
+-- A line as a chunk: first as an expression (lua.c's addreturn), then as a statement; `=expr` as in 5.3.
+local function compile(src)
+  if src:sub(1, 1) == "=" then src = "return " .. src:sub(2) end
+  local f = load("return " .. src, "=stdin")
+  if f then return f end
+  return load(src, "=stdin")
+end
+
+local function incomplete(err) return err and err:sub(-5) == "<eof>" end
+
+function M.run(host)
+  local function out(s)
+    io.stdout:write(s, "\n")
+    io.stdout:flush()
+  end
+  local ctx = { host = host, print = out, compile = compile }
+  local function handler(e) return { err = e, tb = debug.traceback(nil, 2) } end
+  -- runs f(...) the way typed code runs: Ctrl-C armed, errors printed; true and the results, or false
+  function ctx.eval_fn(f, ...)
+    local r = table.pack(host.call(handler, f, ...))
+    if not r[1] then
+      local e = r[2]
+      out(M.format_error(type(e) == "table" and e.err or e, type(e) == "table" and e.tb or nil))
+      return false
+    end
+    return table.unpack(r, 1, r.n)
+  end
+  local function show(...)
+    local n = select("#", ...)
+    if n == 0 then return end
+    local parts = {}
+    for i = 1, n do parts[i] = M.pretty((select(i, ...))) end
+    out(concat(parts, "\t"))
+  end
+  ctx.show = show
+
+  if host.set_completer then host.set_completer(function(word, before) return M.complete(word, before) end) end
+  if host.banner then
+    local ok, b = pcall(M.banner, not host.version_printed and host.version or nil)
+    out(ok and b or ("banner: " .. tostring(b)))
+  end
+
+  while not ctx.quit do
+    local line = host.readline("> ")
+    if line == nil then break end                       -- end of input
+    if line ~= false then
+      host.add_history(line)
+      local cmd, arg = line:match("^%s*:([%a?]%w*)%s*(.-)%s*$")
+      if cmd then
+        local c = commands[cmd]
+        if not c then out(fmt("unknown command ':%s' (:help lists them)", cmd))
+        else
+          local ok, err = pcall(c, arg, ctx)
+          if not ok then out(M.format_error(err)) end
+        end
+      elseif line:match("%S") then
+        local src = line
+        local f, err = compile(src)
+        while not f and incomplete(err) do                 -- lua.c's multiline: wait for the rest
+          local more = host.readline(">> ")
+          if more == nil or more == false then break end
+          host.add_history(more)
+          src = src .. "\n" .. more
+          f, err = load(src, "=stdin")
+        end
+        if f then
+          local ok, msg = pcall(function(...) if ... then show(select(2, ...)) end end, ctx.eval_fn(f))
+          if not ok then out(M.format_error(msg)) end
+        elseif err and not incomplete(err) then
+          out(err)
+        end
+      end
+    end
+  end
+  if not ctx.quit then io.stdout:write("\n") end
+  io.stdout:flush()
+end
+
+return M
