@@ -240,11 +240,17 @@ static int block_unref(cdv_block *b, cdv_err *e) {
 static cdv_array *new_array(lua_State *L) {
   cdv_array *a = lua_newuserdatauv(L, sizeof *a, 0);
   memset(a, 0, sizeof *a);
+  a->magic = CDV_ARRAY_MAGIC;
   luaL_setmetatable(L, CDV_ARRAY);   /* closed (no block) until the memory exists */
   return a;
 }
 
-static cdv_array *check_any(lua_State *L, int arg) { return luaL_checkudata(L, arg, CDV_ARRAY); }
+static cdv_array *check_any(lua_State *L, int arg) {
+  luaL_checkudata(L, arg, CDV_ARRAY);
+  cdv_array *a = cdv_test_magic(L, arg, sizeof *a, CDV_ARRAY_MAGIC);
+  if (a == NULL) luaL_argerror(L, arg, "not an Array (its metatable was replaced)");
+  return a;
+}
 
 cdv_array *cdv_check_array(lua_State *L, int arg) {
   cdv_array *a = check_any(L, arg);
@@ -992,7 +998,10 @@ static int release(lua_State *L, cdv_array *a, int raise) {
   return 0;
 }
 
-static int array_gc(lua_State *L) { return release(L, check_any(L, 1), 0); }
+static int array_gc(lua_State *L) {   /* never raises: a userdata given our metatable by hand is left alone */
+  cdv_array *a = cdv_test_magic(L, 1, sizeof *a, CDV_ARRAY_MAGIC);
+  return a != NULL ? release(L, a, 0) : 0;
+}
 static int array_close(lua_State *L) { return release(L, check_any(L, 1), 0); }
 
 static int array_free(lua_State *L) {

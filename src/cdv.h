@@ -240,7 +240,21 @@ typedef struct cdv_block {
 } cdv_block;
 
 #define CDV_MAXDIM 8
+/* NOTE [magic]: the hot paths recognise their userdata by a tag in the first field, which is cheaper than
+ * a metatable lookup and also refuses a userdata that was given another type's metatable with the debug
+ * library (which would otherwise be read as the wrong struct). */
+#define CDV_ARRAY_MAGIC 0x63647641727261ULL    /* "cdvArra" */
+#define CDV_KERNEL_MAGIC 0x6364764b65726eULL   /* "cdvKern" */
+
+/* the full userdata at idx when it is at least size bytes and starts with magic, else NULL */
+static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t magic) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) < size) return NULL;
+  void *p = lua_touserdata(L, idx);
+  return *(const uint64_t *)p == magic ? p : NULL;
+}
+
 typedef struct cdv_array {
+  uint64_t magic;         /* CDV_ARRAY_MAGIC (NOTE [magic]) */
   cdv_block *block;       /* NULL when freed */
   char *data;             /* first element (block->ptr + offset) */
   cdv_dtype dtype;

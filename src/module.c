@@ -522,6 +522,7 @@ typedef struct kparam {
 } kparam;
 
 typedef struct kernel {
+  uint64_t magic;               /* CDV_KERNEL_MAGIC (NOTE [magic]) */
   cdv_module_t *m;              /* kept alive by the Module value in the user value */
   cdv_device *dev;
   unsigned generation;
@@ -535,7 +536,9 @@ typedef struct kernel {
 } kernel;
 
 static kernel *check_kernel(lua_State *L, int arg) {
-  kernel *k = luaL_checkudata(L, arg, CDV_KERNEL);
+  luaL_checkudata(L, arg, CDV_KERNEL);
+  kernel *k = cdv_test_magic(L, arg, sizeof *k, CDV_KERNEL_MAGIC);
+  if (k == NULL) luaL_argerror(L, arg, "not a Kernel (its metatable was replaced)");
   if (k->fn == NULL) luaL_argerror(L, arg, "attempt to use a released kernel");
   return k;
 }
@@ -608,6 +611,7 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   }
   kernel *k = lua_newuserdatauv(L, sizeof *k, 1);
   memset(k, 0, sizeof *k);
+  k->magic = CDV_KERNEL_MAGIC;
   luaL_setmetatable(L, CDV_KERNEL);       /* closed (fn NULL) until everything below succeeded */
   lua_pushvalue(L, mod_idx);
   lua_setiuservalue(L, -2, 1);
@@ -639,7 +643,8 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
 }
 
 static int kernel_gc(lua_State *L) {
-  kernel *k = luaL_checkudata(L, 1, CDV_KERNEL);
+  kernel *k = cdv_test_magic(L, 1, sizeof *k, CDV_KERNEL_MAGIC);
+  if (k == NULL) return 0;   /* __gc never raises (NOTE [magic]) */
   free(k->p);
   free(k->buf);
   free(k->argv);
@@ -699,10 +704,14 @@ static void put_float(lua_State *L, kernel *k, int i, int idx, char *dst) {
   }
 }
 
+/* The launch functions are closures over the state record, so the hot path does not look it up in the
+ * registry; they recognise Kernels and Arrays by NOTE [magic]. */
+#define UV_STATE lua_upvalueindex(1)
+
 /* An Array for a pointer parameter must be reachable from the launch device. */
 static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void *stream) {
   void *ptr = NULL;
-  cdv_array *a = luaL_testudata(L, idx, CDV_ARRAY);
+  cdv_array *a = cdv_test_magic(L, idx, sizeof *a, CDV_ARRAY_MAGIC);
   if (a != NULL) {
     if (a->block == NULL) arg_error(L, k, i, "a freed Array");
     cdv_block *b = a->block;
@@ -871,7 +880,8 @@ static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c) {
 
 /* k:launch(config, ...) / k(config, ...): checks everything, then one backend call (NOTE [launch plan]) */
 static int launch(lua_State *L) {
-  kernel *k = check_kernel(L, 1);
+  kernel *k = cdv_test_magic(L, 1, sizeof *k, CDV_KERNEL_MAGIC);
+  if (k == NULL || k->fn == NULL) k = check_kernel(L, 1);   /* the slow path words the error */
   cdv_device *d = k->dev;
   if (k->generation != d->generation) return luaL_error(L, "stale Kernel: device was reset");
   int nargs = lua_gettop(L) - 2;
@@ -880,8 +890,10 @@ static int launch(lua_State *L) {
                       nargs < 0 ? 0 : nargs);
   launch_cfg c;
   check_config(L, k, 2, &c);
-  cdv_state *st = cdv_get_state(L);
-  void *stream = c.stream ? cdv_stream_for(L, d, c.stream) : cdv_current_stream(L, d)->handle;
+  cdv_state *st = lua_touserdata(L, UV_STATE);
+  cdv_stream *cur = st->cur_stream[d->index];
+  if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
+  void *stream = c.stream ? cdv_stream_for(L, d, c.stream) : cur->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
   cdv_device_use(L, d);
   cdv_err e;
@@ -1000,7 +1012,9 @@ static int kernel_index(lua_State *L) {
 }
 
 static int kernel_tostring(lua_State *L) {
-  kernel *k = luaL_checkudata(L, 1, CDV_KERNEL);
+  luaL_checkudata(L, 1, CDV_KERNEL);
+  kernel *k = cdv_test_magic(L, 1, sizeof *k, CDV_KERNEL_MAGIC);
+  if (k == NULL) return luaL_argerror(L, 1, "not a Kernel (its metatable was replaced)");
   if (k->fn == NULL) {
     lua_pushliteral(L, "Kernel(released)");
     return 1;
@@ -1045,7 +1059,7 @@ static int l_type(lua_State *L) {
 
 static const luaL_Reg module_methods[] = {{"get", module_get}, {NULL, NULL}};
 static const luaL_Reg kernel_methods[] = {
-  {"launch", launch}, {"occupancy", kernel_occupancy}, {"suggest_block_size", kernel_suggest_block_size}, {NULL, NULL}};
+  {"occupancy", kernel_occupancy}, {"suggest_block_size", kernel_suggest_block_size}, {NULL, NULL}};
 static const luaL_Reg functions[] = {
   {"compile", l_compile},
   {"load_module", l_load_module},
@@ -1064,10 +1078,16 @@ int cdv_module_open(lua_State *L) {
   lua_setfield(L, -2, "methods");
   lua_pop(L, 1);
   luaL_newmetatable(L, CDV_KERNEL);
-  static const luaL_Reg kmeta[] = {{"__index", kernel_index}, {"__call", kernel_call}, {"__gc", kernel_gc},
+  static const luaL_Reg kmeta[] = {{"__index", kernel_index}, {"__gc", kernel_gc},
                                    {"__tostring", kernel_tostring}, {NULL, NULL}};
   luaL_setfuncs(L, kmeta, 0);
   luaL_newlib(L, kernel_methods);
+  static const luaL_Reg hot[] = {{"launch", launch}, {"__call", kernel_call}, {NULL, NULL}};
+  for (int i = 0; i < 2; i++) {   /* k:launch in methods, __call in the metatable, both closures */
+    lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.state");
+    lua_pushcclosure(L, hot[i].func, 1);
+    lua_setfield(L, i == 0 ? -2 : -3, hot[i].name);
+  }
   lua_setfield(L, -2, "methods");
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
