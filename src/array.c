@@ -181,6 +181,7 @@ static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t byte
     }
   }
   b->refs = 1;
+  cdv_live_add(CDV_LIVE_BLOCK, 1);
   b->kind = kind;
   b->dev = d;
   b->bytes = bytes;
@@ -231,6 +232,7 @@ static int block_unref(cdv_block *b, cdv_err *e) {
     }
     if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
   }
+  cdv_live_add(CDV_LIVE_BLOCK, -1);
   free(b);
   return rc;
 }
@@ -309,6 +311,7 @@ cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, co
   set_shape(a, ndim, shape);
   void *stream = cdv_stream_for(L, d, s);
   a->block = block_alloc(L, d, kind, nbytes(a), stream);
+  cdv_live_add(CDV_LIVE_ARRAY, 1);
   a->data = a->block->ptr;
   return a;
 }
@@ -322,6 +325,7 @@ cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndi
   a->dtype = t;
   set_shape(a, ndim, shape);
   b->refs = 1;
+  cdv_live_add(CDV_LIVE_BLOCK, 1);
   b->kind = CDV_MEM_DEVICE;
   b->dev = b->last_dev = d;
   b->ptr = ptr;
@@ -332,6 +336,7 @@ cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndi
   b->borrowed = release == NULL;
   a->block = b;
   a->data = ptr;
+  cdv_live_add(CDV_LIVE_ARRAY, 1);
   return a;
 }
 
@@ -746,6 +751,7 @@ static cdv_array *push_view(lua_State *L, cdv_array *a, size_t byte_off, cdv_dty
   set_shape(v, ndim, shape);
   v->block = a->block;
   v->block->refs++;
+  cdv_live_add(CDV_LIVE_ARRAY, 1);
   v->data = a->data + byte_off;
   return v;
 }
@@ -990,10 +996,11 @@ static int release(lua_State *L, cdv_array *a, int raise) {
   a->block = NULL;
   a->data = NULL;
   if (b == NULL) return 0;
+  cdv_live_add(CDV_LIVE_ARRAY, -1);
   cdv_device *d = b->dev;
   if (block_unref(b, &e) != 0) {
     if (raise) return cdv_raise(L, d, &e);
-    cdv_warn(L, "freeing an array on %s: %s", d->alias, e.message);
+    cdv_warn_release(L, "freeing an array", d, &e);
   }
   return 0;
 }

@@ -339,6 +339,14 @@ void cdv_push_error(lua_State *L, cdv_device *d, cdv_err *e); /* the Error value
 int cdv_raise_sticky(lua_State *L, cdv_device *d);          /* NOTE [sticky faults] */
 #define cdv_try(L, d, call) do { cdv_err e_; if ((call) != 0) cdv_raise((L), (d), &e_); } while (0)
 void cdv_warn(lua_State *L, const char *fmt, ...);          /* lua_warning, never raises */
+void cdv_warn_release(lua_State *L, const char *what, cdv_device *d, const cdv_err *e);
+
+/* NOTE [live objects]: counts of objects holding a resource, process-wide, for cd._live() and for the
+ * specs that check every spec returns them to where they started. */
+enum { CDV_LIVE_ARRAY, CDV_LIVE_BLOCK, CDV_LIVE_STREAM, CDV_LIVE_EVENT, CDV_LIVE_MODULE, CDV_LIVE_KERNEL,
+       CDV_LIVE_GRAPH, CDV_LIVE_N };
+extern long cdv_live[CDV_LIVE_N];
+#define cdv_live_add(kind, n) __atomic_add_fetch(&cdv_live[kind], (n), __ATOMIC_RELAXED)
 
 /* options tables: reject unknown keys (`{blok=256}` is an error) */
 void cdv_check_options(lua_State *L, int arg, const char *const *known, const char *fname);

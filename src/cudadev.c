@@ -13,6 +13,24 @@ extern const struct cdv_embedded cdv_embedded_files[];
 
 static const char STATE_KEY[] = "cudadev.state";
 
+long cdv_live[CDV_LIVE_N];   /* NOTE [live objects] */
+
+/* cd._live() -> {Array=, Stream=, Event=, Module=, Kernel=, Graph=, blocks=, total=} */
+static int l_live(lua_State *L) {
+  static const char *const names[CDV_LIVE_N] = {"Array", "blocks", "Stream", "Event", "Module", "Kernel", "Graph"};
+  long total = 0;
+  lua_createtable(L, 0, CDV_LIVE_N + 1);
+  for (int i = 0; i < CDV_LIVE_N; i++) {
+    long n = __atomic_load_n(&cdv_live[i], __ATOMIC_RELAXED);
+    lua_pushinteger(L, n);
+    lua_setfield(L, -2, names[i]);
+    if (i != CDV_LIVE_BLOCK) total += n;
+  }
+  lua_pushinteger(L, total);
+  lua_setfield(L, -2, "total");
+  return 1;
+}
+
 /* The state record lives in the registry as a userdata, so it dies with the lua_State. */
 cdv_state *cdv_get_state(lua_State *L) {
   if (lua_getfield(L, LUA_REGISTRYINDEX, STATE_KEY) == LUA_TUSERDATA) {
@@ -60,6 +78,8 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_peer_open(L);
   cdv_memory_open(L);
   cdv_graph_open(L);
+  lua_pushcfunction(L, l_live);
+  lua_setfield(L, -2, "_live");
   lua_pushliteral(L, CDV_VERSION);
   lua_setfield(L, -2, "version");
   load_embedded(L);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cdv.h"
 #include "syms.h"
@@ -40,9 +41,17 @@ static void init_cpu(cdv_device *d) {
   if (cdv_backend_cpu.mem_info(d, &free_b, &total, &e) == 0) d->total_memory = total;
 }
 
+/* NOTE [fork]: the CUDA driver's state belongs to the process that initialised it; a child made by
+ * fork() must not touch it (calls would fail or hang). A fork handler marks the child, and every use of
+ * a CUDA device there is refused with a clear message. The cpu device keeps working. */
+static volatile int forked;
+
+static void mark_forked(void) { forked = 1; }
+
 /* Builds the registry once per process: cpu first, then every CUDA device the driver reports. The
  * driver is opened here, lazily, not at require time. */
 static void registry_init(void) {
+  pthread_atfork(NULL, NULL, mark_forked);
   cdv_device *cpu = calloc(1, sizeof *cpu);
   if (cpu == NULL) abort();
   init_cpu(cpu);
@@ -236,6 +245,9 @@ cdv_device *cdv_opt_device(lua_State *L, int arg) {
  * the context is created and made current only now, when work needs it. */
 void cdv_device_use(lua_State *L, cdv_device *d) {
   cdv_err e;
+  if (forked && !d->is_cpu)
+    luaL_error(L, "%s cannot be used in a child process made by fork() (the CUDA driver belongs to the "
+               "parent); use the cpu device here, or start a new process", d->alias);
   if (d->sticky) cdv_raise_sticky(L, d);
   if (d->be->activate(d, &e) != 0) cdv_raise(L, d, &e);
 }
@@ -464,7 +476,28 @@ static int l_synchronize_device(lua_State *L) {
   return 0;
 }
 
+/* dev:reset(): cuDevicePrimaryCtxReset on a CUDA device (also after a sticky fault, which it clears).
+ * The context's memory, streams, events, modules and graphs are gone; the generation counter makes every
+ * object made before the reset answer `stale <Type>: device was reset` instead of using a dead handle. */
+static int device_reset(lua_State *L) {
+  cdv_device *d = self(L);
+  cdv_err e;
+  if (forked && !d->is_cpu) cdv_device_use(L, d);   /* the fork message */
+  if (!d->is_cpu) {
+    if (!d->is_primary)
+      return luaL_error(L, "%s is a mapped context: reset applies to a device's primary context", d->alias);
+    if (d->ctx != NULL && !d->sticky) d->be->synchronize(d, &e);   /* let queued work finish; errors are moot */
+    if (CDV_CU(&e, cuDevicePrimaryCtxReset, (CUdevice)d->handle)) return cdv_raise(L, d, &e);
+  }
+  d->generation++;
+  d->sticky = 0;
+  memset(&d->fault, 0, sizeof d->fault);
+  d->fault_where[0] = '\0';
+  return 0;
+}
+
 static const luaL_Reg device_methods[] = {
+  {"reset", device_reset},
   {"synchronize", device_synchronize},
   {"memory_info", device_memory_info},
   {"attribute", device_attribute},

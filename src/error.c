@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda.h>
+
 #include "cdv.h"
 
 /* NOTE [sticky faults]: after an illegal address, a kernel assert, a misaligned access or a launch
@@ -97,6 +99,16 @@ void cdv_warn(lua_State *L, const char *fmt, ...) {
   va_end(ap);
   lua_warning(L, "cudadev: ", 1);
   lua_warning(L, msg, 0);
+}
+
+/* A finalizer's failure, as a warning (never raised: NOTE [lifetimes]). When the process or the host is
+ * tearing CUDA down (the driver deinitialised, the context destroyed under us), there is nothing to free
+ * and nothing to say: objects left alive at exit must not make noise. */
+void cdv_warn_release(lua_State *L, const char *what, cdv_device *d, const cdv_err *e) {
+  if (e->code == CUDA_ERROR_DEINITIALIZED || e->code == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+      e->code == CUDA_ERROR_INVALID_CONTEXT)
+    return;
+  cdv_warn(L, "%s on %s: %s", what, d ? d->alias : "?", e->message);
 }
 
 /* Raises the recorded sticky fault of d (never returns). */

@@ -32,16 +32,18 @@ int cdv_event_new(lua_State *L) {
   ev->dev = d;
   ev->generation = d->generation;
   ev->timing = timing;
+  cdv_live_add(CDV_LIVE_EVENT, 1);
   return 1;
 }
 
 static int event_release(lua_State *L) {
   cdv_event *ev = check_any(L, 1);
   cdv_device *d = ev->dev;
+  if (d != NULL) cdv_live_add(CDV_LIVE_EVENT, -1);
   if (d != NULL && ev->generation == d->generation && !d->sticky) {
     cdv_err e;
     if (d->be->event_destroy(d, ev->handle, &e) != 0)
-      cdv_warn(L, "destroying an event on %s: %s", d->alias, e.message);
+      cdv_warn_release(L, "destroying an event", d, &e);
   }
   ev->dev = NULL;
   ev->handle = NULL;

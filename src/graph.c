@@ -63,6 +63,7 @@ static int l_capture(lua_State *L) {
   g->dev = d;
   g->generation = d->generation;
   g->nodes = (int)n;
+  cdv_live_add(CDV_LIVE_GRAPH, 1);
   lua_settop(L, 1);
   return 1;
 }
@@ -85,8 +86,9 @@ static int graph_release(lua_State *L) {
   graph *g = luaL_checkudata(L, 1, CDV_GRAPH);
   if (g->exec != NULL && g->generation == g->dev->generation && !g->dev->sticky) {
     cdv_err e;
-    if (CDV_CU(&e, cuGraphExecDestroy, g->exec)) cdv_warn(L, "destroying a graph on %s: %s", g->dev->alias, e.message);
+    if (CDV_CU(&e, cuGraphExecDestroy, g->exec)) cdv_warn_release(L, "destroying a graph", g->dev, &e);
   }
+  if (g->exec != NULL) cdv_live_add(CDV_LIVE_GRAPH, -1);
   g->exec = NULL;
   return 0;
 }

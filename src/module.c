@@ -208,6 +208,7 @@ static void push_module(lua_State *L, cdv_module_t *m) {
   m->refs++;
   pthread_mutex_unlock(&cache_lock);
   u->m = m;
+  cdv_live_add(CDV_LIVE_MODULE, 1);
 }
 
 static cdv_module_t *cache_find(const uint64_t key[2]) {
@@ -353,7 +354,10 @@ static int l_compile(lua_State *L) {
 
 static int module_gc(lua_State *L) {
   module_ud *u = check_module_ud(L, 1);
-  if (u->m != NULL) module_unref(u->m);
+  if (u->m != NULL) {
+    module_unref(u->m);
+    cdv_live_add(CDV_LIVE_MODULE, -1);
+  }
   u->m = NULL;
   return 0;
 }
@@ -639,12 +643,14 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
     k->fn = NULL;
     return luaL_error(L, "%s", msg);
   }
+  cdv_live_add(CDV_LIVE_KERNEL, 1);
   return 1;
 }
 
 static int kernel_gc(lua_State *L) {
   kernel *k = cdv_test_magic(L, 1, sizeof *k, CDV_KERNEL_MAGIC);
   if (k == NULL) return 0;   /* __gc never raises (NOTE [magic]) */
+  if (k->fn != NULL) cdv_live_add(CDV_LIVE_KERNEL, -1);
   free(k->p);
   free(k->buf);
   free(k->argv);

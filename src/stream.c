@@ -121,6 +121,7 @@ static int l_stream(lua_State *L) {
   cdv_stream *s = new_stream(L, d);
   cdv_try(L, d, d->be->stream_create(d, prio, blocking, &s->handle, &e_));
   cdv_stream_register(s->handle);
+  cdv_live_add(CDV_LIVE_STREAM, 1);
   s->owned = 1;
   s->priority = prio;
   return 1;
@@ -134,9 +135,12 @@ static int stream_release(lua_State *L) {
     cdv_err e;
     if (s->dev->be->stream_synchronize(s->dev, s->handle, &e) != 0 ||
         s->dev->be->stream_destroy(s->dev, s->handle, &e) != 0)
-      cdv_warn(L, "destroying a stream on %s: %s", s->dev->alias, e.message);
+      cdv_warn_release(L, "destroying a stream", s->dev, &e);
   }
-  if (s->owned) cdv_stream_unregister(s->handle);
+  if (s->owned) {
+    cdv_stream_unregister(s->handle);
+    cdv_live_add(CDV_LIVE_STREAM, -1);
+  }
   if (s->owned) s->dev = NULL;   /* later use says the stream was destroyed */
   s->owned = 0;
   s->handle = NULL;
