@@ -39,7 +39,8 @@
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool)              \
   X(cuMemPoolSetAttribute) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)               \
   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuStreamSynchronize) \
-  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
+  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyPeerAsync)       \
+  X(cuCtxEnablePeerAccess) X(cuDeviceCanAccessPeer)
 
 #define NVRTC_SYMS(X)                                                                                       \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)                       \
@@ -462,6 +463,53 @@ static void copies(void) {
   CU(cuMemFreeHost(h2));
 }
 
+/* GB/s of a 256 MiB copy from device 0 to device 1 (cuMemcpyPeerAsync, on device 1's context's legacy
+ * stream, timed by events there), before and after peer access is enabled both ways. The same copy as
+ * cd.copy between two GPUs; bench/lua_bench.lua measures that in the same order. */
+static void peer_copies(CUcontext ctx0, int count) {
+  if (count < 2) return;
+  CUdevice dev1;
+  CUcontext ctx1;
+  CUdeviceptr a, b;
+  CUevent e0, e1;
+  int can01 = 0, can10 = 0;
+  CU(cuDeviceGet(&dev1, 1));
+  CU(cuDevicePrimaryCtxRetain(&ctx1, dev1));
+  CU(cuCtxSetCurrent(ctx0));
+  CU(cuMemAlloc(&a, COPY_BYTES));
+  CU(cuMemsetD32Async(a, 0x3fa00000u, COPY_BYTES / 4, NULL));   /* 1.25f: never time on zeros */
+  CU(cuCtxSynchronize());
+  CU(cuCtxSetCurrent(ctx1));
+  CU(cuMemAlloc(&b, COPY_BYTES));
+  CU(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+  CU(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+  CU(cuDeviceCanAccessPeer(&can01, 0, 1));
+  CU(cuDeviceCanAccessPeer(&can10, 1, 0));
+  for (int access = 0; access <= 1; access++) {
+    if (access) {
+      if (!can01 || !can10) break;
+      CU(cuCtxEnablePeerAccess(ctx0, 0));   /* ctx1 (current) may reach ctx0's memory */
+      CU(cuCtxSetCurrent(ctx0));
+      CU(cuCtxEnablePeerAccess(ctx1, 0));
+      CU(cuCtxSetCurrent(ctx1));
+    }
+    double t[COPY_REPS];
+    for (int r = -1; r < COPY_REPS; r++) {
+      CU(cuEventRecord(e0, NULL));
+      CU(cuMemcpyPeerAsync(b, ctx1, a, ctx0, COPY_BYTES, NULL));
+      CU(cuEventRecord(e1, NULL));
+      CU(cuEventSynchronize(e1));
+      float ms = 0;
+      CU(cuEventElapsedTime(&ms, e0, e1));
+      if (r >= 0) t[r] = COPY_BYTES / (ms * 1e-3) / 1e9;
+    }
+    printf("%s %.2f GB/s\n", access ? "peer_access" : "peer_noaccess", median(t, COPY_REPS));
+  }
+  CU(cuMemFree(b));
+  CU(cuCtxSetCurrent(ctx0));
+  CU(cuMemFree(a));
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);   /* lines reach bench/run as they are made, even if a later step fails */
   load();
@@ -519,6 +567,8 @@ int main(void) {
   printf("alloc_free_1mib %.3f us\n", alloc_cost());
   if (pools) printf("alloc_free_async_1mib %.3f us\n", alloc_async_cost(dev));
   copies();
+  peer_copies(ctx, count);
+  CU(cuCtxSetCurrent(ctx));
   CU(cuMemFree(p));
   CU(cuMemFree(q));
   CU(cuCtxSynchronize());

@@ -277,3 +277,35 @@ do
   out("h2d_pageable", median(t), "GB/s", "%.2f")
   for _, arr in ipairs { h1, h2, d1, d2, hp } do arr:free() end
 end
+
+-------------------------------------------------------------------------------------------------- peer copy
+-- 256 MiB from cuda:0 to cuda:1 with cd.copy on cuda:1's default stream, timed by events there, before and
+-- after peer access is enabled both ways: c_driver.c's peer_copies, in the same order.
+if cd.device_count() >= 2 then
+  local d0, d1 = cd.device("cuda:0"), cd.device("cuda:1")
+  local src = cd.full(NF, 1.25, "float32", { device = d0 })
+  local dst = cd.empty(NF, "float32", { device = d1 })
+  local e0, e1 = cd.event(d1), cd.event(d1)
+  local function rate()
+    local t = {}
+    for r = 0, COPY_REPS do
+      e0:record()
+      cd.copy(dst, src)
+      e1:record()
+      e1:synchronize()
+      if r > 0 then t[r] = BYTES / (e0:elapsed(e1) * 1e-3) / 1e9 end
+    end
+    return median(t)
+  end
+  out("peer_noaccess", rate(), "GB/s", "%.2f")
+  if cd.is_peer_access_supported(d0, d1) and cd.is_peer_access_supported(d1, d0) then
+    cd.set_peer_access_enabled(d0, d1, true)
+    cd.set_peer_access_enabled(d1, d0, true)
+    if cd.is_mempool_access_supported(d0, d1) then   -- cudadev's arrays come from the pools: their access too
+      cd.set_mempool_access_enabled(d0, d1, true)
+      cd.set_mempool_access_enabled(d1, d0, true)
+    end
+    out("peer_access", rate(), "GB/s", "%.2f")
+  end
+  assert(dst[NF] == 1.25, "the peer copy copied wrong values")
+end

@@ -58,6 +58,8 @@ local rows = {
   { "D2H pinned 256 MiB", "d2h_pinned", "d2h_pinned", "GB/s", at_least(0.97), peers = "d2h_pinned" },
   { "D2D 256 MiB", "d2d", "d2d", "GB/s", at_least(0.97), peers = "d2d" },
   { "H2D pageable 256 MiB", "h2d_pageable", "h2d_pageable", "GB/s", at_least(2.0), peers = "h2d_pageable" },
+  { "peer copy 256 MiB, no peer access", "peer_noaccess", "peer_noaccess", "GB/s", at_least(0.95) },
+  { "peer copy 256 MiB, peer access", "peer_access", "peer_access", "GB/s", at_least(0.95) },
   { "compile saxpy, first in process", "compile", "compile_first", "µs" },
   { "compile saxpy, repeat (kernel cache)", "compile", "compile_repeat", "µs" },
   { "Lua memory over 10^5 launches", nil, "launch_alloc_kb", "KB",

@@ -114,12 +114,14 @@ int cdv_peer_reachable(lua_State *L, cdv_device *target, cdv_device *peer, int f
 }
 
 static int l_is_peer_supported(lua_State *L) {
-  lua_pushboolean(L, supported(L, check_cuda(L, 1), check_cuda(L, 2)));
+  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
+  lua_pushboolean(L, supported(L, t, p));
   return 1;
 }
 
 static int l_is_peer_enabled(lua_State *L) {
-  lua_pushboolean(L, enabled(check_cuda(L, 1), check_cuda(L, 2)));
+  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
+  lua_pushboolean(L, enabled(t, p));
   return 1;
 }
 
@@ -131,12 +133,14 @@ static int l_set_peer_enabled(lua_State *L) {
 }
 
 static int l_is_mempool_supported(lua_State *L) {
-  lua_pushboolean(L, mempool_supported(L, check_cuda(L, 1), check_cuda(L, 2)));
+  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
+  lua_pushboolean(L, mempool_supported(L, t, p));
   return 1;
 }
 
 static int l_is_mempool_enabled(lua_State *L) {
-  lua_pushboolean(L, mempool_enabled(L, check_cuda(L, 1), check_cuda(L, 2)));
+  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
+  lua_pushboolean(L, mempool_enabled(L, t, p));
   return 1;
 }
 
