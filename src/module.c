@@ -591,6 +591,67 @@ static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t m
   return NULL;
 }
 
+/* A kernel loaded from PTX has no source, but its .entry lists the parameters with their PTX types:
+ * .u64/.b64 are taken as pointers (an Array, nil, or an address), the others by their width and kind,
+ * `.align A .b8 x[N]` as an N-byte struct. Fills sig (params malloc'd; cdv_sig_clear frees them). */
+static int ptx_signature(const char *ptx, const char *name, cdv_sig *sig) {
+  size_t nl = strlen(name);
+  const char *p = ptx;
+  while ((p = strstr(p, ".entry")) != NULL) {
+    p += 6;
+    while (*p == ' ' || *p == '\t') p++;
+    if (strncmp(p, name, nl) == 0 && (p[nl] == '(' || p[nl] == ' ' || p[nl] == '\n' || p[nl] == '\r')) break;
+  }
+  if (p == NULL) return -1;
+  const char *open = strchr(p, '('), *brace = strchr(p, '{');
+  memset(sig, 0, sizeof *sig);
+  snprintf(sig->name, sizeof sig->name, "%s", name);
+  sig->extern_c = 1;
+  if (open == NULL || (brace != NULL && brace < open)) return 0;   /* no parameters */
+  const char *close = strchr(open, ')');
+  if (close == NULL) return -1;
+  int n = 0;
+  for (const char *q = open; q < close && (q = strstr(q, ".param")) != NULL && q < close; q += 6) n++;
+  sig->params = calloc((size_t)n + 1, sizeof *sig->params);
+  if (sig->params == NULL) return -1;
+  static const struct { const char *ptx; cdv_pkind kind; const char *c; } types[] = {
+    {".u64", CDV_P_PTR, "u64 (pointer or integer)"}, {".b64", CDV_P_PTR, "b64 (pointer or integer)"},
+    {".s64", CDV_P_I64, "s64"}, {".u32", CDV_P_U32, "u32"}, {".b32", CDV_P_U32, "b32"}, {".s32", CDV_P_I32, "s32"},
+    {".f32", CDV_P_F32, "f32"}, {".f64", CDV_P_F64, "f64"}, {".u16", CDV_P_U16, "u16"}, {".b16", CDV_P_U16, "b16"},
+    {".s16", CDV_P_I16, "s16"}, {".u8", CDV_P_U8, "u8"}, {".s8", CDV_P_I8, "s8"}};
+  const char *q = open;
+  for (int i = 0; i < n; i++) {
+    q = strstr(q, ".param") + 6;
+    const char *end = strpbrk(q, ",)");
+    cdv_param *pa = &sig->params[i];
+    size_t bytes = 0;
+    const char *b8 = strstr(q, ".b8");
+    const char *br = strchr(q, '[');
+    if (b8 != NULL && b8 < end && br != NULL && br < end && sscanf(br, "[%zu]", &bytes) == 1) {
+      pa->kind = CDV_P_STRUCT;
+      pa->size = (int)bytes;
+      snprintf(pa->type, sizeof pa->type, "%zu-byte struct", bytes);
+    } else {
+      size_t t = 0;
+      while (t < sizeof types / sizeof types[0] && !(strstr(q, types[t].ptx) && strstr(q, types[t].ptx) < end)) t++;
+      if (t == sizeof types / sizeof types[0]) { free(sig->params); sig->params = NULL; return -1; }
+      pa->kind = types[t].kind;
+      pa->elem = CDV_P_STRUCT;   /* a pointee of unknown type: any Array */
+      snprintf(pa->type, sizeof pa->type, "%s", types[t].c);
+    }
+    const char *nm = end;   /* the parameter's name: the identifier before the separator (or '[') */
+    if (br != NULL && br < end) nm = br;
+    const char *st = nm;
+    while (st > q && (st[-1] == '_' || st[-1] == '$' || (st[-1] >= '0' && st[-1] <= '9') ||
+                      ((st[-1] | 32) >= 'a' && (st[-1] | 32) <= 'z')))
+      st--;
+    snprintf(pa->name, sizeof pa->name, "%.*s", (int)(nm - st), st);
+    q = end;
+  }
+  sig->nparams = n;
+  return 0;
+}
+
 static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name) {
   if (m->dev == NULL)
     return luaL_error(L, "module was compiled for sm_%d with no device to run on (compile with device = \"cuda:N\")", m->arch);
@@ -601,6 +662,8 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   char err[512];
   memset(&sig, 0, sizeof sig);
   int have = m->have_sigs && cdv_sig_resolve(&m->sigs, name, &sig, err, sizeof err) == 0;
+  if (!m->have_sigs && m->img.ptx != NULL && m->sig_error[0] == '\0')   /* cd.load_module of PTX */
+    have = ptx_signature(m->img.ptx, name, &sig) == 0;
   if (idx < 0 && (m->have_sigs || m->img.ptx == NULL)) {
     if (have) cdv_sig_clear(&sig);
     luaL_Buffer b;
