@@ -81,7 +81,12 @@ static alloc *alloc_find(const void *p)
 static int alloc_insert(void *p, size_t len, int kind)
 {
   if ((allocs.used + 1) * 2 > allocs.cap) {
-    size_t cap = allocs.cap ? allocs.cap * 2 : 256;
+    /* rebuild without tombstones, at a size for the live entries (so churn does not grow the table) */
+    size_t live = 1, cap = 256;
+    for (size_t i = 0; i < allocs.cap; i++)
+      live += allocs.v[i].p && allocs.v[i].p != TOMB;
+    while (cap < 4 * live)
+      cap *= 2;
     alloc *v = calloc(cap, sizeof *v), *old = allocs.v;
     if (!v)
       return -1;
@@ -154,6 +159,23 @@ static int cpu_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_er
   if (munmap(found.p, found.len))
     return cdv_cpu_fail_errno(e, "cpu.mem_free", errno, "munmap of %p failed", found.p);
   return 0;
+}
+
+int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len)
+{
+  int rc = -1;
+  pthread_mutex_lock(&allocs_lock);
+  const alloc *a = alloc_find(p);
+  for (size_t i = 0; !a && i < allocs.cap; i++)   /* p inside an allocation (a view): a scan */
+    if (allocs.v[i].p && allocs.v[i].p != TOMB && (const char *)p > (const char *)allocs.v[i].p &&
+        (const char *)p < (const char *)allocs.v[i].p + allocs.v[i].len)
+      a = &allocs.v[i];
+  if (a) {
+    *base = a->p, *len = a->len;
+    rc = 0;
+  }
+  pthread_mutex_unlock(&allocs_lock);
+  return rc;
 }
 
 static int on_host(const cdv_device *dev)
@@ -516,7 +538,8 @@ static int cpu_module_unload(cdv_device *d, void *mod, cdv_err *e)
   return 0;
 }
 
-/* dlsym of the trampoline and of its "<symbol>_name" companion (the entry as the user wrote it) */
+/* dlsym of the trampoline and of its companions "<symbol>_name" (the entry as the user wrote it) and
+ * "<symbol>_sig" (its parameters) */
 static int cpu_module_function(cdv_device *d, void *mod, const char *symbol, void **fn, cdv_err *e)
 {
   (void)d;
@@ -539,6 +562,8 @@ static int cpu_module_function(cdv_device *d, void *mod, const char *symbol, voi
   snprintf(companion, sizeof companion, "%s_name", symbol);
   const char *name = dlsym(m->handle, companion);
   snprintf(f->name, sizeof f->name, "%s", name ? name : symbol);
+  snprintf(companion, sizeof companion, "%s_sig", symbol);
+  f->sig = dlsym(m->handle, companion);
   *(void **)&f->entry = entry;
   f->flags = m->flags;
   f->next = m->funcs;
@@ -558,11 +583,22 @@ static int cpu_func_info(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e
   return 0;
 }
 
-/* The host compiler's parameter layout is not recorded: unknown, as with an old driver. */
+/* The layout CUDA gives a parameter buffer (each parameter at the next multiple of its alignment), from the
+ * sizes and alignments the object exports; 1 (unknown) for an object without them or i out of range. */
 static int cpu_param_info(cdv_device *d, void *fn, int i, size_t *offset, size_t *size)
 {
-  (void)d, (void)fn, (void)i, (void)offset, (void)size;
-  return 1;
+  (void)d;
+  const cdv_cpu_sig *sig = fn ? ((cdv_cpu_func *)fn)->sig : NULL;
+  if (!sig || i < 0 || (unsigned)i >= sig->n)
+    return 1;
+  size_t off = 0;
+  for (int k = 0; k <= i; k++) {
+    size_t a = CDV_CPU_PARAM_ALIGN(sig->w[k]) ? CDV_CPU_PARAM_ALIGN(sig->w[k]) : 1;
+    off = (off + a - 1) / a * a;
+    *offset = off, *size = CDV_CPU_PARAM_SIZE(sig->w[k]);
+    off += *size;
+  }
+  return 0;
 }
 
 /* A model, not a measurement: a "multiprocessor" is one worker thread, which holds 2048 threads' worth of

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include "cdv.h"
 
-#define CDV_CPU_ABI 1
+#define CDV_CPU_ABI 2
 
 /* Limits of the cpu device (device.c may publish them as the device's attributes). */
 #define CDV_CPU_MAX_THREADS     1024          /* threads per block */
@@ -68,13 +68,28 @@ typedef struct cdv_cpu_fhdr {
 
 typedef void (*cdv_cpu_entry)(cdv_cpu_ctx *c, void **args, int mode);
 
+/* A kernel's parameters, exported by the object as "<trampoline>_sig". */
+#define CDV_CPU_MAX_PARAMS 128
+#define CDV_CPU_PARAM_SIZE(w)  ((w) & 0xfffffu)
+#define CDV_CPU_PARAM_ALIGN(w) (((w) >> 20) & 0x7ffu)
+#define CDV_CPU_PARAM_PTR(w)   ((w) >> 31)
+typedef struct cdv_cpu_sig {
+  unsigned n;
+  unsigned w[CDV_CPU_MAX_PARAMS];   /* size | alignment << 20 | is-pointer << 31 */
+} cdv_cpu_sig;
+
 /* A kernel handle as module_function returns it. */
 typedef struct cdv_cpu_func {
   cdv_cpu_entry entry;
   int flags;                /* CDV_CPU_FLAG_* of its module */
+  const cdv_cpu_sig *sig;   /* NULL when the object does not say */
   char name[128];           /* the entry as written ("saxpy", "axpy<float>"), for messages */
   struct cdv_cpu_func *next;
 } cdv_cpu_func;
+
+/* ---------------------------------------------------------------- backend_cpu.c */
+/* The allocation of this backend that contains p: 0 and its extent, or -1. */
+int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len);
 
 /* ---------------------------------------------------------------- cpu_compile.c */
 int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e);
@@ -107,5 +122,6 @@ void cdv_cpu_fiber_switch(cdv_cpu_fctx *from, cdv_cpu_fctx *to);
 /* Stack regions (NOTE [fiber stacks]); n regions, each CDV_CPU_STACK bytes and aligned to it. */
 char *cdv_cpu_stacks_map(size_t n);
 cdv_cpu_fhdr *cdv_cpu_stack_hdr(char *region);
+int cdv_cpu_stack_vmas(void);   /* memory mappings each region adds: 0 with guard markers, else 2 */
 
 #endif

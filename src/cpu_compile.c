@@ -3,10 +3,12 @@
  * the shared objects in a disk cache.
  *
  * The translation unit is lua/cudadev/cpu_prelude.hpp (embedded as cdv_cpu_prelude), the user's source
- * (with `extern __shared__` declarations rewritten), and one extern "C" trampoline per requested entry.
+ * (with `extern __shared__` declarations rewritten), and one extern "C" trampoline per requested entry,
+ * "cdv_k<i>_<entry>", with two companions: "<trampoline>_name" (the entry as written, for messages) and
+ * "<trampoline>_sig" (the parameters' sizes and alignments, and which are pointers).
  * Before compiling, the source is scanned with comments and literals blanked out: constructs the cpu device
- * cannot run are refused by name and line, and the use of barriers or warp intrinsics decides whether the
- * kernel's threads need fibers (cdv_cpu_flags in the object).
+ * cannot run are noted by name and line (NOTE [refused constructs]), and the use of barriers or warp
+ * intrinsics decides whether the kernel's threads need fibers (cdv_cpu_flags in the object).
  *
  * NOTE [cpu kernel cache]: objects live in $CUDADEV_CACHE_DIR/cpu, else $XDG_CACHE_HOME/cudadev/cpu, else
  * ~/.cache/cudadev/cpu, named by a SHA-256 over everything that changes the output: the compiler's path and
@@ -76,7 +78,8 @@ static void sha_block(sha256 *s, const unsigned char *p)
   }
   memcpy(a, s->h, sizeof a);
   for (int i = 0; i < 64; i++) {
-    uint32_t t1 = a[7] + (ROR(a[4], 6) ^ ROR(a[4], 11) ^ ROR(a[4], 25)) + ((a[4] & a[5]) ^ (~a[4] & a[6])) + sha_k[i] + w[i];
+    uint32_t ch = (a[4] & a[5]) ^ (~a[4] & a[6]);
+    uint32_t t1 = a[7] + (ROR(a[4], 6) ^ ROR(a[4], 11) ^ ROR(a[4], 25)) + ch + sha_k[i] + w[i];
     uint32_t t2 = (ROR(a[0], 2) ^ ROR(a[0], 13) ^ ROR(a[0], 22)) + ((a[0] & a[1]) ^ (a[0] & a[2]) ^ (a[1] & a[2]));
     memmove(a + 1, a, 7 * sizeof a[0]);
     a[4] += t1;
@@ -575,6 +578,7 @@ typedef struct scanres {
   rewrite *rw;
   int nrw;
   strlist includes;   /* each entry: 'q' or 'a' (quoted, angled) followed by the name */
+  char refusal[320];  /* the first construct the cpu device cannot run, "" if none */
 } scanres;
 
 static void scan_free(scanres *r)
@@ -696,7 +700,46 @@ static void note_include(const char *orig, size_t n, const toks *t, int i, scanr
   sl_add(&r->includes, tmp);
 }
 
-/* Scan one file. full: refuse unsupported constructs and rewrite extern __shared__ (the user's own source and
+/* NOTE [refused constructs]: the first construct the cpu device cannot run is noted with its line. It is
+ * reported only if the host compiler then fails (it does on PTX asm, textures, wmma...), so that such code in
+ * a preprocessor branch the cpu device does not take (#ifdef __CUDADEV_CPU__ ... #else ... #endif), or an
+ * asm statement the host understands too (asm volatile("" ::: "memory")), is no obstacle. */
+static void note_refusal(const char *fname, const char *s, const toks *t, int i, scanres *r)
+{
+  const tok *k = &t->v[i];
+  const struct refusal *f;
+  const char *what, *word;
+  char w[64];
+  if (r->refusal[0])
+    return;
+  if (k->kind == T_IDENT && (f = word_in(refusals, s, k))) {
+    what = f->what;
+    snprintf(w, sizeof w, "%.*s", (int)k->len, s + k->off);
+    word = w;
+  } else if (!(what = refused_sequence(s, t, i, &word))) {
+    return;
+  }
+  if (!strcmp(what, "inline PTX asm"))
+    snprintf(r->refusal, sizeof r->refusal, "%s:%d: inline PTX asm is not supported on the cpu device", fname,
+             k->line);
+  else
+    snprintf(r->refusal, sizeof r->refusal, "%s:%d: %s '%s' is not supported on the cpu device", fname, k->line,
+             what, word);
+}
+
+/* `extern ... __shared__ ... ;` starting at t[i]: rewritten (rewrite_extern_shared); -1 when out of memory. */
+static int note_extern(const char *orig, const char *s, const toks *t, int i, int ns_scope, scanres *r)
+{
+  int semi = i, sh = 0;
+  while (semi < t->n && !tok_is(s, &t->v[semi], ";") && !tok_is(s, &t->v[semi], "{") &&
+         !tok_is(s, &t->v[semi], "}") && semi - i < 512)
+    sh |= tok_is(s, &t->v[semi], "__shared__"), semi++;
+  if (sh && semi < t->n && tok_is(s, &t->v[semi], ";"))
+    return rewrite_extern_shared(orig, t, i, semi, ns_scope, r);
+  return 0;
+}
+
+/* Scan one file. full: note refused constructs and rewrite extern __shared__ (the user's own source and
  * headers); otherwise only look for barriers and includes (files found on include paths). */
 static int scan_text(const char *fname, const char *orig, size_t n, int full, scanres *r, cdv_err *e)
 {
@@ -710,9 +753,6 @@ static int scan_text(const char *fname, const char *orig, size_t n, int full, sc
   unsigned char stack[256];   /* brace kinds: 1 = namespace-like */
   for (int i = 0; i < t.n && rc == 0; i++) {
     const tok *k = &t.v[i];
-    const struct refusal *f;
-    const char *word = NULL, *what = NULL;
-    char w[64];
     if (k->bol && tok_is(s, k, "#")) {
       note_include(orig, n, &t, i, r);
     } else if (tok_is(s, k, "{")) {
@@ -727,29 +767,9 @@ static int scan_text(const char *fname, const char *orig, size_t n, int full, sc
     } else if (k->kind == T_IDENT && word_in(sync_words, s, k)) {
       r->fibers = 1;
     }
-    if (!full)
-      continue;
-    if (k->kind == T_IDENT && (f = word_in(refusals, s, k))) {
-      what = f->what;
-      snprintf(w, sizeof w, "%.*s", (int)k->len, s + k->off);
-      word = w;
-    } else {
-      what = refused_sequence(s, &t, i, &word);
-    }
-    if (what) {
-      if (!strcmp(what, "inline PTX asm"))
-        rc = cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED",
-                      "%s:%d: inline PTX asm is not supported on the cpu device", fname, k->line);
-      else
-        rc = cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED",
-                      "%s:%d: %s '%s' is not supported on the cpu device", fname, k->line, what, word);
-    } else if (tok_is(s, k, "extern")) {
-      int semi = i, sh = 0;
-      while (semi < t.n && !tok_is(s, &t.v[semi], ";") && !tok_is(s, &t.v[semi], "{") &&
-             !tok_is(s, &t.v[semi], "}") && semi - i < 512)
-        sh |= tok_is(s, &t.v[semi], "__shared__"), semi++;
-      if (sh && semi < t.n && tok_is(s, &t.v[semi], ";") &&
-          rewrite_extern_shared(orig, &t, i, semi, code_depth == 0, r))
+    if (full) {
+      note_refusal(fname, s, &t, i, r);
+      if (tok_is(s, k, "extern") && note_extern(orig, s, &t, i, code_depth == 0, r))
         rc = oom(e);
     }
   }
@@ -934,6 +954,8 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
     buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const char %s_name[] = ", syms[i]);
     add_cstring(b, req->entries[i]);
     buf_adds(b, ";\n");
+    buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const cdv_cpu_sig %s_sig = "
+                "cdv_sig_of((%s));\n", syms[i], req->entries[i]);
   }
   buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const int cdv_cpu_flags = %d;\n", fibers);
 }
@@ -1213,6 +1235,7 @@ typedef struct job {
   strlist cmd;          /* compiler argv up to the file names */
   char key[65];
   int fibers;
+  const char *refusal;  /* NOTE [refused constructs] */
 } job;
 
 static void job_free(job *j)
@@ -1242,6 +1265,7 @@ static int scan_all(job *j, cdv_err *e)
   if (scan_text(name, req->source, req->source_len, 1, &j->src, e))
     return -1;
   j->fibers = j->src.fibers;
+  j->refusal = j->src.refusal[0] ? j->src.refusal : NULL;
   int nh = req->nheaders;
   j->hdr = calloc((size_t)nh + 1, sizeof *j->hdr);
   j->hdr_text = calloc((size_t)nh + 1, sizeof *j->hdr_text);
@@ -1256,6 +1280,8 @@ static int scan_all(job *j, cdv_err *e)
     if (scan_text(hn, hs, strlen(hs), 1, &j->hdr[i], e))
       return -1;
     j->fibers |= j->hdr[i].fibers;
+    if (!j->refusal && j->hdr[i].refusal[0])
+      j->refusal = j->hdr[i].refusal;
     if (!(j->hdr_text[i] = apply_rewrites(hs, strlen(hs), &j->hdr[i], &j->hdr_len[i])))
       return oom(e);
   }
@@ -1316,7 +1342,11 @@ static int build_cmd(job *j, cdv_err *e)
     return -1;
   char std[32];
   snprintf(std, sizeof std, "-std=%s", j->co.std);
-  const char *fixed[] = {std, "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-math-errno", "-fstack-clash-protection", "-pthread", NULL};
+  /* -fno-math-errno: device math sets no errno, and sqrtf then becomes one instruction.
+   * -fstack-clash-protection: a large frame is probed page by page, so a thread that overflows its fiber
+   * stack hits the guard page (NOTE [fiber stacks]) instead of writing into a neighbour's stack. */
+  const char *fixed[] = {std, "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-math-errno",
+                         "-fstack-clash-protection", "-pthread", NULL};
   for (int i = 0; fixed[i]; i++)
     sl_add(&j->cmd, fixed[i]);
   if (j->co.debug)
@@ -1349,7 +1379,8 @@ static int build_cmd(job *j, cdv_err *e)
 static const char *const stub_headers[] = {
   "cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h", "device_functions.h",
   "cuda_fp16.h", "cuda_bf16.h", "vector_types.h", "vector_functions.h", "sm_20_atomic_functions.h",
-  "sm_32_intrinsics.h", "sm_60_atomic_functions.h", "cuda_device_runtime_api.h", "crt/host_defines.h", NULL};
+  "sm_32_intrinsics.h", "sm_60_atomic_functions.h", "cuda_device_runtime_api.h", "crt/host_defines.h",
+  "cooperative_groups.h", "cooperative_groups/reduce.h", NULL};
 
 static const char math_constants[] =
   "#pragma once\n"
@@ -1495,8 +1526,11 @@ int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e)
     cdv_err ignored;
     if (access(path, R_OK) == 0 && cdv_cpu_cache_verify(path, &ignored) == 0)
       rc = 0;   /* a whole entry from an earlier process */
-    else
-      rc = build(&j, dir, path, &log, e);
+    else if ((rc = build(&j, dir, path, &log, e)) && j.refusal && !strcmp(e->name, "NVRTC_ERROR_COMPILATION")) {
+      char *clog = e->log;   /* NOTE [refused constructs]: the construct is the likely cause; keep the log */
+      cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%s", j.refusal);
+      e->log = clog;
+    }
     if (rc == 0) {
       memo_put(j.key, path);
       rc = fill_image(&j, path, log, out, e);

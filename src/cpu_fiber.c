@@ -103,10 +103,35 @@ void cdv_cpu_fiber_switch(cdv_cpu_fctx *from, cdv_cpu_fctx *to)
 
 #endif
 
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+
+/* Linux 6.13 and later can mark guard pages in the page tables (MADV_GUARD_INSTALL) without splitting the
+ * mapping; mprotect makes every guard page a mapping of its own (two per stack), and a process with a
+ * thousand extra mappings forks several times slower (measured: fork() 0.5 ms -> 4.5 ms). Probed once. */
+static int guard_markers(void)
+{
+  static int known = -1;
+  if (known < 0) {
+    long pg = sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    known = p != MAP_FAILED && madvise(p, (size_t)pg, MADV_GUARD_INSTALL) == 0;
+    if (p != MAP_FAILED)
+      munmap(p, 2 * (size_t)pg);
+  }
+  return known;
+}
+
+int cdv_cpu_stack_vmas(void)
+{
+  return guard_markers() ? 0 : 2;
+}
+
 /* NOTE [fiber stacks] (cpu.h): one mmap reserves n+1 regions so that n aligned ones fit; the slack is given
  * back. The memory is committed lazily (MAP_NORESERVE), so a 256 KiB stack costs the pages a thread touches.
- * The lowest page of each region is made inaccessible: a thread that overflows its stack faults there
- * instead of writing over its neighbour's. */
+ * The lowest page of each region is a guard: a thread that overflows its stack faults there instead of
+ * writing over its neighbour's. */
 char *cdv_cpu_stacks_map(size_t n)
 {
   size_t len = (n + 1) * CDV_CPU_STACK;
@@ -121,7 +146,8 @@ char *cdv_cpu_stacks_map(size_t n)
   if (end < p + len)
     munmap(end, (size_t)(p + len - end));
   for (size_t i = 0; i < n; i++)
-    mprotect(a + i * CDV_CPU_STACK, (size_t)pg, PROT_NONE);
+    if (!guard_markers() || madvise(a + i * CDV_CPU_STACK, (size_t)pg, MADV_GUARD_INSTALL))
+      mprotect(a + i * CDV_CPU_STACK, (size_t)pg, PROT_NONE);
   return a;
 }
 

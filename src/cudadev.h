@@ -40,15 +40,17 @@ CUDADEV_API int luaopen_cudadev(lua_State *L);
 CUDADEV_API const char *cudadev_version(void);
 
 /* ---------------------------------------------------------------- per-state options */
-/* Set before luaopen_cudadev, so that no script runs without them. They may be changed later from C. */
+/* Set before luaopen_cudadev, so that no script runs without them (they may be changed later from C).
+ * They raise only when Lua runs out of memory. cudadev_set_options(L, NULL) restores the defaults. */
 typedef struct cudadev_options {
-  /* No raw addresses (a.ptr, integers as pointer arguments, map_cuda_device with a context pointer),
-   * no cd.load_module, no kernel compilation for the cpu device (it runs native host code). */
+  /* No raw addresses (a.ptr, s.handle, integers as pointer arguments, map_cuda_device with a context
+   * pointer), no cd.load_module, no kernel compilation for the cpu device (it runs native host code). */
   int sandbox;
-  /* Bytes of memory that the state's arrays may hold at once, on all devices together (0: no limit).
-   * An allocation beyond it raises `device memory quota of X exceeded on cuda:0 (requested Y, in use Z)`
-   * after a garbage collection found nothing to give back; freed arrays give their bytes back. Arrays
-   * that wrap host memory (cudadev_push_array) are not counted. */
+  /* Bytes of memory that the state's arrays may hold at once, on all devices together, the cpu device's
+   * host memory included (0: no limit). An allocation beyond it raises `device memory quota of X exceeded
+   * on cuda:0 (requested Y, in use Z)` once a garbage collection found nothing to give back; freed and
+   * collected arrays give their bytes back. Staging copies (printing a GPU array, a[i], a:totable(),
+   * copies from Lua tables) count while they exist. Arrays over host memory (cudadev_push_array) do not. */
   size_t memory_quota;
   /* NULL-terminated list of the compile options scripts may pass to cd.compile (NULL: any). An entry
    * ending in '*' allows every option that starts with what precedes it ("-D*", "--gpu-architecture=*").

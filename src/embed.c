@@ -8,9 +8,9 @@
  * allocation and gives the bytes back when the block is freed (the block remembers the state it counts
  * against: every block dies before its state, since lua_close runs all finalizers before freeing
  * anything); module.c asks cdv_check_compile_options and refuses cpu compiles in a sandbox; array.c
- * (a.ptr), module.c (integers as pointers, load_module) and peer.c (map_cuda_device with a context
- * pointer) refuse raw addresses in a sandbox. The allow-list is a table in the registry, so it dies with
- * the state and needs no finalizer.
+ * (a.ptr), stream.c (s.handle), module.c (integers as pointers, load_module) and peer.c (map_cuda_device
+ * with a context pointer) refuse raw addresses in a sandbox. The allow-list is a table in the registry, so
+ * it dies with the state and needs no finalizer.
  *
  * NOTE [interruptible waits]: a REPL (luacuda) wants Ctrl-C to stop a wait for the GPU, not only a Lua
  * loop. In a state marked interruptible, synchronize on a device, stream or event polls the backend's
@@ -60,6 +60,8 @@ CUDADEV_API void cudadev_set_allowed_compile_options(lua_State *L, const char *c
 }
 
 CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *o) {
+  static const cudadev_options defaults = {0, 0, NULL, 0};
+  if (o == NULL) o = &defaults;
   cudadev_set_sandbox(L, o->sandbox);
   cudadev_set_memory_quota(L, o->memory_quota);
   cudadev_set_allowed_compile_options(L, o->allowed_compile_options);
@@ -305,7 +307,8 @@ CUDADEV_API void cudadev_push_array(lua_State *L, void *ptr, const char *dtype, 
   int64_t size = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape == NULL || shape[i] < 0) luaL_error(L, "%s: dimension %d must be a non-negative integer", api, i + 1);
-    if (shape[i] != 0 && size > ((int64_t)1 << 56) / cdv_dtypes[t].size / shape[i]) luaL_error(L, "%s: array is too large", api);
+    if (shape[i] != 0 && size > ((int64_t)1 << 56) / cdv_dtypes[t].size / shape[i])
+      luaL_error(L, "%s: array is too large", api);
     size *= shape[i];
   }
   if (ptr == NULL && size > 0) luaL_error(L, "%s: ptr is NULL", api);

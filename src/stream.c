@@ -141,7 +141,7 @@ static int stream_release(lua_State *L) {
     cdv_stream_unregister(s->handle);
     cdv_live_add(CDV_LIVE_STREAM, -1);
   }
-  if (s->owned) s->dev = NULL;   /* later use says the stream was destroyed */
+  if (s->handle != NULL) s->dev = NULL;   /* later use says the stream was destroyed (a host's too) */
   s->owned = 0;
   s->handle = NULL;
   return 0;
@@ -220,7 +220,10 @@ static int stream_index(lua_State *L) {
   if (strcmp(k, "device") == 0) cdv_push_device(L, s->dev);
   else if (strcmp(k, "priority") == 0) lua_pushinteger(L, s->priority);
   else if (strcmp(k, "is_default") == 0) lua_pushboolean(L, s->handle == NULL);
-  else if (strcmp(k, "handle") == 0) lua_pushinteger(L, (lua_Integer)(intptr_t)s->handle);
+  else if (strcmp(k, "handle") == 0) {   /* a raw address: NOTE [state limits] in embed.c */
+    if (cdv_get_state(L)->sandbox) return luaL_error(L, "raw addresses are not available in this sandbox");
+    lua_pushinteger(L, (lua_Integer)(intptr_t)s->handle);
+  }
   else {
     luaL_getmetatable(L, CDV_STREAM);
     lua_getfield(L, -1, "methods");

@@ -4,9 +4,10 @@
  * Build and run from the repository root:
  *   { printf 'const char cdv_cpu_prelude[] = {'; xxd -i < lua/cudadev/cpu_prelude.hpp; printf ', 0x00};\n'; } \
  *       > /tmp/cpu_prelude_embed.c
- *   gcc -std=gnu11 -O2 -Wall -Wextra -fvisibility=hidden -I/usr/include/lua5.4 -Isrc -o /tmp/cpu_backend_test \
- *       tests/cpu_backend_test.c src/backend_cpu.c src/cpu_compile.c src/cpu_run.c src/cpu_fiber.c \
- *       /tmp/cpu_prelude_embed.c -ldl -lpthread
+ *   gcc -std=gnu11 -O2 -Wall -Wextra -Wshadow -fvisibility=hidden -I/usr/include/lua5.4 -Isrc \
+ *       -o /tmp/cpu_backend_test tests/cpu_backend_test.c src/backend_cpu.c src/cpu_compile.c src/cpu_run.c \
+ *       src/cpu_fiber.c /tmp/cpu_prelude_embed.c -ldl -lpthread -lm
+ *   (add -DCDV_CPU_UCONTEXT to test the ucontext fallback of the fiber switch)
  *   /tmp/cpu_backend_test            # CDV_TEST_QUICK=1: small sizes (e.g. with -DCDV_CPU_UCONTEXT);
  *                                    # CDV_TEST_ONLY=saxpy,reduce: some tests only
  *
@@ -16,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,9 +343,10 @@ static void test_reduce(void)
           quick ? 16 : 24, fk ? "forked" : "in-process", got, expect);
   }
   set_fork(1);
-  double tf = best_of(3, fn, (unsigned)nb, 256, args, &rc);
+  int reps = getenv("CDV_TEST_REPS") ? atoi(getenv("CDV_TEST_REPS")) : 3;
+  double tf = best_of(reps, fn, (unsigned)nb, 256, args, &rc);
   set_fork(0);
-  double ti = best_of(3, fn, (unsigned)nb, 256, args, &rc);
+  double ti = best_of(reps, fn, (unsigned)nb, 256, args, &rc);
   double tp = 1e9;
   volatile float sink;
   for (int r = 0; r < 3; r++) {
@@ -393,6 +396,37 @@ static void test_scan(void)
       acc += in[b * 256 + t], ok &= out[b * 256 + t] == acc;
   }
   CHECK(rc == 0 && ok, "inclusive scan of %d blocks", nb);
+  /* the same scan with its barriers in a header found on an include path: the scan of included files must
+   * see them, or the kernel would run without fibers */
+  mkdir("/tmp/cdv-test-include", 0700);
+  FILE *h = fopen("/tmp/cdv-test-include/block_scan.h", "w");
+  fputs("#pragma once\n__device__ int block_scan(int *buf, int v) {\n  int t = threadIdx.x;\n  buf[t] = v;\n"
+        "  for (int off = 1; off < (int)blockDim.x; off <<= 1) {\n    __syncthreads();\n"
+        "    int x = t >= off ? buf[t - off] : 0;\n    __syncthreads();\n    buf[t] += x;\n  }\n"
+        "  __syncthreads();\n  return buf[t];\n}\n", h);
+  fclose(h);
+  static const char src2[] =
+    "#include \"block_scan.h\"\n"
+    "extern \"C\" __global__ void scan_hdr(const int *in, int *out) {\n"
+    "  __shared__ int buf[256];\n"
+    "  out[blockIdx.x * blockDim.x + threadIdx.x] = block_scan(buf, in[blockIdx.x * blockDim.x + threadIdx.x]);\n"
+    "}\n";
+  const char *k = "scan_hdr", *inc[] = {"/tmp/cdv-test-include"};
+  unsigned char zero = 0;
+  cdv_compile_req req = {.source = src2, .source_len = strlen(src2), .name = "kernel.cu", .nincludes = 1,
+                         .include_paths = inc, .nentries = 1, .entries = &k, .is_expr = &zero};
+  cdv_err e;
+  memset(out, 0, (size_t)n * 4);
+  rc = be->compile(&cpu, &req, &m.img, &e) || be->module_load(&cpu, &m.img, &m.m, &e) ||
+       be->module_function(&cpu, m.m, m.img.lowered[0], &m.fn[0], &e) || launch(m.fn[0], (unsigned)nb, 256, 0, args, &e);
+  ok = 1;
+  for (int b = 0; b < nb; b++) {
+    int acc = 0;
+    for (int t = 0; t < 256; t++)
+      acc += in[b * 256 + t], ok &= out[b * 256 + t] == acc;
+  }
+  CHECK(rc == 0 && ok && ((cdv_cpu_func *)m.fn[0])->flags == CDV_CPU_FLAG_FIBERS,
+        "barriers in a header on an include path: %s", rc ? e.message : "ok");
   dfree(in), dfree(out);
 }
 
@@ -422,11 +456,28 @@ static void test_warps(void)
     "  out[o + 6] = __syncthreads_and(1) + 2 * __syncthreads_or(threadIdx.x == 40);\n"
     "  double d = __shfl_down_sync(full, (double)lane * 0.5, 2, 8);\n"
     "  out[o + 7] = (int)(d * 2);\n"
+    "}\n"
+    "#include <cooperative_groups.h>\n"
+    "#include <cooperative_groups/reduce.h>\n"
+    "namespace cg = cooperative_groups;\n"
+    "extern \"C\" __global__ void cg_reduce(const float *in, float *out, int n) {\n"
+    "  cg::thread_block block = cg::this_thread_block();\n"
+    "  cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);\n"
+    "  __shared__ float partial[32];\n"
+    "  int i = blockIdx.x * blockDim.x + block.thread_rank();\n"
+    "  float v = cg::reduce(tile, i < n ? in[i] : 0.0f, cg::plus<float>());\n"
+    "  if (tile.thread_rank() == 0) partial[tile.meta_group_rank()] = v;\n"
+    "  block.sync();\n"
+    "  if (tile.meta_group_rank() == 0) {\n"
+    "    v = tile.thread_rank() < tile.meta_group_size() ? partial[tile.thread_rank()] : 0.0f;\n"
+    "    v = cg::reduce(tile, v, cg::plus<float>());\n"
+    "    if (tile.thread_rank() == 0) atomicAdd(out, v);\n"
+    "  }\n"
     "}\n";
-  const char *entries[] = {"warp_reduce", "warp_misc"};
+  const char *entries[] = {"warp_reduce", "warp_misc", "cg_reduce"};
   mod m;
   cdv_err e;
-  if (build(&m, src, 2, entries, NULL, 0, NULL, &e)) {
+  if (build(&m, src, 3, entries, NULL, 0, NULL, &e)) {
     CHECK(0, "build: %s %s", e.message, e.log ? e.log : "");
     return;
   }
@@ -440,6 +491,9 @@ static void test_warps(void)
   set_fork(1);
   int rc = launch_ok(m.fn[0], (unsigned)nb, 256, 0, args);
   CHECK(rc == 0 && fabs(*out - expect) < 1e-3 * expect, "warp-shuffle reduction %.0f vs %.0f", *out, expect);
+  *out = 0;
+  rc = launch_ok(m.fn[2], (unsigned)nb, 256, 0, args);
+  CHECK(rc == 0 && fabs(*out - expect) < 1e-3 * expect, "cooperative groups reduction %.0f vs %.0f", *out, expect);
   int *o = dalloc(48 * 8 * 4);
   void *args2[] = {&o};
   rc = launch_ok(m.fn[1], 1, 48, 0, args2);   /* 48 threads: the second warp has 16 lanes */
@@ -691,7 +745,7 @@ static void test_faults(void)
 
 static void test_device_globals(void)
 {
-  printf("__device__ globals seen across forked launches\n");
+  printf("__device__ globals and host memory seen after forked launches\n");
   static const char src[] =
     "__device__ int counter;\n"
     "__constant__ int kMul = 3;\n"
@@ -709,6 +763,12 @@ static void test_device_globals(void)
   set_fork(1);
   int rc = launch_ok(m.fn[0], 4, 64, 0, none) | launch_ok(m.fn[1], 1, 1, 0, a);
   CHECK(rc == 0 && *out == 768, "counter after a forked launch: %d (768 expected)", *out);
+  /* a host buffer this backend did not allocate: the launch runs in-process, so the write is seen */
+  static int host_buf[1];
+  int *hp = host_buf;
+  void *a2[] = {&hp};
+  rc = launch_ok(m.fn[1], 1, 1, 0, a2);
+  CHECK(rc == 0 && host_buf[0] == 768, "write into host memory not allocated by the backend: %d", host_buf[0]);
   dfree(out);
 }
 
@@ -752,6 +812,8 @@ static void test_compile_errors(void)
     "}\n";
   expect_error("asm", build(&m, asm_src, 1, &k, NULL, 0, NULL, &e), &e, "CUDA_ERROR_NOT_SUPPORTED",
                "kernel.cu:4: inline PTX asm is not supported on the cpu device");
+  CHECK(!strcmp(e.api, "cpu.compile") && e.log && strstr(e.log, "laneid"), "the compiler's log comes along");
+  free(e.log);
   static const char tex_src[] =
     "extern \"C\" __global__ void k(cudaTextureObject_t t, float *p) { p[0] = tex2D<float>(t, 0, 0); }\n";
   expect_error("texture", build(&m, tex_src, 1, &k, NULL, 0, NULL, &e), &e, "CUDA_ERROR_NOT_SUPPORTED",
@@ -773,6 +835,33 @@ static void test_compile_errors(void)
   CHECK(!strcmp(e.api, "c++") && e.log && strstr(e.log, "kernel.cu:2") && m.img.log && strstr(m.img.log, "undeclared_thing"),
         "compiler log in e->log and out->log");
   free(e.log);
+  /* refused constructs matter only where the host compiler fails: not in a branch the cpu device does not
+   * take, not in asm the host understands; and the programming guide's double atomicAdd does not clash */
+  static const char ok_src[] =
+    "#if __CUDA_ARCH__ < 600\n"
+    "__device__ double atomicAdd(double *a, double v) { return v; }\n"
+    "#endif\n"
+    "extern \"C\" __global__ void k(int *p) {\n"
+    "#ifdef __CUDADEV_CPU__\n"
+    "  int lane = threadIdx.x & 31;\n"
+    "#else\n"
+    "  int lane; asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane));\n"
+    "#endif\n"
+    "  asm volatile(\"\" ::: \"memory\");\n"
+    "  p[lane] = lane + 1;\n"
+    "}\n";
+  int orc = build(&m, ok_src, 1, &k, NULL, 0, NULL, &e);
+  CHECK(orc == 0, "asm in an inactive branch, a host-compatible asm, __CUDA_ARCH__ guards: %s", orc ? e.message : "ok");
+  if (orc == 0) {
+    int *p = dalloc(32 * 4);
+    void *args[] = {&p};
+    CHECK(launch_ok(m.fn[0], 1, 32, 0, args) == 0 && p[31] == 32, "and it runs");
+    dfree(p);
+  }
+  setenv("CUDADEV_CXX", "/nonexistent/g++", 1);
+  expect_error("missing compiler", build(&m, saxpy_src, 1, (const char *[]){"saxpy"}, NULL, 0, NULL, &e), &e, "ENOENT",
+               "no host C++ compiler found: '/nonexistent/g++' (from $CUDADEV_CXX) not found");
+  unsetenv("CUDADEV_CXX");
   /* options NVRTC users pass: GPU-only ones are ignored, -D is honoured, two-token forms work */
   static const char def_src[] = "extern \"C\" __global__ void k(int *p) { p[0] = VALUE * SCALE; }\n";
   const char *opts[] = {"-arch", "sm_90", "--gpu-architecture=compute_80", "-lineinfo", "--fmad=false", "-DVALUE=6",
@@ -889,8 +978,88 @@ static void test_launch_checks(void)
   int bps;
   CHECK(be->func_info(&cpu, fn, &fi, &e) == 0 && fi.max_threads_per_block == 1024 && fi.num_regs == 0, "func_info");
   CHECK(be->occupancy(&cpu, fn, 256, 0, &bps, &e) == 0 && bps == 8, "occupancy 256 -> %d", bps);
-  size_t off, sz;
-  CHECK(be->param_info(&cpu, fn, 0, &off, &sz) == 1, "param_info unknown");
+  size_t off[4], sz[4];
+  int rc = 0;
+  for (int i = 0; i < 4; i++)
+    rc |= be->param_info(&cpu, fn, i, &off[i], &sz[i]);
+  CHECK(rc == 0 && off[0] == 0 && sz[0] == 4 && off[1] == 4 && off[2] == 8 && sz[2] == 8 && off[3] == 16,
+        "param_info: saxpy(int, float, const float *, float *) at 0, 4, 8, 16");
+  CHECK(be->param_info(&cpu, fn, 4, &off[0], &sz[0]) == 1, "param_info past the last parameter");
+}
+
+typedef struct thr {
+  void *fn;
+  int fork, rc, ok;
+} thr;
+
+static void *thread_main(void *arg)
+{
+  thr *t = arg;
+  if (!t->fn) {   /* compile concurrently: a kernel of its own per thread */
+    char def[64];
+    snprintf(def, sizeof def, "-DSCALE=%d", t->fork + 2);
+    const char *opts[] = {def}, *k = "scaled";
+    static const char src[] = "extern \"C\" __global__ void scaled(int *p) { p[threadIdx.x] = SCALE; }\n";
+    mod m;
+    cdv_err e;
+    int *p = dalloc(64 * 4);
+    void *args[] = {&p};
+    t->rc = build(&m, src, 1, &k, NULL, 1, opts, &e) || launch(m.fn[0], 1, 64, 0, args, &e);
+    t->ok = t->rc == 0 && p[63] == t->fork + 2;
+    dfree(p);
+    return NULL;
+  }
+  int n = 1 << 16;
+  float *x = dalloc((size_t)n * 4), *y = dalloc((size_t)n * 4), a = 1.0f;
+  for (int i = 0; i < n; i++)
+    x[i] = 1, y[i] = 0;
+  void *args[] = {&n, &a, &x, &y};
+  unsigned g[3] = {(unsigned)n / 256, 1, 1}, b[3] = {256, 1, 1};
+  cdv_err e;
+  for (int r = 0; r < 20; r++)
+    t->rc |= be->launch(&cpu, t->fn, g, b, 0, NULL, args, &e);
+  t->ok = 1;
+  for (int i = 0; i < n; i++)
+    t->ok &= y[i] == 20.0f;
+  dfree(x), dfree(y);
+  return NULL;
+}
+
+static void test_threads(void)
+{
+  printf("launches from several host threads\n");
+  mod m;
+  void *fn = kernel1(&m, saxpy_src, "saxpy");
+  if (!fn)
+    return;
+  for (int fk = 1; fk >= 0; fk--) {
+    set_fork(fk);   /* the variable is read by every launch, so all threads run the same mode */
+    pthread_t th[4];
+    thr t[4];
+    for (int i = 0; i < 4; i++) {
+      t[i] = (thr){fn, fk, 0, 0};
+      pthread_create(&th[i], NULL, thread_main, &t[i]);
+    }
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+      pthread_join(th[i], NULL);
+      ok &= t[i].rc == 0 && t[i].ok;
+    }
+    CHECK(ok, "4 threads x 20 %s launches", fk ? "forked" : "in-process");
+  }
+  pthread_t th[4];
+  thr t[4];
+  int ok = 1;
+  for (int i = 0; i < 4; i++) {
+    t[i] = (thr){NULL, (int)(time(NULL) % 1000) * 10 + i, 0, 0};
+    pthread_create(&th[i], NULL, thread_main, &t[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    ok &= t[i].rc == 0 && t[i].ok;
+  }
+  CHECK(ok, "4 threads compiling and launching different kernels at once");
+  set_fork(1);
 }
 
 static void test_fork_cost(void)
@@ -902,7 +1071,19 @@ static void test_fork_cost(void)
   if (!fn)
     return;
   void *none[] = {NULL};
-  int reps = 200, rc = 0;
+  int reps = 200, rc = 0, maps = 0;
+  FILE *f = fopen("/proc/self/maps", "r");
+  for (int c; f && (c = getc(f)) != EOF;)
+    maps += c == '\n';
+  if (f)
+    fclose(f);
+  FILE *sf = fopen("/proc/self/statm", "r");
+  long size = 0, rss = 0;
+  if (sf && fscanf(sf, "%ld %ld", &size, &rss) != 2)
+    rss = 0;
+  if (sf)
+    fclose(sf);
+  printf("  (this process: %d memory mappings, %ld MiB resident)\n", maps, rss * sysconf(_SC_PAGESIZE) >> 20);
   for (int fk = 1; fk >= 0; fk--) {
     set_fork(fk);
     launch_ok(fn, 1, 1, 0, none);
@@ -936,7 +1117,7 @@ int main(void)
                {"histogram", test_histogram}, {"templates", test_templates}, {"shared", test_dynamic_shared},
                {"printf", test_printf}, {"faults", test_faults}, {"globals", test_device_globals},
                {"indexing", test_indexing}, {"cache", test_cache}, {"checks", test_launch_checks},
-               {"cost", test_fork_cost}};
+               {"threads", test_threads}, {"cost", test_fork_cost}};
   const char *only = getenv("CDV_TEST_ONLY");   /* a comma-separated list of test names */
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
     if (!only || strstr(only, tests[i].name)) {

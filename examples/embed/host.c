@@ -6,8 +6,9 @@
  * (the driver opened with dlopen: this program does not link libcuda), else host memory for the cpu device.
  * That host memory is a MAP_SHARED mapping rather than malloc's: the cpu device runs each launch in a forked
  * child by default (NOTE [fault containment] in src/cpu_run.c), and only shared memory carries the child's
- * writes back (with malloc'd memory, set CUDADEV_CPU_FORK=0 to run launches in-process). It adopts its context under the alias "host", hands the buffer to a Lua script as the Array
- * `buf` (no copy; the Array owns it through a release callback) and its stream as `host_stream`; the script
+ * writes back (with malloc'd memory, set CUDADEV_CPU_FORK=0 to run launches in-process).
+ * On a GPU the host adopts its context under the alias "host". It hands the buffer to a Lua script as the
+ * Array `buf` (no copy; the Array owns it through a release callback) and its stream as `host_stream`; the script
  * fills the buffer and launches a kernel on it; the host checks the result in C. The release callback must
  * run exactly once, at lua_close.
  *
@@ -130,6 +131,25 @@ static int host_checksum(lua_State *L) {
   return 2;
 }
 
+/* host.wrap(what): the second half of the buffer as a borrowed 2-d Array (the host keeps it alive: no
+ * release callback), or, for "bad dtype" / "bad device", the error cudadev_push_array raises */
+static int host_wrap(lua_State *L) {
+  const char *what = luaL_checkstring(L, 1);
+  int64_t shape[2] = {N / 64, 32};
+  const char *dev = H.gpu ? "host" : "cpu";
+  if (strcmp(what, "bad dtype") == 0) cudadev_push_array(L, H.buf, "float33", 1, shape, dev, NULL, NULL);
+  else if (strcmp(what, "bad device") == 0) cudadev_push_array(L, H.buf, "float32", 1, shape, "cuda:7", NULL, NULL);
+  else cudadev_push_array(L, (float *)H.buf + N / 2, "f32", 2, shape, dev, NULL, NULL);
+  return 1;
+}
+
+/* host.is_array(v): cudadev_to_array, which never raises */
+static int host_is_array(lua_State *L) {
+  cudadev_array_info a;
+  lua_pushboolean(L, cudadev_to_array(L, 1, &a));
+  return 1;
+}
+
 /* host.fail(why): a host callback that fails, as cudadev errors do (api "host") */
 static int host_fail(lua_State *L) {
   return cudadev_error(L, "%s", luaL_checkstring(L, 1));
@@ -166,6 +186,16 @@ static const char plain_script[] =
   "end\n"
   "local sum, what = host.checksum(buf)\n"
   "print(('script: host.checksum(buf) = %.0f (%s)'):format(sum, what))\n"
+  "local half = host.wrap('half')\n"
+  "print(('script: borrowed half: %s, half[1][1] = %g, half[16][32] = %g'):format(\n"
+  "  table.concat(half.shape, 'x'), half[1][1], half[16][32]))\n"
+  "half = nil\n"
+  "collectgarbage()   -- a borrowed Array going away leaves the memory alone\n"
+  "print('script: is_array(buf), is_array({}): ', host.is_array(buf), host.is_array({}))\n"
+  "for _, what in ipairs({'bad dtype', 'bad device'}) do\n"
+  "  local ok, err = pcall(host.wrap, what)\n"
+  "  print('script: ' .. what .. ': ' .. tostring(err))\n"
+  "end\n"
   "local ok2, err = pcall(host.fail, 'frame 7 is not ready')\n"
   "print('script: host callback raised ' .. cd.type(err) .. ': ' .. tostring(err))\n";
 
@@ -181,6 +211,7 @@ static const char sandbox_script[] =
   "  refused = refused + 1\n"
   "end\n"
   "try('a raw address', function() return buf.ptr end)\n"
+  "try('a stream handle', function() return host_stream.handle end)\n"
   "try('load_module', cd.load_module, '.version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k() { ret; }')\n"
   "try('a cpu kernel', cd.compile, src, {device = 'cpu'})\n"
   "try('a disallowed compile option', cd.compile, src, {options = {'-G'}})\n"
@@ -196,6 +227,7 @@ static const char sandbox_script[] =
   "if not buf.device.is_cpu then\n"
   "  local m = cd.compile(src, {device = buf.device, options = {'--use_fast_math', '-DSCALE=2'}})\n"
   "  print('sandbox: allowed: compiling on ' .. buf.device.alias .. ' with allowed options')\n"
+  "  try('an integer as a pointer', m.axpb, {dim = 1}, 12345, 2.0, 1.0, 1)\n"
   "end\n"
   "local ok, err = pcall(host.fail, 'frame 7 is not ready')\n"
   "print('sandbox: host callback raised ' .. cd.type(err) .. ': ' .. tostring(err))\n"
@@ -232,7 +264,8 @@ static int setup(lua_State *L) {
   lua_setglobal(L, "buf");
   cudadev_push_stream(L, H.stream, dev);
   lua_setglobal(L, "host_stream");
-  static const luaL_Reg fns[] = {{"checksum", host_checksum}, {"fail", host_fail}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"checksum", host_checksum}, {"fail", host_fail}, {"wrap", host_wrap},
+                                 {"is_array", host_is_array}, {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_setglobal(L, "host");
   return 0;

@@ -6,7 +6,8 @@
 // match src/cpu.h.
 //
 // Not provided (refused at compile time with the construct's name): inline PTX asm, textures and surfaces,
-// grid-wide cooperative sync, clusters, tensor-core intrinsics, dynamic parallelism. Rounding-mode suffixes
+// grid-wide cooperative sync, clusters, tensor-core intrinsics, dynamic parallelism. Cooperative groups:
+// thread blocks and tiles only (with cg::reduce); no coalesced or dynamically sized groups. Rounding-mode suffixes
 // (_rz, _ru, _rd) of arithmetic intrinsics round to nearest; fast-math intrinsics are the accurate functions.
 
 #include <cstddef>
@@ -29,8 +30,13 @@
 #define __assert_fail cdv_assert_fail
 #include <assert.h>
 
+// What NVRTC defines, so sources take their device code paths. __CUDA_ARCH__ is 700: the cpu device has
+// Volta's programming model (independent threads, *_sync intrinsics, double atomicAdd, __nanosleep), and
+// code written for newer GPUs keeps its portable fallbacks (the guide's `#if __CUDA_ARCH__ < 600` atomicAdd
+// for double would otherwise clash with the one below).
 #define __CUDACC__ 1
 #define __CUDACC_RTC__ 1
+#define __CUDA_ARCH__ 700
 #define __CUDADEV_CPU__ 1
 
 // ---------------------------------------------------------------- qualifiers
@@ -90,7 +96,8 @@ struct dim3 {
 };
 
 // ---------------------------------------------------------------- ABI (src/cpu.h)
-#define CDV_CPU_ABI 1
+#define CDV_CPU_ABI 2
+#define CDV_CPU_MAX_PARAMS 128
 #define CDV_CPU_STACK_LOG2 18
 #define CDV_CPU_FHDR_SLOT 64
 enum { CDV_CPU_RUN_THREAD = 0, CDV_CPU_RUN_BLOCK = 1 };
@@ -113,6 +120,10 @@ struct cdv_cpu_fhdr {
   unsigned tid;
   cdv_cpu_ctx *ctx;
   void *fiber;
+};
+struct cdv_cpu_sig {
+  unsigned n;
+  unsigned w[CDV_CPU_MAX_PARAMS];   // size | alignment << 20 | is-pointer << 31
 };
 __attribute__((visibility("default"))) extern const int cdv_cpu_abi;
 __attribute__((visibility("default"))) extern const int cdv_cpu_ctx_size;
@@ -155,8 +166,8 @@ static inline void *cdv_dyn_shared() { return cdv_ctx()->dyn_shared; }
   c->fail(c, kind, text, file, line);
   __builtin_unreachable();
 }
-extern "C" [[noreturn]] void cdv_assert_fail(const char *expr, const char *file, unsigned int line,
-                                             const char *func) noexcept
+// (noreturn comes with glibc's declaration, which clang wants to be the only one to say it)
+extern "C" void cdv_assert_fail(const char *expr, const char *file, unsigned int line, const char *func) noexcept
 {
   (void)func;
   cdv_fail_here(CDV_CPU_FAIL_ASSERT, expr, file, line);
@@ -280,6 +291,54 @@ static inline int __reduce_max_sync(unsigned m, int v) { return cdv_reduce_sync(
 static inline unsigned __reduce_and_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a & b; }); }
 static inline unsigned __reduce_or_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a | b; }); }
 static inline unsigned __reduce_xor_sync(unsigned m, unsigned v) { return cdv_reduce_sync(m, v, [](unsigned a, unsigned b) { return a ^ b; }); }
+
+// ---------------------------------------------------------------- cooperative groups (block level)
+// Thread blocks and tiles of up to 32 threads; grid and cluster groups are refused at compile time.
+namespace cooperative_groups {
+struct thread_block {
+  void sync() const { __syncthreads(); }
+  static void barrier_sync() { __syncthreads(); }
+  unsigned thread_rank() const { return cdv_hdr()->tid; }
+  unsigned size() const { return cdv_ctx()->nthreads; }
+  unsigned num_threads() const { return size(); }
+  dim3 group_index() const { return blockIdx; }
+  dim3 thread_index() const { return threadIdx; }
+  dim3 group_dim() const { return blockDim; }
+  dim3 dim_threads() const { return blockDim; }
+};
+static inline thread_block this_thread_block() { return thread_block(); }
+template <unsigned N> struct thread_block_tile {
+  static_assert(N >= 1 && N <= 32 && !(N & (N - 1)), "tile sizes are powers of two up to 32");
+  static unsigned base() { return cdv_laneid() & ~(N - 1); }
+  static unsigned mask() { return (N == 32 ? 0xffffffffu : ((1u << N) - 1u) << base()) & cdv_warp_lanes(); }
+  void sync() const { __syncwarp(mask()); }
+  unsigned thread_rank() const { return cdv_laneid() & (N - 1); }
+  static constexpr unsigned size() { return N; }
+  static constexpr unsigned num_threads() { return N; }
+  unsigned meta_group_rank() const { return cdv_hdr()->tid / N; }
+  unsigned meta_group_size() const { return (cdv_ctx()->nthreads + N - 1) / N; }
+  template <class T> T shfl(T v, int src) const { return __shfl_sync(mask(), v, src, (int)N); }
+  template <class T> T shfl_down(T v, unsigned d) const { return __shfl_down_sync(mask(), v, d, (int)N); }
+  template <class T> T shfl_up(T v, unsigned d) const { return __shfl_up_sync(mask(), v, d, (int)N); }
+  template <class T> T shfl_xor(T v, int m) const { return __shfl_xor_sync(mask(), v, m, (int)N); }
+  int any(int p) const { return __any_sync(mask(), p); }
+  int all(int p) const { return __all_sync(mask(), p); }
+  unsigned ballot(int p) const { return (__ballot_sync(mask(), p) >> base()) & (N == 32 ? 0xffffffffu : (1u << N) - 1u); }
+};
+template <unsigned N, class G> static inline thread_block_tile<N> tiled_partition(const G &) { return thread_block_tile<N>(); }
+template <class G> static inline void sync(const G &g) { g.sync(); }
+template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
+template <class T> struct less { T operator()(T a, T b) const { return b < a ? b : a; } };
+template <class T> struct greater { T operator()(T a, T b) const { return a < b ? b : a; } };
+template <class T> struct bit_and { T operator()(T a, T b) const { return a & b; } };
+template <class T> struct bit_or { T operator()(T a, T b) const { return a | b; } };
+template <class T> struct bit_xor { T operator()(T a, T b) const { return a ^ b; } };
+template <unsigned N, class T, class Op> static inline T reduce(const thread_block_tile<N> &g, T v, Op op)
+{
+  for (unsigned o = N / 2; o > 0; o >>= 1) v = op(v, g.shfl_xor(v, (int)o));
+  return v;
+}
+}  // namespace cooperative_groups
 
 // ---------------------------------------------------------------- fences, clocks, sleeping
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -810,3 +869,14 @@ template <auto K, class... P> static inline void cdv_run1(void (*k)(P...), cdv_c
   cdv_run2<K>(k, c, a, mode, std::index_sequence_for<P...>{});
 }
 template <auto K> static inline void cdv_run(cdv_cpu_ctx *c, void **a, int mode) { cdv_run1<K>(K, c, a, mode); }
+
+// The parameter list of a kernel as the runtime needs it (param_info, and which arguments are pointers).
+template <class T> constexpr unsigned cdv_param_word()
+{
+  return (unsigned)sizeof(T) | (unsigned)alignof(T) << 20 | (std::is_pointer<T>::value ? 1u << 31 : 0u);
+}
+template <class... P> constexpr cdv_cpu_sig cdv_sig_of(void (*)(P...))
+{
+  static_assert(sizeof...(P) <= CDV_CPU_MAX_PARAMS, "too many kernel parameters for the cpu device");
+  return cdv_cpu_sig{(unsigned)sizeof...(P), {cdv_param_word<cdv_bare<P>>()...}};
+}

@@ -5,7 +5,7 @@
 --   repl.format_error(err [, tb])  -> text: a cudadev.Error with its compile log and the source lines it cites
 --   repl.complete(word [, before]) -> sorted candidates for tab completion of globals, fields and methods
 --   repl.fields                    -> the field names of each cudadev type (what completion offers after '.')
---   repl.banner(cd [, version])    -> the start-up banner: version, devices, peer access
+--   repl.banner([version_line])    -> the start-up banner: version, devices, peer access
 --   repl.run(host)                 -> the loop; host is what luacuda.c provides (readline, call, now, ...)
 --
 -- The loop works as lua.c's: a line is first tried as an expression (`return <line>`), then as a statement;
@@ -29,7 +29,7 @@ M.fields = {
   Event = { "device", "timing" },
   Module = { "ptx", "cubin", "log", "arch", "device", "kernels" },
   Kernel = { "name", "num_params", "params", "param_names", "attributes", "device", "module" },
-  Graph = {},
+  Graph = { "device", "num_nodes" },
   Error = { "api", "code", "name", "message", "sticky", "where", "device", "log", "options", "source",
             "source_name" },
 }
@@ -66,7 +66,7 @@ local function atom(v, o)
 end
 
 local function sorted_keys(t)
-  local n = #t
+  local n = rawlen(t)
   local keys = {}
   for k in next, t do
     if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
@@ -91,8 +91,10 @@ local function layout(parts, more, level, o)
   return "{\n" .. pad .. concat(parts, ",\n" .. pad) .. "\n" .. o.indent:rep(level) .. "}"
 end
 
+-- tables are read raw: printing never runs a table's __index or __len
 local function render(v, o, level, seen)
-  if type(v) ~= "table" or (getmetatable(v) and getmetatable(v).__tostring) then return atom(v, o) end
+  local mt = getmetatable(v)
+  if type(v) ~= "table" or (type(mt) == "table" and rawget(mt, "__tostring")) then return atom(v, o) end
   if seen[v] then return "<cycle>" end
   if level >= o.depth then return next(v) == nil and "{}" or "{...}" end
   seen[v] = true
@@ -100,13 +102,13 @@ local function render(v, o, level, seen)
   local parts, budget = {}, o.items
   for i = 1, n do
     if budget == 0 then break end
-    parts[#parts + 1] = render(v[i], o, level + 1, seen)
+    parts[#parts + 1] = render(rawget(v, i), o, level + 1, seen)
     budget = budget - 1
   end
   for _, k in ipairs(keys) do
     if budget == 0 then break end
     local ks = is_identifier(k) and k or "[" .. render(k, o, level + 1, seen) .. "]"
-    parts[#parts + 1] = ks .. " = " .. render(v[k], o, level + 1, seen)
+    parts[#parts + 1] = ks .. " = " .. render(rawget(v, k), o, level + 1, seen)
     budget = budget - 1
   end
   seen[v] = nil
@@ -258,7 +260,9 @@ end
 -- and ':'); before is the rest of the line, in front of it. Returns full words.
 function M.complete(word, before, env)
   env = env or _G
-  if before and select(2, before:gsub('"', "")) % 2 == 1 then return {} end   -- inside a string
+  if before and (select(2, before:gsub('"', "")) % 2 == 1 or select(2, before:gsub("'", "")) % 2 == 1) then
+    return {}   -- inside a string
+  end
   local path, sep, partial = word:match("^(.-)([.:])([%w_]*)$")
   local out = {}
   if not path then
@@ -295,26 +299,17 @@ local function device_line(d, default)
     d.sm_count, mark)
 end
 
--- "peer access: all" / "none" / the pairs, for two CUDA devices or more (from cd.peer_access_matrix)
-local function peer_line()
-  local devs = cd.cuda_devices()
-  if #devs < 2 or not cd.peer_access_matrix then return nil end
-  local ok, m = pcall(cd.peer_access_matrix)
-  if not ok then return "  peer access: " .. tostring(m) end
-  local pairs_, total = {}, 0
-  for i = 1, #devs do
-    for j = i + 1, #devs do
-      local a, b = devs[i].alias, devs[j].alias
-      local ab, ba = m.supported[a][b], m.supported[b][a]
-      total = total + 1
-      if ab and ba then pairs_[#pairs_ + 1] = a .. "<->" .. b
-      elseif ab then pairs_[#pairs_ + 1] = b .. "->" .. a
-      elseif ba then pairs_[#pairs_ + 1] = a .. "->" .. b end
-    end
+-- The peer-access lines of cd.detect() (cd.peer_access_summary, shared with it), one line when access is full.
+local function peer_lines(out)
+  if not cd.peer_access_summary then return end
+  local ok, lines = pcall(cd.peer_access_summary)
+  if not ok then
+    out[#out + 1] = "  peer access: " .. tostring(lines)
+  elseif #lines == 2 then
+    out[#out + 1] = "  CUDA peer access: " .. lines[2]:gsub("^%s+", "")
+  else
+    for _, l in ipairs(lines) do out[#out + 1] = (l:gsub("^   ", "  ")) end
   end
-  if #pairs_ == 0 then return "  peer access: none" end
-  if #pairs_ == total and not concat(pairs_, " "):find("%->") then return "  peer access: all pairs" end
-  return "  peer access: " .. concat(pairs_, " ")
 end
 
 -- The banner: what cd.detect() reports, compact. Says why CUDA is missing when it is.
@@ -328,7 +323,7 @@ function M.banner(version)
     out[#out + 1] = "  CUDA not available: " .. tostring(why):match("^[^\n]*"):gsub("%s*%b()", "")
   end
   if not okd then out[#out + 1] = "  default device: " .. tostring(default) end
-  out[#out + 1] = peer_line()
+  peer_lines(out)
   out[#out + 1] = "Type :help for commands, Ctrl-D to leave."
   return concat(out, "\n")
 end
@@ -369,7 +364,7 @@ function commands.devices(_, ctx)
   local out = {}
   local okd, default = pcall(cd.get_device)
   for _, d in ipairs(cd.devices()) do out[#out + 1] = device_line(d, okd and default or nil) end
-  out[#out + 1] = peer_line()
+  peer_lines(out)
   if okd then out[#out + 1] = fmt("  current stream: %s", tostring(cd.get_stream(default))) end
   ctx.print(concat(out, "\n"))
 end
@@ -454,7 +449,10 @@ function M.run(host)
     local n = select("#", ...)
     if n == 0 then return end
     local parts = {}
-    for i = 1, n do parts[i] = M.pretty((select(i, ...))) end
+    for i = 1, n do
+      local v = select(i, ...)
+      parts[i] = cd.type(v) == "Error" and M.format_error(v) or M.pretty(v)   -- an Error with its whole log
+    end
     out(concat(parts, "\t"))
   end
   ctx.show = show
