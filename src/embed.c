@@ -140,6 +140,9 @@ static int poll_until_done(lua_State *L, cdv_device *d, query_fn query, void *h,
     if (done) return 0;
     if (interrupt_requested) {
       interrupt_requested = 0;
+      /* the interrupt is delivered here, as this error: a hook the host armed for the same Ctrl-C must not
+       * fire inside luaL_error (a collection there runs finalizers, which are calls) and replace it */
+      lua_sethook(L, NULL, 0, 0);
       luaL_error(L, "interrupted! (the work queued on %s keeps running)", d->alias);
     }
     struct timespec ts = {0, ns};

@@ -664,7 +664,8 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   int have = m->have_sigs && cdv_sig_resolve(&m->sigs, name, &sig, err, sizeof err) == 0;
   if (!m->have_sigs && m->img.ptx != NULL && m->sig_error[0] == '\0')   /* cd.load_module of PTX */
     have = ptx_signature(m->img.ptx, name, &sig) == 0;
-  if (idx < 0 && (m->have_sigs || m->img.ptx == NULL)) {
+  int cubin_only = !m->have_sigs && m->img.ptx == NULL;   /* cd.load_module of a cubin: look the name up */
+  if (idx < 0 && !cubin_only && (m->have_sigs || m->img.ptx == NULL)) {
     if (have) cdv_sig_clear(&sig);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
