@@ -51,9 +51,19 @@ end
 print(("peer access supported: %s"):format(cd.is_peer_access_supported(d1, d0)))
 print(("copy cuda:0 -> cuda:1 without peer access: %.1f GB/s"):format(timed_copy()))
 if cd.is_peer_access_supported(d0, d1) then
+  -- arrays come from each device's stream-ordered pool: the direct path needs access to the pools too
+  local pools = cd.is_mempool_access_supported(d0, d1) and cd.is_mempool_access_supported(d1, d0)
   cd.with_peer_access(d0, d1, true, function()
     cd.with_peer_access(d1, d0, true, function()
-      print(("copy cuda:0 -> cuda:1 with peer access:    %.1f GB/s"):format(timed_copy()))
+      if pools then
+        cd.with_mempool_access(d0, d1, true, function()
+          cd.with_mempool_access(d1, d0, true, function()
+            print(("copy cuda:0 -> cuda:1 with peer access:    %.1f GB/s"):format(timed_copy()))
+          end)
+        end)
+      else
+        print(("copy cuda:0 -> cuda:1 with peer access:    %.1f GB/s"):format(timed_copy()))
+      end
     end)
   end)
 end

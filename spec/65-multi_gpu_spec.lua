@@ -9,7 +9,7 @@ local function rand_floats(n, seed)
   local t, x = {}, seed
   for i = 1, n do
     x = (x * 1103515245 + 12345) % 2147483648
-    t[i] = (x % 100000) / 1000 - 50     -- exact in float32: a multiple of 1/1000 below 2^24 / 1000
+    t[i] = (x % 65536) / 4 - 8192       -- exact in float32 (quarters below 2^14), so byte-for-byte comparable
   end
   return t
 end
@@ -111,6 +111,10 @@ describe("two GPUs", function()
       if access and not cd.is_peer_access_supported(d0, d1) then return end
       local n = 1 << 16
       local host = rand_floats(n, access and 3 or 5)
+      -- device arrays come from the stream-ordered pools: their direct path needs pool access as well
+      local pool = access and cd.is_mempool_access_supported(d0, d1) and cd.is_mempool_access_supported(d1, d0)
+      cd.set_mempool_access_enabled(d0, d1, pool)
+      cd.set_mempool_access_enabled(d1, d0, pool)
       cd.with_peer_access(d0, d1, access, function()
         cd.with_peer_access(d1, d0, access, function()
           local a0 = cd.array(host, "float32", { device = d0 })

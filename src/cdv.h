@@ -76,6 +76,7 @@ typedef struct cdv_device {
   int handle;             /* CUdevice */
   unsigned generation;    /* bumped by reset: objects made before it are stale */
   int sticky;             /* NOTE [sticky faults]: a fault poisoned the context */
+  int unmapped;           /* a mapped context whose alias was released: listed and resolved no more */
   cdv_err fault;          /* the sticky error and where it first surfaced */
   char fault_where[128];
   void *backend_data;     /* per-backend state (cpu: thread pool, ...) */

@@ -5,6 +5,8 @@
  * lua/cudadev/cpu_prelude.hpp in front of it. The prelude repeats the structs and constants below in C++;
  * the two must agree. Every compiled object exports cdv_cpu_abi, cdv_cpu_ctx_size and cdv_cpu_fhdr_size,
  * and module_load refuses an object whose values differ from these (a stale cache entry, for instance).
+ * Per kernel it exports the trampoline (cdv_cpu_entry), "<trampoline>_name" and "<trampoline>_sig"; per
+ * object, cdv_cpu_flags.
  * Bump CDV_CPU_ABI whenever the layout or the meaning of anything here changes.
  */
 #ifndef CDV_CPU_H
@@ -24,7 +26,8 @@
 #define CDV_CPU_WARP            32
 
 /* NOTE [fiber stacks]: every CUDA thread runs on a fiber whose stack is a CDV_CPU_STACK-aligned region of
- * CDV_CPU_STACK bytes: a guard page at the bottom, the stack, and a cdv_cpu_fhdr near the top. Kernel code
+ * CDV_CPU_STACK bytes: a guard page at the bottom (a guard marker where Linux has MADV_GUARD_INSTALL, else
+ * an mprotect'ed page), the stack, and a cdv_cpu_fhdr near the top. Kernel code
  * finds its header (threadIdx, the block's context) from the stack pointer alone, with a mask, so no
  * thread-local variable is read per access. The header's distance from the top is "coloured" by the
  * region's index (64 bytes times the index modulo 1024): with equal offsets, the hot tops of hundreds of

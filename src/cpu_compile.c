@@ -271,7 +271,7 @@ static const char *opt_value(const char *const *opts, int nopts, int *i, const c
   if (o[n] == '=')
     return o + n + 1;
   if (o[n] && joined)
-    return o + n;
+    return o + n + strspn(o + n, " ");   /* "-D FOO" given as one option */
   if (o[n])
     return NULL;
   if (*i + 1 >= nopts)
@@ -866,15 +866,15 @@ static int scan_includes(incscan *is, const char *dir, const strlist *incs, int 
     if (header_index(is->req, name) >= 0 || name[0] == '/')
       continue;
     if (dir && incs->v[i][0] == 'q') {
-      snprintf(path, sizeof path, "%s/%s", dir, name);
-      if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+      int len = snprintf(path, sizeof path, "%s/%s", dir, name);
+      if (len < (int)sizeof path && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
         scan_disk_file(is, path, depth);
         continue;
       }
     }
     for (int k = 0; k < is->co->idirs.n; k++) {
-      snprintf(path, sizeof path, "%s/%s", is->co->idirs.v[k], name);
-      if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+      int len = snprintf(path, sizeof path, "%s/%s", is->co->idirs.v[k], name);
+      if (len < (int)sizeof path && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
         scan_disk_file(is, path, depth);
         break;
       }
@@ -911,7 +911,7 @@ static void add_cstring(buf *b, const char *s)
   for (; *s; s++) {
     if (*s == '"' || *s == '\\')
       buf_add(b, "\\", 1);
-    buf_add(b, s, 1);
+    buf_add(b, (unsigned char)*s < 0x20 ? "?" : s, 1);   /* a newline would end a #line directive */
   }
   buf_adds(b, "\"");
 }

@@ -391,6 +391,7 @@ static int l_device_count(lua_State *L) {
 static int push_devices(lua_State *L, int from) {
   lua_newtable(L);
   for (int i = from, n = 1; i < cdv_device_count_all(); i++) {
+    if (registry[i]->unmapped) continue;
     cdv_push_device(L, registry[i]);
     lua_rawseti(L, -2, n++);
   }

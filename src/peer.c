@@ -195,9 +195,11 @@ static int l_peer_matrix(lua_State *L) {
     lua_newtable(L);
     for (int i = 1; i < n; i++) {
       cdv_device *t = cdv_device_at(i);
+      if (t->unmapped) continue;
       lua_newtable(L);
       for (int j = 1; j < n; j++) {
         cdv_device *p = cdv_device_at(j);
+        if (p->unmapped) continue;
         int v = k == 0 ? supported(L, t, p) : k == 1 ? enabled(t, p) : k == 2 ? mempool_supported(L, t, p)
                                                                                 : mempool_enabled(L, t, p);
         lua_pushboolean(L, v);
@@ -278,6 +280,7 @@ static int l_unmap_cuda_device(lua_State *L) {
       cdv_state *st = cdv_get_state(L);
       if (st->default_device == d->index) st->default_device = -1;
       d->generation++;
+      d->unmapped = 1;
       snprintf(d->alias, sizeof d->alias, "unmapped:%s", alias);
       return 0;
     }
