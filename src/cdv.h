@@ -274,6 +274,7 @@ cdv_device *cdv_opt_device(lua_State *L, int arg);          /* nil -> default de
 cdv_device *cdv_default_device(lua_State *L);
 int cdv_device_new(lua_State *L);                          /* cd.device(spec) */
 void cdv_device_use(lua_State *L, cdv_device *d);           /* activate, raise on failure/sticky */
+void cdv_device_check(lua_State *L, cdv_device *d);         /* the same checks, no activation */
 
 /* stream.c */
 int cdv_stream_open(lua_State *L);

@@ -1436,8 +1436,7 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
 {
   const cdv_compile_req *req = j->req;
   char tmp[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s/tmp-%.8s-XXXXXX", dir, j->key);
-  if (!mkdtemp(tmp))
+  if (snprintf(tmp, sizeof tmp, "%s/tmp-%.8s-XXXXXX", dir, j->key) >= (int)sizeof tmp || !mkdtemp(tmp))
     return cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot create a build directory in '%s'", dir);
   int rc = write_file(tmp, "kernel.cpp", j->tu.p, j->tu.n);
   for (int i = 0; stub_headers[i] && rc == 0; i++)

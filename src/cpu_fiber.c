@@ -13,6 +13,12 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include "cpu.h"
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>   /* client requests: a few no-op instructions outside valgrind */
+#define CDV_VALGRIND 1
+#endif
+#endif
 
 #if defined(__x86_64__) && !defined(CDV_CPU_UCONTEXT)
 
@@ -145,9 +151,15 @@ char *cdv_cpu_stacks_map(size_t n)
   char *end = a + n * CDV_CPU_STACK;
   if (end < p + len)
     munmap(end, (size_t)(p + len - end));
-  for (size_t i = 0; i < n; i++)
-    if (!guard_markers() || madvise(a + i * CDV_CPU_STACK, (size_t)pg, MADV_GUARD_INSTALL))
-      mprotect(a + i * CDV_CPU_STACK, (size_t)pg, PROT_NONE);
+  for (size_t i = 0; i < n; i++) {
+    char *r = a + i * CDV_CPU_STACK;
+    if (!guard_markers() || madvise(r, (size_t)pg, MADV_GUARD_INSTALL))
+      mprotect(r, (size_t)pg, PROT_NONE);
+#ifdef CDV_VALGRIND
+    /* so that memcheck takes a switch between fibers for a change of stacks, not a huge frame */
+    (void)VALGRIND_STACK_REGISTER(r + pg, r + CDV_CPU_STACK);
+#endif
+  }
   return a;
 }
 

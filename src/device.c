@@ -241,14 +241,20 @@ cdv_device *cdv_opt_device(lua_State *L, int arg) {
   return lua_isnoneornil(L, arg) ? cdv_default_device(L) : cdv_check_device(L, arg);
 }
 
-/* Every operation on a device goes through here: a sticky fault answers with the recorded error, and
- * the context is created and made current only now, when work needs it. */
-void cdv_device_use(lua_State *L, cdv_device *d) {
-  cdv_err e;
+/* The checks of cdv_device_use without making the context current, for hot paths whose backend call
+ * activates the context itself (every cuda backend operation does). */
+void cdv_device_check(lua_State *L, cdv_device *d) {
   if (forked && !d->is_cpu)
     luaL_error(L, "%s cannot be used in a child process made by fork() (the CUDA driver belongs to the "
                "parent); use the cpu device here, or start a new process", d->alias);
   if (d->sticky) cdv_raise_sticky(L, d);
+}
+
+/* Every operation on a device goes through here: a sticky fault answers with the recorded error, and
+ * the context is created and made current only now, when work needs it. */
+void cdv_device_use(lua_State *L, cdv_device *d) {
+  cdv_err e;
+  cdv_device_check(L, d);
   if (d->be->activate(d, &e) != 0) cdv_raise(L, d, &e);
 }
 

@@ -899,17 +899,25 @@ static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c) {
   while (lua_next(L, cfg) != 0) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
     int v = lua_gettop(L);
-    if (strcmp(key, "grid") == 0) { cfg_dims(L, k, v, key, g, 0x7fffffff); c->has_grid = 1; }
-    else if (strcmp(key, "block") == 0) { cfg_dims(L, k, v, key, b, 0x7fffffff); c->has_block = 1; }
-    else if (strcmp(key, "dim") == 0) { cfg_dims(L, k, v, key, c->dim, (uint64_t)1 << 53); c->has_dim = 1; }
-    else if (strcmp(key, "shared") == 0) {
+    /* one comparison per key: the first letter picks the candidate (d and s have two) */
+    switch (key[0]) {
+      case 'g': if (strcmp(key, "grid") != 0) key = ""; break;
+      case 'b': if (strcmp(key, "block") != 0) key = ""; break;
+      case 'd': if (strcmp(key, "dim") != 0 && strcmp(key, "device") != 0) key = ""; break;
+      case 's': if (strcmp(key, "shared") != 0 && strcmp(key, "stream") != 0) key = ""; break;
+      default: key = "";
+    }
+    if (key[0] == 'g') { cfg_dims(L, k, v, key, g, 0x7fffffff); c->has_grid = 1; }
+    else if (key[0] == 'b') { cfg_dims(L, k, v, key, b, 0x7fffffff); c->has_block = 1; }
+    else if (key[0] == 'd' && key[1] == 'i') { cfg_dims(L, k, v, key, c->dim, (uint64_t)1 << 53); c->has_dim = 1; }
+    else if (key[0] == 's' && key[1] == 'h') {
       int isint;
       lua_Integer s = lua_tointegerx(L, v, &isint);
       if (!isint || s < 0 || (size_t)s > k->dev->max_shared_optin)
         cfg_error(L, k, lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)k->dev->max_shared_optin));
       c->shared = (unsigned)s;
-    } else if (strcmp(key, "stream") == 0) c->stream = cdv_check_stream(L, v);
-    else if (strcmp(key, "device") == 0) {
+    } else if (key[0] == 's') c->stream = cdv_check_stream(L, v);
+    else if (key[0] == 'd') {
       cdv_device *d = cdv_check_device(L, v);
       if (d != k->dev)
         cfg_error(L, k, lua_pushfstring(L, "the kernel was compiled for %s, not %s; compile it with device = \"%s\"",
@@ -965,7 +973,7 @@ static int launch(lua_State *L) {
   if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
   void *stream = c.stream ? cdv_stream_for(L, d, c.stream) : cur->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
-  cdv_device_use(L, d);
+  cdv_device_check(L, d);   /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
   if (d->be->launch(d, k->fn, c.grid, c.block, c.shared, stream, k->argv, &e) != 0) return cdv_raise(L, d, &e);
   if (st->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
