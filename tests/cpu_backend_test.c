@@ -295,9 +295,10 @@ static void test_saxpy(void)
   for (int i = 0; i < n; i++)
     ok &= y[i] == 2.0f * (float)(i % 1000) + 1.0f;
   CHECK(rc == 0 && ok, "saxpy 2^%d correct (forked launch)", quick ? 16 : 24);
-  double tf = best_of(3, fn, (unsigned)(n + 255) / 256, 256, args, &rc);
+  int reps = getenv("CDV_TEST_REPS") ? atoi(getenv("CDV_TEST_REPS")) : 3;
+  double tf = best_of(reps, fn, (unsigned)(n + 255) / 256, 256, args, &rc);
   set_fork(0);
-  double ti = best_of(3, fn, (unsigned)(n + 255) / 256, 256, args, &rc);
+  double ti = best_of(reps, fn, (unsigned)(n + 255) / 256, 256, args, &rc);
   double tp = 1e9;
   for (int r = 0; r < 3; r++) {
     double t0 = now();
@@ -561,12 +562,16 @@ static void test_templates(void)
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) p[i] = (T)(K * i);\n"
     "}\n"
+    "}\n"
+    "struct pair { int a; double b; };\n"
+    "extern \"C\" __global__ void vec4(float4 v, pair q, float *out) {\n"
+    "  out[threadIdx.x] = v.x + v.y + v.z + v.w + q.a + (float)q.b;\n"
     "}\n";
-  const char *entries[] = {"axpy<float>", "axpy<double>", "ns::fill<int,4>"};
-  unsigned char expr[] = {1, 1, 1};
+  const char *entries[] = {"axpy<float>", "axpy<double>", "ns::fill<int,4>", "vec4"};
+  unsigned char expr[] = {1, 1, 1, 0};
   mod m;
   cdv_err e;
-  if (build(&m, src, 3, entries, expr, 0, NULL, &e)) {
+  if (build(&m, src, 4, entries, expr, 0, NULL, &e)) {
     CHECK(0, "build: %s %s", e.message, e.log ? e.log : "");
     return;
   }
@@ -583,6 +588,20 @@ static void test_templates(void)
   for (int i = 0; i < n; i++)
     ok &= y[i] == 1 + 0.5 * i && p[i] == 4 * i;
   CHECK(rc == 0 && ok, "axpy<double> and ns::fill<int,4>");
+  /* struct arguments from a buffer with no particular alignment, as a caller may pack them */
+  _Alignas(16) unsigned char packed[64];
+  float v4[4] = {1, 2, 3, 4};
+  struct { int a; double b; } q = {10, 0.5};
+  float *o = dalloc(64);
+  memcpy(packed + 4, v4, 16);
+  memcpy(packed + 20, &q, sizeof q);
+  void *args3[] = {packed + 4, packed + 20, &o};
+  size_t off, sz;
+  CHECK(be->param_info(&cpu, m.fn[3], 0, &off, &sz) == 0 && off == 0 && sz == 16 &&
+        be->param_info(&cpu, m.fn[3], 1, &off, &sz) == 0 && off == 16 && sz == 16 &&
+        be->param_info(&cpu, m.fn[3], 2, &off, &sz) == 0 && off == 32 && sz == 8, "param_info of float4, struct, pointer");
+  CHECK(launch_ok(m.fn[3], 1, 4, 0, args3) == 0 && o[3] == 20.5f, "misaligned float4 and struct arguments: %g", o[3]);
+  dfree(o);
   dfree(x), dfree(y), dfree(p);
 }
 

@@ -855,14 +855,21 @@ template <auto K, class... V> __attribute__((noinline, flatten)) void cdv_loop(c
         K(v...);
       }
 }
+// An argument copied out of the caller's buffer, which need not be aligned for T (a float4, say).
+template <class T> static inline T cdv_arg(const void *p)
+{
+  alignas(T) unsigned char b[sizeof(T)];
+  std::memcpy(b, p, sizeof(T));
+  return *reinterpret_cast<T *>(b);
+}
 template <auto K, class... P, std::size_t... I>
 static inline void cdv_run2(void (*)(P...), cdv_cpu_ctx *c, void **a, int mode, std::index_sequence<I...>)
 {
   (void)a;
   if (mode == CDV_CPU_RUN_THREAD)
-    K(*static_cast<cdv_bare<P> *>(a[I])...);
+    K(cdv_arg<cdv_bare<P>>(a[I])...);
   else
-    cdv_loop<K, cdv_bare<P>...>(c, *static_cast<cdv_bare<P> *>(a[I])...);
+    cdv_loop<K, cdv_bare<P>...>(c, cdv_arg<cdv_bare<P>>(a[I])...);
 }
 template <auto K, class... P> static inline void cdv_run1(void (*k)(P...), cdv_cpu_ctx *c, void **a, int mode)
 {
