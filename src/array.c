@@ -448,6 +448,8 @@ static cdv_device *copy_device(cdv_device *dst, cdv_device *src) {
 static void copy_bytes(lua_State *L, cdv_array *dst, size_t doff, cdv_array *src, size_t soff, size_t n,
                        cdv_stream *s) {
   cdv_device *dd = dst->block->dev, *sd = src->block->dev, *d = copy_device(dd, sd);
+  if (s != NULL && !s->dev->is_cpu && (s->dev == dd || s->dev == sd)) d = s->dev;   /* a GPU-to-GPU copy runs on
+                                                                                   * either side's stream */
   void *stream = cdv_stream_for(L, d, s);
   cdv_err e;
   if (n == 0) return;
