@@ -248,7 +248,9 @@ local panes = 0
 local tmux_conf = os.tmpname()
 do
   local f = assert(io.open(tmux_conf, "w"))
-  f:write("set -g remain-on-exit on\nset -g history-limit 5000\n")
+  -- a terminal type whose terminfo entry every Debian and Ubuntu system has: tmux's default (tmux-256color
+  -- on newer versions) is missing on some hosts, and libedit then redraws as on a dumb terminal
+  f:write('set -g remain-on-exit on\nset -g history-limit 5000\nset -g default-terminal "screen"\n')
   f:close()
 end
 
@@ -345,7 +347,10 @@ describe("luacuda in a terminal (tmux)", function()
     pane:send("Tab")
     local text = pane:wait_for("cuda.device_count")
     contains(text, "cuda.devices")
-    pane:send("C-u", "a = cuda.zeros(4)", "Enter")
+    -- typing on only once the command has finished: the first array on a GPU creates its context, and keys
+    -- sent meanwhile are echoed by the terminal before libedit reads them
+    pane:send("C-u", "a = cuda.zeros(4); print('made')", "Enter")
+    pane:wait_for("\nmade\n")
     pane:send("a:fi", "Tab")
     pane:wait_for("> a:fill")
     pane:send("(7)", "Enter")
