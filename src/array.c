@@ -683,37 +683,24 @@ static void like(lua_State *L, cdv_array *a, int shape_arg) {
   cdv_push_array(L, b->dev, a->dtype, ndim, shape, b->kind, NULL);
 }
 
-static int l_empty_like(lua_State *L) { like(L, cdv_check_array(L, 1), 0); return 1; }
-
-static int l_zeros_like(lua_State *L) {
-  like(L, cdv_check_array(L, 1), 0);
+/* The *_like and new_* constructors: like(a [, shape]), then left empty (value_arg 0), zeroed (-1) or
+ * filled with the value at value_arg. */
+static int make_like(lua_State *L, int shape_arg, int value_arg) {
+  cdv_array *a = cdv_check_array(L, 1);
+  if (value_arg > 0) luaL_checkany(L, value_arg);
+  like(L, a, shape_arg);
   uint64_t zero = 0;
-  fill(L, check_any(L, -1), &zero, NULL);
+  if (value_arg < 0) fill(L, check_any(L, -1), &zero, NULL);
+  else if (value_arg > 0) fill_value(L, check_any(L, -1), value_arg, value_arg, NULL);
   return 1;
 }
 
-static int l_full_like(lua_State *L) {
-  like(L, cdv_check_array(L, 1), 0);
-  luaL_checkany(L, 2);
-  fill_value(L, check_any(L, -1), 2, 2, NULL);
-  return 1;
-}
-
-static int array_new_empty(lua_State *L) { like(L, cdv_check_array(L, 1), 2); return 1; }
-
-static int array_new_zeros(lua_State *L) {
-  like(L, cdv_check_array(L, 1), 2);
-  uint64_t zero = 0;
-  fill(L, check_any(L, -1), &zero, NULL);
-  return 1;
-}
-
-static int array_new_full(lua_State *L) {
-  like(L, cdv_check_array(L, 1), 2);
-  luaL_checkany(L, 3);
-  fill_value(L, check_any(L, -1), 3, 3, NULL);
-  return 1;
-}
+static int l_empty_like(lua_State *L) { return make_like(L, 0, 0); }
+static int l_zeros_like(lua_State *L) { return make_like(L, 0, -1); }
+static int l_full_like(lua_State *L) { return make_like(L, 0, 2); }
+static int array_new_empty(lua_State *L) { return make_like(L, 2, 0); }
+static int array_new_zeros(lua_State *L) { return make_like(L, 2, -1); }
+static int array_new_full(lua_State *L) { return make_like(L, 2, 3); }
 
 /* ------------------------------------------------------------ fill */
 

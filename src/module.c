@@ -547,15 +547,6 @@ static kernel *check_kernel(lua_State *L, int arg) {
   return k;
 }
 
-static unsigned kind_size(cdv_pkind k) {
-  switch (k) {
-    case CDV_P_I8: case CDV_P_U8: case CDV_P_BOOL: return 1;
-    case CDV_P_I16: case CDV_P_U16: case CDV_P_F16: case CDV_P_BF16: return 2;
-    case CDV_P_I32: case CDV_P_U32: case CDV_P_F32: return 4;
-    case CDV_P_I64: case CDV_P_U64: case CDV_P_F64: case CDV_P_PTR: return 8;
-    default: return 0;
-  }
-}
 
 /* Lays the parameters out in one buffer: argv, then each value at its alignment (NOTE [launch plan]). */
 static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t msglen) {
@@ -570,7 +561,7 @@ static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t m
     p->kind = sp->kind;
     p->elem = sp->elem;
     p->nelem = sp->nelem;
-    p->size = sp->size ? (unsigned)sp->size : kind_size(sp->kind);
+    p->size = sp->size ? (unsigned)sp->size : (unsigned)cdv_pkind_size(sp->kind);
     int known = k->dev->be->param_info(k->dev, k->fn, i, &aoff, &asz) == 0;
     if (known && p->size && asz != p->size) {
       snprintf(msg, msglen, "parameter %d ('%.60s') of '%.100s' is %.90s (%u bytes) in the source but %zu bytes "
@@ -793,7 +784,7 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
                  k->dev->alias, !b->dev->is_cpu && !k->dev->is_cpu ? lua_pushfstring(L, ", or let %s reach it with cd.set_%s_access_enabled(\"%s\", \"%s\", true)", k->dev->alias, b->dev->is_mempool_supported ? "mempool" : "peer", b->dev->alias, k->dev->alias) : "");
     }
     if (k->sig.params[i].elem <= CDV_P_BOOL && k->sig.params[i].elem != CDV_P_I8 && k->sig.params[i].elem != CDV_P_U8 &&
-        kind_size(k->sig.params[i].elem) != cdv_dtypes[a->dtype].size)
+        (unsigned)cdv_pkind_size(k->sig.params[i].elem) != cdv_dtypes[a->dtype].size)
       arg_error(L, k, i, lua_pushfstring(L, "an Array of %s", cdv_dtypes[a->dtype].name));
     ptr = a->data;
     cdv_block_used(b, k->dev, stream);
@@ -811,7 +802,7 @@ static void put_vec(lua_State *L, kernel *k, int i, int idx, char *dst) {
   static const char *const names[] = {"x", "y", "z", "w"};
   kparam *p = &k->p[i];
   if (!lua_istable(L, idx)) arg_error(L, k, i, got_value(L, idx));
-  unsigned es = kind_size(p->elem);
+  unsigned es = (unsigned)cdv_pkind_size(p->elem);
   for (int j = 0; j < p->nelem; j++) {
     if (lua_getfield(L, idx, names[j]) == LUA_TNIL) {
       lua_pop(L, 1);

@@ -431,7 +431,7 @@ typedef struct tinfo {
   int nelem, is_void;
 } tinfo;
 
-static int kind_size(cdv_pkind k) {
+int cdv_pkind_size(cdv_pkind k) {
   switch (k) {
   case CDV_P_I8: case CDV_P_U8: case CDV_P_BOOL: return 1;
   case CDV_P_I16: case CDV_P_U16: case CDV_P_F16: case CDV_P_BF16: return 2;
@@ -444,7 +444,7 @@ static int kind_size(cdv_pkind k) {
 static int is_scalar(cdv_pkind k) { return k != CDV_P_PTR && k != CDV_P_VEC && k != CDV_P_STRUCT; }
 
 static tinfo info_of(cdv_pkind k) {
-  tinfo ti = {k, kind_size(k), kind_size(k), k, 0, 0};
+  tinfo ti = {k, cdv_pkind_size(k), cdv_pkind_size(k), k, 0, 0};
   return ti;
 }
 
@@ -482,7 +482,7 @@ static int vector_type(const tok *t, tinfo *ti) {
     size_t bn = strlen(vec_lanes[i].name), n = t->len;
     if (n < bn + 1 || memcmp(t->p, vec_lanes[i].name, bn) != 0) continue;
     const char *r = t->p + bn;
-    int lanes = r[0] - '0', es = kind_size(vec_lanes[i].lane), align;
+    int lanes = r[0] - '0', es = cdv_pkind_size(vec_lanes[i].lane), align;
     if (lanes < 1 || lanes > 4) continue;
     if (n == bn + 1) align = lanes == 3 ? es : lanes * es > 16 ? 16 : lanes * es;
     else if (n == bn + 5 && lanes == 4 && es == 8 && memcmp(r + 1, "_16a", 4) == 0) align = 16;
@@ -1536,6 +1536,7 @@ static int instantiate(rctx *r, const cdv_sig *sig, const expr *x, cdv_sig *out,
 
 static int resolve(rctx *r, const cdv_sigs *s, const char *name_or_expr, cdv_sig *out, char *err, size_t errlen) {
   expr x;
+  memset(&x, 0, sizeof x);   /* parse_expr fills it; zeroed so the optimiser sees no path that reads it unset */
   if (lex(name_or_expr, strlen(name_or_expr), &r->ex) != 0) return fail(err, errlen, OOM);
   if (parse_expr(&r->ex, &x) != 0)
     return fail(err, errlen, "bad kernel name '%s' (expected a name such as \"saxpy\" or \"axpy<float>\")",

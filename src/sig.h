@@ -91,5 +91,6 @@ void cdv_sig_clear(cdv_sig *s);
 
 /* "pointer", "int8" ... "float64", "bool", "vector", "struct": for messages */
 const char *cdv_pkind_name(cdv_pkind k);
+int cdv_pkind_size(cdv_pkind k);   /* bytes of a scalar kind (pointers 8), 0 for VEC and STRUCT */
 
 #endif
