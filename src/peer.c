@@ -113,41 +113,31 @@ int cdv_peer_reachable(lua_State *L, cdv_device *target, cdv_device *peer, int f
   return from_pool ? mempool_enabled(L, target, peer) : enabled(target, peer);
 }
 
-static int l_is_peer_supported(lua_State *L) {
+/* The four questions of NOTE [peer access], by number: the is_* functions and the matrix share them. */
+enum { Q_SUPPORTED, Q_ENABLED, Q_MEMPOOL_SUPPORTED, Q_MEMPOOL_ENABLED, Q_N };
+
+static int query(lua_State *L, int q, cdv_device *t, cdv_device *p) {
+  switch (q) {
+    case Q_SUPPORTED: return supported(L, t, p);
+    case Q_ENABLED: return enabled(t, p);
+    case Q_MEMPOOL_SUPPORTED: return mempool_supported(L, t, p);
+    default: return mempool_enabled(L, t, p);
+  }
+}
+
+/* cd.is_peer_access_supported & co: the question is the closure's upvalue */
+static int l_query(lua_State *L) {
   cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
-  lua_pushboolean(L, supported(L, t, p));
+  lua_pushboolean(L, query(L, (int)lua_tointeger(L, lua_upvalueindex(1)), t, p));
   return 1;
 }
 
-static int l_is_peer_enabled(lua_State *L) {
-  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
-  lua_pushboolean(L, enabled(t, p));
-  return 1;
-}
-
-static int l_set_peer_enabled(lua_State *L) {
+/* cd.set_peer_access_enabled / cd.set_mempool_access_enabled: upvalue 1 says which (1: pools) */
+static int l_set(lua_State *L) {
   cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);
   luaL_checktype(L, 3, LUA_TBOOLEAN);
-  set_peer(L, t, p, lua_toboolean(L, 3));
-  return 0;
-}
-
-static int l_is_mempool_supported(lua_State *L) {
-  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
-  lua_pushboolean(L, mempool_supported(L, t, p));
-  return 1;
-}
-
-static int l_is_mempool_enabled(lua_State *L) {
-  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
-  lua_pushboolean(L, mempool_enabled(L, t, p));
-  return 1;
-}
-
-static int l_set_mempool_enabled(lua_State *L) {
-  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);
-  luaL_checktype(L, 3, LUA_TBOOLEAN);
-  set_mempool(L, t, p, lua_toboolean(L, 3));
+  if (lua_tointeger(L, lua_upvalueindex(1))) set_mempool(L, t, p, lua_toboolean(L, 3));
+  else set_peer(L, t, p, lua_toboolean(L, 3));
   return 0;
 }
 
@@ -191,7 +181,7 @@ static int l_peer_matrix(lua_State *L) {
   static const char *const names[] = {"supported", "enabled", "mempool_supported", "mempool_enabled"};
   int n = cdv_device_count_all();
   lua_createtable(L, 0, 4);
-  for (int k = 0; k < 4; k++) {
+  for (int k = 0; k < Q_N; k++) {
     lua_newtable(L);
     for (int i = 1; i < n; i++) {
       cdv_device *t = cdv_device_at(i);
@@ -200,9 +190,7 @@ static int l_peer_matrix(lua_State *L) {
       for (int j = 1; j < n; j++) {
         cdv_device *p = cdv_device_at(j);
         if (p->unmapped) continue;
-        int v = k == 0 ? supported(L, t, p) : k == 1 ? enabled(t, p) : k == 2 ? mempool_supported(L, t, p)
-                                                                                : mempool_enabled(L, t, p);
-        lua_pushboolean(L, v);
+        lua_pushboolean(L, query(L, k, t, p));
         lua_setfield(L, -2, p->alias);
       }
       lua_setfield(L, -2, t->alias);
@@ -289,13 +277,7 @@ static int l_unmap_cuda_device(lua_State *L) {
 }
 
 static const luaL_Reg functions[] = {
-  {"is_peer_access_supported", l_is_peer_supported},
-  {"is_peer_access_enabled", l_is_peer_enabled},
-  {"set_peer_access_enabled", l_set_peer_enabled},
   {"with_peer_access", l_with_peer},
-  {"is_mempool_access_supported", l_is_mempool_supported},
-  {"is_mempool_access_enabled", l_is_mempool_enabled},
-  {"set_mempool_access_enabled", l_set_mempool_enabled},
   {"with_mempool_access", l_with_mempool},
   {"peer_access_matrix", l_peer_matrix},
   {"map_cuda_device", l_map_cuda_device},
@@ -303,11 +285,25 @@ static const luaL_Reg functions[] = {
   {NULL, NULL}
 };
 
+static const char *const query_names[Q_N] = {"is_peer_access_supported", "is_peer_access_enabled",
+                                             "is_mempool_access_supported", "is_mempool_access_enabled"};
+static const char *const set_names[2] = {"set_peer_access_enabled", "set_mempool_access_enabled"};
+
 int cdv_peer_open(lua_State *L) {
   luaL_newmetatable(L, "cudadev.AccessScope");
   lua_pushcfunction(L, access_scope_close);
   lua_setfield(L, -2, "__close");
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
+  for (int q = 0; q < Q_N; q++) {
+    lua_pushinteger(L, q);
+    lua_pushcclosure(L, l_query, 1);
+    lua_setfield(L, -2, query_names[q]);
+  }
+  for (int i = 0; i < 2; i++) {
+    lua_pushinteger(L, i);
+    lua_pushcclosure(L, l_set, 1);
+    lua_setfield(L, -2, set_names[i]);
+  }
   return 0;
 }
