@@ -64,7 +64,7 @@ int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const c
   int v = def;
   if (ty == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
   else if (ty != LUA_TNIL)
-    luaL_error(L, "bad option '%s' to '%s' (boolean expected, got %s)", k, fname, luaL_typename(L, -1));
+    luaL_error(L, "bad option '%s' to '%s' (boolean expected, got %s)", k, fname, cdv_typename(L, -1));
   lua_pop(L, 1);
   return v;
 }

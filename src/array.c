@@ -95,10 +95,10 @@ static const char *to_elem(lua_State *L, int idx, cdv_dtype t, void *p) {
     if (ty == LUA_TBOOLEAN) *(uint8_t *)p = (uint8_t)lua_toboolean(L, idx);
     else if (ty == LUA_TNUMBER && (lua_tonumber(L, idx) == 0 || lua_tonumber(L, idx) == 1))
       *(uint8_t *)p = lua_tonumber(L, idx) != 0;
-    else return lua_pushfstring(L, "boolean expected, got %s", luaL_typename(L, idx));
+    else return lua_pushfstring(L, "boolean expected, got %s", cdv_typename(L, idx));
     return NULL;
   }
-  if (ty != LUA_TNUMBER) return lua_pushfstring(L, "number expected, got %s", luaL_typename(L, idx));
+  if (ty != LUA_TNUMBER) return lua_pushfstring(L, "number expected, got %s", cdv_typename(L, idx));
   if (cdv_dtypes[t].is_float) {
     double v = lua_tonumber(L, idx);
     if (t == CDV_F64) memcpy(p, &v, 8);
@@ -218,11 +218,11 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   if (b->quota != NULL) b->quota->quota_used -= b->bytes;
   if (b->release != NULL) {   /* the host's memory: hand it back once the work queued on it is done */
     cdv_device *ld = b->last_dev;
-    if (ld != NULL && !ld->sticky && ld->generation == b->generation)
+    if (ld != NULL && cdv_still_owned(ld, b->generation))
       rc = ld->be->stream_synchronize(ld, b->last_stream, e);
     b->release(b->release_ud, b->ptr);
   } else if (b->borrowed || b->ptr == NULL) {
-  } else if (d->sticky || b->generation != d->generation) {
+  } else if (!cdv_still_owned(d, b->generation)) {
     /* the context is gone or poisoned: its memory went with it, so the driver is not called */
   } else {
     void *stream = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL;   /* NOTE [stream lifetime] */
@@ -248,10 +248,7 @@ static cdv_array *new_array(lua_State *L) {
 }
 
 static cdv_array *check_any(lua_State *L, int arg) {
-  luaL_checkudata(L, arg, CDV_ARRAY);
-  cdv_array *a = cdv_test_magic(L, arg, sizeof *a, CDV_ARRAY_MAGIC);
-  if (a == NULL) luaL_argerror(L, arg, "not an Array (its metatable was replaced)");
-  return a;
+  return cdv_check_udata(L, arg, CDV_ARRAY, CDV_ARRAY_MAGIC, sizeof(cdv_array));
 }
 
 cdv_array *cdv_check_array(lua_State *L, int arg) {
@@ -346,35 +343,13 @@ typedef struct create_args {
   int kind;
 } create_args;
 
-/* The value at the top, checked as option k of fname: a Device/spec for "device", a Stream for "stream". */
-static void *check_opt_value(lua_State *L, const char *k, const char *fname) {
-  int top = lua_gettop(L);
-  if (strcmp(k, "stream") == 0) {
-    cdv_stream *s = luaL_testudata(L, top, CDV_STREAM);
-    if (s == NULL) luaL_error(L, "bad option 'stream' to '%s' (cudadev.Stream expected, got %s)", fname, luaL_typename(L, top));
-    if (s->dev == NULL) luaL_error(L, "bad option 'stream' to '%s' (attempt to use a destroyed stream)", fname);
-    return s;
-  }
-  lua_pushcfunction(L, cdv_device_new);   /* cd.device(spec) under a protected call, to word the error */
-  lua_pushvalue(L, top);
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-    const char *msg = lua_tostring(L, -1), *p = msg ? strchr(msg, '(') : NULL;
-    luaL_error(L, "bad option 'device' to '%s' %s", fname, p ? p : "(device expected)");
-  }
-  cdv_device *d = *(cdv_device **)lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  return d;
-}
-
 /* Reads {device=, stream=, pinned=} at arg (may be none). */
 static create_args check_create_opts(lua_State *L, int arg, const char *fname) {
   create_args c = {NULL, NULL, CDV_MEM_DEVICE};
   cdv_check_options(L, arg, create_opts, fname);
   int pinned = cdv_check_boolean_field(L, arg, "pinned", 0, fname);
-  if (cdv_opt_field(L, arg, "device") != LUA_TNIL) c.dev = check_opt_value(L, "device", fname);
-  lua_pop(L, 1);
-  if (cdv_opt_field(L, arg, "stream") != LUA_TNIL) c.stream = check_opt_value(L, "stream", fname);
-  lua_pop(L, 1);
+  c.dev = cdv_opt_device_field(L, arg, fname);
+  c.stream = cdv_opt_stream_field(L, arg, fname);
   if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_default_device(L);
   if (pinned && !c.dev->is_cpu)
     luaL_argerror(L, arg, lua_pushfstring(L, "pinned arrays live in host memory, not on %s", c.dev->alias));
@@ -430,6 +405,7 @@ static int l_ones(lua_State *L) {
 /* cd.full(shape, value [, dtype] [, opts]) */
 static int l_full(lua_State *L) {
   cdv_stream *s;
+  luaL_argexpected(L, lua_type(L, 1) == LUA_TNUMBER || lua_istable(L, 1), 1, "integer or table shape");
   luaL_checkany(L, 2);
   cdv_array *a = create(L, 1, 3, "full", &s);
   fill_value(L, a, 2, 2, s);
@@ -468,13 +444,6 @@ static void copy_bytes(lua_State *L, cdv_array *dst, size_t doff, cdv_array *src
 /* A temporary host array over `n` elements of type t filled from a Lua table or string at idx. */
 static cdv_array *host_from_lua(lua_State *L, int idx, cdv_dtype t, int64_t n, int arg);
 
-static cdv_stream *opt_stream_field(lua_State *L, int o) {
-  cdv_stream *s = NULL;
-  if (cdv_opt_field(L, o, "stream") != LUA_TNIL) s = cdv_check_stream(L, lua_gettop(L));
-  lua_pop(L, 1);
-  return s;
-}
-
 static int64_t opt_count_field(lua_State *L, int o, const char *k, int64_t def) {
   int64_t v = def;
   if (cdv_opt_field(L, o, k) != LUA_TNIL) {
@@ -506,13 +475,21 @@ static int l_copy(lua_State *L) {
   luaL_checkany(L, 2);
   cdv_check_options(L, 3, copy_range_opts, "copy");
   int64_t doff = opt_count_field(L, 3, "dst_offset", 0), soff = opt_count_field(L, 3, "src_offset", 0);
-  cdv_stream *s = opt_stream_field(L, 3);
+  cdv_stream *s = cdv_opt_stream_field(L, 3, "copy");
   int64_t srcn = lua_isuserdata(L, 2) ? cdv_check_array(L, 2)->size : lua_source_count(L, 2, dst->dtype);
-  int64_t count = opt_count_field(L, 3, "count", srcn - soff < 0 ? 0 : srcn - soff);
-  if (soff + count > srcn)
-    luaL_argerror(L, 2, lua_pushfstring(L, "source of %I elements has no elements %I to %I", srcn, soff + 1,
-                                        soff + count));
-  if (doff + count > dst->size)
+  if (soff > srcn)
+    luaL_argerror(L, 3, lua_pushfstring(L, "'src_offset' %I is past the end of the source (%I elements)", soff, srcn));
+  if (doff > dst->size)
+    luaL_argerror(L, 3, lua_pushfstring(L, "'dst_offset' %I is past the end of the destination (%I elements)", doff,
+                                        dst->size));
+  int64_t count = opt_count_field(L, 3, "count", srcn - soff);
+  /* compared with what is left, never summed: offset + count may overflow */
+  if (count > srcn - soff) {
+    char last[24];
+    snprintf(last, sizeof last, "%llu", (unsigned long long)soff + (unsigned long long)count);
+    luaL_argerror(L, 2, lua_pushfstring(L, "source of %I elements has no elements %I to %s", srcn, soff + 1, last));
+  }
+  if (count > dst->size - doff)
     luaL_argerror(L, 2, lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size - doff,
                                         cdv_dtypes[dst->dtype].name, count));
   cdv_array *src = source_array(L, 2, dst, srcn);
@@ -527,7 +504,7 @@ static int array_copy_from(lua_State *L) {
   cdv_array *dst = cdv_check_array(L, 1);
   luaL_checkany(L, 2);
   cdv_check_options(L, 3, copy_opts, "copy_from");
-  cdv_stream *s = opt_stream_field(L, 3);
+  cdv_stream *s = cdv_opt_stream_field(L, 3, "copy_from");
   int64_t srcn = lua_isuserdata(L, 2) ? cdv_check_array(L, 2)->size : lua_source_count(L, 2, dst->dtype);
   if (srcn != dst->size)
     luaL_argerror(L, 2, lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size,
@@ -543,7 +520,7 @@ static int array_to(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   cdv_device *d = cdv_check_device(L, 2);
   cdv_check_options(L, 3, copy_opts, "to");
-  cdv_stream *s = opt_stream_field(L, 3);
+  cdv_stream *s = cdv_opt_stream_field(L, 3, "to");
   if (d == a->block->dev) {
     lua_settop(L, 1);
     return 1;
@@ -609,7 +586,7 @@ static cdv_array *host_from_lua(lua_State *L, int idx, cdv_dtype t, int64_t n, i
   idx = lua_absindex(L, idx);
   int64_t shape[1] = {n};
   cdv_array *h = cdv_push_array(L, cdv_cpu(), t, 1, shape, CDV_MEM_DEVICE, NULL);
-  if (lua_type(L, idx) == LUA_TSTRING) memcpy(h->data, lua_tostring(L, idx), nbytes(h));
+  if (lua_type(L, idx) == LUA_TSTRING && nbytes(h) > 0) memcpy(h->data, lua_tostring(L, idx), nbytes(h));
   else {
     int64_t k = 0;
     fill_from_table(L, idx, t, h->data, h->data + nbytes(h), arg, &k);
@@ -621,7 +598,8 @@ static cdv_array *host_from_lua(lua_State *L, int idx, cdv_dtype t, int64_t n, i
 static int table_shape(lua_State *L, int t, int64_t *shape, int depth, int arg) {
   if (depth >= CDV_MAXDIM) luaL_argerror(L, arg, "table nested too deeply");
   shape[depth] = (int64_t)lua_rawlen(L, t);
-  if (shape[depth] == 0 || lua_rawgeti(L, t, 1) != LUA_TTABLE) {
+  if (shape[depth] == 0) return depth + 1;   /* an empty row: a dimension of 0 */
+  if (lua_rawgeti(L, t, 1) != LUA_TTABLE) {
     lua_pop(L, 1);
     for (int64_t i = 2; i <= shape[depth]; i++) {   /* a leaf row: no nested rows beside its numbers */
       if (lua_rawgeti(L, t, i) == LUA_TTABLE)
@@ -659,7 +637,9 @@ static int l_array(lua_State *L) {
   create_args c = check_create_opts(L, o, "array");
   cdv_array *a = cdv_push_array(L, c.dev, t, ndim, shape, c.kind, c.stream);
   if (c.dev->is_cpu) {
-    if (lua_type(L, 1) == LUA_TSTRING) memcpy(a->data, lua_tostring(L, 1), nbytes(a));
+    if (lua_type(L, 1) == LUA_TSTRING) {
+      if (nbytes(a) > 0) memcpy(a->data, lua_tostring(L, 1), nbytes(a));   /* a 0-byte array has no memory */
+    }
     else {
       int64_t k = 0;
       fill_from_table(L, 1, t, a->data, a->data + nbytes(a), 1, &k);
@@ -687,6 +667,8 @@ static void like(lua_State *L, cdv_array *a, int shape_arg) {
  * filled with the value at value_arg. */
 static int make_like(lua_State *L, int shape_arg, int value_arg) {
   cdv_array *a = cdv_check_array(L, 1);
+  if (shape_arg)   /* the shape is named first when both are missing */
+    luaL_argexpected(L, lua_type(L, shape_arg) == LUA_TNUMBER || lua_istable(L, shape_arg), shape_arg, "integer or table shape");
   if (value_arg > 0) luaL_checkany(L, value_arg);
   like(L, a, shape_arg);
   uint64_t zero = 0;
@@ -769,12 +751,26 @@ static int array_slice(lua_State *L) {
   return 1;
 }
 
+/* The product of shape[0..ndim) without shape[skip] into *out; 0 when it overflows int64 (a dimension of
+ * 0 makes it 0 whatever the others are). */
+static int shape_product(const int64_t *shape, int ndim, int skip, int64_t *out) {
+  int64_t p = 1;
+  int zero = 0, overflow = 0;
+  for (int i = 0; i < ndim; i++) {
+    if (i == skip) continue;
+    if (shape[i] == 0) zero = 1;
+    else if (__builtin_mul_overflow(p, shape[i], &p)) overflow = 1;
+  }
+  *out = zero ? 0 : p;
+  return zero || !overflow;
+}
+
 /* a:reshape(shape): one dimension may be -1 (inferred) */
 static int array_reshape(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   int64_t shape[CDV_MAXDIM];
   int ndim, infer = -1;
-  int64_t known = 1;
+  int64_t known;
   if (lua_type(L, 2) == LUA_TNUMBER) {
     lua_createtable(L, 1, 0);
     lua_pushvalue(L, 2);
@@ -791,11 +787,11 @@ static int array_reshape(lua_State *L) {
     lua_pop(L, 1);
     if (isint && shape[i] == -1 && infer < 0) infer = i;
     else if (!isint || shape[i] < 0) luaL_argerror(L, 2, lua_pushfstring(L, "bad dimension %d", i + 1));
-    else known *= shape[i];
   }
+  if (!shape_product(shape, ndim, infer, &known)) luaL_argerror(L, 2, "array is too large");
   if (infer >= 0) shape[infer] = known ? a->size / known : 0;
-  int64_t size = 1;
-  for (int i = 0; i < ndim; i++) size *= shape[i];
+  int64_t size;
+  if (!shape_product(shape, ndim, -1, &size)) luaL_argerror(L, 2, "array is too large");
   if (size != a->size)
     luaL_argerror(L, 2, lua_pushfstring(L, "cannot reshape %I elements into a shape of %I", a->size, size));
   push_view(L, a, 0, a->dtype, ndim, shape);
@@ -904,7 +900,10 @@ static void add_elem(luaL_Buffer *b, cdv_dtype t, const char *p) {
   char buf[64];
   if (t == CDV_BOOL) luaL_addstring(b, *p ? "true" : "false");
   else if (cdv_dtypes[t].is_float) {
-    double v = t == CDV_F64 ? *(const double *)p : t == CDV_F32 ? *(const float *)p : cdv_f16_to_f32(*(const uint16_t *)p);
+    double v;   /* memcpy: a view may start inside an element, so p need not be aligned */
+    if (t == CDV_F64) memcpy(&v, p, 8);
+    else if (t == CDV_F32) { float f; memcpy(&f, p, 4); v = f; }
+    else { uint16_t h; memcpy(&h, p, 2); v = cdv_f16_to_f32(h); }
     snprintf(buf, sizeof buf, t == CDV_F64 ? "%.10g" : "%.6g", v);
     luaL_addstring(b, buf);
   } else {

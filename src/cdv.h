@@ -119,6 +119,7 @@ enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2 };
 
 struct cdv_backend {
   const char *kind;                              /* "cpu" or "cuda" */
+  int reset_frees;                               /* a reset takes everything made before it (NOTE [stale release]) */
   int (*activate)(cdv_device *d, cdv_err *e);    /* create/make current the context */
   int (*synchronize)(cdv_device *d, cdv_err *e);
   int (*mem_info)(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err *e);
@@ -198,6 +199,14 @@ typedef struct cdv_state {
 
 cdv_state *cdv_get_state(lua_State *L);
 
+/* NOTE [stale release]: a reset of a CUDA device destroys its context, and with it the memory, streams,
+ * events, modules and graphs made before: releasing such a stale object must not call the driver on a dead
+ * handle. The cpu device's reset destroys nothing, so its stale objects still give their resources back.
+ * A sticky fault poisons the context: nothing is given back until a reset. */
+static inline int cdv_still_owned(const cdv_device *d, unsigned generation) {
+  return !d->sticky && (generation == d->generation || !d->be->reset_frees);
+}
+
 /* ---------------------------------------------------------------- Lua types */
 #define CDV_DEVICE "cudadev.Device"
 #define CDV_STREAM "cudadev.Stream"
@@ -209,6 +218,7 @@ cdv_state *cdv_get_state(lua_State *L);
 #define CDV_ERROR  "cudadev.Error"
 
 struct cdv_stream {
+  uint64_t magic;         /* CDV_STREAM_MAGIC (NOTE [magic]) */
   cdv_device *dev;
   void *handle;           /* backend stream; NULL = the device's default stream */
   unsigned generation;
@@ -216,6 +226,7 @@ struct cdv_stream {
 };
 
 typedef struct cdv_event {
+  uint64_t magic;         /* CDV_EVENT_MAGIC (NOTE [magic]) */
   cdv_device *dev;
   void *handle;
   unsigned generation;
@@ -246,6 +257,12 @@ typedef struct cdv_block {
  * library (which would otherwise be read as the wrong struct). */
 #define CDV_ARRAY_MAGIC 0x63647641727261ULL    /* "cdvArra" */
 #define CDV_KERNEL_MAGIC 0x6364764b65726eULL   /* "cdvKern" */
+#define CDV_STREAM_MAGIC 0x63647653747265ULL   /* "cdvStre" */
+#define CDV_EVENT_MAGIC 0x63647645766e74ULL    /* "cdvEvnt" */
+#define CDV_DEVICE_MAGIC 0x63647644657669ULL   /* "cdvDevi" */
+#define CDV_MODULE_MAGIC 0x6364764d6f6475ULL   /* "cdvModu" */
+#define CDV_GRAPH_MAGIC 0x63647647726170ULL    /* "cdvGrap" */
+#define CDV_SCOPE_MAGIC 0x63647653636f70ULL    /* "cdvScop"; + 1 for access scopes (peer.c) */
 
 /* the full userdata at idx when it is at least size bytes and starts with magic, else NULL */
 static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t magic) {
@@ -253,6 +270,16 @@ static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t 
   void *p = lua_touserdata(L, idx);
   return *(const uint64_t *)p == magic ? p : NULL;
 }
+
+/* NOTE [magic] + NOTE [checked values]: every cudadev userdata starts with its type's tag. A checked
+ * value comes with a `problem` function that returns NULL and the value when the value at idx is usable,
+ * else pushes and returns why not; the caller words it as an argument (luaL_argerror), an option ("bad
+ * option 'stream' to 'zeros' (why)") or a launch configuration key, so every error names what the user
+ * wrote, never a stack slot. */
+const char *cdv_udata_problem(lua_State *L, int idx, const char *tname, uint64_t magic, size_t size, void **out);
+void *cdv_check_udata(lua_State *L, int arg, const char *tname, uint64_t magic, size_t size);
+const char *cdv_typename(lua_State *L, int idx);    /* __name of its metatable, else the basic type */
+int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why);   /* raises */
 
 typedef struct cdv_array {
   uint64_t magic;         /* CDV_ARRAY_MAGIC (NOTE [magic]) */
@@ -271,6 +298,8 @@ int cdv_device_open(lua_State *L);
 void cdv_push_device(lua_State *L, cdv_device *d);
 cdv_device *cdv_check_device(lua_State *L, int arg);        /* any device spec */
 cdv_device *cdv_opt_device(lua_State *L, int arg);          /* nil -> default device */
+const char *cdv_device_problem(lua_State *L, int idx, cdv_device **out);   /* NOTE [checked values] */
+cdv_device *cdv_opt_device_field(lua_State *L, int t, const char *fname);  /* option 'device' of table t, or NULL */
 cdv_device *cdv_default_device(lua_State *L);
 int cdv_device_new(lua_State *L);                          /* cd.device(spec) */
 void cdv_device_use(lua_State *L, cdv_device *d);           /* activate, raise on failure/sticky */
@@ -279,6 +308,9 @@ void cdv_device_check(lua_State *L, cdv_device *d);         /* the same checks, 
 /* stream.c */
 int cdv_stream_open(lua_State *L);
 cdv_stream *cdv_check_stream(lua_State *L, int arg);
+cdv_stream *cdv_new_stream(lua_State *L, cdv_device *d);   /* pushed; handle NULL, not owned */
+const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out);   /* NOTE [checked values] */
+cdv_stream *cdv_opt_stream_field(lua_State *L, int t, const char *fname);  /* option 'stream' of table t, or NULL */
 cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d);  /* never NULL */
 void cdv_push_current_stream(lua_State *L, cdv_device *d);
 /* NOTE [stream lifetime]: arrays remember the last stream that used them by its raw handle; a stream

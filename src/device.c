@@ -150,11 +150,21 @@ static cdv_device *resolve_string(lua_State *L, const char *s) {
   return d;
 }
 
+/* A Device value: the registry's device behind a tag (NOTE [magic]). */
+typedef struct device_ud { uint64_t magic; cdv_device *d; } device_ud;
+
 static cdv_device *resolve(lua_State *L, int arg, int *ok) {
   *ok = 1;
   switch (lua_type(L, arg)) {
     case LUA_TSTRING: {
-      cdv_device *d = resolve_string(L, lua_tostring(L, arg));
+      size_t n;
+      const char *spec = lua_tolstring(L, arg, &n);
+      if (strlen(spec) != n) {   /* "cpu\0x" is no "cpu" */
+        *ok = 0;
+        lua_pushliteral(L, "device name contains a NUL byte");
+        return NULL;
+      }
+      cdv_device *d = resolve_string(L, spec);
       *ok = d != NULL;
       return d;
     }
@@ -167,21 +177,38 @@ static cdv_device *resolve(lua_State *L, int arg, int *ok) {
       return d;
     }
     case LUA_TUSERDATA: {
-      cdv_device **p = luaL_testudata(L, arg, CDV_DEVICE);
-      if (p != NULL) return *p;
+      device_ud *p = cdv_test_magic(L, arg, sizeof *p, CDV_DEVICE_MAGIC);
+      if (p != NULL) return p->d;
     } /* fall through */
     default:
       *ok = 0;
       lua_pushfstring(L, "device expected (\"cpu\", \"cuda:N\", an ordinal or a Device), got %s",
-                      luaL_typename(L, arg));
+                      cdv_typename(L, arg));
       return NULL;
   }
 }
 
-cdv_device *cdv_check_device(lua_State *L, int arg) {
+/* NOTE [checked values] in cdv.h: any device spec */
+const char *cdv_device_problem(lua_State *L, int idx, cdv_device **out) {
   int ok;
-  cdv_device *d = resolve(L, arg, &ok);
-  if (!ok) luaL_argerror(L, arg, lua_tostring(L, -1));
+  *out = resolve(L, idx, &ok);
+  return ok ? NULL : lua_tostring(L, -1);
+}
+
+cdv_device *cdv_check_device(lua_State *L, int arg) {
+  cdv_device *d;
+  const char *why = cdv_device_problem(L, arg, &d);
+  if (why != NULL) luaL_argerror(L, arg, why);
+  return d;
+}
+
+cdv_device *cdv_opt_device_field(lua_State *L, int t, const char *fname) {
+  cdv_device *d = NULL;
+  if (cdv_opt_field(L, t, "device") != LUA_TNIL) {
+    const char *why = cdv_device_problem(L, -1, &d);
+    if (why != NULL) cdv_opt_error(L, "device", fname, why);
+  }
+  lua_pop(L, 1);
   return d;
 }
 
@@ -264,8 +291,8 @@ void cdv_push_device(lua_State *L, cdv_device *d) {
   lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.device_values");
   if (lua_rawgeti(L, -1, d->index) == LUA_TNIL) {
     lua_pop(L, 1);
-    cdv_device **p = lua_newuserdatauv(L, sizeof *p, 0);
-    *p = d;
+    device_ud *p = lua_newuserdatauv(L, sizeof *p, 0);
+    *p = (device_ud){CDV_DEVICE_MAGIC, d};
     luaL_setmetatable(L, CDV_DEVICE);
     lua_pushvalue(L, -1);
     lua_rawseti(L, -3, d->index);
@@ -273,7 +300,9 @@ void cdv_push_device(lua_State *L, cdv_device *d) {
   lua_remove(L, -2);
 }
 
-static cdv_device *self(lua_State *L) { return *(cdv_device **)luaL_checkudata(L, 1, CDV_DEVICE); }
+static cdv_device *self(lua_State *L) {
+  return ((device_ud *)cdv_check_udata(L, 1, CDV_DEVICE, CDV_DEVICE_MAGIC, sizeof(device_ud)))->d;
+}
 
 static int device_tostring(lua_State *L) {
   cdv_device *d = self(L);
@@ -287,8 +316,8 @@ static int device_tostring(lua_State *L) {
 }
 
 static int device_eq(lua_State *L) {
-  cdv_device **a = luaL_testudata(L, 1, CDV_DEVICE), **b = luaL_testudata(L, 2, CDV_DEVICE);
-  lua_pushboolean(L, a && b && *a == *b);
+  device_ud *a = cdv_test_magic(L, 1, sizeof *a, CDV_DEVICE_MAGIC), *b = cdv_test_magic(L, 2, sizeof *b, CDV_DEVICE_MAGIC);
+  lua_pushboolean(L, a && b && a->d == b->d);
   return 1;
 }
 
@@ -428,10 +457,10 @@ static int l_set_device(lua_State *L) {
 }
 
 /* A Scope restores the previous default device when closed: `local _ <close> = cd.scope("cuda:1")`. */
-typedef struct scope { int previous; int closed; } scope;
+typedef struct scope { uint64_t magic; int previous; int closed; } scope;
 
 static int scope_close(lua_State *L) {
-  scope *s = luaL_checkudata(L, 1, "cudadev.Scope");
+  scope *s = cdv_check_udata(L, 1, "cudadev.Scope", CDV_SCOPE_MAGIC, sizeof(scope));
   if (!s->closed) {
     s->closed = 1;
     cdv_get_state(L)->default_device = s->previous;
@@ -442,6 +471,7 @@ static int scope_close(lua_State *L) {
 static int l_scope(lua_State *L) {
   cdv_device *d = cdv_check_device(L, 1);
   scope *s = lua_newuserdatauv(L, sizeof *s, 0);
+  s->magic = CDV_SCOPE_MAGIC;
   s->previous = cdv_default_device(L)->index;
   s->closed = 1;   /* closed until the switch succeeded: a failed switch must not restore anything */
   luaL_setmetatable(L, "cudadev.Scope");

@@ -322,12 +322,7 @@ CUDADEV_API void cudadev_push_array(lua_State *L, void *ptr, const char *dtype, 
 CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *device) {
   cdv_device *d = named_device(L, "cudadev_push_stream", device);
   /* a Stream that is not owned: __gc and :destroy() leave the host's stream alone */
-  cdv_stream *s = lua_newuserdatauv(L, sizeof *s, 0);
-  memset(s, 0, sizeof *s);
-  s->dev = d;
-  s->handle = stream;
-  s->generation = d->generation;
-  luaL_setmetatable(L, CDV_STREAM);
+  cdv_new_stream(L, d)->handle = stream;
 }
 
 static void fill_info(cdv_array *a, cudadev_array_info *info) {
@@ -350,7 +345,7 @@ CUDADEV_API void cudadev_check_array(lua_State *L, int idx, cudadev_array_info *
 }
 
 CUDADEV_API int cudadev_to_array(lua_State *L, int idx, cudadev_array_info *info) {
-  cdv_array *a = luaL_testudata(L, idx, CDV_ARRAY);
+  cdv_array *a = cdv_test_magic(L, idx, sizeof *a, CDV_ARRAY_MAGIC);
   if (a == NULL || a->block == NULL || a->block->generation != a->block->dev->generation) return 0;
   fill_info(a, info);
   return 1;

@@ -8,7 +8,9 @@
 
 static const char *const event_opts[] = {"timing", "blocking", NULL};
 
-static cdv_event *check_any(lua_State *L, int arg) { return luaL_checkudata(L, arg, CDV_EVENT); }
+static cdv_event *check_any(lua_State *L, int arg) {
+  return cdv_check_udata(L, arg, CDV_EVENT, CDV_EVENT_MAGIC, sizeof(cdv_event));
+}
 
 cdv_event *cdv_check_event(lua_State *L, int arg) {
   cdv_event *ev = check_any(L, arg);
@@ -27,6 +29,7 @@ int cdv_event_new(lua_State *L) {
   cdv_device_use(L, d);
   cdv_event *ev = lua_newuserdatauv(L, sizeof *ev, 0);
   memset(ev, 0, sizeof *ev);
+  ev->magic = CDV_EVENT_MAGIC;
   luaL_setmetatable(L, CDV_EVENT);   /* closed until the handle exists: a failure leaves nothing half-made */
   cdv_try(L, d, d->be->event_create(d, timing, blocking, &ev->handle, &e_));
   ev->dev = d;
@@ -36,17 +39,26 @@ int cdv_event_new(lua_State *L) {
   return 1;
 }
 
-static int event_release(lua_State *L) {
-  cdv_event *ev = check_any(L, 1);
+static void release(lua_State *L, cdv_event *ev) {
   cdv_device *d = ev->dev;
   if (d != NULL) cdv_live_add(CDV_LIVE_EVENT, -1);
-  if (d != NULL && ev->generation == d->generation && !d->sticky) {
+  if (d != NULL && cdv_still_owned(d, ev->generation)) {
     cdv_err e;
     if (d->be->event_destroy(d, ev->handle, &e) != 0)
       cdv_warn_release(L, "destroying an event", d, &e);
   }
   ev->dev = NULL;
   ev->handle = NULL;
+}
+
+static int event_release(lua_State *L) {
+  release(L, check_any(L, 1));
+  return 0;
+}
+
+static int event_gc(lua_State *L) {
+  cdv_event *ev = cdv_test_magic(L, 1, sizeof *ev, CDV_EVENT_MAGIC);
+  if (ev != NULL) release(L, ev);   /* __gc never raises (NOTE [magic]) */
   return 0;
 }
 
@@ -148,7 +160,7 @@ int cdv_event_open(lua_State *L) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, event_tostring);
   lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, event_release);
+  lua_pushcfunction(L, event_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, event_release);
   lua_setfield(L, -2, "__close");

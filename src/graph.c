@@ -12,14 +12,19 @@
 #include "syms.h"
 
 typedef struct graph {
+  uint64_t magic;                /* CDV_GRAPH_MAGIC (NOTE [magic]) */
   CUgraphExec exec;
   cdv_device *dev;
   unsigned generation;
   int nodes;
 } graph;
 
+static graph *check_any(lua_State *L, int arg) {
+  return cdv_check_udata(L, arg, CDV_GRAPH, CDV_GRAPH_MAGIC, sizeof(graph));
+}
+
 static graph *check_graph(lua_State *L, int arg) {
-  graph *g = luaL_checkudata(L, arg, CDV_GRAPH);
+  graph *g = check_any(L, arg);
   if (g->exec == NULL) luaL_argerror(L, arg, "attempt to use a released graph");
   if (g->generation != g->dev->generation) luaL_argerror(L, arg, "stale Graph: device was reset");
   return g;
@@ -35,6 +40,7 @@ static int l_capture(lua_State *L) {
   if (s->handle == NULL) return luaL_argerror(L, 1, "the default stream cannot be captured: use cd.stream()");
   graph *g = lua_newuserdatauv(L, sizeof *g, 0);
   memset(g, 0, sizeof *g);
+  g->magic = CDV_GRAPH_MAGIC;
   luaL_setmetatable(L, CDV_GRAPH);
   lua_insert(L, 1);                          /* graph, stream, fn, args... */
   cdv_device_use(L, d);
@@ -82,19 +88,28 @@ static int graph_launch(lua_State *L) {
   return 1;
 }
 
-static int graph_release(lua_State *L) {
-  graph *g = luaL_checkudata(L, 1, CDV_GRAPH);
-  if (g->exec != NULL && g->generation == g->dev->generation && !g->dev->sticky) {
+static void release(lua_State *L, graph *g) {
+  if (g->exec != NULL && cdv_still_owned(g->dev, g->generation)) {
     cdv_err e;
     if (CDV_CU(&e, cuGraphExecDestroy, g->exec)) cdv_warn_release(L, "destroying a graph", g->dev, &e);
   }
   if (g->exec != NULL) cdv_live_add(CDV_LIVE_GRAPH, -1);
   g->exec = NULL;
+}
+
+static int graph_release(lua_State *L) {
+  release(L, check_any(L, 1));
+  return 0;
+}
+
+static int graph_gc(lua_State *L) {
+  graph *g = cdv_test_magic(L, 1, sizeof *g, CDV_GRAPH_MAGIC);
+  if (g != NULL) release(L, g);   /* __gc never raises (NOTE [magic]) */
   return 0;
 }
 
 static int graph_tostring(lua_State *L) {
-  graph *g = luaL_checkudata(L, 1, CDV_GRAPH);
+  graph *g = check_any(L, 1);
   if (g->exec == NULL) lua_pushliteral(L, "Graph(released)");
   else lua_pushfstring(L, "Graph(%s, %d nodes)", g->dev->alias, g->nodes);
   return 1;
@@ -113,7 +128,7 @@ static int graph_index(lua_State *L) {
 
 int cdv_graph_open(lua_State *L) {
   luaL_newmetatable(L, CDV_GRAPH);
-  static const luaL_Reg meta[] = {{"__index", graph_index}, {"__gc", graph_release}, {"__close", graph_release},
+  static const luaL_Reg meta[] = {{"__index", graph_index}, {"__gc", graph_gc}, {"__close", graph_release},
                                   {"__tostring", graph_tostring}, {NULL, NULL}};
   luaL_setfuncs(L, meta, 0);
   lua_pop(L, 1);

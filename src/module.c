@@ -41,6 +41,12 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static cdv_module_t *cache;
 static long memory_hits, memory_misses;
 
+static void module_ref(cdv_module_t *m) {
+  pthread_mutex_lock(&cache_lock);
+  m->refs++;
+  pthread_mutex_unlock(&cache_lock);
+}
+
 static void module_unref(cdv_module_t *m) {
   pthread_mutex_lock(&cache_lock);
   int last = --m->refs == 0;
@@ -48,7 +54,7 @@ static void module_unref(cdv_module_t *m) {
   if (!last) return;
   /* modules are never unloaded while a Kernel may run: the cache holds one reference until cleared,
    * and a cleared module is unloaded only when the last Module value goes */
-  if (m->handle != NULL && m->dev && m->generation == m->dev->generation && !m->dev->sticky) {
+  if (m->handle != NULL && m->dev && cdv_still_owned(m->dev, m->generation)) {
     cdv_err e;
     m->dev->be->module_unload(m->dev, m->handle, &e);
   }
@@ -88,13 +94,13 @@ static strlist check_strlist(lua_State *L, int o, const char *k) {
   strlist l = {0, NULL};
   int t = cdv_opt_field(L, o, k);
   if (t != LUA_TNIL && t != LUA_TTABLE)
-    luaL_error(L, "bad option '%s' to 'compile' (table of strings expected, got %s)", k, luaL_typename(L, -1));
+    luaL_error(L, "bad option '%s' to 'compile' (table of strings expected, got %s)", k, cdv_typename(L, -1));
   int tab = lua_gettop(L);
   l.n = t == LUA_TTABLE ? (int)lua_rawlen(L, tab) : 0;
   l.v = lua_newuserdatauv(L, sizeof(char *) * (size_t)(l.n + 1), 0);
   for (int i = 0; i < l.n; i++) {
     if (lua_rawgeti(L, tab, i + 1) != LUA_TSTRING)
-      luaL_error(L, "bad option '%s' to 'compile' (item %d: string expected, got %s)", k, i + 1, luaL_typename(L, -1));
+      luaL_error(L, "bad option '%s' to 'compile' (item %d: string expected, got %s)", k, i + 1, cdv_typename(L, -1));
     l.v[i] = lua_tostring(L, -1);
     lua_pop(L, 1);
   }
@@ -105,7 +111,7 @@ static strlist check_strlist(lua_State *L, int o, const char *k) {
 static int check_headers(lua_State *L, int o, const char ***names, const char ***texts) {
   int t = cdv_opt_field(L, o, "headers"), n = 0;
   if (t != LUA_TNIL && t != LUA_TTABLE)
-    luaL_error(L, "bad option 'headers' to 'compile' (table expected, got %s)", luaL_typename(L, -1));
+    luaL_error(L, "bad option 'headers' to 'compile' (table expected, got %s)", cdv_typename(L, -1));
   int tab = lua_gettop(L);
   if (t == LUA_TTABLE) {
     lua_pushnil(L);
@@ -187,9 +193,11 @@ int cdv_cubin_supported(int arch) {
 
 /* ------------------------------------------------------------ Module values */
 
-typedef struct module_ud { cdv_module_t *m; } module_ud;
+typedef struct module_ud { uint64_t magic; cdv_module_t *m; } module_ud;   /* CDV_MODULE_MAGIC (NOTE [magic]) */
 
-static module_ud *check_module_ud(lua_State *L, int arg) { return luaL_checkudata(L, arg, CDV_MODULE); }
+static module_ud *check_module_ud(lua_State *L, int arg) {
+  return cdv_check_udata(L, arg, CDV_MODULE, CDV_MODULE_MAGIC, sizeof(module_ud));
+}
 
 static cdv_module_t *check_module(lua_State *L, int arg) {
   module_ud *u = check_module_ud(L, arg);
@@ -200,13 +208,12 @@ static cdv_module_t *check_module(lua_State *L, int arg) {
 
 static void push_module(lua_State *L, cdv_module_t *m) {
   module_ud *u = lua_newuserdatauv(L, sizeof *u, 1);
+  u->magic = CDV_MODULE_MAGIC;
   u->m = NULL;
   luaL_setmetatable(L, CDV_MODULE);
   lua_newtable(L);                 /* Kernel values by name: one launch plan per kernel */
   lua_setiuservalue(L, -2, 1);
-  pthread_mutex_lock(&cache_lock);
-  m->refs++;
-  pthread_mutex_unlock(&cache_lock);
+  module_ref(m);
   u->m = m;
   cdv_live_add(CDV_LIVE_MODULE, 1);
 }
@@ -274,7 +281,11 @@ static int l_compile(lua_State *L) {
   if (memchr(src, '\0', srclen) != NULL) return luaL_argerror(L, 1, "source contains a NUL byte");
   cdv_check_options(L, 2, compile_opts, "compile");
   const char *name = "kernel.cu";
-  if (cdv_opt_field(L, 2, "name") != LUA_TNIL) name = luaL_checkstring(L, -1);
+  if (cdv_opt_field(L, 2, "name") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING)
+      cdv_opt_error(L, "name", "compile", lua_pushfstring(L, "string expected, got %s", cdv_typename(L, -1)));
+    name = lua_tostring(L, -1);
+  }
   strlist opts = check_strlist(L, 2, "options"), incs = check_strlist(L, 2, "include_paths");
   cdv_check_compile_options(L, opts.n, opts.v);   /* NOTE [state limits]: the embedding host's allow-list */
   strlist exprs = check_strlist(L, 2, "name_expressions");
@@ -282,11 +293,8 @@ static int l_compile(lua_State *L) {
   int nh = check_headers(L, 2, &hnames, &htexts);
   int arch = parse_arch(L, 2), want_ptx, want_cubin, given_dev = 0;
   parse_target(L, 2, &want_ptx, &want_cubin);
-  cdv_device *d = NULL;
-  if (cdv_opt_field(L, 2, "device") != LUA_TNIL) {
-    d = cdv_check_device(L, lua_gettop(L));
-    given_dev = 1;
-  }
+  cdv_device *d = cdv_opt_device_field(L, 2, "compile");
+  given_dev = d != NULL;
   if (d == NULL) d = cdv_default_device(L);
   if (arch && d->is_cpu && given_dev)
     return luaL_error(L, "bad option 'arch' to 'compile' (arch targets CUDA devices; leave it out to compile for cpu)");
@@ -352,8 +360,9 @@ static int l_compile(lua_State *L) {
   return 1;
 }
 
-static int module_gc(lua_State *L) {
-  module_ud *u = check_module_ud(L, 1);
+static int module_gc(lua_State *L) {   /* __gc and __close */
+  module_ud *u = cdv_test_magic(L, 1, sizeof *u, CDV_MODULE_MAGIC);
+  if (u == NULL) return 0;   /* __gc never raises (NOTE [magic]) */
   if (u->m != NULL) {
     module_unref(u->m);
     cdv_live_add(CDV_LIVE_MODULE, -1);
@@ -457,8 +466,7 @@ static int l_load_module(lua_State *L) {
   const char *img = luaL_checklstring(L, 1, &n);
   cdv_check_options(L, 2, known, "load_module");
   if (cdv_get_state(L)->sandbox) return luaL_error(L, "load_module is not available in this sandbox");
-  cdv_device *d = NULL;
-  if (cdv_opt_field(L, 2, "device") != LUA_TNIL) d = cdv_check_device(L, lua_gettop(L));
+  cdv_device *d = cdv_opt_device_field(L, 2, "load_module");
   if (d == NULL) d = cdv_default_device(L);
   if (d->is_cpu) return luaL_error(L, "load_module loads CUDA code; the target device is cpu");
   int is_elf = n >= 4 && memcmp(img, "\177ELF", 4) == 0;
@@ -527,7 +535,7 @@ typedef struct kparam {
 
 typedef struct kernel {
   uint64_t magic;               /* CDV_KERNEL_MAGIC (NOTE [magic]) */
-  cdv_module_t *m;              /* kept alive by the Module value in the user value */
+  cdv_module_t *m;              /* one reference of its own (the Module value stays in the user value) */
   cdv_device *dev;
   unsigned generation;
   void *fn;
@@ -540,10 +548,9 @@ typedef struct kernel {
 } kernel;
 
 static kernel *check_kernel(lua_State *L, int arg) {
-  luaL_checkudata(L, arg, CDV_KERNEL);
-  kernel *k = cdv_test_magic(L, arg, sizeof *k, CDV_KERNEL_MAGIC);
-  if (k == NULL) luaL_argerror(L, arg, "not a Kernel (its metatable was replaced)");
+  kernel *k = cdv_check_udata(L, arg, CDV_KERNEL, CDV_KERNEL_MAGIC, sizeof(kernel));
   if (k->fn == NULL) luaL_argerror(L, arg, "attempt to use a released kernel");
+  if (k->generation != k->dev->generation) luaL_argerror(L, arg, "stale Kernel: device was reset");
   return k;
 }
 
@@ -676,6 +683,7 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   lua_setiuservalue(L, -2, 1);
   k->sig = sig;                           /* owned by k from here: freed by __gc */
   k->has_sig = have;
+  module_ref(m);   /* a Module closed by hand must not unload the code under its Kernels */
   k->m = m;
   k->dev = m->dev;
   k->generation = m->generation;
@@ -715,6 +723,8 @@ static int kernel_gc(lua_State *L) {
   if (k->has_sig) cdv_sig_clear(&k->sig);
   k->has_sig = 0;
   k->fn = NULL;
+  if (k->m != NULL) module_unref(k->m);
+  k->m = NULL;
   return 0;
 }
 
@@ -728,11 +738,12 @@ static int arg_error(lua_State *L, kernel *k, int i, const char *got) {
 
 static const char *got_value(lua_State *L, int idx) {
   if (lua_type(L, idx) == LUA_TNUMBER) return lua_pushfstring(L, "%s", lua_tostring(L, idx));
-  if (luaL_testudata(L, idx, CDV_ARRAY)) return "an Array";
-  return luaL_typename(L, idx);
+  if (cdv_test_magic(L, idx, sizeof(cdv_array), CDV_ARRAY_MAGIC)) return "an Array";
+  return lua_type(L, idx) == LUA_TUSERDATA ? cdv_typename(L, idx) : luaL_typename(L, idx);
 }
 
-static void put_int(lua_State *L, kernel *k, int i, int idx, char *dst) {
+/* put_int and put_float write a value of kind t (parameter i's, or its vector's component kind) */
+static void put_int(lua_State *L, kernel *k, int i, int idx, char *dst, cdv_pkind t) {
   static const int64_t lo[] = {[CDV_P_I8] = INT8_MIN, [CDV_P_I16] = INT16_MIN, [CDV_P_I32] = INT32_MIN,
                                [CDV_P_I64] = INT64_MIN};
   static const uint64_t hi[] = {[CDV_P_I8] = INT8_MAX, [CDV_P_I16] = INT16_MAX, [CDV_P_I32] = INT32_MAX,
@@ -740,26 +751,25 @@ static void put_int(lua_State *L, kernel *k, int i, int idx, char *dst) {
                                 [CDV_P_U32] = UINT32_MAX, [CDV_P_U64] = UINT64_MAX};
   int isint;
   lua_Integer v = lua_tointegerx(L, idx, &isint);
-  cdv_pkind t = k->p[i].kind;
   int is_signed = t == CDV_P_I8 || t == CDV_P_I16 || t == CDV_P_I32 || t == CDV_P_I64;
   if (!isint || (is_signed ? (v < lo[t] || (v > 0 && (uint64_t)v > hi[t])) : (v < 0 || (uint64_t)v > hi[t])))
     arg_error(L, k, i, got_value(L, idx));
   uint64_t u = (uint64_t)v;
-  memcpy(dst, &u, k->p[i].size);   /* little-endian: the low bytes are the value */
+  memcpy(dst, &u, (size_t)cdv_pkind_size(t));   /* little-endian: the low bytes are the value */
 }
 
-static void put_float(lua_State *L, kernel *k, int i, int idx, char *dst) {
+static void put_float(lua_State *L, kernel *k, int i, int idx, char *dst, cdv_pkind t) {
   int isnum;
   lua_Number v = lua_tonumberx(L, idx, &isnum);
   if (!isnum || lua_type(L, idx) != LUA_TNUMBER) arg_error(L, k, i, got_value(L, idx));
-  switch (k->p[i].kind) {
+  switch (t) {
     case CDV_P_F64: memcpy(dst, &v, 8); break;
     case CDV_P_F32: { float f = (float)v; memcpy(dst, &f, 4); break; }
     default: {   /* f16 / bf16 through a one-element conversion */
       float f = (float)v;
       uint32_t x;
       memcpy(&x, &f, 4);
-      uint16_t h = k->p[i].kind == CDV_P_BF16 ? (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16) : cdv_f32_to_f16(f);
+      uint16_t h = t == CDV_P_BF16 ? (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16) : cdv_f32_to_f16(f);
       memcpy(dst, &h, 2);
     }
   }
@@ -809,12 +819,8 @@ static void put_vec(lua_State *L, kernel *k, int i, int idx, char *dst) {
       lua_rawgeti(L, idx, j + 1);
     }
     int top = lua_gettop(L);
-    kparam save = *p;
-    p->kind = p->elem;
-    p->size = es;
-    if (p->elem == CDV_P_F32 || p->elem == CDV_P_F64 || p->elem == CDV_P_F16) put_float(L, k, i, top, dst + j * es);
-    else put_int(L, k, i, top, dst + j * es);
-    *p = save;
+    if (p->elem == CDV_P_F32 || p->elem == CDV_P_F64 || p->elem == CDV_P_F16) put_float(L, k, i, top, dst + j * es, p->elem);
+    else put_int(L, k, i, top, dst + j * es, p->elem);
     lua_pop(L, 1);
   }
 }
@@ -823,7 +829,7 @@ static void put_arg(lua_State *L, kernel *k, int i, int idx, void *stream) {
   char *dst = k->buf + k->p[i].off;
   switch (k->p[i].kind) {
     case CDV_P_PTR: put_pointer(L, k, i, idx, dst, stream); break;
-    case CDV_P_F16: case CDV_P_BF16: case CDV_P_F32: case CDV_P_F64: put_float(L, k, i, idx, dst); break;
+    case CDV_P_F16: case CDV_P_BF16: case CDV_P_F32: case CDV_P_F64: put_float(L, k, i, idx, dst, k->p[i].kind); break;
     case CDV_P_BOOL:
       if (!lua_isboolean(L, idx)) arg_error(L, k, i, got_value(L, idx));
       *dst = (char)lua_toboolean(L, idx);
@@ -838,7 +844,7 @@ static void put_arg(lua_State *L, kernel *k, int i, int idx, void *stream) {
       memcpy(dst, s, n);
       break;
     }
-    default: put_int(L, k, i, idx, dst);
+    default: put_int(L, k, i, idx, dst, k->p[i].kind);
   }
 }
 
@@ -884,7 +890,7 @@ static int suggest_block(lua_State *L, kernel *k, size_t shared);
 static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c) {
   memset(c, 0, sizeof *c);
   if (!lua_istable(L, cfg))
-    luaL_error(L, "bad argument #1 to '%s' (launch configuration table expected, got %s)", k->name, luaL_typename(L, cfg));
+    luaL_error(L, "bad argument #1 to '%s' (launch configuration table expected, got %s)", k->name, cdv_typename(L, cfg));
   uint64_t g[3] = {1, 1, 1}, b[3] = {1, 1, 1};
   lua_pushnil(L);
   while (lua_next(L, cfg) != 0) {
@@ -907,9 +913,13 @@ static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c) {
       if (!isint || s < 0 || (size_t)s > k->dev->max_shared_optin)
         cfg_error(L, k, lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)k->dev->max_shared_optin));
       c->shared = (unsigned)s;
-    } else if (key[0] == 's') c->stream = cdv_check_stream(L, v);
-    else if (key[0] == 'd') {
-      cdv_device *d = cdv_check_device(L, v);
+    } else if (key[0] == 's') {
+      const char *why = cdv_stream_problem(L, v, &c->stream);
+      if (why != NULL) cfg_error(L, k, lua_pushfstring(L, "'stream': %s", why));
+    } else if (key[0] == 'd') {
+      cdv_device *d;
+      const char *why = cdv_device_problem(L, v, &d);
+      if (why != NULL) cfg_error(L, k, lua_pushfstring(L, "'device': %s", why));
       if (d != k->dev)
         cfg_error(L, k, lua_pushfstring(L, "the kernel was compiled for %s, not %s; compile it with device = \"%s\"",
                                         k->dev->alias, d->alias, d->alias));
@@ -1081,9 +1091,7 @@ static int kernel_index(lua_State *L) {
 }
 
 static int kernel_tostring(lua_State *L) {
-  luaL_checkudata(L, 1, CDV_KERNEL);
-  kernel *k = cdv_test_magic(L, 1, sizeof *k, CDV_KERNEL_MAGIC);
-  if (k == NULL) return luaL_argerror(L, 1, "not a Kernel (its metatable was replaced)");
+  kernel *k = cdv_check_udata(L, 1, CDV_KERNEL, CDV_KERNEL_MAGIC, sizeof(kernel));
   if (k->fn == NULL) {
     lua_pushliteral(L, "Kernel(released)");
     return 1;

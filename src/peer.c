@@ -143,10 +143,10 @@ static int l_set(lua_State *L) {
 
 /* The scope of with_peer_access / with_mempool_access: restores the previous state when closed, on
  * error too (a to-be-closed slot, so the error passes through untouched). */
-typedef struct access_scope { cdv_device *target, *peer; int previous, pool, closed; } access_scope;
+typedef struct access_scope { uint64_t magic; cdv_device *target, *peer; int previous, pool, closed; } access_scope;
 
 static int access_scope_close(lua_State *L) {
-  access_scope *s = luaL_checkudata(L, 1, "cudadev.AccessScope");
+  access_scope *s = cdv_check_udata(L, 1, "cudadev.AccessScope", CDV_SCOPE_MAGIC + 1, sizeof(access_scope));
   if (s->closed) return 0;
   s->closed = 1;
   if (s->pool) set_mempool(L, s->target, s->peer, s->previous);
@@ -160,7 +160,7 @@ static int with_access(lua_State *L, int pool) {
   luaL_checktype(L, 4, LUA_TFUNCTION);
   int on = lua_toboolean(L, 3), nargs = lua_gettop(L) - 4;
   access_scope *s = lua_newuserdatauv(L, sizeof *s, 0);
-  *s = (access_scope){t, p, pool ? mempool_enabled(L, t, p) : enabled(t, p), pool, 1};
+  *s = (access_scope){CDV_SCOPE_MAGIC + 1, t, p, pool ? mempool_enabled(L, t, p) : enabled(t, p), pool, 1};
   luaL_setmetatable(L, "cudadev.AccessScope");
   lua_insert(L, 1);
   lua_toclose(L, 1);

@@ -46,9 +46,11 @@ int cdv_stream_alive(void *h) {
 
 static const char *const stream_opts[] = {"priority", "blocking", NULL};
 
-static cdv_stream *new_stream(lua_State *L, cdv_device *d) {
+/* A Stream value on d with no handle yet (the default stream until one is set); not owned. */
+cdv_stream *cdv_new_stream(lua_State *L, cdv_device *d) {
   cdv_stream *s = lua_newuserdatauv(L, sizeof *s, 0);
   memset(s, 0, sizeof *s);
+  s->magic = CDV_STREAM_MAGIC;
   s->dev = d;
   s->generation = d->generation;
   luaL_setmetatable(L, CDV_STREAM);
@@ -68,7 +70,7 @@ cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d) {
   cdv_state *st = cdv_get_state(L);
   cdv_stream *s = st->cur_stream[d->index];
   if (s == NULL || s->dev == NULL || s->generation != d->generation) {
-    s = new_stream(L, d);   /* the default stream */
+    s = cdv_new_stream(L, d);   /* the default stream */
     anchor(L, d, -1);
     lua_pop(L, 1);
     st->cur_stream[d->index] = s;
@@ -84,13 +86,34 @@ void cdv_push_current_stream(lua_State *L, cdv_device *d) {
 }
 
 static cdv_stream *check_any(lua_State *L, int arg) {
-  return luaL_checkudata(L, arg, CDV_STREAM);
+  return cdv_check_udata(L, arg, CDV_STREAM, CDV_STREAM_MAGIC, sizeof(cdv_stream));
+}
+
+/* NOTE [checked values] in cdv.h */
+const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out) {
+  void *p;
+  const char *why = cdv_udata_problem(L, idx, CDV_STREAM, CDV_STREAM_MAGIC, sizeof **out, &p);
+  *out = p;
+  if (why != NULL) return why;
+  if ((*out)->dev == NULL) return "attempt to use a destroyed stream";
+  if ((*out)->generation != (*out)->dev->generation) return "stale Stream: device was reset";
+  return NULL;
 }
 
 cdv_stream *cdv_check_stream(lua_State *L, int arg) {
-  cdv_stream *s = check_any(L, arg);
-  if (s->dev == NULL) luaL_argerror(L, arg, "attempt to use a destroyed stream");
-  if (s->generation != s->dev->generation) luaL_argerror(L, arg, "stale Stream: device was reset");
+  cdv_stream *s;
+  const char *why = cdv_stream_problem(L, arg, &s);
+  if (why != NULL) luaL_argerror(L, arg, why);
+  return s;
+}
+
+cdv_stream *cdv_opt_stream_field(lua_State *L, int t, const char *fname) {
+  cdv_stream *s = NULL;
+  if (cdv_opt_field(L, t, "stream") != LUA_TNIL) {
+    const char *why = cdv_stream_problem(L, -1, &s);
+    if (why != NULL) cdv_opt_error(L, "stream", fname, why);
+  }
+  lua_pop(L, 1);
   return s;
 }
 
@@ -111,14 +134,16 @@ static int l_stream(lua_State *L) {
   if (cdv_opt_field(L, o, "priority") != LUA_TNIL) {
     int isint;
     lua_Integer p = lua_tointegerx(L, -1, &isint);
-    if (!isint || p < -1000 || p > 1000)
-      return luaL_error(L, "bad option 'priority' to 'stream' (integer expected, got %s)", luaL_typename(L, -1));
+    if (!isint)
+      return cdv_opt_error(L, "priority", "stream", lua_pushfstring(L, "integer expected, got %s", cdv_typename(L, -1)));
+    if (p < -1000 || p > 1000)   /* the driver clamps to its range; far outside it is a mistake */
+      return cdv_opt_error(L, "priority", "stream", lua_pushfstring(L, "integer from -1000 to 1000 expected, got %I", p));
     prio = (int)p;
   }
   lua_pop(L, 1);
   int blocking = cdv_check_boolean_field(L, o, "blocking", 0, "stream");
   cdv_device_use(L, d);
-  cdv_stream *s = new_stream(L, d);
+  cdv_stream *s = cdv_new_stream(L, d);
   cdv_try(L, d, d->be->stream_create(d, prio, blocking, &s->handle, &e_));
   cdv_stream_register(s->handle);
   cdv_live_add(CDV_LIVE_STREAM, 1);
@@ -129,9 +154,8 @@ static int l_stream(lua_State *L) {
 
 /* __gc/__close and :destroy(): waits for the stream's work (arrays may still name it: NOTE [stream
  * lifetime]), then cuStreamDestroy. */
-static int stream_release(lua_State *L) {
-  cdv_stream *s = check_any(L, 1);
-  if (s->owned && s->dev != NULL && s->generation == s->dev->generation && !s->dev->sticky) {
+static void release(lua_State *L, cdv_stream *s) {
+  if (s->owned && s->dev != NULL && cdv_still_owned(s->dev, s->generation)) {
     cdv_err e;
     if (s->dev->be->stream_synchronize(s->dev, s->handle, &e) != 0 ||
         s->dev->be->stream_destroy(s->dev, s->handle, &e) != 0)
@@ -144,6 +168,16 @@ static int stream_release(lua_State *L) {
   if (s->handle != NULL) s->dev = NULL;   /* later use says the stream was destroyed (a host's too) */
   s->owned = 0;
   s->handle = NULL;
+}
+
+static int stream_release(lua_State *L) {
+  release(L, check_any(L, 1));
+  return 0;
+}
+
+static int stream_gc(lua_State *L) {
+  cdv_stream *s = cdv_test_magic(L, 1, sizeof *s, CDV_STREAM_MAGIC);
+  if (s != NULL) release(L, s);   /* __gc never raises (NOTE [magic]) */
   return 0;
 }
 
@@ -177,7 +211,8 @@ static int stream_wait_event(lua_State *L) {
 /* s:record_event([e]) -> e, recorded on s */
 static int stream_record_event(lua_State *L) {
   cdv_check_stream(L, 1);
-  if (lua_isnoneornil(L, 2)) {
+  if (!lua_isnoneornil(L, 2)) cdv_check_event(L, 2);
+  else {
     lua_settop(L, 1);
     lua_pushcfunction(L, cdv_event_new);
     lua_getfield(L, 1, "device");
@@ -233,7 +268,7 @@ static int stream_index(lua_State *L) {
 }
 
 static int stream_eq(lua_State *L) {
-  cdv_stream *a = luaL_testudata(L, 1, CDV_STREAM), *b = luaL_testudata(L, 2, CDV_STREAM);
+  cdv_stream *a = cdv_test_magic(L, 1, sizeof *a, CDV_STREAM_MAGIC), *b = cdv_test_magic(L, 2, sizeof *b, CDV_STREAM_MAGIC);
   lua_pushboolean(L, a && b && a->dev == b->dev && a->handle == b->handle);
   return 1;
 }
@@ -306,7 +341,7 @@ int cdv_stream_open(lua_State *L) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, stream_tostring);
   lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, stream_release);
+  lua_pushcfunction(L, stream_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, stream_release);
   lua_setfield(L, -2, "__close");

@@ -30,25 +30,46 @@ end
 
 -- Multi-device helpers ---------------------------------------------------------------------------------
 
+-- Raises Lua's own "bad argument #n to 'fname' (why)" at the caller of the public helper (depth: how many
+-- local functions lie between argerror and the helper).
+local function argerror(fname, n, why, depth) error(("bad argument #%d to '%s' (%s)"):format(n, fname, why), 3 + (depth or 0)) end
+
+local function typename(v)
+  local mt = getmetatable(v)
+  return type(mt) == "table" and type(rawget(mt, "__name")) == "string" and mt.__name or type(v)
+end
+
 -- The devices a helper works on: the given list (specs or Devices), else every CUDA device, else cpu.
-local function device_list(devices)
+local function device_list(devices, fname, n)
   local out = {}
   if devices == nil then
     out = cd.cuda_devices()
     if #out == 0 then out = { cd.device("cpu") } end
     return out
   end
-  if type(devices) ~= "table" then error("bad argument #2 (table of devices expected, got " .. type(devices) .. ")", 3) end
-  for i, d in ipairs(devices) do out[i] = cd.device(d) end
+  if type(devices) ~= "table" then argerror(fname, n, "table of devices expected, got " .. typename(devices), 1) end
+  for i, d in ipairs(devices) do
+    local ok, dev = pcall(cd.device, d)
+    if not ok then argerror(fname, n, ("item %d: %s"):format(i, tostring(dev):match("%((.*)%)$") or tostring(dev)), 1) end
+    out[i] = dev
+  end
   return out
+end
+
+-- A stream argument, or item i of a list of streams, checked the way the C functions check theirs.
+local function check_stream(s, fname, n, item)
+  if cd.type(s) ~= "Stream" then
+    argerror(fname, n, (item and ("item %d: "):format(item) or "") .. "cudadev.Stream expected, got " .. typename(s), 1)
+  end
+  return s
 end
 
 -- cd.for_each_device(fn [, devices]) -> {[alias] = result}: fn(device) runs once per device with that
 -- device as the default (with_device), and its first result is kept under the device's alias.
 function cd.for_each_device(fn, devices)
-  if type(fn) ~= "function" then error("bad argument #1 to 'for_each_device' (function expected, got " .. type(fn) .. ")", 2) end
+  if type(fn) ~= "function" then argerror("for_each_device", 1, "function expected, got " .. typename(fn)) end
   local results = {}
-  for _, d in ipairs(device_list(devices)) do
+  for _, d in ipairs(device_list(devices, "for_each_device", 2)) do
     results[d.alias] = cd.with_device(d, fn, d)
   end
   return results
@@ -56,13 +77,15 @@ end
 
 -- cd.synchronize_devices([devices]): wait for all work on each of the devices.
 function cd.synchronize_devices(devices)
-  for _, d in ipairs(device_list(devices)) do d:synchronize() end
+  for _, d in ipairs(device_list(devices, "synchronize_devices", 1)) do d:synchronize() end
 end
 
 -- cd.wait_streams(stream, others): work queued on `stream` from now on waits for the work queued so far
 -- on every stream in `others`, on any devices (one event each, recorded on the other stream).
 function cd.wait_streams(stream, others)
-  if type(others) ~= "table" then error("bad argument #2 to 'wait_streams' (table of streams expected, got " .. type(others) .. ")", 2) end
+  check_stream(stream, "wait_streams", 1)
+  if type(others) ~= "table" then argerror("wait_streams", 2, "table of streams expected, got " .. typename(others)) end
+  for i, o in ipairs(others) do check_stream(o, "wait_streams", 2, i) end
   for _, o in ipairs(others) do stream:wait_event(o:record_event()) end
   return stream
 end

@@ -1,0 +1,36 @@
+-- The API fuzzer (spec/fuzz.lua, issue #7) as part of the suite: 10^5 random calls of every public function,
+-- method, field and metamethod, in a child process (a crash is reported with the seed and the call, and does
+-- not take the suite down). The process must not crash, every error must be a string or a cudadev.Error,
+-- Arrays must describe themselves consistently, and when the run's objects are dropped collectgarbage()
+-- must bring cd._live() back to where it started.
+--   CUDADEV_FUZZ_CALLS (default 100000) and CUDADEV_FUZZ_SEED (default 1) change the run; longer runs:
+--   lua5.4 spec/fuzz.lua --calls 1000000 --seed 7
+local fuzz = require "spec.fuzz"
+
+local calls = math.tointeger(tonumber(os.getenv("CUDADEV_FUZZ_CALLS") or "")) or 100000
+local seed = math.tointeger(tonumber(os.getenv("CUDADEV_FUZZ_SEED") or "")) or 1
+
+-- the module this suite loads (build/?.so, or build-asan/?.so under `make asan`), for the child to load too
+local function cpath()
+  for entry in package.cpath:gmatch("[^;]+") do
+    if entry:find("build", 1, true) then return entry end
+  end
+  return "build/?.so"
+end
+
+describe("the API fuzzer", function()
+  it(("survives %d random calls (seed %d)"):format(calls, seed), function()
+    local ok, output = fuzz.supervise({ calls = calls, seed = seed, cpath = cpath() })
+    -- the report's first line (calls, launches, errors, findings) shows in the test output either way
+    io.write("\n", (output:match("fuzz: seed[^\n]*") or output), "\n")
+    assert(ok, "\n" .. output .. ("\nrepeat with: lua5.4 spec/fuzz.lua --calls %d --seed %d --cpath '%s'"):format(
+      calls, seed, cpath()))
+  end)
+
+  it("gives the same run for the same seed", function()
+    local a = fuzz.run({ calls = 300, seed = 3, out = false })
+    local b = fuzz.run({ calls = 300, seed = 3, out = false })
+    assert.are.same({ a.calls, a.ok, a.errors, a.launches }, { b.calls, b.ok, b.errors, b.launches })
+    assert.are.same({}, a.failures)
+  end)
+end)
