@@ -393,6 +393,7 @@ helper.each_device(function(dev)
         k = saxpy_module():get("saxpy")
         x, y = inputs(4)
       end)
+      after_each(function() k, x, y = nil, nil, nil end)   -- the suite checks that no object outlives its file
 
       it("counts the arguments", function()
         expect_error(function() k({ dim = 4 }, 2.0) end, "wrong number of arguments to 'saxpy' (expected 4, got 1)")
@@ -456,6 +457,7 @@ helper.each_device(function(dev)
         k = saxpy_module():get("saxpy")
         x, y = inputs(4)
       end)
+      after_each(function() k, x, y = nil, nil, nil end)   -- the suite checks that no object outlives its file
 
       local function cfg_error(cfg, text)
         expect_error(function() k(cfg, 2, 4, x, y) end, "bad launch configuration for 'saxpy' (" .. text .. ")")
@@ -506,6 +508,7 @@ helper.each_device(function(dev)
     describe("attributes and occupancy", function()
       local k
       before_each(function() k = saxpy_module():get("saxpy") end)
+      after_each(function() k = nil end)
 
       it("attributes are integers with a thread limit", function()
         local a = k.attributes

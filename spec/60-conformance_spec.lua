@@ -967,3 +967,8 @@ helper.each_device(function(dev)
     end)
   end)
 end)
+
+-- the compiled kernels are dropped once the file ran: the suite checks that no object outlives its file
+teardown(function()
+  for key in pairs(compiled) do compiled[key] = nil end
+end)

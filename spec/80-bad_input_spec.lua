@@ -617,6 +617,7 @@ describe("kernel launches refuse", function()
     _, k, v = kernels()
     x = cd.zeros(4)
   end)
+  teardown(function() _, k, v, x = nil, nil, nil, nil end)   -- the suite checks that no object outlives its file
 
   it("a missing or wrong launch configuration, and a wrong argument count", function()
     expect_error(function() k(5, x, 4) end, "bad argument #1 to 'k' (launch configuration table expected, got number)")
@@ -736,6 +737,7 @@ end)
 describe("a value given another type's metatable with the debug library", function()
   local _, k
   before_each(function() _, k = kernels() end)
+  teardown(function() _, k = nil, nil end)
 
   -- Gives v the metatable of `other` for the test; the original comes back afterwards, so that the value
   -- is released as what it is (a leak would fail the valgrind run).
@@ -925,3 +927,6 @@ describe("objects of another device", function()
       "bad argument #2 to 'elapsed_time' (events on different devices (cpu and cuda:0))")
   end)
 end)
+
+-- the shared kernels are dropped once the file ran: the suite checks that no object outlives its file
+teardown(function() mod = nil end)
