@@ -3,12 +3,17 @@
 #   make / make build   configure (once) and build into build/
 #   make deps           install what is missing (as root, with apt), else say what to install
 #   make demo           build, then run examples/saxpy.lua (on the GPU, or on the cpu device without one)
-#   make test           build, then run spec/ with busted
+#   make test           build, then run spec/ with busted; then, as CI needs (.ci/run runs `make test` only), the
+#                       suite again against AddressSanitizer + UBSan and under valgrind (CHECKS, below), and a
+#                       summary whose last line is the suite's own `busted: N passed, N failed, N skipped`
 #   make asan           spec/ against an AddressSanitizer + UBSan build in build-asan/
-#   make valgrind       spec/ under valgrind on the cpu device
+#   make valgrind       spec/ under valgrind memcheck (leaks included) on the cpu device, then a short fuzz run
+#   make fuzz           the API fuzzer for FUZZ_CALLS calls (seed FUZZ_SEED); spec/fuzz.lua --help for longer runs
 #   make bench          bench/run
 #   make clean
-# Variables: LUA (lua5.4), BUSTED (how to run busted), BUSTED_ARGS (e.g. spec/20-array_spec.lua), JOBS.
+# Variables: LUA (lua5.4), BUSTED (how to run busted), BUSTED_ARGS (e.g. spec/20-array_spec.lua), JOBS,
+#   CHECKS (what `make test` runs after the suite: "asan valgrind"; empty for the suite alone; nothing runs after
+#   the suite when BUSTED_ARGS names specs), FUZZ_CALLS, FUZZ_SEED.
 
 LUA         ?= lua5.4
 BUSTED      ?= $(LUA) $(shell command -v busted || echo /usr/bin/busted)
@@ -27,13 +32,28 @@ LUA_ENV = LUA_PATH='$(LPATH);' LUA_CPATH='build/?.so;;' \
 ASAN_ENV = LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
+CHECKS      ?= asan valgrind
+FUZZ_CALLS  ?= 100000
+FUZZ_SEED   ?= 1
+
+# valgrind: the cpu device (no GPU driver under memcheck), launches in this process (CUDADEV_CPU_FORK=0: a forked
+# launch would be checked, and leak-reported, as a process of its own), C modules kept loaded at lua_close
+# (.ci/keep_loaded.lua: cudadev's process-lifetime tables stay reachable instead of "lost"), fiber stacks
+# (256 KiB apart) taken as stack switches, not as huge frames (--max-stackframe), glibc's own blocks suppressed.
+# Memcheck's findings go to build/valgrind.log: any there fail the run. The fuzz spec runs its fuzzer in a
+# child process, which valgrind would not see: the fuzzer runs under memcheck by itself instead (no launches
+# in-process: its kernels write out of bounds on purpose).
+VALGRIND_ENV = CUDADEV_DEVICE=cpu CUDADEV_CPU_FORK=0
+VALGRIND = valgrind -q --leak-check=full --keep-debuginfo=yes --max-stackframe=131072 \
+  --suppressions=.ci/valgrind.supp --error-exitcode=99
+
 # $(call cmake_build,<preset>,<dir>): configure once (cmake re-runs itself when CMakeLists change), build.
 define cmake_build
 	@test -f $(2)/CMakeCache.txt || cmake --preset $(1)
 	cmake --build --preset $(1) -j $(JOBS)
 endef
 
-.PHONY: all build deps demo test asan valgrind bench clean
+.PHONY: all build deps demo test check-asan check-valgrind asan valgrind fuzz bench clean
 .NOTPARALLEL:                       # deps, then build, then run: cmake parallelises the build itself
 MAKEFLAGS += --no-print-directory
 
@@ -48,15 +68,42 @@ deps:
 demo: deps build
 	$(LUA_ENV) $(LUA) examples/saxpy.lua
 
+# The suite, then each of CHECKS as a pass of its own (.ci/check.sh keeps each pass's log and closing line in
+# build/check-*), then the summary: every pass's line, and the suite's own closing line last. Fails when any
+# pass failed.
 test: deps build
-	$(BUSTED) $(BUSTED_ARGS)
+	@rm -f build/check-*.status
+	@bash .ci/check.sh suite $(BUSTED) $(BUSTED_ARGS)
+	@$(if $(BUSTED_ARGS),,$(foreach c,$(CHECKS),$(MAKE) check-$(c) || true;))
+	@bash .ci/check.sh --summary suite $(if $(BUSTED_ARGS),,$(CHECKS))
+
+# The embedding examples (spec/75-embed_spec.lua) are programs built in build/, not instrumented: under the
+# preloaded ASan runtime they gain nothing, and embed_threads deadlocks there (a launch forked from one of
+# its four threads waits in the child for an ASan allocator lock that another thread held at the fork).
+check-asan: deps
+	$(call cmake_build,asan,build-asan)
+	@CUDADEV_DEVICE=cpu bash .ci/check.sh asan $(MAKE) asan BUSTED_ARGS=--exclude-pattern=embed_spec
+
+check-valgrind: deps build
+	@if command -v valgrind >/dev/null; then bash .ci/check.sh valgrind $(MAKE) valgrind; \
+	 else bash .ci/check.sh --skip valgrind "valgrind is not installed"; fi
 
 asan: deps
 	$(call cmake_build,asan,build-asan)
 	$(ASAN_ENV) $(BUSTED) --cpath='build-asan/?.so' $(BUSTED_ARGS)
 
 valgrind: deps build
-	CUDADEV_DEVICE=cpu valgrind -q --leak-check=full --keep-debuginfo=yes --error-exitcode=1 $(BUSTED) $(BUSTED_ARGS)
+	@rm -f build/valgrind.log build/valgrind-fuzz.log build/valgrind-fuzz.status
+	-$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind.log $(BUSTED) --helper=.ci/keep_loaded.lua --exclude-pattern=fuzz_spec $(BUSTED_ARGS)
+	$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind-fuzz.log $(LUA) -e "dofile('.ci/keep_loaded.lua')" \
+	  spec/fuzz.lua --worker --brief --calls 20000 --seed $(FUZZ_SEED); echo $$? > build/valgrind-fuzz.status
+	@cat build/valgrind-fuzz.log >> build/valgrind.log; rm -f build/valgrind-fuzz.log
+	@if [ -s build/valgrind.log ]; then cat build/valgrind.log; echo "valgrind: memcheck found errors (build/valgrind.log)"; exit 1; fi
+	@if [ "$$(cat build/valgrind-fuzz.status)" != 0 ]; then echo "valgrind: the fuzz run failed"; exit 1; fi
+	@echo "valgrind: no memcheck errors"
+
+fuzz: deps build
+	$(LUA) spec/fuzz.lua --calls $(FUZZ_CALLS) --seed $(FUZZ_SEED) --verbose
 
 bench: deps build
 	@test -x bench/run || { echo "make bench: bench/run does not exist yet" >&2; exit 1; }

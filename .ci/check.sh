@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The passes of `make test` (Makefile) and their summary.
+#   .ci/check.sh NAME CMD...        runs one pass: its output is shown and kept in build/check-NAME.log, and
+#                                   build/check-NAME.status gets its exit status and closing busted line; a pass
+#                                   that runs longer than CHECK_TIMEOUT seconds (default 1200) is stopped, so that
+#                                   a hang costs CI one pass, not its whole time
+#   .ci/check.sh --skip NAME WHY    records a pass that could not run
+#   .ci/check.sh --summary NAMES... one line per pass, then the first pass's closing line again, last (the
+#                                   line CI reads); exits 1 when any pass failed: its command failed, or its
+#                                   busted line counts failures
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mkdir -p build
+
+case ${1:-} in
+--skip)
+  printf '%s\t%s\t%s\n' skip "skipped: $3" 0 > "build/check-$2.status"
+  echo "== $2: skipped ($3)"
+  exit 0 ;;
+--summary)
+  shift
+  failed=0 first=""
+  echo
+  echo "== summary of make test"
+  for name in "$@"; do
+    f="build/check-$name.status"
+    if [ ! -f "$f" ]; then
+      printf '  %-9s did not run\n' "$name:"
+      failed=1
+      continue
+    fi
+    IFS=$'\t' read -r status line seconds < "$f"
+    [ -z "$first" ] && first=$line
+    verdict=ok
+    if [ "$status" = skip ]; then verdict=skipped
+    elif [ "$status" != 0 ] || ! [[ "$line" =~ ,\ 0\ failed ]]; then verdict="FAILED (exit $status)"; failed=1; fi
+    printf '  %-9s %-8s %s (%ss)\n' "$name:" "$verdict" "$line" "$seconds"
+  done
+  echo "$first"
+  exit $failed ;;
+esac
+
+name=$1
+shift
+start=$(date +%s)
+echo "== $name: $*"
+timeout --kill-after=30 "${CHECK_TIMEOUT:-1200}" "$@" 2>&1 | tee "build/check-$name.log"
+status=${PIPESTATUS[0]}
+if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+  echo "== $name: stopped after ${CHECK_TIMEOUT:-1200} s" | tee -a "build/check-$name.log"
+fi
+line=$(grep -a '^busted: ' "build/check-$name.log" | tail -n 1)
+[ -n "$line" ] || line="busted: no closing line (the run ended early?)"
+printf '%s\t%s\t%d\n' "$status" "$line" "$(( $(date +%s) - start ))" > "build/check-$name.status"
+exit 0
