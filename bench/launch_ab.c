@@ -1,0 +1,160 @@
+/*
+ * launch_ab.c: launch cost of cudadev against the raw driver API in ONE process, interleaved.
+ *
+ * bench/c_driver.c and bench/lua_bench.lua are separate processes, and their launch costs differ from run
+ * to run by more than the 5-10% the goals are about (CPU placement, clocks, the GPU's queue state): an
+ * empty launch measured at 3.95 µs ±6% in C. This program takes that noise out of the ratio. It embeds Lua,
+ * loads cudadev (build/cudadev.so), compiles the benchmark kernels through it, and loads the same image
+ * again with cuModuleLoadData in the same (primary) context for its own C launches. Then it alternates: N
+ * launches from C with cuLaunchKernel + cuCtxSynchronize, N launches from a Lua loop `k(cfg, ...)` +
+ * dev:synchronize(), REPS times each, and prints the median of each side:
+ *   launch_empty_ab_c 3.912 us / launch_empty_ab_lua 4.010 us / launch_5arg_ab_c ... / launch_5arg_ab_lua ...
+ * Both sides launch on the legacy default stream, as a C program that names no stream does.
+ *
+ * Usage: launch_ab CPATH   (CPATH: where cudadev.so is, as a Lua cpath pattern: build/?.so)
+ * libcuda is dlopen'd here too (cudadev has it loaded already; this takes a second reference).
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+enum { REPS = 15, N = 20000 };
+
+static CUresult (*p_cuCtxSynchronize)(void);
+static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
+static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, CUstream, void **, void **);
+static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
+
+static void die(const char *what, const char *why) {
+  fprintf(stderr, "launch_ab: %s: %s\n", what, why);
+  exit(1);
+}
+
+static void check(CUresult r, const char *call) {
+  if (r != CUDA_SUCCESS) {
+    char code[32];
+    snprintf(code, sizeof code, "CUresult %d", (int)r);
+    die(call, code);
+  }
+}
+
+static void *sym(void *h, const char *name) {
+  void *p = dlsym(h, name);
+  if (p == NULL) die("dlsym", name);
+  return p;
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v) {
+  qsort(v, REPS, sizeof *v, cmp);
+  return v[REPS / 2];
+}
+
+/* The benchmark kernels through cudadev; the globals the Lua side times, and the images for C. */
+static const char SETUP[] =
+  "local cpath = ...\n"
+  "package.cpath = cpath .. ';' .. package.cpath\n"
+  "local cd = require 'cudadev'\n"
+  "local dev = cd.device(0)\n"
+  "cd.set_device(dev)\n"
+  "local me = cd.compile('extern \"C\" __global__ void empty() {}\\n', { name = 'empty.cu' })\n"
+  "local m5 = cd.compile([[\n"
+  "extern \"C\" __global__ void args5(float *p, int i, float f, size_t n, float *q)\n"
+  "{\n"
+  "  if (i < 0) p[n] = f * q[0];   /* never taken: the launch is what is measured */\n"
+  "}\n"
+  "]], { name = 'args5.cu' })\n"
+  "local empty, args5 = me.empty, m5.args5\n"
+  "local p, q = cd.empty(262144), cd.empty(262144)\n"
+  "local cfg = { grid = 1, block = 1 }   -- made once, as a program launching in a loop would\n"
+  "function lua_empty(n) for _ = 1, n do empty(cfg) end dev:synchronize() end\n"
+  "function lua_5arg(n) for _ = 1, n do args5(cfg, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
+  "dev:synchronize()\n"
+  "return me.cubin or me.ptx, m5.cubin or m5.ptx, dev.name\n";
+
+static void lua_loop(lua_State *L, const char *fn, int n) {
+  lua_getglobal(L, fn);
+  lua_pushinteger(L, n);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) die(fn, lua_tostring(L, -1));
+}
+
+static void c_loop(CUfunction f, void **args, int n) {
+  for (int i = 0; i < n; i++) check(p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), "cuLaunchKernel");
+  check(p_cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+/* REPS alternations of N launches each side; prints both medians in µs per launch. */
+static void ab(lua_State *L, const char *name, const char *lua_fn, CUfunction f, void **args) {
+  double tc[REPS], tl[REPS];
+  c_loop(f, args, 1000);   /* warm-up, both sides */
+  lua_loop(L, lua_fn, 1000);
+  for (int r = 0; r < REPS; r++) {
+    int lua_first = r & 1;   /* who goes first alternates too */
+    for (int side = 0; side < 2; side++) {
+      double t0 = now();
+      if ((side == 0) == lua_first) lua_loop(L, lua_fn, N);
+      else c_loop(f, args, N);
+      double us = (now() - t0) / N * 1e6;
+      if ((side == 0) == lua_first) tl[r] = us;
+      else tc[r] = us;
+    }
+  }
+  printf("%s_ab_c %.3f us\n", name, median(tc));
+  printf("%s_ab_lua %.3f us\n", name, median(tl));
+}
+
+int main(int argc, char **argv) {
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  if (luaL_loadstring(L, SETUP) != LUA_OK) die("setup", lua_tostring(L, -1));
+  lua_pushstring(L, argc > 1 ? argv[1] : "build/?.so");
+  if (lua_pcall(L, 1, 3, 0) != LUA_OK) die("setup", lua_tostring(L, -1));
+  const char *img_empty = lua_tostring(L, -3), *img_5 = lua_tostring(L, -2);
+  printf("info gpu %s\n", lua_tostring(L, -1));
+
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (h == NULL) die("dlopen libcuda.so.1", dlerror());
+  p_cuCtxSynchronize = sym(h, "cuCtxSynchronize");
+  p_cuModuleLoadData = sym(h, "cuModuleLoadData");
+  p_cuModuleGetFunction = sym(h, "cuModuleGetFunction");
+  p_cuLaunchKernel = sym(h, "cuLaunchKernel");
+  p_cuMemAlloc = sym(h, "cuMemAlloc_v2");
+
+  /* cudadev left the device's primary context current on this thread: C's modules load into it */
+  CUmodule me, m5;
+  CUfunction fe, f5;
+  check(p_cuModuleLoadData(&me, img_empty), "cuModuleLoadData");
+  check(p_cuModuleLoadData(&m5, img_5), "cuModuleLoadData");
+  check(p_cuModuleGetFunction(&fe, me, "empty"), "cuModuleGetFunction");
+  check(p_cuModuleGetFunction(&f5, m5, "args5"), "cuModuleGetFunction");
+  CUdeviceptr p, q;
+  check(p_cuMemAlloc(&p, 1 << 20), "cuMemAlloc");
+  check(p_cuMemAlloc(&q, 1 << 20), "cuMemAlloc");
+  int i = 1;
+  float fl = 2.5f;
+  size_t n = 1024;
+  void *args5[] = {&p, &i, &fl, &n, &q};
+
+  ab(L, "launch_empty", "lua_empty", fe, NULL);
+  ab(L, "launch_5arg", "lua_5arg", f5, args5);
+  lua_close(L);
+  return 0;
+}
