@@ -195,6 +195,10 @@ typedef struct cdv_state {
   size_t quota, quota_used;                  /* device-memory quota for the state (0 = none) */
   int launch_blocking;                       /* CUDA_LAUNCH_BLOCKING=1 */
   int interruptible;                         /* NOTE [interruptible waits] (embed.c) */
+  /* NOTE [launch keys]: the launch configuration's key names, interned in this state (anchored in the
+   * registry). Lua interns short strings, so a key read from a config table is one of these exactly when
+   * its text pointer is: the launch path compares pointers, not text. */
+  const char *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device;
 } cdv_state;
 
 cdv_state *cdv_get_state(lua_State *L);

@@ -45,6 +45,14 @@ cdv_state *cdv_get_state(lua_State *L) {
   const char *lb = getenv("CUDA_LAUNCH_BLOCKING");
   st->launch_blocking = lb != NULL && strcmp(lb, "1") == 0;
   lua_setfield(L, LUA_REGISTRYINDEX, STATE_KEY);
+  const char **keys[] = {&st->key_grid, &st->key_block, &st->key_dim, &st->key_shared, &st->key_stream, &st->key_device};
+  static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device"};
+  lua_createtable(L, 6, 0);   /* NOTE [launch keys]: anchors the interned names */
+  for (int i = 0; i < 6; i++) {
+    *keys[i] = lua_pushstring(L, names[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, LUA_REGISTRYINDEX, "cudadev.launch_keys");
   return st;
 }
 

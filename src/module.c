@@ -864,59 +864,54 @@ static int cfg_error(lua_State *L, kernel *k, const char *msg) {
 /* an integer or {x, y, z} into v[3] (missing components are 1) */
 static void cfg_dims(lua_State *L, kernel *k, int idx, const char *key, uint64_t v[3], uint64_t max) {
   v[0] = v[1] = v[2] = 1;
+  int isint;
+  lua_Integer x = lua_tointegerx(L, idx, &isint);
+  if (isint && x >= 1 && (uint64_t)x <= max) {   /* the common case first: one integer */
+    v[0] = (uint64_t)x;
+    return;
+  }
   if (lua_type(L, idx) == LUA_TTABLE) {
     int n = (int)lua_rawlen(L, idx);
     if (n < 1 || n > 3) cfg_error(L, k, lua_pushfstring(L, "'%s' must have 1 to 3 components", key));
     for (int j = 0; j < n; j++) {
       lua_rawgeti(L, idx, j + 1);
-      int isint;
-      lua_Integer x = lua_tointegerx(L, -1, &isint);
-      if (!isint || x < 1 || (uint64_t)x > max)
+      int ok;
+      lua_Integer c = lua_tointegerx(L, -1, &ok);
+      if (!ok || c < 1 || (uint64_t)c > max)
         cfg_error(L, k, lua_pushfstring(L, "'%s' component %d must be an integer from 1 to %I", key, j + 1, (lua_Integer)max));
-      v[j] = (uint64_t)x;
+      v[j] = (uint64_t)c;
       lua_pop(L, 1);
     }
     return;
   }
-  int isint;
-  lua_Integer x = lua_tointegerx(L, idx, &isint);
-  if (!isint || x < 1 || (uint64_t)x > max)
-    cfg_error(L, k, lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, luaL_tolstring(L, idx, NULL)));
-  v[0] = (uint64_t)x;
+  cfg_error(L, k, lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, luaL_tolstring(L, idx, NULL)));
 }
 
 static int suggest_block(lua_State *L, kernel *k, size_t shared);
 
-static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c) {
+static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c, const cdv_state *st) {
   memset(c, 0, sizeof *c);
   if (!lua_istable(L, cfg))
     luaL_error(L, "bad argument #1 to '%s' (launch configuration table expected, got %s)", k->name, cdv_typename(L, cfg));
   uint64_t g[3] = {1, 1, 1}, b[3] = {1, 1, 1};
   lua_pushnil(L);
   while (lua_next(L, cfg) != 0) {
+    /* NOTE [launch keys]: a known key is one of the state's interned names, so pointers are compared */
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
     int v = lua_gettop(L);
-    /* one comparison per key: the first letter picks the candidate (d and s have two) */
-    switch (key[0]) {
-      case 'g': if (strcmp(key, "grid") != 0) key = ""; break;
-      case 'b': if (strcmp(key, "block") != 0) key = ""; break;
-      case 'd': if (strcmp(key, "dim") != 0 && strcmp(key, "device") != 0) key = ""; break;
-      case 's': if (strcmp(key, "shared") != 0 && strcmp(key, "stream") != 0) key = ""; break;
-      default: key = "";
-    }
-    if (key[0] == 'g') { cfg_dims(L, k, v, key, g, 0x7fffffff); c->has_grid = 1; }
-    else if (key[0] == 'b') { cfg_dims(L, k, v, key, b, 0x7fffffff); c->has_block = 1; }
-    else if (key[0] == 'd' && key[1] == 'i') { cfg_dims(L, k, v, key, c->dim, (uint64_t)1 << 53); c->has_dim = 1; }
-    else if (key[0] == 's' && key[1] == 'h') {
+    if (key == st->key_grid) { cfg_dims(L, k, v, key, g, 0x7fffffff); c->has_grid = 1; }
+    else if (key == st->key_block) { cfg_dims(L, k, v, key, b, 0x7fffffff); c->has_block = 1; }
+    else if (key == st->key_dim) { cfg_dims(L, k, v, key, c->dim, (uint64_t)1 << 53); c->has_dim = 1; }
+    else if (key == st->key_shared) {
       int isint;
       lua_Integer s = lua_tointegerx(L, v, &isint);
       if (!isint || s < 0 || (size_t)s > k->dev->max_shared_optin)
         cfg_error(L, k, lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)k->dev->max_shared_optin));
       c->shared = (unsigned)s;
-    } else if (key[0] == 's') {
+    } else if (key == st->key_stream) {
       const char *why = cdv_stream_problem(L, v, &c->stream);
       if (why != NULL) cfg_error(L, k, lua_pushfstring(L, "'stream': %s", why));
-    } else if (key[0] == 'd') {
+    } else if (key == st->key_device) {
       cdv_device *d;
       const char *why = cdv_device_problem(L, v, &d);
       if (why != NULL) cfg_error(L, k, lua_pushfstring(L, "'device': %s", why));
@@ -968,8 +963,8 @@ static int launch(lua_State *L) {
     return luaL_error(L, "wrong number of arguments to '%s' (expected %d, got %d)", k->name, k->nparams,
                       nargs < 0 ? 0 : nargs);
   launch_cfg c;
-  check_config(L, k, 2, &c);
   cdv_state *st = lua_touserdata(L, UV_STATE);
+  check_config(L, k, 2, &c, st);
   cdv_stream *cur = st->cur_stream[d->index];
   if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
   void *stream = c.stream ? cdv_stream_for(L, d, c.stream) : cur->handle;
