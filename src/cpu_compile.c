@@ -1023,7 +1023,7 @@ static int make_key(job *j, const char *version, cdv_err *e)
     cdv_sha256_add(&s, j->hdr_text[i], j->hdr_len[i]);
     cdv_sha256_str(&s, "");
   }
-  cdv_incscan is = {req, &j->co.idirs, &s, &j->fibers, {0}};
+  cdv_incscan is = {req, &j->co.idirs, &s, &j->fibers, {0}, 0};
   cdv_include_scan(&is, NULL, &j->src.includes);
   for (int i = 0; i < req->nheaders; i++)
     cdv_include_scan(&is, NULL, &j->hdr[i].includes);

@@ -1,15 +1,13 @@
 /*
  * diskcache.c: the pieces the kernel caches on disk share (diskcache.h): SHA-256, lists of strings, reading
- * files, the cache directory, sealed entries published by rename, the scan of files included from disk, and
- * the counters of cd.kernel_cache_stats(). NOTE [cpu kernel cache] (cpu_compile.c) and NOTE [cuda kernel
+ * files, the cache directory, sealed entries published by rename and the scan of files included from disk.
+ * NOTE [cpu kernel cache] (cpu_compile.c) and NOTE [cuda kernel
  * cache] (cuda_cache.c) say what each cache keeps and why.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,12 +311,16 @@ static void scan_disk_file(cdv_incscan *is, const char *path, int depth)
   for (int i = 0; i < is->seen.n; i++)
     if (!strcmp(is->seen.v[i], path))
       return;
-  if (is->seen.n >= MAX_SCANNED_FILES)
+  if (is->seen.n >= MAX_SCANNED_FILES) {
+    is->incomplete = 1;
     return;
+  }
   size_t n;
   char *text = cdv_read_file(path, &n);
-  if (!text)
+  if (!text) {
+    is->incomplete |= errno == ENOMEM;
     return;
+  }
   cdv_sl_add(&is->seen, path);
   cdv_sha256_str(is->key, path);
   cdv_sha256_add(is->key, text, n);
@@ -332,21 +334,31 @@ static void scan_disk_file(cdv_incscan *is, const char *path, int depth)
     else
       snprintf(d, sizeof d, ".");
     scan_includes(is, d, &incs, depth + 1);
+  } else {
+    is->incomplete = 1;
   }
+  is->incomplete |= is->seen.oom;
   cdv_sl_free(&incs);
   free(text);
 }
 
 static void scan_includes(cdv_incscan *is, const char *dir, const cdv_strlist *incs, int depth)
 {
-  if (depth > MAX_INCLUDE_DEPTH)
+  if (depth > MAX_INCLUDE_DEPTH) {
+    is->incomplete |= incs->n > 0;
     return;
+  }
   for (int i = 0; i < incs->n; i++) {
     const char *name = incs->v[i] + 1;
     char path[PATH_MAX];
     struct stat st;
-    if (cdv_header_index(is->req, name) >= 0 || name[0] == '/')
+    if (cdv_header_index(is->req, name) >= 0)
       continue;
+    if (name[0] == '/') {
+      if (stat(name, &st) == 0 && S_ISREG(st.st_mode))
+        scan_disk_file(is, name, depth);
+      continue;
+    }
     if (dir && incs->v[i][0] == 'q') {
       int len = snprintf(path, sizeof path, "%s/%s", dir, name);
       if (len < (int)sizeof path && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -384,34 +396,4 @@ const char *cdv_opt_value(const char *const *opts, int nopts, int *i, const char
   if (*i + 1 >= nopts)
     return "";
   return opts[++*i];
-}
-
-/* ---------------------------------------------------------------- counters */
-static long stats[CDV_DISK_NSTATS];
-static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
-static char last_error[512];
-
-void cdv_disk_count(int what)
-{
-  __atomic_add_fetch(&stats[what], 1, __ATOMIC_RELAXED);
-}
-
-void cdv_disk_error(const char *fmt, ...)
-{
-  cdv_disk_count(CDV_DISK_ERRORS);
-  va_list ap;
-  va_start(ap, fmt);
-  pthread_mutex_lock(&error_lock);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
-  pthread_mutex_unlock(&error_lock);
-  va_end(ap);
-}
-
-void cdv_disk_stats(long out[CDV_DISK_NSTATS], char *last, size_t n)
-{
-  for (int i = 0; i < CDV_DISK_NSTATS; i++)
-    out[i] = __atomic_load_n(&stats[i], __ATOMIC_RELAXED);
-  pthread_mutex_lock(&error_lock);
-  snprintf(last, n, "%s", last_error);
-  pthread_mutex_unlock(&error_lock);
 }

@@ -3,7 +3,7 @@
  * (NOTE [cpu kernel cache], cpu_compile.c), the CUDA backend its modules (NOTE [cuda kernel cache],
  * cuda_cache.c); both name an entry by a SHA-256 over everything that changes the output, keep it under one
  * directory, seal it with an integrity trailer, publish it by rename, and read the files a source includes
- * from disk into the key. diskcache.c holds those pieces and the counters cd.kernel_cache_stats() reports.
+ * from disk into the key. diskcache.c holds those pieces.
  */
 #ifndef CDV_DISKCACHE_H
 #define CDV_DISKCACHE_H
@@ -72,25 +72,19 @@ typedef struct cdv_incscan {
   cdv_sha256 *key;               /* receives the path and the bytes of each file found */
   void *barriers;                /* passed to cdv_list_includes for each file found */
   cdv_strlist seen;              /* files already read (free it with cdv_sl_free) */
+  int incomplete;                /* set when a limit (files, depth, memory) left includes unread */
 } cdv_incscan;
 
 int cdv_header_index(const cdv_compile_req *req, const char *name);   /* the request's header of that name, or -1 */
 
 /* Resolve each include of incs (from a file in dir; NULL: look only on the include directories) as the
  * compilers do, a quoted one next to the including file first, and read each file found once into the key,
- * following its own includes. Files that are on none of these paths (system headers) are not looked at. */
+ * following its own includes; an absolute name is read where it says. Files that are on none of these paths
+ * (system headers) are not looked at. */
 void cdv_include_scan(cdv_incscan *is, const char *dir, const cdv_strlist *incs);
 
 /* The value of option `name` in opts[*i]: "-Xval", "-X=val", or the next token (*i moves on to it); NULL if
  * opts[*i] is not that option. joined: "-Xval" is accepted. */
 const char *cdv_opt_value(const char *const *opts, int nopts, int *i, const char *name, int joined);
-
-/* ---------------------------------------------------------------- counters (cd.kernel_cache_stats) */
-enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DISK_NSTATS };
-
-void cdv_disk_count(int what);
-/* An operation on the cache failed and compiling went on without it: counted, and its text kept. */
-void cdv_disk_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void cdv_disk_stats(long out[CDV_DISK_NSTATS], char *last_error, size_t n);   /* last_error "" when none */
 
 #endif
