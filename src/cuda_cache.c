@@ -114,13 +114,14 @@ static int ident_path(const char *dir, char *out, size_t n) {
 static int read_ident(const char *path, char *out, size_t n) {
   size_t len;
   char *text = cdv_cache_read(path, IDENT_MAGIC, &len);
-  char *file = text ? strchr(text, '\n') : NULL, *id = file ? strchr(file + 1, '\n') : NULL, now[128];
+  char *file = text ? strchr(text, '\n') : NULL, *id = file ? strchr(file + 1, '\n') : NULL, now[128], want[130];
   int ok = id && len < n && strncmp(text, "nvrtc ", 6) == 0;
   if (ok) {
     *id = '\0';
     file_ident(file + 1, now, sizeof now);
     *id = '\n';
-    ok = now[0] && strncmp(id + 1, now, strlen(now)) == 0 && strcmp(id + 1 + strlen(now), "\n") == 0;
+    snprintf(want, sizeof want, "%s\n", now);
+    ok = now[0] && strcmp(id + 1, want) == 0;
   }
   if (ok) memcpy(out, text, len + 1);
   free(text);
