@@ -301,6 +301,20 @@ describe("the disk cache", function()
     assert.are.equal(miss, child("arch", dir, code, "ORDER='f e d c b a' C='#define C 2'"))
   end))
 
+  nvrtc_it("NVRTC is known by its record: another library search, or a damaged record, loads it once more",
+    with_dir(function(dir)
+      local code = ("compile(%q)\nreport()\n"):format(SAXPY)
+      local other = "LD_LIBRARY_PATH=/nonexistent-cdv-dir"
+      assert.are.equal("hits=0 misses=1 writes=1 errors=0 nvrtc=yes\n", child("arch", dir, code))
+      assert.are.equal("hits=1 misses=0 writes=0 errors=0 nvrtc=yes\n", child("arch", dir, code, other))
+      assert.are.equal("hits=1 misses=0 writes=0 errors=0 nvrtc=no\n", child("arch", dir, code, other))
+      local records = files(dir .. "/cuda", "^nvrtc%-%x+%.id$")
+      assert.are.equal(2, #records)
+      for _, r in ipairs(records) do write(dir .. "/cuda/" .. r, read(dir .. "/cuda/" .. r):gsub("nvrtc", "NVRTC", 1)) end
+      assert.are.equal("hits=1 misses=0 writes=0 errors=0 nvrtc=yes\n", child("arch", dir, code))
+      assert.are.equal("hits=1 misses=0 writes=0 errors=0 nvrtc=no\n", child("arch", dir, code))
+    end))
+
   nvrtc_it("cd.clear_kernel_cache() clears the memory only: the next compile reads the disk", with_dir(function(dir)
     assert.are.equal("hits=1 misses=1 writes=1 errors=0 nvrtc=yes\n", child("arch", dir, ([==[
       compile(%q)
