@@ -6,7 +6,7 @@
 --
 -- Each behaviour runs in two modes: compiled for sm_90 with no device (needs NVRTC only: pending without
 -- it) and on cuda:0 (pending without a GPU). The entry format itself is checked without NVRTC by
--- cd._disk_cache_selftest, and the choice of directory without compiling anything.
+-- cd._selftest.disk_cache, and the choice of directory without compiling anything.
 local helper = require "spec.helper"
 local cd = require "cudadev"
 
@@ -363,6 +363,6 @@ describe("the disk cache", function()
 
   it("reads back what it wrote, and refuses every truncated, modified or foreign entry (no NVRTC needed)",
     with_dir(function(dir)
-      assert.are.equal("true\n", child("arch", dir, ("print(cd._disk_cache_selftest(%q))"):format(dir)))
+      assert.are.equal("true\n", child("arch", dir, ("print(cd._selftest.disk_cache(%q))"):format(dir)))
     end))
 end)

@@ -186,7 +186,7 @@ void cdv_cuda_cache_put(const cdv_cuda_entry *ce, const cdv_compile_req *req, co
 enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DISK_NSTATS };
 /* the counters, the directory ("" when the cache is off) and the last error's text ("" when none) */
 void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast);
-int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._disk_cache_selftest */
+int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
 
 /* ---------------------------------------------------------------- loader (loader.c) */
 int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */

@@ -406,7 +406,7 @@ void cdv_cuda_cache_put(const cdv_cuda_entry *ce, const cdv_compile_req *req, co
   free(data);
 }
 
-/* ---------------------------------------------------------------- cd._disk_cache_selftest */
+/* ---------------------------------------------------------------- cd._selftest.disk_cache */
 /* get and put on a made-up image, without NVRTC: it reads back as written; every truncation, every flipped
  * byte, every sealed prefix (a valid trailer over bytes cut short) and a byte too many are misses; so are the
  * entry under another key, for another entry count or another entry name; an unwritable directory is a
