@@ -1,7 +1,7 @@
 -- bench/lua_bench.lua: the cudadev side of bench/run. The measurements of bench/c_driver.c, made the way a
 -- Lua program would make them (cd.compile, k(cfg, ...) with the configuration table made once, cd.empty and
--- free, cd.copy, events), plus what only cudadev has: the repeat compile served by its kernel cache, and the
--- Lua memory that launches allocate.
+-- free, cd.copy, events), plus what only cudadev has: the repeat compile served by its kernel cache, the first
+-- compile of a new process served by its disk cache, and the Lua memory that launches allocate.
 --
 -- Output: `name value unit` lines on stdout, `info key value` lines; errors on stderr, exit status 1
 -- (2: no CUDA device). Method as in c_driver.c: host-side costs by a wall clock with the synchronisation
@@ -35,22 +35,22 @@ end
 
 -- Lua has no wall clock of its own; luasystem (a busted dependency, so present wherever the specs run) has a
 -- monotonic one. Without it, the clock is read off events on an idle stream, synchronizing at each reading:
--- every reading below is taken at a point that synchronizes anyway.
-local now
+-- every reading below is taken at a point that synchronizes anyway. A chunk, so that the child processes of
+-- the warm-cache compile read the same clock: load(CLOCK)(cd) returns the clock and its name.
+local CLOCK = [[
+local cd = ...
 local has_system, system = pcall(require, "system")
-if has_system and system.monotime then
-  now = system.monotime
-  print("info clock system.monotime")
-else
-  local origin = cd.event():record()
-  origin:synchronize()
-  now = function()
-    local e = cd.event():record()
-    e:synchronize()
-    return origin:elapsed(e) / 1e3
-  end
-  print("info clock events")
-end
+if has_system and system.monotime then return system.monotime, "system.monotime" end
+local origin = cd.event():record()
+origin:synchronize()
+return function()
+  local e = cd.event():record()
+  e:synchronize()
+  return origin:elapsed(e) / 1e3
+end, "events"
+]]
+local now, clock_name = load(CLOCK)(cd)
+print("info clock " .. clock_name)
 
 -- Timing events on the current (default) stream, where launches and copies go.
 local e0, e1 = cd.event(), cd.event()
@@ -95,6 +95,44 @@ do
     t[r] = (now() - t0) / 1000 * 1e6
   end
   out("compile_repeat", median(t), "us")
+end
+
+-- µs of the first cd.compile of saxpy in a new process whose disk cache holds it (bench/run gives the run an
+-- empty cache, which the compile_first above filled): each child makes its context first, then times the
+-- compile alone with the same clock. Median of five processes; info says how many hit the disk.
+do
+  local child = ([==[
+local cd = require "cudadev"
+local dev = cd.device("cuda:0")
+cd.set_device(dev)
+cd.empty(1):free()   -- the context and the pool are not the compile's cost
+dev:synchronize()
+local now = load(%q)(cd)
+local t0 = now()
+cd.compile(%q, { name = "saxpy.cu" })
+local t1 = now()
+io.write(("%%.3f %%d\n"):format((t1 - t0) * 1e6, cd.kernel_cache_stats().disk_hits))
+]==]):format(CLOCK, SAXPY_SRC)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(child)
+  f:close()
+  local t, hits, err = {}, 0, nil
+  for r = 1, REPS do
+    local p = assert(io.popen(("%s %s 2>&1"):format(arg and arg[-1] or "lua5.4", path)))
+    local text = p:read("a")
+    p:close()
+    local us, hit = text:match("^(%S+) (%d+)\n$")
+    if not us then err = text break end
+    t[r], hits = tonumber(us), hits + tonumber(hit)
+  end
+  os.remove(path)
+  if err then   -- the other measurements go on; this one's cell stays empty
+    io.stderr:write("lua_bench: the warm-cache compile child failed: ", err, "\n")
+  else
+    out("compile_warm_disk", median(t), "us", "%.0f")
+    print(("info compile_warm_disk_hits %d/%d"):format(hits, REPS))
+  end
 end
 
 ---------------------------------------------------------------------------------------------------- launches

@@ -415,9 +415,15 @@ static void find_toolkit_include(void) {
   }
 }
 
-static int opts_build(const cdv_compile_req *req, const nvrtc_target *t, nvrtc_opts *o, cdv_err *e) {
+/* The option NVRTC gets for it (NOTE [cuda kernel cache]: part of the key). */
+const char *cdv_nvrtc_toolkit_include(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, find_toolkit_include);
+  return toolkit_include;
+}
+
+static int opts_build(const cdv_compile_req *req, const nvrtc_target *t, nvrtc_opts *o, cdv_err *e) {
+  const char *tk = cdv_nvrtc_toolkit_include();
   memset(o, 0, sizeof *o);
   o->v = calloc((size_t)req->nopts + (size_t)req->nincludes + 2, sizeof *o->v);
   o->inc = calloc((size_t)req->nincludes + 1, sizeof *o->inc);
@@ -429,7 +435,7 @@ static int opts_build(const cdv_compile_req *req, const nvrtc_target *t, nvrtc_o
     snprintf(o->inc[o->ninc], len, "-I%s", req->include_paths[i]);
     o->v[o->n++] = o->inc[o->ninc++];
   }
-  if (toolkit_include[0]) o->v[o->n++] = toolkit_include;   /* after the caller's: theirs win */
+  if (tk[0]) o->v[o->n++] = tk;   /* after the caller's: theirs win */
   if (t->option[0]) o->v[o->n++] = t->option;
   return 0;
 }

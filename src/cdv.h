@@ -168,13 +168,33 @@ int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch,
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
 int cdv_cuda_driver_version(void);                           /* cuDriverGetVersion, 0 without a driver */
 int cdv_nvrtc_version(int *major, int *minor);               /* 0 on success */
+const char *cdv_nvrtc_toolkit_include(void);                 /* "-I<toolkit>/include" NVRTC gets, or "" */
 int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky faults] */
+
+/* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
+/* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
+ * cache is off, has no directory, or cannot know every input: then get misses and put does nothing). */
+typedef struct cdv_cuda_entry {
+  int on;
+  unsigned char key[16];
+  char dir[4096];               /* <cache>/cuda */
+  char path[4200];              /* <dir>/<32 hex digits>.mod */
+} cdv_cuda_entry;
+
+int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce);
+int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv_image *out);  /* 0: a hit */
+void cdv_cuda_cache_put(const cdv_cuda_entry *ce, const cdv_compile_req *req, const cdv_image *img);
+enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DISK_NSTATS };
+/* the counters, the directory ("" when the cache is off) and the last error's text ("" when none) */
+void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast);
+int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
 
 /* ---------------------------------------------------------------- loader (loader.c) */
 int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */
 const char *cdv_cuda_why(void);          /* why it is not: every name that was tried */
 int cdv_nvrtc_load(void);
 const char *cdv_nvrtc_why(void);
+const char *cdv_nvrtc_file(void);        /* the file NVRTC was loaded from (loads it); "" when it cannot be */
 
 /* ---------------------------------------------------------------- device registry (device.c) */
 int cdv_device_count_all(void);              /* registry size (cpu + CUDA devices + mapped) */

@@ -7,7 +7,9 @@
  * cdv_cu must stay valid for the life of the process. When a library cannot be found, the reason lists every
  * name that was tried with dlerror's text (cudarc's habit), so the user sees where we looked.
  */
+#define _GNU_SOURCE   /* dlinfo */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -193,6 +195,13 @@ int cdv_nvrtc_load(void) {
 const char *cdv_nvrtc_why(void) {
   pthread_once(&nvrtc_once, nvrtc_load_once);
   return nvrtc_lib.why;
+}
+
+/* dlinfo(RTLD_DI_LINKMAP): the file the dynamic linker opened for NVRTC, for NOTE [nvrtc identity]. */
+const char *cdv_nvrtc_file(void) {
+  struct link_map *lm = NULL;
+  if (cdv_nvrtc_load() != 0 || dlinfo(nvrtc_lib.handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name) return "";
+  return lm->l_name;
 }
 
 int cdv_nvrtc_unavailable(cdv_err *e) {

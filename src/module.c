@@ -5,6 +5,7 @@
  * NOTE [kernel cache]: compiling is expensive (NVRTC: 50-90 ms for saxpy), so compiled and loaded
  * modules are kept in a process-wide table keyed by everything that changes the output plus the
  * device and its generation. A repeat compile finds the entry and neither recompiles nor reloads.
+ * A compile that misses it asks the disk (NOTE [cuda kernel cache], cuda_cache.c) before NVRTC.
  *
  * NOTE [launch plan]: the parameter list comes from the source (sig.c), is laid out once per Kernel
  * into an argument buffer and a kernelParams array that points into it; a launch converts each Lua
@@ -274,6 +275,37 @@ static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const s
   lua_error(L);
 }
 
+/* The default target (want_cubin < 0): cubin when NVRTC can emit one for the arch, else PTX. Asks NVRTC,
+ * which loads it: NOTE [cuda kernel cache] calls this only after the disk missed. NULL, or why not. */
+static const char *resolve_target(cdv_compile_req *req, char *msg, size_t n) {
+  int cub = cdv_cubin_supported(req->arch);
+  if (req->want_cubin == 1 && !cub) {
+    snprintf(msg, n, "bad option 'target' to 'compile' (NVRTC cannot emit cubin for sm_%d; use target = \"ptx\")",
+             req->arch);
+    return msg;
+  }
+  if (req->want_cubin < 0) {
+    req->want_cubin = cub;
+    req->want_ptx = !cub;
+  }
+  return NULL;
+}
+
+/* The image for req: the backend's compile, through the disk for CUDA (NOTE [cuda kernel cache]; the cpu
+ * backend keeps its objects on disk itself, NOTE [cpu kernel cache]). 0, -1 with *e, or 1 with the reason
+ * in msg when the target asked for cannot be had. */
+static int compile_image(const cdv_backend *be, cdv_device *d, cdv_compile_req *req, cdv_image *img, cdv_err *e,
+                         char *msg, size_t n) {
+  if (be != &cdv_backend_cuda) return be->compile(d, req, img, e);
+  cdv_cuda_entry ce;
+  int keyed = cdv_cuda_cache_key(req, &ce) == 0;
+  if (keyed && cdv_cuda_cache_get(&ce, req, img) == 0) return 0;
+  if (resolve_target(req, msg, n)) return 1;
+  int rc = be->compile(d, req, img, e);
+  if (rc == 0 && keyed) cdv_cuda_cache_put(&ce, req, img);   /* a failed compile is never stored */
+  return rc;
+}
+
 /* cd.compile(source [, opts]) -> Module (NOTE [kernel cache]) */
 static int l_compile(lua_State *L) {
   size_t srclen;
@@ -303,15 +335,6 @@ static int l_compile(lua_State *L) {
     return luaL_error(L, "compiling kernels for the cpu device is not available in this sandbox");
   if (!arch && d != NULL) arch = d->arch;
   const cdv_backend *be = d != NULL ? d->be : &cdv_backend_cuda;
-  if (be == &cdv_backend_cuda) {
-    int cub = cdv_cubin_supported(arch);
-    if (want_cubin == 1 && !cub)
-      return luaL_error(L, "bad option 'target' to 'compile' (NVRTC cannot emit cubin for sm_%d; use target = \"ptx\")", arch);
-    if (want_cubin < 0) {
-      want_cubin = cub;
-      want_ptx = !cub;
-    }
-  }
   if (d != NULL) cdv_device_use(L, d);
 
   hasher h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
@@ -342,9 +365,15 @@ static int l_compile(lua_State *L) {
   cdv_compile_req req = {src, srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n, incs.v,
                          m->nentries, (const char *const *)m->entries, is_expr, arch, want_ptx, want_cubin};
   cdv_err e;
+  char bad_target[160];
   memset(&e, 0, sizeof e);
-  int rc = be->compile(d, &req, &m->img, &e);
+  int rc = compile_image(be, d, &req, &m->img, &e, bad_target, sizeof bad_target);
   free(is_expr);
+  if (rc > 0) {
+    m->refs = 1;
+    module_unref(m);
+    return luaL_error(L, "%s", bad_target);
+  }
   if (rc == 0 && d != NULL) rc = be->module_load(d, &m->img, &m->handle, &e);
   if (rc != 0) {
     m->dev = NULL;
@@ -499,14 +528,46 @@ static int l_kernel_cache_stats(lua_State *L) {
   long hits = memory_hits, misses = memory_misses, entries = 0;
   for (cdv_module_t *m = cache; m != NULL; m = m->next) entries++;
   pthread_mutex_unlock(&cache_lock);
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, 9);
   lua_pushinteger(L, hits);
   lua_setfield(L, -2, "memory_hits");
   lua_pushinteger(L, misses);
   lua_setfield(L, -2, "memory_misses");
   lua_pushinteger(L, entries);
   lua_setfield(L, -2, "memory_entries");
+  static const char *const disk_names[CDV_DISK_NSTATS] = {"disk_hits", "disk_misses", "disk_writes", "disk_errors"};
+  long disk[CDV_DISK_NSTATS];
+  char dir[4096], last[512];
+  cdv_cuda_cache_stats(disk, dir, sizeof dir, last, sizeof last);
+  for (int i = 0; i < CDV_DISK_NSTATS; i++) {
+    lua_pushinteger(L, disk[i]);
+    lua_setfield(L, -2, disk_names[i]);
+  }
+  if (dir[0]) {
+    lua_pushstring(L, dir);
+    lua_setfield(L, -2, "disk_dir");
+  }
+  if (last[0]) {
+    lua_pushstring(L, last);
+    lua_setfield(L, -2, "disk_last_error");
+  }
   return 1;
+}
+
+/* cd._selftest.disk_cache(dir) -> true | false, why: the disk cache's reading and writing, without NVRTC.
+ * It writes and damages a file in dir hundreds of times, so it is kept in a table, out of reach of code
+ * that calls every function of the module (the API fuzzer), and out of sandboxes. */
+static int l_disk_cache_selftest(lua_State *L) {
+  char why[200];
+  const char *dir = luaL_checkstring(L, 1);
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "_selftest is not available in this sandbox");
+  if (cdv_cuda_cache_selftest(dir, why, sizeof why) == 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushboolean(L, 0);
+  lua_pushstring(L, why);
+  return 2;
 }
 
 /* Drops the in-memory cache; modules still held by Module values stay loaded until collected. */
@@ -1163,5 +1224,9 @@ int cdv_module_open(lua_State *L) {
   lua_setfield(L, -2, "methods");
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, l_disk_cache_selftest);
+  lua_setfield(L, -2, "disk_cache");
+  lua_setfield(L, -2, "_selftest");
   return 0;
 }

@@ -6,7 +6,7 @@
  *       > /tmp/cpu_prelude_embed.c
  *   gcc -std=gnu11 -O2 -Wall -Wextra -Wshadow -fvisibility=hidden -I/usr/include/lua5.4 -Isrc \
  *       -o /tmp/cpu_backend_test tests/cpu_backend_test.c src/backend_cpu.c src/cpu_compile.c src/cpu_run.c \
- *       src/cpu_fiber.c /tmp/cpu_prelude_embed.c -ldl -lpthread -lm
+ *       src/cpu_fiber.c src/diskcache.c /tmp/cpu_prelude_embed.c -ldl -lpthread -lm
  *   (add -DCDV_CPU_UCONTEXT to test the ucontext fallback of the fiber switch)
  *   /tmp/cpu_backend_test            # CDV_TEST_QUICK=1: small sizes (e.g. with -DCDV_CPU_UCONTEXT);
  *                                    # CDV_TEST_ONLY=saxpy,reduce: some tests only
