@@ -127,10 +127,14 @@ static int check_headers(lua_State *L, int o, const char ***names, const char **
   int i = 0;
   if (t == LUA_TTABLE) {
     lua_pushnil(L);
-    while (lua_next(L, tab)) {
-      v[i] = lua_tostring(L, -2);
-      v[n + i] = lua_tostring(L, -1);
-      i++;
+    while (lua_next(L, tab)) {   /* sorted by name as they come: table order differs between processes, */
+      int j = i++;                 /* and the cache keys (in memory, cpu and CUDA on disk) must not */
+      for (; j > 0 && strcmp(v[j - 1], lua_tostring(L, -2)) > 0; j--) {
+        v[j] = v[j - 1];
+        v[n + j] = v[n + j - 1];
+      }
+      v[j] = lua_tostring(L, -2);
+      v[n + j] = lua_tostring(L, -1);
       lua_pop(L, 1);
     }
   }
