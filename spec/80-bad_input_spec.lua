@@ -45,6 +45,15 @@ extern "C" __global__ void v(float4 f, double d, unsigned char u, bool b, long l
 }
 ]]
 
+-- The file's work is on the cpu device (a GPU host's default device is cuda:0): the default device is cpu
+-- while it runs, and given back after.
+local previous_device
+setup(function()
+  previous_device = cd.get_device()
+  cd.set_device("cpu")
+end)
+teardown(function() cd.set_device(previous_device) end)
+
 local mod
 local function kernels()
   if mod == nil then mod = cd.compile(SRC, { device = "cpu" }) end
@@ -67,7 +76,7 @@ local function child(code)
     "collectgarbage(); collectgarbage()\n",
     "io.stdout:flush()\n")
   f:close()
-  local p = assert(io.popen(("lua5.4 %s 2>&1"):format(path), "r"))
+  local p = assert(io.popen(("CUDADEV_DEVICE=cpu lua5.4 %s 2>&1"):format(path), "r"))   -- cpu, as this file
   local out = p:read("a")
   local _, how, status = p:close()
   os.remove(path)

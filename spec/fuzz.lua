@@ -982,8 +982,12 @@ function M.supervise(opts)
   if not (os.getenv("LD_PRELOAD") or ""):find("asan") then
     limit = ("ulimit -v %d 2>/dev/null; exec "):format((opts.max_memory_gib or 8) * 1024 * 1024)
   end
+  -- The fuzzer works on the cpu device: on a GPU host the CUDA driver is hidden from the child (a library
+  -- that does not exist stands for it), so that a random dev:reset() or kernel fault never reaches a GPU.
+  -- opts.cuda (--cuda on the command line) fuzzes the CUDA devices too.
+  local hide = opts.cuda and "" or "env CUDADEV_LIBCUDA=/nonexistent/libcuda.so.1 "
   local function command(extra)
-    local parts = { limit .. lua, shell_quote(script_path()) }
+    local parts = { limit .. hide .. lua, shell_quote(script_path()) }
     for _, a in ipairs(args) do parts[#parts + 1] = shell_quote(a) end
     for _, a in ipairs(extra or {}) do parts[#parts + 1] = shell_quote(a) end
     return table.concat(parts, " ") .. " 2>&1"
@@ -1020,6 +1024,7 @@ usage: lua5.4 spec/fuzz.lua [options]        (from the repository root)
   --cpath PATH    where cudadev.so is (default build/?.so; build-asan/?.so with the ASan runtime preloaded)
   --unsafe        also make the calls of the known crashes (KNOWN in this file)
   --verbose       list the known crashes that were avoided
+  --cuda          let the child see the CUDA driver (default: hidden, so only the cpu device is fuzzed)
   --brief         the report's first line and failures only, no findings
   --log FILE      write every call to FILE before making it (the supervisor does this after a crash)
   --worker        fuzz in this process (default: in a child process, which is rerun with --log when it dies)
@@ -1038,6 +1043,7 @@ local function main(argv)
     elseif a == "--cpath" then opts.cpath = argv[i + 1]; i = i + 1
     elseif a == "--log" then logpath = argv[i + 1]; i = i + 1
     elseif a == "--unsafe" then opts.unsafe = true
+    elseif a == "--cuda" then opts.cuda = true
     elseif a == "--verbose" then opts.verbose = true
     elseif a == "--brief" then opts.brief = true
     elseif a == "--worker" then worker = true

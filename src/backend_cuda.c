@@ -157,6 +157,20 @@ static int pool_prepare(cdv_device *d, cdv_err *e) {
   return 0;
 }
 
+/* dev:reset(): cuDevicePrimaryCtxReset destroys the primary context (its memory, streams, modules) and
+ * with it the handle we retained: later calls on that handle fail with CONTEXT_IS_DESTROYED. So the handle is
+ * forgotten and the device's primary context retained anew (and made current), and the memory pool's release
+ * threshold raised again. */
+int cdv_cuda_reset(cdv_device *d, cdv_err *e) {
+  if (d->ctx != NULL && !d->sticky) cuda_synchronize(d, e);   /* let queued work finish; errors are moot */
+  if (CDV_CU(e, cuDevicePrimaryCtxReset, (CUdevice)d->handle)) return -1;
+  pthread_mutex_lock(&retain_lock);
+  __atomic_store_n(&d->ctx, NULL, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&retain_lock);
+  if (d->handle >= 0 && d->handle < CDV_CUDA_MAXDEV) __atomic_store_n(&pool_ready[d->handle], 0, __ATOMIC_RELEASE);
+  return cuda_activate(d, e);
+}
+
 static int bad_kind(cdv_err *e, const char *api, int kind) {
   return cdv_fail(e, api, INVALID, "memory kind %d is not device or pinned", kind);
 }

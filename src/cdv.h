@@ -163,6 +163,7 @@ extern const cdv_backend cdv_backend_cpu;
 
 /* CUDA-only entry points of backend_cuda.c that are not per-device operations. */
 int cdv_cuda_host_register(void *p, size_t n, cdv_err *e);   /* cuMemHostRegister; -1 and *e when no driver */
+int cdv_cuda_reset(cdv_device *d, cdv_err *e);   /* cuDevicePrimaryCtxReset, then the context retained anew */
 int cdv_cuda_host_unregister(void *p);                       /* cuMemHostUnregister; never raises */
 int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch, limits, uuid, memory... */
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
