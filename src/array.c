@@ -160,6 +160,12 @@ static void gc_pressure(lua_State *L, size_t bytes) {
   }
 }
 
+/* Pinned host memory comes from the pinned pool and goes back to it (NOTE [pinned pool]). */
+static int mem_alloc(cdv_device *d, int kind, size_t bytes, void *stream, void **ptr, cdv_err *e) {
+  if (kind == CDV_MEM_PINNED) return cdv_pinned_alloc(d, bytes, ptr, e);
+  return d->be->mem_alloc(d, bytes, kind, stream, ptr, e);
+}
+
 /* Allocates a block; on out of memory collects garbage (which may free blocks), retries once, then
  * raises `out of memory on cuda:0 (requested X, free Y)`. */
 static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t bytes, void *stream) {
@@ -168,14 +174,14 @@ static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t byte
   cdv_err e;
   if (b == NULL) luaL_error(L, "not enough host memory");
   cdv_device_use(L, d);
-  if (bytes > 0 && d->be->mem_alloc(d, bytes, kind, stream, &b->ptr, &e) != 0) {
+  if (bytes > 0 && mem_alloc(d, kind, bytes, stream, &b->ptr, &e) != 0) {
     if (!is_oom(&e) && !d->is_cpu) {
       free(b);
       cdv_raise(L, d, &e);
     }
     lua_gc(L, LUA_GCCOLLECT);
     d->be->synchronize(d, &e);
-    if (d->be->mem_alloc(d, bytes, kind, stream, &b->ptr, &e) != 0) {
+    if (mem_alloc(d, kind, bytes, stream, &b->ptr, &e) != 0) {
       free(b);
       oom(L, d, bytes);
     }
@@ -230,7 +236,8 @@ static int block_unref(cdv_block *b, cdv_err *e) {
       rc = host_wait(b, e);
       stream = NULL;
     }
-    if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
+    if (rc == 0 && b->kind == CDV_MEM_PINNED) cdv_pinned_free(d, b->ptr, b->bytes);   /* idle now: reusable */
+    else if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
   }
   cdv_live_add(CDV_LIVE_BLOCK, -1);
   free(b);
@@ -380,8 +387,9 @@ static create_args check_create_opts(lua_State *L, int arg, const char *fname) {
     luaL_argerror(L, arg, lua_pushfstring(L, "pinned arrays live in host memory, not on %s", c.dev->alias));
   if (c.stream && c.stream->dev != c.dev)
     luaL_argerror(L, arg, lua_pushfstring(L, "stream is on %s but the array on %s", c.stream->dev->alias, c.dev->alias));
-  /* page-locking needs the driver; without one a pinned request is plain host memory (is_pinned false) */
-  if (pinned && cdv_cuda_load() == 0) c.kind = CDV_MEM_PINNED;
+  /* page-locking needs the driver; without one a pinned request is plain host memory (is_pinned false), unless
+   * the fake_pinned hook asks for the pinned pool's plain memory (NOTE [test hooks]) */
+  if (pinned && (cdv_cuda_load() == 0 || cdv_get_hooks().fake_pinned)) c.kind = CDV_MEM_PINNED;
   return c;
 }
 

@@ -316,6 +316,26 @@ int cdv_graph_open(lua_State *L);
 /* memory.c */
 int cdv_memory_open(lua_State *L);
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */
+/* NOTE [pinned pool]: page-locked host memory of d (the cpu device) by size class, reused instead of pinned
+ * and unpinned per allocation. alloc calls d's mem_alloc(CDV_MEM_PINNED) on a miss (after giving the cached
+ * blocks back when that fails); free keeps the block (its memory must be idle); trim gives the cached blocks
+ * of d (NULL: of every device) back to the backend. Thread-safe: every lua_State of the process shares it. */
+int cdv_pinned_alloc(cdv_device *d, size_t bytes, void **ptr, cdv_err *e);
+void cdv_pinned_free(cdv_device *d, void *ptr, size_t bytes);
+int cdv_pinned_trim(cdv_device *d, cdv_err *e);
+
+/* NOTE [test hooks]: process-wide settings for the specs and the benchmark (cd._hooks, cudadev.c), first read
+ * from the environment: staging_chunk (CUDADEV_STAGING_CHUNK, bytes; 0: the sizes of NOTE [staged copies]) stages
+ * every copy between pageable host memory and a device, the cpu device too, in pieces of that size (rounded down
+ * to whole 8-byte words); staging_threads (CUDADEV_STAGING_THREADS; 0: the default) sets the threads of
+ * cdv_host_copy; fake_pinned (CUDADEV_FAKE_PINNED=1) makes pinned=true without a CUDA driver give plain memory
+ * from the pinned pool, reported as pinned. */
+typedef struct cdv_hooks {
+  size_t staging_chunk;
+  int staging_threads;
+  int fake_pinned;
+} cdv_hooks;
+cdv_hooks cdv_get_hooks(void);
 
 /* embed.c: the embedding API's internal side */
 /* NOTE [state limits]: raises when `bytes` more would exceed the state's quota (after a collection); returns
