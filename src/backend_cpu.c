@@ -631,6 +631,7 @@ static int cpu_launch(cdv_device *d, void *fn, const unsigned grid[3], const uns
 
 const cdv_backend cdv_backend_cpu = {
   .kind = "cpu",
+  .stage_pageable = 0,
   .activate = no_op,
   .synchronize = no_op,
   .mem_info = cpu_mem_info,

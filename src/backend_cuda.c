@@ -788,6 +788,7 @@ int cdv_cuda_driver_version(void) {
 /* ---------------------------------------------------------------- the backend */
 const cdv_backend cdv_backend_cuda = {
   .kind = "cuda",
+  .stage_pageable = 1,
   .activate = cuda_activate,
   .synchronize = cuda_synchronize,
   .mem_info = cuda_mem_info,
