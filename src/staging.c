@@ -60,7 +60,8 @@ size_t cdv_stage_piece(const cdv_device *d, size_t n) {
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t work, done;
-  int helpers;              /* helper threads started (they live as long as the process) */
+  int helpers, quit, registered;   /* helper threads started; they run until the process exits (stop_helpers) */
+  pthread_t threads[COPY_THREADS_MAX];
   char *dst;
   const char *src;
   size_t n, part;
@@ -84,11 +85,23 @@ static void copy_parts(void) {
 static void *copy_helper(void *arg) {
   (void)arg;
   pthread_mutex_lock(&cp.lock);
-  for (;;) {
-    while (cp.next >= cp.parts) pthread_cond_wait(&cp.work, &cp.lock);
-    copy_parts();
+  while (!cp.quit) {
+    if (cp.next < cp.parts) copy_parts();
+    else pthread_cond_wait(&cp.work, &cp.lock);
   }
+  pthread_mutex_unlock(&cp.lock);
   return NULL;
+}
+
+/* atexit: the helpers end (a copy still running finishes its parts on its own thread), so that no thread runs
+ * our code after main returns and none is left for valgrind to report. */
+static void stop_helpers(void) {
+  pthread_mutex_lock(&cp.lock);
+  int n = cp.helpers;
+  cp.quit = 1;
+  pthread_cond_broadcast(&cp.work);
+  pthread_mutex_unlock(&cp.lock);
+  for (int i = 0; i < n; i++) pthread_join(cp.threads[i], NULL);
 }
 
 /* Threads for a copy of n bytes: the hook's number, else COPY_THREADS_DEFAULT, at most the cores. */
@@ -108,16 +121,12 @@ static int copy_threads(size_t n) {
 
 /* Starts helpers until there are `want` (with cp.lock held); returns how many there are. */
 static int start_helpers(int want) {
-  while (cp.helpers < want) {
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &a, copy_helper, NULL);
-    pthread_attr_destroy(&a);
-    if (rc != 0) break;
-    cp.helpers++;
+  if (!cp.registered && want > 0) {
+    if (atexit(stop_helpers) != 0) return 0;
+    cp.registered = 1;
   }
+  while (cp.helpers < want && !cp.quit && pthread_create(&cp.threads[cp.helpers], NULL, copy_helper, NULL) == 0)
+    cp.helpers++;
   return cp.helpers;
 }
 
