@@ -775,7 +775,7 @@ describe("creation options", function()
     assert.are.equal("false|cpu|Array(float32[4] on cpu: {0, 0, 0, 0})\nexit 0\n", helper.run_child([[
       local a = cd.zeros(4, { pinned = true })
       io.write(tostring(a.is_pinned), "|", a.device.alias, "|", tostring(a), "\n")
-    ]], "CUDADEV_LIBCUDA=/nonexistent/libcuda.so.1"))
+    ]], "CUDADEV_LIBCUDA=/nonexistent/libcuda.so.1 CUDADEV_FAKE_PINNED=0"))
   end)
 
   helper.gpu_it("pinned=true gives page-locked host memory when there is a driver", function()

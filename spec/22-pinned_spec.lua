@@ -74,9 +74,19 @@ describe("cd._hooks", function()
   end)
 end)
 
+-- the settings every describe starts from, whatever the environment set (CUDADEV_STAGING_CHUNK=... busted is a
+-- stress of its own)
+local DEFAULTS = { staging_chunk = 0, staging_threads = 0, fake_pinned = false }
+local function hooks(t)
+  local h = {}
+  for k, v in pairs(DEFAULTS) do h[k] = v end
+  for k, v in pairs(t) do h[k] = v end
+  cd._hooks(h)
+end
+
 describe("the pinned pool", function()
   before_each(function()
-    cd._hooks({ fake_pinned = true })
+    hooks({ fake_pinned = true })
     cd.empty_cache()
   end)
 
@@ -184,7 +194,7 @@ describe("the pinned pool", function()
 
   if not helper.cuda_available then
     it("is left alone by pinned=true without a driver and without the hook", function()
-      cd._hooks({ fake_pinned = false })
+      hooks({})
       local s0 = stats()
       local a = cd.zeros(100, { pinned = true })
       assert.is_false(a.is_pinned)
@@ -196,7 +206,7 @@ end)
 
 describe("staged copies on the cpu device (test hooks: small pieces)", function()
   before_each(function()
-    cd._hooks({ fake_pinned = true, staging_chunk = 24 })   -- 24 bytes: 3 float64, 6 float32, 24 int8
+    hooks({ fake_pinned = true, staging_chunk = 24 })   -- 24 bytes: 3 float64, 6 float32, 24 int8
     cd.empty_cache()
   end)
 
@@ -228,8 +238,8 @@ describe("staged copies on the cpu device (test hooks: small pieces)", function(
     local want = {}
     for i = 1, 20 do want[i] = (i > 3 and i <= 18) and (i + 4) % 100 - 50 or 0 end
     assert.are.same(want, p:totable())
-    for _, hooks in ipairs { { staging_chunk = 24 }, { staging_chunk = 0 } } do   -- staged, then direct
-      cd._hooks(hooks)
+    for _, chunk in ipairs { 24, 0 } do   -- staged, then direct
+      cd._hooks({ staging_chunk = chunk })
       expect_error(function() cd.copy(p, { 1, "x", 3, 4 }, { src_offset = 2 }) end,
         "bad argument #2 to 'copy' (element 2: number expected, got string)")
       expect_error(function() cd.copy(p, { 1, 2, 3, true }, { count = 2 }) end,
@@ -344,6 +354,7 @@ end)
 
 describe("the pinned pool and staged copies on a GPU", function()
   before_each(function()
+    hooks({})
     if helper.cuda_available then cd.empty_cache() end
   end)
 
