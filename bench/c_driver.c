@@ -40,7 +40,9 @@
   X(cuMemPoolSetAttribute) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)               \
   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuStreamSynchronize) \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyPeerAsync)       \
-  X(cuCtxEnablePeerAccess) X(cuDeviceCanAccessPeer)
+  X(cuCtxEnablePeerAccess) X(cuDeviceCanAccessPeer) X(cuStreamCreate) X(cuStreamDestroy)                    \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) \
+  X(cuGraphDestroy)
 
 #define NVRTC_SYMS(X)                                                                                       \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)                       \
@@ -456,11 +458,61 @@ static void copies(void) {
     if (r >= 0) t[r] = COPY_BYTES / (now() - t0) / 1e9;
   }
   printf("h2d_pageable %.2f GB/s\n", median(t, REPS));
+
+  /* Pageable the other way: cuMemcpyDtoH into the malloc'd buffer, complete when it returns. */
+  memset(page, 0xff, COPY_BYTES);
+  for (int r = -1; r < REPS; r++) {
+    double t0 = now();
+    CU(cuMemcpyDtoH(page, d1, COPY_BYTES));
+    if (r >= 0) t[r] = COPY_BYTES / (now() - t0) / 1e9;
+  }
+  check_same(h1, page, "the pageable round trip");
+  printf("d2h_pageable %.2f GB/s\n", median(t, REPS));
   free(page);
   CU(cuMemFree(d1));
   CU(cuMemFree(d2));
   CU(cuMemFreeHost(h1));
   CU(cuMemFreeHost(h2));
+}
+
+/* A graph of GRAPH_KERNELS empty-kernel launches, captured on a stream of our own, against as many launches:
+ * µs per cuGraphLaunch + cuStreamSynchronize and per GRAPH_KERNELS cuLaunchKernel + cuStreamSynchronize (the
+ * median of REPS rounds of GRAPH_ROUNDS), and the launches' time over the graph's. lua_bench.lua makes the
+ * same graph with cd.capture. */
+#define GRAPH_KERNELS 100
+#define GRAPH_ROUNDS 200
+
+static double graph_round(CUfunction f, CUstream s, CUgraphExec exec) {
+  double t[REPS];
+  for (int r = -1; r < REPS; r++) {   /* one warm-up round */
+    double t0 = now();
+    for (int i = 0; i < GRAPH_ROUNDS; i++) {
+      if (exec) CU(cuGraphLaunch(exec, s));
+      else
+        for (int k = 0; k < GRAPH_KERNELS; k++) CU(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+      CU(cuStreamSynchronize(s));
+    }
+    if (r >= 0) t[r] = (now() - t0) / GRAPH_ROUNDS * 1e6;
+  }
+  return median(t, REPS);
+}
+
+static void graph(CUfunction f) {
+  CUstream s;
+  CUgraph g;
+  CUgraphExec exec;
+  CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  for (int k = 0; k < GRAPH_KERNELS; k++) CU(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+  CU(cuStreamEndCapture(s, &g));
+  CU(cuGraphInstantiate(&exec, g, 0));
+  double launches = graph_round(f, s, NULL), replay = graph_round(f, s, exec);
+  printf("graph_launches_100 %.2f us\n", launches);
+  printf("graph_replay_100 %.2f us\n", replay);
+  printf("graph_speedup %.3f x\n", launches / replay);
+  CU(cuGraphExecDestroy(exec));
+  CU(cuGraphDestroy(g));
+  CU(cuStreamDestroy(s));
 }
 
 /* GB/s of a 256 MiB copy from device 0 to device 1 (cuMemcpyPeerAsync, on device 1's context's legacy
@@ -563,6 +615,7 @@ int main(void) {
   void *args[] = {&p, &i5, &f5, &n5, &q};
   printf("launch_5arg %.3f us\n", launch_cost(args5, args));
   printf("launch_sync %.3f us\n", launch_sync_cost(empty));
+  graph(empty);
   printf("saxpy_kernel %.2f us\n", saxpy_time(saxpy));
   printf("alloc_free_1mib %.3f us\n", alloc_cost());
   if (pools) printf("alloc_free_async_1mib %.3f us\n", alloc_async_cost(dev));

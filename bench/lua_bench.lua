@@ -1,7 +1,8 @@
 -- bench/lua_bench.lua: the cudadev side of bench/run. The measurements of bench/c_driver.c, made the way a
 -- Lua program would make them (cd.compile, k(cfg, ...) with the configuration table made once, cd.empty and
 -- free, cd.copy, events), plus what only cudadev has: the repeat compile served by its kernel cache, the first
--- compile of a new process served by its disk cache, and the Lua memory that launches allocate.
+-- compile of a new process served by its disk cache, the Lua memory that launches allocate, and copies from a
+-- Lua string.
 --
 -- Output: `name value unit` lines on stdout, `info key value` lines; errors on stderr, exit status 1
 -- (2: no CUDA device). Method as in c_driver.c: host-side costs by a wall clock with the synchronisation
@@ -173,6 +174,32 @@ do   -- µs per launch followed by dev:synchronize() (cuCtxSynchronize)
   out("launch_sync", median(t), "us")
 end
 
+do   -- a graph of 100 empty-kernel launches made by cd.capture, against the 100 launches themselves, each followed
+     -- by s:synchronize(): µs per round (the median of REPS runs of 200 rounds), and launches over graph
+  local K, ROUNDS = 100, 200
+  local s = cd.stream(dev)
+  local scfg = { grid = 1, block = 1, stream = s }
+  local g = cd.capture(s, function() for _ = 1, K do empty(cfg) end end)   -- s is current while capturing
+  local function per_round(fn)
+    local t = {}
+    for r = 0, REPS do   -- one warm-up run
+      t0 = now()
+      for _ = 1, ROUNDS do
+        fn()
+        s:synchronize()
+      end
+      if r > 0 then t[r] = (now() - t0) / ROUNDS * 1e6 end
+    end
+    return median(t)
+  end
+  local launches = per_round(function() for _ = 1, K do empty(scfg) end end)
+  local replay = per_round(function() g:launch(s) end)
+  out("graph_launches_100", launches, "us", "%.2f")
+  out("graph_replay_100", replay, "us", "%.2f")
+  out("graph_speedup", launches / replay, "x")
+  g:free()
+end
+
 do   -- Lua memory allocated by 10^5 launches, the collector stopped so that nothing hides it
   collectgarbage("collect")
   collectgarbage("stop")
@@ -297,22 +324,55 @@ do
   cd.copy(h2, d2)
   check(h2, "the device-to-device copy")
 
+  -- GB/s of copy() by the wall clock: the median of REPS after one warm-up; before(), when given, runs untimed
+  -- before each copy.
+  local function wall_rate(copy, before)
+    local t = {}
+    for r = 0, REPS do
+      if before then before() end
+      t0 = now()
+      copy()
+      if r > 0 then t[r] = BYTES / (now() - t0) / 1e9 end
+    end
+    return median(t)
+  end
+
   -- Pageable: an ordinary cpu array. cd.copy returns once the copy is done; the synchronize matches
   -- c_driver.c's, after its cuMemcpyHtoD.
   local hp = cd.empty(NF, "float32", { device = "cpu" })
   seed(hp)
   d1:fill(0 / 0)
-  local t = {}
-  for r = 0, REPS do
-    t0 = now()
+  local rate = wall_rate(function()
     cd.copy(d1, hp)
     dev:synchronize()
-    if r > 0 then t[r] = BYTES / (now() - t0) / 1e9 end
-  end
+  end)
   h2:fill(0 / 0)
   cd.copy(h2, d1)
   check(h2, "the pageable copy")
-  out("h2d_pageable", median(t), "GB/s", "%.2f")
+  out("h2d_pageable", rate, "GB/s", "%.2f")
+
+  -- Back into the pageable array: complete when cd.copy returns, as cuMemcpyDtoH is in c_driver.c.
+  rate = wall_rate(function() cd.copy(hp, d1) end, function() hp:fill(0 / 0) end)
+  check(hp, "the pageable copy back")
+  out("d2h_pageable", rate, "GB/s", "%.2f")
+
+  -- From a Lua string of 256 MiB (float32 k + 0.5 for k = 0 .. 16383, repeated); c_driver.c's line is its
+  -- cuMemcpyHtoD from malloc'd memory.
+  local parts = {}
+  for k = 0, 16383 do parts[k + 1] = string.pack("<f", k + 0.5) end
+  local str = table.concat(parts):rep(BYTES // 65536)
+  parts = nil
+  rate = wall_rate(function()
+    cd.copy(d1, str)
+    dev:synchronize()
+  end)
+  h2:fill(0 / 0)
+  cd.copy(h2, d1)
+  for _, i in ipairs(probes) do
+    if h2[i] ~= (i - 1) % 16384 + 0.5 then fail(("the string copy copied wrong data at element %d: %s"):format(i, h2[i])) end
+  end
+  out("h2d_string", rate, "GB/s", "%.2f")
+  str = nil
   for _, arr in ipairs { h1, h2, d1, d2, hp } do arr:free() end
 end
 

@@ -772,19 +772,10 @@ describe("creation options", function()
   end)
 
   it("pinned=true without a CUDA driver gives plain host memory", function()
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(("package.cpath = %q\n"):format(package.cpath), [[
-      local cd = require "cudadev"
+    assert.are.equal("false|cpu|Array(float32[4] on cpu: {0, 0, 0, 0})\nexit 0\n", helper.run_child([[
       local a = cd.zeros(4, { pinned = true })
-      io.write(tostring(a.is_pinned), "|", a.device.alias, "|", tostring(a))
-    ]])
-    f:close()
-    local p = assert(io.popen(("CUDADEV_LIBCUDA=/nonexistent/libcuda.so.1 lua5.4 %s 2>&1"):format(path)))
-    local out = p:read("a")
-    p:close()
-    os.remove(path)
-    assert.are.equal("false|cpu|Array(float32[4] on cpu: {0, 0, 0, 0})", out)
+      io.write(tostring(a.is_pinned), "|", a.device.alias, "|", tostring(a), "\n")
+    ]], "CUDADEV_LIBCUDA=/nonexistent/libcuda.so.1 CUDADEV_FAKE_PINNED=0"))
   end)
 
   helper.gpu_it("pinned=true gives page-locked host memory when there is a driver", function()
@@ -811,18 +802,7 @@ describe("creation options", function()
 end)
 
 describe("between host and GPU", function()
-  -- runs `code` in a child lua5.4 with this cudadev: a crash there fails the test instead of the suite
-  local function child(code)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(("package.cpath = %q\nlocal cd = require 'cudadev'\n"):format(package.cpath), code)
-    f:close()
-    local p = assert(io.popen(("lua5.4 %s 2>&1; echo \"exit $?\""):format(path)))
-    local out = p:read("a")
-    p:close()
-    os.remove(path)
-    return out
-  end
+  local child = helper.run_child
 
   helper.gpu_it("an array outlives the stream it was last used on", function()
     assert.are.equal("0 0\nexit 0\n", child([[

@@ -112,18 +112,23 @@ for _, r in ipairs(runs) do
   describe("embed_threads " .. label, function()
     local name = "runs four lua_States on four threads at once, each with its own quota"
     if not exists(BUILD .. "/embed_threads") then return pending(name .. " (build/embed_threads was not built)") end
-    it(name, function()
-      local out, code = run(r.env, "embed_threads")
-      assert.are.equal(0, code, out)
-      for i = 0, 3 do
-        if kernels then
-          has_line(out, ("thread %d: ok: 10 rounds of allocations, copies and two kernels on %s; quota %d MiB enforced")
-            :format(i, default_dev, i + 1))
-        else
-          has_prefix(out, ("thread %d: ok: 10 rounds of allocations, copies (kernels skipped: "):format(i))
+    -- then again with every copy between pageable and pinned host memory (or a GPU) staged in pieces of 4000
+    -- bytes, and pinned blocks from the pool without a driver (NOTE [test hooks]): the states share the pinned
+    -- pool and the staging buffers
+    for _, hooks in ipairs { "", " CUDADEV_STAGING_CHUNK=4000 CUDADEV_FAKE_PINNED=1" } do
+      it(name .. (hooks ~= "" and ", with staged copies" or ""), function()
+        local out, code = run(r.env .. hooks, "embed_threads")
+        assert.are.equal(0, code, out)
+        for i = 0, 3 do
+          if kernels then
+            has_line(out, ("thread %d: ok: 10 rounds of allocations, copies and two kernels on %s; quota %d MiB " ..
+              "enforced"):format(i, default_dev, i + 1))
+          else
+            has_prefix(out, ("thread %d: ok: 10 rounds of allocations, copies (kernels skipped: "):format(i))
+          end
         end
-      end
-      has_line(out, "embed_threads: ok")
-    end)
+        has_line(out, "embed_threads: ok")
+      end)
+    end
   end)
 end

@@ -43,6 +43,20 @@ function helper.each_device(fn)
   for _, dev in ipairs(helper.devices) do fn(dev) end
 end
 
+-- Runs `code` in a child lua5.4 with this cudadev (as `cd`), its environment prefixed with `env` ("VAR=value ...")
+-- when given: a crash there fails the test instead of the suite. Returns stdout and stderr, then "exit N\n".
+function helper.run_child(code, env)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(("package.cpath = %q\nlocal cd = require 'cudadev'\n"):format(package.cpath), code)
+  f:close()
+  local p = assert(io.popen(("%s lua5.4 %s 2>&1; echo \"exit $?\""):format(env or "", path)))
+  local out = p:read("a")
+  p:close()
+  os.remove(path)
+  return out
+end
+
 -- The text of an error value: strings lose the "chunk:line: " prefix that error() and luaL_error add
 -- ("spec/x_spec.lua:12: ", "[string \"...\"]:1: "); objects (cudadev.Error) go through tostring.
 function helper.error_text(err)

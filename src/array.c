@@ -160,6 +160,12 @@ static void gc_pressure(lua_State *L, size_t bytes) {
   }
 }
 
+/* Pinned host memory comes from the pinned pool and goes back to it (NOTE [pinned pool]). */
+static int mem_alloc(cdv_device *d, int kind, size_t bytes, void *stream, void **ptr, cdv_err *e) {
+  if (kind == CDV_MEM_PINNED) return cdv_pinned_alloc(d, bytes, ptr, e);
+  return d->be->mem_alloc(d, bytes, kind, stream, ptr, e);
+}
+
 /* Allocates a block; on out of memory collects garbage (which may free blocks), retries once, then
  * raises `out of memory on cuda:0 (requested X, free Y)`. */
 static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t bytes, void *stream) {
@@ -168,14 +174,14 @@ static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t byte
   cdv_err e;
   if (b == NULL) luaL_error(L, "not enough host memory");
   cdv_device_use(L, d);
-  if (bytes > 0 && d->be->mem_alloc(d, bytes, kind, stream, &b->ptr, &e) != 0) {
+  if (bytes > 0 && mem_alloc(d, kind, bytes, stream, &b->ptr, &e) != 0) {
     if (!is_oom(&e) && !d->is_cpu) {
       free(b);
       cdv_raise(L, d, &e);
     }
     lua_gc(L, LUA_GCCOLLECT);
     d->be->synchronize(d, &e);
-    if (d->be->mem_alloc(d, bytes, kind, stream, &b->ptr, &e) != 0) {
+    if (mem_alloc(d, kind, bytes, stream, &b->ptr, &e) != 0) {
       free(b);
       oom(L, d, bytes);
     }
@@ -230,7 +236,8 @@ static int block_unref(cdv_block *b, cdv_err *e) {
       rc = host_wait(b, e);
       stream = NULL;
     }
-    if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
+    if (rc == 0 && b->kind == CDV_MEM_PINNED) cdv_pinned_free(d, b->ptr, b->bytes);   /* idle now: reusable */
+    else if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
   }
   cdv_live_add(CDV_LIVE_BLOCK, -1);
   free(b);
@@ -355,8 +362,9 @@ static create_args check_create_opts(lua_State *L, int arg, const char *fname) {
     luaL_argerror(L, arg, lua_pushfstring(L, "pinned arrays live in host memory, not on %s", c.dev->alias));
   if (c.stream && c.stream->dev != c.dev)
     luaL_argerror(L, arg, lua_pushfstring(L, "stream is on %s but the array on %s", c.stream->dev->alias, c.dev->alias));
-  /* page-locking needs the driver; without one a pinned request is plain host memory (is_pinned false) */
-  if (pinned && cdv_cuda_load() == 0) c.kind = CDV_MEM_PINNED;
+  /* page-locking needs the driver; without one a pinned request is plain host memory (is_pinned false), unless
+   * the fake_pinned hook asks for the pinned pool's plain memory (NOTE [test hooks]) */
+  if (pinned && (cdv_cuda_load() == 0 || cdv_get_hooks().fake_pinned)) c.kind = CDV_MEM_PINNED;
   return c;
 }
 
@@ -414,35 +422,56 @@ static int l_full(lua_State *L) {
 
 /* ------------------------------------------------------------ copies */
 
-/* Copies go through the backend of the GPU side when there is one (cpu<->cpu through the cpu backend). */
-static cdv_device *copy_device(cdv_device *dst, cdv_device *src) {
-  return !dst->is_cpu ? dst : src;
+/* Copies go through the backend of the GPU side when there is one (cpu<->cpu through the cpu backend); a
+ * GPU-to-GPU copy runs on either side's stream. Returns that device and the stream's handle (s NULL: the
+ * current stream), for src (NULL: Lua values, in host memory) to dst. */
+static cdv_device *copy_device(lua_State *L, cdv_array *dst, cdv_array *src, cdv_stream *s, void **stream) {
+  cdv_device *dd = dst->block->dev, *sd = src != NULL ? src->block->dev : cdv_cpu(), *d = !dd->is_cpu ? dd : sd;
+  if (s != NULL && !s->dev->is_cpu && (s->dev == dd || s->dev == sd)) d = s->dev;
+  *stream = cdv_stream_for(L, d, s);
+  return d;
+}
+
+/* Host memory that is not page-locked (a Lua table or string, src == NULL, is too). */
+static int pageable(const cdv_array *a) {
+  return a == NULL || (a->block->dev->is_cpu && a->block->kind != CDV_MEM_PINNED);
+}
+
+/* Activates d, the copy's device, and waits until host code may touch the host sides of a copy from src (NULL:
+ * Lua values) to dst. */
+static void copy_prepare(lua_State *L, cdv_device *d, cdv_array *dst, cdv_array *src) {
+  cdv_err e;
+  cdv_device_use(L, d);
+  if (dst->block->dev->is_cpu && host_wait(dst->block, &e) != 0) cdv_raise(L, dst->block->last_dev, &e);
+  if (src != NULL && src->block->dev->is_cpu && host_wait(src->block, &e) != 0)
+    cdv_raise(L, src->block->last_dev, &e);
 }
 
 /* Copies n bytes between two blocks' memory on stream s (NULL: the current stream). Copies that touch
- * pageable host memory complete before returning; device and pinned copies stay asynchronous. */
+ * pageable host memory complete before returning, the large ones staged (NOTE [staged copies]); device and
+ * pinned copies stay asynchronous. */
 static void copy_bytes(lua_State *L, cdv_array *dst, size_t doff, cdv_array *src, size_t soff, size_t n,
                        cdv_stream *s) {
-  cdv_device *dd = dst->block->dev, *sd = src->block->dev, *d = copy_device(dd, sd);
-  if (s != NULL && !s->dev->is_cpu && (s->dev == dd || s->dev == sd)) d = s->dev;   /* a GPU-to-GPU copy runs on
-                                                                                   * either side's stream */
-  void *stream = cdv_stream_for(L, d, s);
+  void *stream;
+  cdv_device *d = copy_device(L, dst, src, s, &stream);
   cdv_err e;
   if (n == 0) return;
-  cdv_device_use(L, d);
-  if (dd->is_cpu && host_wait(dst->block, &e) != 0) cdv_raise(L, dst->block->last_dev, &e);
-  if (sd->is_cpu && host_wait(src->block, &e) != 0) cdv_raise(L, src->block->last_dev, &e);
-  if (d->be->memcpy(d, dst->data + doff, dd, src->data + soff, sd, n, stream, &e) != 0) cdv_raise(L, d, &e);
+  copy_prepare(L, d, dst, src);
+  size_t piece = pageable(dst) != pageable(src) ? cdv_stage_piece(d, n) : 0;
+  if (piece && pageable(src))
+    cdv_stage_h2d(L, d, stream, dst->data + doff, dst->block->dev, src->data + soff, n, piece);
+  else if (piece)
+    cdv_stage_d2h(L, d, stream, dst->data + doff, src->data + soff, src->block->dev, n, piece);
+  else if (d->be->memcpy(d, dst->data + doff, dst->block->dev, src->data + soff, src->block->dev, n, stream, &e))
+    cdv_raise(L, d, &e);
   cdv_block_used(dst->block, d, stream);
   cdv_block_used(src->block, d, stream);
-  int pageable = (dd->is_cpu && dst->block->kind != CDV_MEM_PINNED) ||
-                 (sd->is_cpu && src->block->kind != CDV_MEM_PINNED);
-  if ((pageable && !d->is_cpu) || cdv_get_state(L)->launch_blocking)
+  if (piece == 0 && (((pageable(dst) || pageable(src)) && !d->is_cpu) || cdv_get_state(L)->launch_blocking))
     if (d->be->stream_synchronize(d, stream, &e) != 0) cdv_raise(L, d, &e);
 }
 
-/* A temporary host array over `n` elements of type t filled from a Lua table or string at idx. */
-static cdv_array *host_from_lua(lua_State *L, int idx, cdv_dtype t, int64_t n, int arg);
+static void copy_lua(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count,
+                     int64_t srcn, cdv_stream *s);
 
 static int64_t opt_count_field(lua_State *L, int o, const char *k, int64_t def) {
   int64_t v = def;
@@ -457,14 +486,20 @@ static int64_t opt_count_field(lua_State *L, int o, const char *k, int64_t def) 
   return v;
 }
 
-/* The source at arg as an array: an Array, or a table/string staged in a host array left on the stack. */
-static cdv_array *source_array(lua_State *L, int arg, cdv_array *dst, int64_t need) {
-  if (lua_istable(L, arg) || lua_type(L, arg) == LUA_TSTRING) return host_from_lua(L, arg, dst->dtype, need, arg);
+/* Copies elements soff .. soff + count - 1 of the source at arg (an Array, or a Lua table or string of srcn
+ * elements) to dst from element doff. */
+static void copy_source(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count,
+                        int64_t srcn, cdv_stream *s) {
+  size_t is = cdv_dtypes[dst->dtype].size;
+  if (lua_istable(L, arg) || lua_type(L, arg) == LUA_TSTRING) {
+    copy_lua(L, arg, dst, doff, soff, count, srcn, s);
+    return;
+  }
   cdv_array *src = cdv_check_array(L, arg);
   if (src->dtype != dst->dtype)
     luaL_argerror(L, arg, lua_pushfstring(L, "dtype mismatch: %s into %s (use a:view(dtype) to reinterpret)",
                                           cdv_dtypes[src->dtype].name, cdv_dtypes[dst->dtype].name));
-  return src;
+  copy_bytes(L, dst, (size_t)doff * is, src, (size_t)soff * is, (size_t)count * is, s);
 }
 
 static int64_t lua_source_count(lua_State *L, int arg, cdv_dtype t);
@@ -492,9 +527,7 @@ static int l_copy(lua_State *L) {
   if (count > dst->size - doff)
     luaL_argerror(L, 2, lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size - doff,
                                         cdv_dtypes[dst->dtype].name, count));
-  cdv_array *src = source_array(L, 2, dst, srcn);
-  size_t is = cdv_dtypes[dst->dtype].size;
-  copy_bytes(L, dst, (size_t)doff * is, src, (size_t)soff * is, (size_t)count * is, s);
+  copy_source(L, 2, dst, doff, soff, count, srcn, s);
   lua_settop(L, 1);
   return 1;
 }
@@ -509,8 +542,7 @@ static int array_copy_from(lua_State *L) {
   if (srcn != dst->size)
     luaL_argerror(L, 2, lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size,
                                         cdv_dtypes[dst->dtype].name, srcn));
-  cdv_array *src = source_array(L, 2, dst, srcn);
-  copy_bytes(L, dst, 0, src, 0, nbytes(dst), s);
+  copy_source(L, 2, dst, 0, 0, srcn, srcn, s);
   lua_settop(L, 1);
   return 1;
 }
@@ -565,33 +597,89 @@ static int64_t lua_source_count(lua_State *L, int arg, cdv_dtype t) {
   return n;
 }
 
-/* Writes the leaves of the (possibly nested) table at t into p; returns the next free element. */
-static char *fill_from_table(lua_State *L, int t, cdv_dtype dt, char *p, char *end, int arg, int64_t *k) {
-  lua_Unsigned len = lua_rawlen(L, t);
-  luaL_checkstack(L, 4, "table nested too deeply");
-  for (lua_Unsigned i = 1; i <= len && p < end; i++) {
-    if (lua_rawgeti(L, t, (lua_Integer)i) == LUA_TTABLE) p = fill_from_table(L, lua_gettop(L), dt, p, end, arg, k);
-    else {
-      const char *msg = to_elem(L, -1, dt, p);
-      ++*k;
-      if (msg != NULL) luaL_argerror(L, arg, lua_pushfstring(L, "element %I: %s", *k, msg));
-      p += cdv_dtypes[dt].size;
-    }
-    lua_pop(L, 1);
-  }
-  return p;
+/* Where fill_from_table puts the leaves of a table: leaves first .. last - 1 into the window p .. end, which a
+ * staged copy (stage) sends and replaces when it is full; the others are converted, which checks them as a
+ * copy of the whole table would, and dropped. k counts the leaves seen, up to stop. */
+typedef struct leaf_sink {
+  char *base, *p, *end;
+  int64_t k, first, last, stop;
+  cdv_stage *stage;
+} leaf_sink;
+
+/* The window is full (or not open yet): send what it holds, open the stage's next buffer. */
+static void next_window(lua_State *L, leaf_sink *k) {
+  size_t len;
+  if (k->p != k->base) cdv_stage_send(L, k->stage, (size_t)(k->p - k->base));
+  k->base = k->p = cdv_stage_next(L, k->stage, &len);
+  k->end = k->p + len;
 }
 
-static cdv_array *host_from_lua(lua_State *L, int idx, cdv_dtype t, int64_t n, int arg) {
-  idx = lua_absindex(L, idx);
-  int64_t shape[1] = {n};
-  cdv_array *h = cdv_push_array(L, cdv_cpu(), t, 1, shape, CDV_MEM_DEVICE, NULL);
-  if (lua_type(L, idx) == LUA_TSTRING && nbytes(h) > 0) memcpy(h->data, lua_tostring(L, idx), nbytes(h));
-  else {
-    int64_t k = 0;
-    fill_from_table(L, idx, t, h->data, h->data + nbytes(h), arg, &k);
+/* Converts the leaf at the top of the stack into the sink. */
+static void sink_leaf(lua_State *L, leaf_sink *k, cdv_dtype dt, int arg) {
+  uint64_t dropped;
+  int keep = k->k >= k->first && k->k < k->last;
+  if (keep && k->p == k->end) next_window(L, k);
+  const char *msg = to_elem(L, -1, dt, keep ? (void *)k->p : &dropped);
+  ++k->k;
+  if (msg != NULL) luaL_argerror(L, arg, lua_pushfstring(L, "element %I: %s", k->k, msg));
+  if (keep) k->p += cdv_dtypes[dt].size;
+}
+
+/* Writes the leaves of the (possibly nested) table at t into the sink. */
+static void fill_from_table(lua_State *L, int t, cdv_dtype dt, leaf_sink *k, int arg) {
+  lua_Unsigned len = lua_rawlen(L, t);
+  luaL_checkstack(L, 4, "table nested too deeply");
+  for (lua_Unsigned i = 1; i <= len && k->k < k->stop; i++) {
+    if (lua_rawgeti(L, t, (lua_Integer)i) == LUA_TTABLE) fill_from_table(L, lua_gettop(L), dt, k, arg);
+    else sink_leaf(L, k, dt, arg);
+    lua_pop(L, 1);
   }
-  return h;
+}
+
+/* Fills host array h with the elements of the Lua table or string at idx (h->size of them). */
+static void fill_host(lua_State *L, int idx, cdv_array *h, int arg) {
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    if (nbytes(h) > 0) memcpy(h->data, lua_tostring(L, idx), nbytes(h));   /* a 0-byte array has no memory */
+    return;
+  }
+  leaf_sink k = {h->data, h->data, h->data + nbytes(h), 0, 0, h->size, h->size, NULL};
+  fill_from_table(L, idx, h->dtype, &k, arg);
+}
+
+/* The leaves soff .. soff + count - 1 of the table at arg (of srcn leaves), converted straight into the
+ * buffers of an open stage. */
+static void stage_table(lua_State *L, int arg, cdv_dtype t, int64_t soff, int64_t count, int64_t srcn,
+                        cdv_stage *st) {
+  leaf_sink k = {NULL, NULL, NULL, 0, soff, soff + count, srcn, st};
+  fill_from_table(L, arg, t, &k, arg);
+  if (k.p != k.base) cdv_stage_send(L, st, (size_t)(k.p - k.base));
+  cdv_stage_finish(L, st);
+}
+
+/* copy_source for a Lua table or string: staged (NOTE [staged copies]) when it is large and dst is memory the
+ * copy's backend reaches by DMA; else converted into a temporary host array, which is then copied. */
+static void copy_lua(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count,
+                     int64_t srcn, cdv_stream *s) {
+  size_t is = cdv_dtypes[dst->dtype].size, n = (size_t)count * is;
+  void *stream;
+  cdv_device *d = copy_device(L, dst, NULL, s, &stream);
+  size_t piece = pageable(dst) ? 0 : cdv_stage_piece(d, n);
+  arg = lua_absindex(L, arg);
+  if (piece == 0) {
+    int64_t shape[1] = {srcn};
+    cdv_array *h = cdv_push_array(L, cdv_cpu(), dst->dtype, 1, shape, CDV_MEM_DEVICE, NULL);
+    fill_host(L, arg, h, arg);
+    copy_bytes(L, dst, (size_t)doff * is, h, (size_t)soff * is, n, s);
+    lua_pop(L, 1);
+    return;
+  }
+  copy_prepare(L, d, dst, NULL);
+  char *to = dst->data + (size_t)doff * is;
+  if (lua_type(L, arg) == LUA_TSTRING)
+    cdv_stage_h2d(L, d, stream, to, dst->block->dev, lua_tostring(L, arg) + (size_t)soff * is, n, piece);
+  else
+    stage_table(L, arg, dst->dtype, soff, count, srcn, cdv_stage_open(L, d, stream, to, dst->block->dev, n, piece));
+  cdv_block_used(dst->block, d, stream);
 }
 
 /* Infers the shape of a nested table: every row of one level must have the same length. */
@@ -636,19 +724,8 @@ static int l_array(lua_State *L) {
   }
   create_args c = check_create_opts(L, o, "array");
   cdv_array *a = cdv_push_array(L, c.dev, t, ndim, shape, c.kind, c.stream);
-  if (c.dev->is_cpu) {
-    if (lua_type(L, 1) == LUA_TSTRING) {
-      if (nbytes(a) > 0) memcpy(a->data, lua_tostring(L, 1), nbytes(a));   /* a 0-byte array has no memory */
-    }
-    else {
-      int64_t k = 0;
-      fill_from_table(L, 1, t, a->data, a->data + nbytes(a), 1, &k);
-    }
-  } else {
-    cdv_array *h = host_from_lua(L, 1, t, a->size, 1);
-    copy_bytes(L, a, 0, h, 0, nbytes(a), c.stream);
-    lua_pop(L, 1);
-  }
+  if (c.dev->is_cpu) fill_host(L, 1, a, 1);
+  else copy_lua(L, 1, a, 0, 0, a->size, a->size, c.stream);
   return 1;
 }
 

@@ -105,10 +105,15 @@ static int alloc_insert(void *p, size_t len, int kind)
   return 0;
 }
 
-/* mmap (MAP_SHARED|MAP_ANONYMOUS), plus cuMemHostRegister through cdv_cuda_host_register for pinned memory */
+/* mmap (MAP_SHARED|MAP_ANONYMOUS), plus cuMemHostRegister through cdv_cuda_host_register for pinned memory.
+ * Without a CUDA driver nothing can read page-locked memory, and pinned memory is plain memory: the pinned pool
+ * and the staged copies (NOTE [pinned pool], NOTE [staged copies]) then run on the cpu device as they would with
+ * a GPU. The side table keeps the kind that was made, so only registered memory is unregistered. */
 static int cpu_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, void **ptr, cdv_err *e)
 {
   (void)d, (void)stream;
+  if (kind == CDV_MEM_PINNED && cdv_cuda_load() != 0)
+    kind = CDV_MEM_HOST;
   long pg = sysconf(_SC_PAGESIZE);
   size_t len = ((bytes ? bytes : 1) + (size_t)pg - 1) & ~((size_t)pg - 1);
   if (len < bytes)
@@ -626,6 +631,7 @@ static int cpu_launch(cdv_device *d, void *fn, const unsigned grid[3], const uns
 
 const cdv_backend cdv_backend_cpu = {
   .kind = "cpu",
+  .stage_pageable = 0,
   .activate = no_op,
   .synchronize = no_op,
   .mem_info = cpu_mem_info,

@@ -809,6 +809,7 @@ int cdv_cuda_driver_version(void) {
 const cdv_backend cdv_backend_cuda = {
   .kind = "cuda",
   .reset_frees = 1,
+  .stage_pageable = 1,
   .activate = cuda_activate,
   .synchronize = cuda_synchronize,
   .mem_info = cuda_mem_info,

@@ -120,6 +120,10 @@ enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2 };
 struct cdv_backend {
   const char *kind;                              /* "cpu" or "cuda" */
   int reset_frees;                               /* a reset takes everything made before it (NOTE [stale release]) */
+  /* 1 when this backend's copies from and to pageable host memory are faster through pinned staging buffers
+   * (its DMA engines read and write only page-locked memory); 0 when its copies are host memcpys.
+   * NOTE [staged copies] in staging.c. */
+  int stage_pageable;
   int (*activate)(cdv_device *d, cdv_err *e);    /* create/make current the context */
   int (*synchronize)(cdv_device *d, cdv_err *e);
   int (*mem_info)(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err *e);
@@ -373,6 +377,49 @@ int cdv_graph_open(lua_State *L);
 /* memory.c */
 int cdv_memory_open(lua_State *L);
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */
+/* NOTE [pinned pool]: page-locked host memory of d (the cpu device) by size class, reused instead of pinned
+ * and unpinned per allocation. alloc calls d's mem_alloc(CDV_MEM_PINNED) on a miss (after giving the cached
+ * blocks back when that fails); free keeps the block (its memory must be idle); trim gives the cached blocks
+ * of d (NULL: of every device) back to the backend. Thread-safe: every lua_State of the process shares it. */
+int cdv_pinned_alloc(cdv_device *d, size_t bytes, void **ptr, cdv_err *e);
+void cdv_pinned_free(cdv_device *d, void *ptr, size_t bytes);
+int cdv_pinned_trim(cdv_device *d, cdv_err *e);
+
+/* staging.c: NOTE [staged copies] */
+/* The piece size of a copy of n bytes by device d between pageable host memory and memory d's copies reach
+ * directly, or 0 when the copy goes direct (small, or d's copies are host memcpys). */
+size_t cdv_stage_piece(const cdv_device *d, size_t n);
+/* Complete, synchronous copies of n bytes on `stream` of d, in pieces through pinned buffers: from pageable
+ * src to dst (on dst_dev), and from src (on src_dev) to pageable dst. Raise on failure, leaving nothing behind. */
+void cdv_stage_h2d(lua_State *L, cdv_device *d, void *stream, char *dst, cdv_device *dst_dev, const char *src,
+                   size_t n, size_t piece);
+void cdv_stage_d2h(lua_State *L, cdv_device *d, void *stream, char *dst, const char *src, cdv_device *src_dev,
+                   size_t n, size_t piece);
+/* The same H2D copy filled by the caller (a Lua table): open pushes a to-be-closed stage; next waits for a free
+ * buffer and returns it with the length of the next piece (0: all sent); send queues its first len bytes;
+ * finish waits for the last piece and pops the stage. An error in between closes the stage: it waits for the
+ * pieces in flight and gives the buffers back. */
+typedef struct cdv_stage cdv_stage;
+cdv_stage *cdv_stage_open(lua_State *L, cdv_device *d, void *stream, char *dst, cdv_device *dst_dev, size_t n,
+                          size_t piece);
+char *cdv_stage_next(lua_State *L, cdv_stage *st, size_t *len);
+void cdv_stage_send(lua_State *L, cdv_stage *st, size_t len);
+void cdv_stage_finish(lua_State *L, cdv_stage *st);
+/* memcpy, split over a few threads when n is large (NOTE [staged copies]) */
+void cdv_host_copy(void *dst, const void *src, size_t n);
+
+/* NOTE [test hooks]: process-wide settings for the specs and the benchmark (cd._hooks, cudadev.c), first read
+ * from the environment: staging_chunk (CUDADEV_STAGING_CHUNK, bytes; 0: the sizes of NOTE [staged copies]) stages
+ * every copy between pageable host memory and a device, the cpu device too, in pieces of that size (rounded down
+ * to whole 8-byte words); staging_threads (CUDADEV_STAGING_THREADS; 0: the default) sets the threads of
+ * cdv_host_copy; fake_pinned (CUDADEV_FAKE_PINNED=1) makes pinned=true without a CUDA driver give plain memory
+ * from the pinned pool, reported as pinned. */
+typedef struct cdv_hooks {
+  size_t staging_chunk;
+  int staging_threads;
+  int fake_pinned;
+} cdv_hooks;
+cdv_hooks cdv_get_hooks(void);
 
 /* embed.c: the embedding API's internal side */
 /* NOTE [state limits]: raises when `bytes` more would exceed the state's quota (after a collection); returns

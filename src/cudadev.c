@@ -2,6 +2,7 @@
  * cudadev.c: luaopen_cudadev, the per-state record, and the pure-Lua conveniences built into the
  * library (the files of lua/cudadev, embedded at build time so an embedding host needs one artefact).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,76 @@ static int l_live(lua_State *L) {
   }
   lua_pushinteger(L, total);
   lua_setfield(L, -2, "total");
+  return 1;
+}
+
+/* NOTE [test hooks] (cdv.h): process-wide, read under a lock by every copy that could be staged. */
+static cdv_hooks hooks;
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+
+static size_t env_count(const char *name) {
+  const char *v = getenv(name);
+  char *end;
+  unsigned long long n = v != NULL ? strtoull(v, &end, 10) : 0;
+  return v != NULL && *v != '\0' && *end == '\0' && n < ((size_t)1 << 40) ? (size_t)n : 0;
+}
+
+static void hooks_from_env(void) {
+  hooks.staging_chunk = env_count("CUDADEV_STAGING_CHUNK");
+  size_t t = env_count("CUDADEV_STAGING_THREADS");
+  hooks.staging_threads = t < 256 ? (int)t : 256;
+  const char *fake = getenv("CUDADEV_FAKE_PINNED");
+  hooks.fake_pinned = fake != NULL && strcmp(fake, "1") == 0;
+}
+
+cdv_hooks cdv_get_hooks(void) {
+  pthread_once(&hooks_once, hooks_from_env);
+  pthread_mutex_lock(&hooks_lock);
+  cdv_hooks h = hooks;
+  pthread_mutex_unlock(&hooks_lock);
+  return h;
+}
+
+static void push_hooks(lua_State *L, const cdv_hooks *h) {
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)h->staging_chunk);
+  lua_setfield(L, -2, "staging_chunk");
+  lua_pushinteger(L, h->staging_threads);
+  lua_setfield(L, -2, "staging_threads");
+  lua_pushboolean(L, h->fake_pinned);
+  lua_setfield(L, -2, "fake_pinned");
+}
+
+/* An integer field of the hooks table, 0 to max. */
+static lua_Integer hook_count(lua_State *L, const char *k, lua_Integer def, lua_Integer max) {
+  if (cdv_opt_field(L, 1, k) == LUA_TNIL) {
+    lua_pop(L, 1);
+    return def;
+  }
+  int isint;
+  lua_Integer v = lua_tointegerx(L, -1, &isint);
+  if (!isint || v < 0 || v > max)
+    luaL_argerror(L, 1, lua_pushfstring(L, "'%s' must be an integer from 0 to %I", k, max));
+  lua_pop(L, 1);
+  return v;
+}
+
+/* cd._hooks([{staging_chunk=, staging_threads=, fake_pinned=}]) -> the settings before the call */
+static int l_hooks(lua_State *L) {
+  static const char *const known[] = {"staging_chunk", "staging_threads", "fake_pinned", NULL};
+  cdv_hooks old = cdv_get_hooks(), h = old;
+  if (!lua_isnoneornil(L, 1)) {
+    if (cdv_get_state(L)->sandbox) return luaL_error(L, "test hooks are not available in this sandbox");
+    cdv_check_options(L, 1, known, "_hooks");
+    h.staging_chunk = (size_t)hook_count(L, "staging_chunk", (lua_Integer)h.staging_chunk, (lua_Integer)1 << 40);
+    h.staging_threads = (int)hook_count(L, "staging_threads", h.staging_threads, 256);
+    h.fake_pinned = cdv_check_boolean_field(L, 1, "fake_pinned", h.fake_pinned, "_hooks");
+    pthread_mutex_lock(&hooks_lock);
+    hooks = h;
+    pthread_mutex_unlock(&hooks_lock);
+  }
+  push_hooks(L, &old);
   return 1;
 }
 
@@ -88,6 +159,8 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_graph_open(L);
   lua_pushcfunction(L, l_live);
   lua_setfield(L, -2, "_live");
+  lua_pushcfunction(L, l_hooks);
+  lua_setfield(L, -2, "_hooks");
   lua_pushliteral(L, CDV_VERSION);
   lua_setfield(L, -2, "version");
   load_embedded(L);

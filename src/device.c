@@ -523,6 +523,8 @@ static int device_reset(lua_State *L) {
   if (!d->is_cpu) {
     if (!d->is_primary)
       return luaL_error(L, "%s is a mapped context: reset applies to a device's primary context", d->alias);
+    if (d->ctx != NULL && !d->sticky) d->be->synchronize(d, &e);   /* let queued work finish; errors are moot */
+    cdv_pinned_trim(NULL, &e);   /* NOTE [pinned pool]: cached blocks may be pinned through this context */
     if (cdv_cuda_reset(d, &e)) return cdv_raise(L, d, &e);
   }
   d->generation++;

@@ -1,16 +1,185 @@
 /*
- * memory.c: memory statistics per device (PyTorch's caching-allocator counters) and giving cached
- * memory back.
+ * memory.c: memory statistics per device (PyTorch's caching-allocator counters), the pinned host pool
+ * (PyCUDA's PageLockedMemoryPool) and giving cached memory back.
  *
  * The counters are kept by array.c through cdv_mem_account, process-wide per device (memory is a
  * device resource, not a lua_State's). `reserved` is what the device's stream-ordered pool holds
  * (NOTE [caching pool] in backend_cuda.c): allocated memory plus freed memory kept for reuse.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cdv.h"
 #include "syms.h"
+
+/* ------------------------------------------------------------ the pinned host pool */
+/* NOTE [pinned pool]: page-locking is slow (pinning 8 MiB costs about a millisecond, and unpinning as much
+ * again), so pinned host memory is pinned once and kept: a freed block goes to the free list of its size
+ * class, and the next request of that class takes it back. There are four classes per power of two (2^k
+ * times 1, 1.25, 1.5 and 1.75, at least a page), so at most a quarter more than asked is pinned and requests
+ * of nearby sizes share blocks: PyCUDA's pool bins sizes with the same two mantissa bits. Powers of two alone
+ * would waste up to half of a scarce resource (a 257 MiB array would pin 512 MiB); fixed 2 MiB granules would
+ * give every size its own list, so a program whose sizes vary would keep pinning. Blocks are never split or
+ * merged, and the most recently freed block of a class is reused first.
+ * The pool is process-wide behind one mutex: pinned memory serves every context and every lua_State, and a
+ * block has one owner at a time. A block comes back idle: array.c waits for the stream that used it last,
+ * staging.c for its last piece. Cached blocks go back to the backend on cd.empty_cache() (no argument) or
+ * cd.empty_cache("cpu") (pinned arrays are the cpu device's), before a CUDA context is reset (the pinning may
+ * belong to it), and when pinning new memory fails. */
+#define PINNED_MIN_LOG2 12                 /* one page */
+#define PINNED_CLASSES 256                 /* bins up to 2^75 bytes: every size_t */
+
+typedef struct pinned_entry {
+  cdv_device *dev;
+  void *ptr;
+  struct pinned_entry *next;
+} pinned_entry;
+
+static struct {
+  pinned_entry *bins[PINNED_CLASSES];      /* cached blocks, by class */
+  int64_t allocated, reserved, active_blocks, held_blocks, hits, misses;
+} pinned;
+static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The class of a request of `bytes` (> 0): the bytes pinned for it (0 when that overflows) and its bin. */
+static size_t pinned_class(size_t bytes, int *bin) {
+  if (bytes <= (size_t)1 << PINNED_MIN_LOG2) {
+    *bin = 0;
+    return (size_t)1 << PINNED_MIN_LOG2;
+  }
+  int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1));   /* 2^k < bytes <= 2^(k+1) */
+  size_t step = (size_t)1 << (k - 2), c = (bytes + step - 1) & ~(step - 1);
+  *bin = 4 * (k - PINNED_MIN_LOG2) + (int)(c / step) - 4;          /* c / step is 5 to 8 */
+  return c;
+}
+
+static size_t bin_bytes(int bin) {
+  if (bin == 0) return (size_t)1 << PINNED_MIN_LOG2;
+  int k = PINNED_MIN_LOG2 + (bin - 1) / 4;
+  return (size_t)((bin - 1) % 4 + 5) << (k - 2);
+}
+
+/* Unlinks the cached blocks of d (of every device when d is NULL) into one list, with the lock held. */
+static pinned_entry *take_cached(cdv_device *d) {
+  pinned_entry *out = NULL;
+  for (int bin = 0; bin < PINNED_CLASSES; bin++) {
+    for (pinned_entry **p = &pinned.bins[bin]; *p != NULL;) {
+      pinned_entry *x = *p;
+      if (d != NULL && x->dev != d) {
+        p = &x->next;
+        continue;
+      }
+      *p = x->next;
+      x->next = out;
+      out = x;
+      pinned.held_blocks--;
+      pinned.reserved -= (int64_t)bin_bytes(bin);
+    }
+  }
+  return out;
+}
+
+/* Gives the cached blocks back to their backend's mem_free, outside the lock (unpinning is slow). Every block
+ * is freed; the first failure is the one reported. */
+int cdv_pinned_trim(cdv_device *d, cdv_err *e) {
+  pthread_mutex_lock(&pinned_lock);
+  pinned_entry *list = take_cached(d);
+  pthread_mutex_unlock(&pinned_lock);
+  int rc = 0;
+  while (list != NULL) {
+    pinned_entry *x = list;
+    cdv_err later;
+    list = x->next;
+    if (x->dev->be->mem_free(x->dev, x->ptr, CDV_MEM_PINNED, NULL, rc ? &later : e) != 0) rc = -1;
+    free(x);
+  }
+  return rc;
+}
+
+/* A cached block of the class when there is one (a hit), else the backend's mem_alloc(CDV_MEM_PINNED); when
+ * that fails with blocks of d cached, they are given back and it is tried once more. */
+int cdv_pinned_alloc(cdv_device *d, size_t bytes, void **ptr, cdv_err *e) {
+  int bin;
+  size_t c = bytes ? pinned_class(bytes, &bin) : 0;
+  *ptr = NULL;
+  if (bytes == 0) return 0;
+  if (c < bytes)
+    return cdv_fail(e, "cdv_pinned_alloc", 2, "CUDA_ERROR_OUT_OF_MEMORY", "cannot pin %zu bytes", bytes);
+  pthread_mutex_lock(&pinned_lock);
+  pinned_entry **p = &pinned.bins[bin];
+  while (*p != NULL && (*p)->dev != d) p = &(*p)->next;
+  pinned_entry *x = *p;
+  if (x != NULL) {
+    *p = x->next;
+    pinned.held_blocks--;
+    pinned.hits++;
+    pinned.active_blocks++;
+    pinned.allocated += (int64_t)c;
+  }
+  pthread_mutex_unlock(&pinned_lock);
+  if (x != NULL) {
+    *ptr = x->ptr;
+    free(x);
+    return 0;
+  }
+  int rc = d->be->mem_alloc(d, c, CDV_MEM_PINNED, NULL, ptr, e);
+  if (rc != 0) {   /* the cache may hold what is missing */
+    cdv_err ignored;
+    cdv_pinned_trim(d, &ignored);
+    rc = d->be->mem_alloc(d, c, CDV_MEM_PINNED, NULL, ptr, e);
+  }
+  if (rc != 0) return -1;
+  pthread_mutex_lock(&pinned_lock);
+  pinned.misses++;
+  pinned.active_blocks++;
+  pinned.allocated += (int64_t)c;
+  pinned.reserved += (int64_t)c;
+  pthread_mutex_unlock(&pinned_lock);
+  return 0;
+}
+
+/* Keeps an idle block for reuse (gives it back at once when there is no memory for its list entry). */
+void cdv_pinned_free(cdv_device *d, void *ptr, size_t bytes) {
+  int bin;
+  if (ptr == NULL || bytes == 0) return;
+  size_t c = pinned_class(bytes, &bin);
+  pinned_entry *x = malloc(sizeof *x);
+  pthread_mutex_lock(&pinned_lock);
+  pinned.active_blocks--;
+  pinned.allocated -= (int64_t)c;
+  if (x != NULL) {
+    x->dev = d;
+    x->ptr = ptr;
+    x->next = pinned.bins[bin];
+    pinned.bins[bin] = x;
+    pinned.held_blocks++;
+  } else {
+    pinned.reserved -= (int64_t)c;
+  }
+  pthread_mutex_unlock(&pinned_lock);
+  cdv_err e;
+  if (x == NULL) d->be->mem_free(d, ptr, CDV_MEM_PINNED, NULL, &e);
+}
+
+/* cd.pinned_memory_stats() -> {allocated=, reserved=, held_bytes=, active_blocks=, held_blocks=, hits=, misses=}:
+ * bytes as pinned (class sizes); hits are requests served from the cache, misses those that pinned memory. */
+static int l_pinned_memory_stats(lua_State *L) {
+  pthread_mutex_lock(&pinned_lock);
+  int64_t v[] = {pinned.allocated, pinned.reserved, pinned.reserved - pinned.allocated, pinned.active_blocks,
+                 pinned.held_blocks, pinned.hits, pinned.misses};
+  pthread_mutex_unlock(&pinned_lock);
+  static const char *const names[] = {"allocated", "reserved", "held_bytes", "active_blocks", "held_blocks",
+                                      "hits", "misses"};
+  lua_createtable(L, 0, (int)(sizeof v / sizeof v[0]));
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    lua_pushinteger(L, v[i]);
+    lua_setfield(L, -2, names[i]);
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------ statistics and empty_cache */
 
 typedef struct memstat { int64_t allocated, max_allocated, active_blocks; } memstat;
 
@@ -88,12 +257,16 @@ static int l_reset_peak(lua_State *L) {
   return 0;
 }
 
-/* cd.empty_cache([device]): collect garbage (dropped arrays free their blocks), wait for the device so
- * the stream-ordered frees have happened, then cuMemPoolTrimTo(pool, 0) gives the cache back. */
+/* cd.empty_cache([device]): collect garbage (dropped arrays free their blocks), give the pinned blocks of the
+ * device back (NOTE [pinned pool]: they are the cpu device's; with no argument, every cached pinned block),
+ * wait for the device so the stream-ordered frees have happened, then cuMemPoolTrimTo(pool, 0) gives the
+ * device's cache back. */
 static int l_empty_cache(lua_State *L) {
+  int every = lua_isnoneornil(L, 1);
   cdv_device *d = cdv_opt_device(L, 1);
   cdv_err e;
   lua_gc(L, LUA_GCCOLLECT);
+  if (cdv_pinned_trim(every ? NULL : d, &e) != 0) return cdv_raise(L, cdv_cpu(), &e);
   if (d->is_cpu || !d->is_mempool_supported || d->ctx == NULL) return 0;
   cdv_device_use(L, d);
   CUmemoryPool pool;
@@ -110,6 +283,7 @@ static const luaL_Reg functions[] = {
   {"memory_reserved", l_memory_reserved},
   {"reset_peak_memory_stats", l_reset_peak},
   {"empty_cache", l_empty_cache},
+  {"pinned_memory_stats", l_pinned_memory_stats},
   {NULL, NULL}
 };
 

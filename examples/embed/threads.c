@@ -1,7 +1,8 @@
 /*
  * embed_threads: four host threads, each with its own lua_State, use cudadev at the same time on one
  * device (the default device: the GPU when there is one, else cpu). Each state has its own memory quota;
- * each thread allocates, copies (table -> device, device -> device, device -> table), compiles (one
+ * each thread allocates, copies (table -> device, device -> device, device -> table, pinned host -> device,
+ * with pinned blocks from the process-wide pool), compiles (one
  * module shared by all threads through the kernel cache, one of its own) and launches on a stream of its
  * own, checks every value in Lua, and checks in C that its quota is given back. Run by
  * spec/75-embed_spec.lua; exit status 0 when every thread passed.
@@ -47,6 +48,13 @@ static const char script[] =
   "  cd.copy(b, a)\n"
   "  local back = b:totable()\n"
   "  for i = 1, n do assert(back[i] == t[i], ('copy: element %d is %s, want %s'):format(i, back[i], t[i])) end\n"
+  "  local p = cd.empty(n, {pinned = true})   -- pinned blocks: one pool for every state\n"
+  "  cd.copy(p, t)\n"
+  "  b:zero()\n"
+  "  b:copy_from(p)\n"
+  "  p:free()\n"
+  "  back = b:totable()\n"
+  "  for i = 1, n do assert(back[i] == t[i], ('pinned: element %d is %s, want %s'):format(i, back[i], t[i])) end\n"
   "  if kernels then\n"
   "    shared.iota({dim = n, stream = s}, a, r, n)\n"
   "    own['iota' .. id]({dim = n, stream = s}, b, id, n)\n"
