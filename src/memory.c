@@ -14,8 +14,8 @@
 #include "syms.h"
 
 /* ------------------------------------------------------------ the pinned host pool */
-/* NOTE [pinned pool]: page-locking is slow (pinning 8 MiB costs about a millisecond, and unpinning as much
- * again), so pinned host memory is pinned once and kept: a freed block goes to the free list of its size
+/* NOTE [pinned pool]: page-locking is slow (pinning or unpinning a few MiB costs milliseconds: the driver
+ * locks and maps every page), so pinned host memory is pinned once and kept: a freed block goes to the free list of its size
  * class, and the next request of that class takes it back. There are four classes per power of two (2^k
  * times 1, 1.25, 1.5 and 1.75, at least a page), so at most a quarter more than asked is pinned and requests
  * of nearby sizes share blocks: PyCUDA's pool bins sizes with the same two mantissa bits. Powers of two alone

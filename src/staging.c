@@ -11,22 +11,23 @@
  *     of the pieces before it run; an event recorded after each piece tells when its buffer is free again;
  *   device to host: up to STAGE_NBUF pieces are queued ahead; the host waits for piece i's event, copies it
  *     out, and queues piece i + STAGE_NBUF into the buffer it freed.
- * Sizes: copies under STAGE_MIN go direct (the pipeline's fixed costs, about 30 us, are worth it from about a
- * millisecond of copying). A copy is cut into STAGE_NBUF pieces or more, from STAGE_PIECE_MIN to STAGE_BUF
- * bytes (64 KiB multiples), so mid-sized copies overlap too; every buffer is STAGE_BUF bytes whatever the
- * piece, so the pool keeps one class of at most STAGE_NBUF buffers per concurrent copy. Four buffers rather
- * than two absorb the jitter of the host side (a page fault, a preempted helper thread).
+ * Sizes: copies under STAGE_MIN go direct, since the pipeline has fixed costs (a copy call, an event and a
+ * wait per piece, a buffer to take from the pool); bench/staging_sweep.lua measures where staging starts to
+ * pay, and which piece size and thread count are best. A copy is cut into STAGE_NBUF pieces or more, of
+ * STAGE_PIECE_MIN to STAGE_BUF bytes (64 KiB multiples), so mid-sized copies overlap too; every buffer is
+ * STAGE_BUF bytes whatever the piece, so the pool keeps one class, at most STAGE_NBUF buffers per concurrent
+ * copy. Four buffers rather than two absorb the jitter of the host side (a page fault, a late helper thread).
  * Semantics are those of a pageable copy: it is complete when it returns (the host side may be reused or
  * read at once), and it runs on the stream it was given (else the current one), after the work queued there.
  * An error in the middle (a table element that does not convert, a failing driver call, an interrupt)
  * closes the stage, a to-be-closed value on the Lua stack: it waits for the pieces in flight (the whole
  * stream), destroys the events and gives the buffers back to the pool, and the error goes on as usual. The
  * pieces sent before it stay copied.
- * Host side: one thread copies about 10 to 20 GB/s, less than the DMA, so cdv_host_copy splits a large copy
- * over up to COPY_THREADS_DEFAULT threads (the caller and persistent helpers); parts are at least
- * COPY_PART_MIN bytes, so small pieces stay on the calling thread. NOTE [test hooks] in cdv.h change the piece
- * size (staging every copy, the cpu device's too, which is how the specs test all of this without a GPU) and
- * the number of threads.
+ * Host side: one thread copies 10 to 20 GB/s (19 on a 2-core EPYC VM, two threads 37), less than the DMA's
+ * 55, so cdv_host_copy splits a large copy over up to COPY_THREADS_DEFAULT threads (the caller and persistent
+ * helpers); parts are at least COPY_PART_MIN bytes, so small pieces stay on the calling thread. NOTE [test
+ * hooks] in cdv.h change the piece size (staging every copy, the cpu device's too, which is how the specs test
+ * all of this without a GPU) and the number of threads.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
