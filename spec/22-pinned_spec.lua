@@ -84,11 +84,18 @@ local function hooks(t)
   cd._hooks(h)
 end
 
+-- The cpu describes run on the cpu device also where a GPU is the default device.
+local previous_device
+local function on_cpu() previous_device = cd.get_device(); cd.set_device("cpu") end
+local function back() cd.set_device(previous_device) end
+
 describe("the pinned pool", function()
   before_each(function()
+    on_cpu()
     hooks({ fake_pinned = true })
     cd.empty_cache()
   end)
+  after_each(back)
 
   it("reports its statistics", function()
     local s = stats()
@@ -206,9 +213,11 @@ end)
 
 describe("staged copies on the cpu device (test hooks: small pieces)", function()
   before_each(function()
+    on_cpu()
     hooks({ fake_pinned = true, staging_chunk = 24 })   -- 24 bytes: 3 float64, 6 float32, 24 int8
     cd.empty_cache()
   end)
+  after_each(back)
 
   for _, dtype in ipairs(DTYPES) do
     it(("convert a table of %s straight into the staging buffers, in pieces that do not divide it"):format(dtype),

@@ -160,15 +160,23 @@ static int pool_prepare(cdv_device *d, cdv_err *e) {
 /* dev:reset(): cuDevicePrimaryCtxReset destroys the primary context (its memory, streams, modules) and
  * with it the handle we retained: later calls on that handle fail with CONTEXT_IS_DESTROYED. So the handle is
  * forgotten and the device's primary context retained anew (and made current), and the memory pool's release
- * threshold raised again. */
+ * threshold raised again. Returns -1 when the reset failed (nothing changed), -2 when the reset happened but
+ * the new context could not be had: after a sticky fault the driver keeps reporting it (NOTE [sticky faults]). */
 int cdv_cuda_reset(cdv_device *d, cdv_err *e) {
   if (d->ctx != NULL && !d->sticky) cuda_synchronize(d, e);   /* let queued work finish; errors are moot */
   if (CDV_CU(e, cuDevicePrimaryCtxReset, (CUdevice)d->handle)) return -1;
-  pthread_mutex_lock(&retain_lock);
-  __atomic_store_n(&d->ctx, NULL, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&retain_lock);
   if (d->handle >= 0 && d->handle < CDV_CUDA_MAXDEV) __atomic_store_n(&pool_ready[d->handle], 0, __ATOMIC_RELEASE);
-  return cuda_activate(d, e);
+  /* The thread may still have the destroyed context current, and the first call after the reset can report the
+   * fault that poisoned it once more: the thread's context is cleared and the retain tried a second time. */
+  int rc = -1;
+  for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
+    pthread_mutex_lock(&retain_lock);
+    __atomic_store_n(&d->ctx, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&retain_lock);
+    cdv_cu.cuCtxSetCurrent(NULL);
+    rc = cuda_activate(d, e);
+  }
+  return rc ? -2 : 0;
 }
 
 static int bad_kind(cdv_err *e, const char *api, int kind) {

@@ -18,7 +18,10 @@
 /* NOTE [sticky faults]: after an illegal address, a kernel assert, a misaligned access or a launch
  * failure, the CUDA context is corrupted: every later call in it fails. We record the first such error
  * on the device (with where it surfaced) and answer every later use of the device with it, instead of
- * letting each call fail with a different, confusing code. dev:reset() clears it. */
+ * letting each call fail with a different, confusing code. dev:reset() resets the primary context, but
+ * the driver (CUDA 13, H100) keeps answering with the fault afterwards, as CUDA documents for these errors
+ * ("to continue using CUDA, the process must be terminated and relaunched"): reset then says so and the
+ * device stays unusable; work that may fault belongs in a child process (spec/90 does that). */
 static void mark_sticky(cdv_device *d, const cdv_err *e, const char *where) {
   if (d == NULL || d->sticky) return;
   d->sticky = 1;

@@ -30,6 +30,12 @@
 #define __assert_fail cdv_assert_fail
 #include <assert.h>
 
+// exit: a kernel that calls exit() ends its launch process (the forked child). exit() would first run the
+// atexit handlers it inherited from the parent, the CUDA driver's among them, which crash in a forked child
+// on a GPU host; _exit ends the child at once, so the launch reports the exit status, not a SIGSEGV.
+#include <unistd.h>
+#define exit(code) _exit(code)
+
 // What NVRTC defines, so sources take their device code paths. __CUDA_ARCH__ is 700: the cpu device has
 // Volta's programming model (independent threads, *_sync intrinsics, double atomicAdd, __nanosleep), and
 // code written for newer GPUs keeps its portable fallbacks (the guide's `#if __CUDA_ARCH__ < 600` atomicAdd
