@@ -107,6 +107,17 @@ for _, r in ipairs(runs) do
       has_line(out, "host: release callback called once, at lua_close")
       has_line(out, "embed_host: ok")
     end)
+
+    if r.gpu then
+      host_it("--teardown-first: lua_close after the host destroyed its CUDA context is quiet", function()
+        local out, code = run(r.env, "embed_host", "--teardown-first")
+        assert.are.equal(0, code, out)
+        has_line(out, "host: tore down its CUDA context before lua_close")
+        has_line(out, "host: release callback called once, at lua_close")
+        has_line(out, "embed_host: ok")
+        assert.is_nil(out:find("[Ww]arning"), out)   -- Lua warnings are on: a finalizer's complaint would show
+      end)
+    end
   end)
 
   describe("embed_threads " .. label, function()

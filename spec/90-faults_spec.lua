@@ -341,7 +341,7 @@ describe("a faulting kernel on a GPU", function()
       assert.are.equal("true", f["again" .. i .. "_sticky"], out)
       local msg = f["again" .. i .. "_message"]
       local where, api, text = msg:match("^cuda:0 is unusable after a sticky fault first seen at (.-:%d+) in (%S+): "
-        .. "(.*) %(call dev:reset%(%) to recover%)$")
+        .. "(.*) %(CUDA recovers from it only in a new process%)$")
       assert.is_truthy(where, msg)
       assert.are.equal(f.fault_api, api, msg)
       assert.are.equal(f.fault_message, text, msg)

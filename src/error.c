@@ -118,7 +118,7 @@ void cdv_warn_release(lua_State *L, const char *what, cdv_device *d, const cdv_e
 int cdv_raise_sticky(lua_State *L, cdv_device *d) {
   cdv_err e = d->fault;
   snprintf(e.message, sizeof e.message, "%.60s is unusable after a sticky fault first seen at %.120s in %.60s: "
-           "%.180s (call dev:reset() to recover)", d->alias, d->fault_where, d->fault.api, d->fault.message);
+           "%.160s (CUDA recovers from it only in a new process)", d->alias, d->fault_where, d->fault.api, d->fault.message);
   e.sticky = 1;
   e.log = NULL;
   return cdv_raise(L, NULL, &e);

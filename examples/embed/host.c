@@ -91,7 +91,7 @@ static host H;
 static void release_buffer(void *ud, void *ptr) {
   host *h = ud;
   h->releases++;
-  if (h->gpu) {
+  if (h->gpu && h->ctx != NULL) {   /* NULL: the host tore its context down before lua_close (--teardown-first) */
     CUcontext prev;
     if (cu.ctx_push(h->ctx) == 0) {
       cu.mem_free((CUdeviceptr)(uintptr_t)ptr);
@@ -289,6 +289,10 @@ static int run(lua_State *L, const char *script, const char *name, int nresults)
 
 int main(int argc, char **argv) {
   int sandbox = argc > 1 && strcmp(argv[1], "--sandbox") == 0, failures = 0;
+  /* --teardown-first: the host destroys its own CUDA context before lua_close, with the script's objects
+   * (arrays on the adopted context, a wrapped stream, a module) still alive: lua_close must not crash, abort
+   * or warn (Lua warnings are switched on to show any) */
+  int teardown_first = argc > 1 && strcmp(argv[1], "--teardown-first") == 0;
   float v[N];
   H.gpu = open_cuda() == 0;
   if (H.gpu) {
@@ -341,6 +345,17 @@ int main(int argc, char **argv) {
     }
   }
   lua_pop(L, 1);   /* the traceback handler */
+  if (teardown_first && H.gpu) {
+    lua_warning(L, "@on", 0);
+    CUcontext prev;
+    cu.ctx_push(H.ctx);
+    cu.stream_destroy(H.stream);
+    cu.ctx_pop(&prev);
+    cu.ctx_destroy(H.ctx);
+    H.ctx = NULL;
+    printf("host: tore down its CUDA context before lua_close\n");
+    fflush(stdout);
+  }
   lua_close(L);
   if (H.releases != 1) {
     printf("host: release callback called %d times (want 1)\n", H.releases);
@@ -348,7 +363,7 @@ int main(int argc, char **argv) {
   } else {
     printf("host: release callback called once, at lua_close\n");
   }
-  if (H.gpu) {
+  if (H.gpu && H.ctx != NULL) {
     CUcontext prev;
     cu.ctx_push(H.ctx);
     cu.stream_destroy(H.stream);
