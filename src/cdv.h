@@ -88,7 +88,8 @@ typedef struct cdv_compile_req {
   const char *source; size_t source_len;
   const char *name;                         /* file name used in messages, "kernel.cu" */
   int nopts; const char *const *opts;       /* compiler options */
-  int nheaders; const char *const *header_names; const char *const *header_srcs;
+  int nheaders; const char *const *header_names; const char *const *header_srcs;   /* sorted by name, so
+                                            * cache keys do not follow Lua's table order (module.c) */
   int nincludes; const char *const *include_paths;
   int nentries; const char *const *entries; /* kernels to expose: "saxpy", "axpy<float>" */
   const unsigned char *is_expr;             /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol */

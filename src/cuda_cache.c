@@ -179,17 +179,6 @@ static void hash_list(cdv_sha256 *s, const char *what, int n, const char *const 
   for (int i = 0; i < n; i++) cdv_sha256_str(s, v[i]);
 }
 
-/* The request's headers by name (insertion sort: there are few). */
-static int *header_order(const cdv_compile_req *req) {
-  int *o = malloc(sizeof *o * (size_t)(req->nheaders + 1));
-  for (int i = 0; o && i < req->nheaders; i++) {
-    int j = i;
-    for (; j > 0 && strcmp(req->header_names[o[j - 1]], req->header_names[i]) > 0; j--) o[j] = o[j - 1];
-    o[j] = i;
-  }
-  return o;
-}
-
 /* Where NVRTC looks for includes: -I / --include-path options, then include_paths (the order opts_build uses). */
 static void include_dirs(const cdv_compile_req *req, cdv_strlist *dirs) {
   for (int i = 0; i < req->nopts; i++) {
@@ -208,7 +197,7 @@ static void scan_text_includes(cdv_incscan *is, const char *dir, const char *nam
 }
 
 /* The files the source and the headers include from disk; "..." is looked for next to the source file. */
-static int hash_includes(cdv_sha256 *s, const cdv_compile_req *req, const int *order) {
+static int hash_includes(cdv_sha256 *s, const cdv_compile_req *req) {
   const char *name = req->name ? req->name : "kernel.cu", *slash = strrchr(name, '/');
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - name) : 1, slash ? name : ".");
@@ -218,8 +207,8 @@ static int hash_includes(cdv_sha256 *s, const cdv_compile_req *req, const int *o
   cdv_incscan is = {req, &dirs, s, NULL, {0}, dirs.oom};
   scan_text_includes(&is, dir, name, req->source, req->source_len);
   for (int i = 0; i < req->nheaders; i++) {
-    const char *h = req->header_srcs[order[i]];
-    scan_text_includes(&is, dir, req->header_names[order[i]], h, strlen(h));
+    const char *h = req->header_srcs[i];
+    scan_text_includes(&is, dir, req->header_names[i], h, strlen(h));
   }
   int rc = is.incomplete ? -1 : 0;
   cdv_sl_free(&is.seen);
@@ -237,18 +226,14 @@ static int hash_request(cdv_sha256 *s, const cdv_compile_req *req) {
   hash_bytes(s, req->source, req->source_len);
   hash_list(s, "options", req->nopts, req->opts);
   hash_list(s, "include_paths", req->nincludes, req->include_paths);
-  int *order = header_order(req);
-  if (!order) return -1;
-  cdv_sha256_str(s, "headers");
+  cdv_sha256_str(s, "headers");   /* in name order: the request's headers are sorted (module.c) */
   for (int i = 0; i < req->nheaders; i++) {
-    cdv_sha256_str(s, req->header_names[order[i]]);
-    hash_bytes(s, req->header_srcs[order[i]], strlen(req->header_srcs[order[i]]));
+    cdv_sha256_str(s, req->header_names[i]);
+    hash_bytes(s, req->header_srcs[i], strlen(req->header_srcs[i]));
   }
   hash_list(s, "entries", req->nentries, req->entries);
   for (int i = 0; i < req->nentries; i++) cdv_sha256_str(s, req->is_expr && req->is_expr[i] ? "expr" : "symbol");
-  int rc = hash_includes(s, req, order);
-  free(order);
-  return rc;
+  return hash_includes(s, req);
 }
 
 int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce) {
