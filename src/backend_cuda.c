@@ -162,8 +162,7 @@ static int pool_prepare(cdv_device *d, cdv_err *e) {
  * forgotten and the device's primary context retained anew (and made current), and the memory pool's release
  * threshold raised again. Returns -1 when the reset failed (nothing changed), -2 when the reset happened but
  * the new context could not be had: after a sticky fault the driver keeps reporting it (NOTE [sticky faults]). */
-int cdv_cuda_reset(cdv_device *d, cdv_err *e) {
-  if (d->ctx != NULL && !d->sticky) cuda_synchronize(d, e);   /* let queued work finish; errors are moot */
+int cdv_cuda_reset(cdv_device *d, cdv_err *e) {   /* the caller has let queued work finish */
   if (CDV_CU(e, cuDevicePrimaryCtxReset, (CUdevice)d->handle)) return -1;
   if (d->handle >= 0 && d->handle < CDV_CUDA_MAXDEV) __atomic_store_n(&pool_ready[d->handle], 0, __ATOMIC_RELEASE);
   /* The thread may still have the destroyed context current, and the first call after the reset can report the

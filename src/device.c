@@ -526,15 +526,13 @@ static int device_reset(lua_State *L) {
     if (d->ctx != NULL && !d->sticky) d->be->synchronize(d, &e);   /* let queued work finish; errors are moot */
     cdv_pinned_trim(NULL, &e);   /* NOTE [pinned pool]: cached blocks may be pinned through this context */
     int rc = cdv_cuda_reset(d, &e);
-    if (rc == -2 && d->sticky) {
-      /* NOTE [sticky faults]: the reset destroyed the context (its objects are stale), but the driver keeps
-       * answering with the fault: CUDA documents that only a new process recovers from a sticky error */
-      d->generation++;
+    if (rc == -2) d->generation++;   /* reset, but no new context: the objects of before are gone anyway */
+    if (rc == -2 && d->sticky)
+      /* NOTE [sticky faults]: the driver keeps answering with the fault: CUDA documents that only a new
+       * process recovers from a sticky error */
       return luaL_error(L, "%s cannot be recovered in this process: after the reset the CUDA driver still reports "
                         "the sticky fault (%s: %s); start a new process (the cpu device keeps working here)",
                         d->alias, e.api, e.name);
-    }
-    if (rc == -2) d->generation++;   /* reset, but the new context failed: objects of before are gone anyway */
     if (rc != 0) return cdv_raise(L, d, &e);
   }
   d->generation++;
