@@ -267,6 +267,12 @@ cdv_array *cdv_check_array(lua_State *L, int arg) {
 
 static size_t nbytes(const cdv_array *a) { return (size_t)a->size * cdv_dtypes[a->dtype].size; }
 
+/* A shape argument is an integer or a table; checked on its own where a missing shape must be named before
+ * a missing value (cd.full, new_full). */
+static void expect_shape(lua_State *L, int arg) {
+  luaL_argexpected(L, lua_type(L, arg) == LUA_TNUMBER || lua_istable(L, arg), arg, "integer or table shape");
+}
+
 /* Checks a shape (integer or table of integers) into shape[]; returns ndim. */
 static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
   int ndim;
@@ -289,7 +295,8 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
     ndim = 1;
     shape[0] = cdv_check_count(L, arg, "size");
   } else {
-    return luaL_typeerror(L, arg, "integer or table shape");
+    expect_shape(L, arg);   /* raises */
+    return 0;
   }
   for (int i = 0; i < ndim; i++) {
     if (shape[i] != 0 && size > MAX_BYTES / cdv_dtypes[t].size / shape[i])
@@ -413,7 +420,7 @@ static int l_ones(lua_State *L) {
 /* cd.full(shape, value [, dtype] [, opts]) */
 static int l_full(lua_State *L) {
   cdv_stream *s;
-  luaL_argexpected(L, lua_type(L, 1) == LUA_TNUMBER || lua_istable(L, 1), 1, "integer or table shape");
+  expect_shape(L, 1);
   luaL_checkany(L, 2);
   cdv_array *a = create(L, 1, 3, "full", &s);
   fill_value(L, a, 2, 2, s);
@@ -745,7 +752,7 @@ static void like(lua_State *L, cdv_array *a, int shape_arg) {
 static int make_like(lua_State *L, int shape_arg, int value_arg) {
   cdv_array *a = cdv_check_array(L, 1);
   if (shape_arg)   /* the shape is named first when both are missing */
-    luaL_argexpected(L, lua_type(L, shape_arg) == LUA_TNUMBER || lua_istable(L, shape_arg), shape_arg, "integer or table shape");
+    expect_shape(L, shape_arg);
   if (value_arg > 0) luaL_checkany(L, value_arg);
   like(L, a, shape_arg);
   uint64_t zero = 0;
