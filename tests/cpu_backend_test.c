@@ -6,13 +6,13 @@
  *       > /tmp/cpu_prelude_embed.c
  *   gcc -std=gnu11 -O2 -Wall -Wextra -Wshadow -fvisibility=hidden -I/usr/include/lua5.4 -Isrc \
  *       -o /tmp/cpu_backend_test tests/cpu_backend_test.c src/backend_cpu.c src/cpu_compile.c src/cpu_run.c \
- *       src/cpu_fiber.c src/diskcache.c /tmp/cpu_prelude_embed.c -ldl -lpthread -lm
+ *       src/cpu_fiber.c src/diskcache.c src/util.c /tmp/cpu_prelude_embed.c -ldl -lpthread -lm
  *   (add -DCDV_CPU_UCONTEXT to test the ucontext fallback of the fiber switch)
  *   /tmp/cpu_backend_test            # CDV_TEST_QUICK=1: small sizes (e.g. with -DCDV_CPU_UCONTEXT);
  *                                    # CDV_TEST_ONLY=saxpy,reduce: some tests only
  *
- * It links the backend's files plus the stubs below for what the rest of cudadev provides (cdv_fail from
- * error.c, cdv_image_free from module.c, and the two CUDA hooks, which fail as they do without a driver).
+ * It links the backend's files and util.c (cdv_fail, cdv_image_free), plus stubs below for what the rest of
+ * cudadev provides (the CUDA hooks, which fail as they do without a driver).
  * The kernel cache goes to $CUDADEV_CACHE_DIR, else /tmp/cdv-cpu-test-cache.
  */
 #define _GNU_SOURCE
@@ -28,28 +28,6 @@
 #include "cpu.h"
 
 /* ---------------------------------------------------------------- stubs */
-int cdv_fail(cdv_err *e, const char *api, int code, const char *name, const char *fmt, ...)
-{
-  memset(e, 0, sizeof *e);
-  e->api = api;
-  e->code = code;
-  snprintf(e->name, sizeof e->name, "%s", name ? name : "");
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->message, sizeof e->message, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
-void cdv_image_free(cdv_image *img)
-{
-  free(img->ptx), free(img->cubin), free(img->path), free(img->log);
-  for (int i = 0; img->lowered && i < img->nentries; i++)
-    free(img->lowered[i]);
-  free(img->lowered);
-  memset(img, 0, sizeof *img);
-}
-
 int cdv_cuda_host_register(void *p, size_t n, cdv_err *e)
 {
   (void)p, (void)n;
@@ -60,6 +38,13 @@ int cdv_cuda_host_unregister(void *p)
 {
   (void)p;
   return 0;
+}
+
+static int fake_driver;   /* 1: cdv_cuda_load says a driver is there, and the register hook above fails */
+
+int cdv_cuda_load(void)
+{
+  return fake_driver ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -184,8 +169,12 @@ static void test_memory(void)
   CHECK(be->memcpy(&cpu, f, &gpu, d, &cpu, 64, NULL, &e) == -1 && !strcmp(e.message, "the cpu backend cannot copy to cuda:0"),
         "copy to a gpu refused: %s", e.message);
   void *p;
+  CHECK(be->mem_alloc(&cpu, 4096, CDV_MEM_PINNED, NULL, &p, &e) == 0 && be->mem_free(&cpu, p, CDV_MEM_PINNED, NULL, &e) == 0,
+        "pinned without a driver is plain host memory: %s", e.message);
+  fake_driver = 1;
   CHECK(be->mem_alloc(&cpu, 4096, CDV_MEM_PINNED, NULL, &p, &e) == -1 && !strcmp(e.api, "cuMemHostRegister"),
-        "pinned without a driver fails with the hook's error: %s", e.api);
+        "pinned with a driver whose register fails gives the hook's error: %s", e.api);
+  fake_driver = 0;
   int local;
   CHECK(be->mem_free(&cpu, &local, CDV_MEM_DEVICE, NULL, &e) == -1 && strstr(e.message, "was not allocated by the cpu device"),
         "free of a foreign pointer: %s", e.message);
