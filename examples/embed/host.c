@@ -91,14 +91,17 @@ static host H;
 static void release_buffer(void *ud, void *ptr) {
   host *h = ud;
   h->releases++;
-  if (h->gpu && h->ctx != NULL) {   /* NULL: the host tore its context down before lua_close (--teardown-first) */
+  if (!h->gpu) {
+    munmap(ptr, N * sizeof(float));
+  } else if (h->ctx != NULL) {   /* NULL: the host tore its context down before lua_close (--teardown-first), and
+                                  * the buffer went with it: there is nothing left to free. (This once fell through
+                                  * to munmap, which unmapped whatever the process had placed at that address since:
+                                  * the intermittent "double free or corruption" of --teardown-first.) */
     CUcontext prev;
     if (cu.ctx_push(h->ctx) == 0) {
       cu.mem_free((CUdeviceptr)(uintptr_t)ptr);
       cu.ctx_pop(&prev);
     }
-  } else {
-    munmap(ptr, N * sizeof(float));
   }
 }
 
