@@ -5,11 +5,15 @@
  * to run by more than the 5-10% the goals are about (CPU placement, clocks, the GPU's queue state): an
  * empty launch measured at 3.95 µs ±6% in C. This program takes that noise out of the ratio. It embeds Lua,
  * loads cudadev (build/cudadev.so), compiles the benchmark kernels through it, and loads the same image
- * again with cuModuleLoadData in the same (primary) context for its own C launches. Then it alternates: N
- * launches from C with cuLaunchKernel + cuCtxSynchronize, N launches from a Lua loop `k(cfg, ...)` +
- * dev:synchronize(), REPS times each, and prints the median of each side:
- *   launch_empty_ab_c 3.912 us / launch_empty_ab_lua 4.010 us / launch_5arg_ab_c ... / launch_5arg_ab_lua ...
- * Both sides launch on the legacy default stream, as a C program that names no stream does.
+ * again with cuModuleLoadData in the same (primary) context for its own C launches. Then it takes turns,
+ * REPS rounds in a rotating order, each turn N launches and one synchronize, and prints each side's median:
+ *   NAME_ab_c          C: cuLaunchKernel + cuCtxSynchronize
+ *   NAME_ab_c_ctx      C with a cuCtxGetCurrent before each launch, as cudadev's backend makes (info: what
+ *                      the context check costs)
+ *   NAME_ab_lua        cudadev: a Lua loop k(cfg, ...) with cfg a table made once + dev:synchronize()
+ *   NAME_ab_lua_lc     the same with cfg a LaunchConfig (cd.launch_config, NOTE [launch configs])
+ * for NAME launch_empty and launch_5arg. Both sides launch on the legacy default stream, as a C program that
+ * names no stream does.
  *
  * Usage: launch_ab CPATH   (CPATH: where cudadev.so is, as a Lua cpath pattern: build/?.so)
  * libcuda is dlopen'd here too (cudadev has it loaded already; this takes a second reference).
@@ -32,6 +36,7 @@ static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
 static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     unsigned, CUstream, void **, void **);
 static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*p_cuCtxGetCurrent)(CUcontext *);
 
 static void die(const char *what, const char *why) {
   fprintf(stderr, "launch_ab: %s: %s\n", what, why);
@@ -85,8 +90,11 @@ static const char SETUP[] =
   "local empty, args5 = me.empty, m5.args5\n"
   "local p, q = cd.empty(262144), cd.empty(262144)\n"
   "local cfg = { grid = 1, block = 1 }   -- made once, as a program launching in a loop would\n"
+  "local lc = cd.launch_config(cfg)\n"
   "function lua_empty(n) for _ = 1, n do empty(cfg) end dev:synchronize() end\n"
   "function lua_5arg(n) for _ = 1, n do args5(cfg, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
+  "function lua_empty_lc(n) for _ = 1, n do empty(lc) end dev:synchronize() end\n"
+  "function lua_5arg_lc(n) for _ = 1, n do args5(lc, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
   "dev:synchronize()\n"
   "return me.cubin or me.ptx, m5.cubin or m5.ptx, dev.name\n";
 
@@ -96,29 +104,44 @@ static void lua_loop(lua_State *L, const char *fn, int n) {
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) die(fn, lua_tostring(L, -1));
 }
 
-static void c_loop(CUfunction f, void **args, int n) {
-  for (int i = 0; i < n; i++) check(p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), "cuLaunchKernel");
+static void c_loop(CUfunction f, void **args, int n, int with_ctx) {
+  CUcontext cur;
+  for (int i = 0; i < n; i++) {
+    if (with_ctx) check(p_cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
+    check(p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), "cuLaunchKernel");
+  }
   check(p_cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
-/* REPS alternations of N launches each side; prints both medians in µs per launch. */
+enum { SIDES = 4 };
+static const char *const side_names[SIDES] = {"c", "c_ctx", "lua", "lua_lc"};
+
+static void run_side(lua_State *L, int side, const char *lua_fn, CUfunction f, void **args, int n) {
+  char name[64];
+  switch (side) {
+    case 0: c_loop(f, args, n, 0); break;
+    case 1: c_loop(f, args, n, 1); break;
+    case 2: lua_loop(L, lua_fn, n); break;
+    default:
+      snprintf(name, sizeof name, "%s_lc", lua_fn);
+      lua_loop(L, name, n);
+  }
+}
+
+/* REPS rounds of N launches per side, the order rotating each round; prints each side's median, in µs per
+ * launch. */
 static void ab(lua_State *L, const char *name, const char *lua_fn, CUfunction f, void **args) {
-  double tc[REPS], tl[REPS];
-  c_loop(f, args, 1000);   /* warm-up, both sides */
-  lua_loop(L, lua_fn, 1000);
+  double t[SIDES][REPS];
+  for (int side = 0; side < SIDES; side++) run_side(L, side, lua_fn, f, args, 1000);   /* warm-up */
   for (int r = 0; r < REPS; r++) {
-    int lua_first = r & 1;   /* who goes first alternates too */
-    for (int side = 0; side < 2; side++) {
+    for (int j = 0; j < SIDES; j++) {
+      int side = (r + j) % SIDES;
       double t0 = now();
-      if ((side == 0) == lua_first) lua_loop(L, lua_fn, N);
-      else c_loop(f, args, N);
-      double us = (now() - t0) / N * 1e6;
-      if ((side == 0) == lua_first) tl[r] = us;
-      else tc[r] = us;
+      run_side(L, side, lua_fn, f, args, N);
+      t[side][r] = (now() - t0) / N * 1e6;
     }
   }
-  printf("%s_ab_c %.3f us\n", name, median(tc));
-  printf("%s_ab_lua %.3f us\n", name, median(tl));
+  for (int side = 0; side < SIDES; side++) printf("%s_ab_%s %.3f us\n", name, side_names[side], median(t[side]));
 }
 
 int main(int argc, char **argv) {
@@ -137,6 +160,7 @@ int main(int argc, char **argv) {
   p_cuModuleGetFunction = sym(h, "cuModuleGetFunction");
   p_cuLaunchKernel = sym(h, "cuLaunchKernel");
   p_cuMemAlloc = sym(h, "cuMemAlloc_v2");
+  p_cuCtxGetCurrent = sym(h, "cuCtxGetCurrent");
 
   /* cudadev left the device's primary context current on this thread: C's modules load into it */
   CUmodule me, m5;

@@ -50,8 +50,12 @@ end
 local rows = {
   { "empty kernel launch", "launch_empty", "launch_empty", "µs", peers = "launch_empty" },
   { "5-argument launch", "launch_5arg", "launch_5arg", "µs", peers = "launch_5arg" },
-  { "empty kernel launch, one process (A/B)", ab = "launch_empty", "µs", at_most(1.05) },
-  { "5-argument launch, one process (A/B)", ab = "launch_5arg", "µs", at_most(1.10) },
+  { "empty kernel launch, LaunchConfig, one process (A/B)", ab = "launch_empty", side = "lua_lc", "µs", at_most(1.05) },
+  { "5-argument launch, LaunchConfig, one process (A/B)", ab = "launch_5arg", side = "lua_lc", "µs", at_most(1.10) },
+  { "empty kernel launch, config table, one process (A/B)", ab = "launch_empty", side = "lua", "µs" },
+  { "5-argument launch, config table, one process (A/B)", ab = "launch_5arg", side = "lua", "µs" },
+  -- what the current-context check that every backend call starts with costs, measured in C
+  { "C: cuCtxGetCurrent + empty launch, one process (A/B)", ab = "launch_empty", side = "c_ctx", "µs" },
   { "launch + synchronize", "launch_sync", "launch_sync", "µs", at_most(1.05), peers = "launch_sync" },
   { "100 launches + synchronize", "graph_launches_100", "graph_launches_100", "µs" },
   { "graph of 100 launches + synchronize", "graph_replay_100", "graph_replay_100", "µs" },
@@ -67,6 +71,7 @@ local rows = {
   { "D2D 256 MiB", "d2d", "d2d", "GB/s", at_least(0.97), peers = "d2d" },
   { "H2D pageable 256 MiB", "h2d_pageable", "h2d_pageable", "GB/s", at_least(2.0), peers = "h2d_pageable" },
   { "H2D from a Lua string 256 MiB (C: pageable)", "h2d_pageable", "h2d_string", "GB/s", at_least(2.0) },
+  { "H2D from a Lua table of 2^22 numbers (C: pageable 256 MiB)", "h2d_pageable", "h2d_table", "GB/s", at_least(2.0) },
   { "D2H pageable 256 MiB", "d2h_pageable", "d2h_pageable", "GB/s", at_least(2.0) },
   { "peer copy 256 MiB, no peer access", "peer_noaccess", "peer_noaccess", "GB/s", at_least(0.95) },
   { "peer copy 256 MiB, peer access", "peer_access", "peer_access", "GB/s", at_least(0.95) },
@@ -98,8 +103,9 @@ add("")
 add(("%s, driver %s, NVRTC %s. Times per operation (lower is better), rates in 10^9 bytes copied per second " ..
   "(higher is better); ratio = cudadev / C, both measured in this run. C is the mean of two runs of " ..
   "bench/c_driver.c, before and after cudadev's, with their spread; the A/B rows are bench/launch_ab.c, " ..
-  "which times C's cuLaunchKernel loop and cudadev's Lua loop alternately in one process (median of 15 each), " ..
-  "so process-to-process noise stays out of those ratios; the goals apply to them."):format(info.arch or "?",
+  "which times C's cuLaunchKernel loop and cudadev's Lua loops by turns in one process (median of 15 each), " ..
+  "so process-to-process noise stays out of those ratios; the goals apply to them, with the configuration made " ..
+  "once as a LaunchConfig (cuda.core's LaunchConfig); a config table is read again at every launch."):format(info.arch or "?",
   info.driver or "?", info.nvrtc or "?"))
 add("")
 add("| measure | C | cudadev | ratio | cupy | torch | cuda.core | goal |")
@@ -110,7 +116,7 @@ for _, r in ipairs(rows) do
   local a, b, v = ckey and c1[ckey], ckey and c2[ckey], lua[lkey]
   if r.ab then   -- both sides from launch_ab's one process: no second C run to show a spread
     label, unit, goal = r[1], r[2], r[3]
-    ckey, a, b, v = r.ab, ab[r.ab .. "_ab_c"], nil, ab[r.ab .. "_ab_lua"]
+    ckey, a, b, v = r.ab, ab[r.ab .. "_ab_c"], nil, ab[r.ab .. "_ab_" .. r.side]
   end
   local c = a and b and (a + b) / 2 or a or b
   local ccell = num(c)

@@ -465,7 +465,7 @@ helper.each_device(function(dev)
 
       it("needs a table", function()
         expect_error(function() k(4, 2, 4, x, y) end,
-          "bad argument #1 to 'saxpy' (launch configuration table expected, got number)")
+          "bad argument #1 to 'saxpy' (launch configuration expected (a table or a LaunchConfig), got number)")
       end)
 
       it("needs dim, or grid and block, not both", function()
@@ -502,6 +502,89 @@ helper.each_device(function(dev)
         k({ dim = 4, stream = s }, 1, 4, x, y)
         s:synchronize()
         assert.are.same({ 999, 999, 999, 999 }, y:totable())
+      end)
+    end)
+
+    describe("LaunchConfig", function()
+      local k, x, y, s
+      before_each(function()
+        k = saxpy_module():get("saxpy")
+        x, y = inputs(4)
+        s = cd.stream(dev)
+      end)
+      after_each(function() k, x, y, s = nil, nil, nil, nil end)
+
+      it("is made once and launches as its table would, for any kernel", function()
+        local c = cd.launch_config { dim = 4, stream = s }
+        assert.are.equal("LaunchConfig", cd.type(c))
+        k(c, 1, 4, x, y)
+        k:launch(c, 1, 4, x, y)
+        s:synchronize()
+        assert.are.same({ 999, 1000, 1001, 1002 }, y:totable())
+        local g = cd.launch_config { grid = { 2, 1 }, block = 2 }
+        local k2 = saxpy_module():get("saxpy")
+        for _ = 1, 3 do k2(g, 1, 4, x, y) end   -- the same config for a second kernel, and again
+        cd.synchronize_device(dev)
+        assert.are.same({ 999, 1003, 1007, 1011 }, y:totable())
+      end)
+
+      it("shows its fields and prints them", function()
+        local c = cd.launch_config { grid = { 4, 2 }, block = 256, shared = 1024, device = dev }
+        assert.are.same({ 4, 2 }, c.grid)
+        assert.are.equal(256, c.block)
+        assert.is_nil(c.dim)
+        assert.are.equal(1024, c.shared)
+        assert.are.equal(cd.device(dev), c.device)
+        assert.is_nil(c.stream)
+        assert.are.equal(("LaunchConfig(grid={4, 2}, block=256, shared=1024, device=%s)"):format(dev), tostring(c))
+        local d = cd.launch_config { dim = 100, stream = s }
+        assert.are.equal(s, d.stream)
+        assert.are.equal("LaunchConfig(dim=100, stream=" .. tostring(s) .. ")", tostring(d))
+        expect_error(function() return c.blok end, "LaunchConfig has no field 'blok'")
+      end)
+
+      it("cannot be changed", function()
+        local c = cd.launch_config { dim = 4 }
+        expect_error(function() c.dim = 8 end,
+          "a LaunchConfig cannot be changed; make another with cd.launch_config{...}")
+        assert.are.equal(4, c.dim)
+      end)
+
+      it("refuses what a launch would refuse, naming launch_config", function()
+        local function made_error(cfg, text)
+          expect_error(function() cd.launch_config(cfg) end, "bad argument #1 to 'launch_config' (" .. text .. ")")
+        end
+        made_error({ grid = 1 }, "missing 'dim', or 'grid' and 'block'")
+        made_error({ dim = 4, blok = 256 }, "unknown key 'blok' (expected grid, block, dim, shared, stream, device)")
+        made_error({ grid = 0, block = 32 }, "'grid' must be a positive integer or {x, y, z}, got 0")
+        made_error({ dim = 4, shared = -1 }, "'shared' must be 0 to 4294967295 bytes")
+        made_error({ dim = 4, stream = 7 }, "'stream': cudadev.Stream expected, got number")
+        expect_error(function() cd.launch_config(4) end,
+          "bad argument #1 to 'launch_config' (table expected, got number)")
+      end)
+
+      it("is checked against each kernel's device when it launches", function()
+        local cfg_error = function(c, text)
+          expect_error(function() k(c, 2, 4, x, y) end, "bad launch configuration for 'saxpy' (" .. text .. ")")
+        end
+        cfg_error(cd.launch_config { grid = 1, block = 2048 }, "a block of 2048 threads exceeds the device limit of 1024")
+        -- made without a device, the config learns the limit on dynamic shared memory from the kernel's
+        helper.assert_error_contains(function() k(cd.launch_config { dim = 4, shared = 2 ^ 31 }, 2, 4, x, y) end,
+          "bad launch configuration for 'saxpy' ('shared' must be 0 to ")
+        if dev == "cpu" then
+          cfg_error(cd.launch_config { dim = 4, shared = 2 ^ 31 }, "'shared' must be 0 to 1048576 bytes")
+        end
+        local other = "cpu"
+        if dev == "cpu" then other = helper.cuda_available and "cuda:0" or nil end
+        if other then
+          cfg_error(cd.launch_config { dim = 4, device = other },
+            ("the kernel was compiled for %s, not %s; compile it with device = \"%s\""):format(dev, other, other))
+        end
+        local gone = cd.stream(dev)
+        local c = cd.launch_config { dim = 4, stream = gone }
+        k(c, 1, 4, x, y)
+        gone:destroy()
+        cfg_error(c, "'stream': attempt to use a destroyed stream")
       end)
     end)
 

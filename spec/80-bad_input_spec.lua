@@ -629,8 +629,8 @@ describe("kernel launches refuse", function()
   teardown(function() _, k, v, x = nil, nil, nil, nil end)   -- the suite checks that no object outlives its file
 
   it("a missing or wrong launch configuration, and a wrong argument count", function()
-    expect_error(function() k(5, x, 4) end, "bad argument #1 to 'k' (launch configuration table expected, got number)")
-    expect_error(function() k(nil, x, 4) end, "bad argument #1 to 'k' (launch configuration table expected, got nil)")
+    expect_error(function() k(5, x, 4) end, "bad argument #1 to 'k' (launch configuration expected (a table or a LaunchConfig), got number)")
+    expect_error(function() k(nil, x, 4) end, "bad argument #1 to 'k' (launch configuration expected (a table or a LaunchConfig), got nil)")
     expect_error(function() k({ dim = 4 }, x) end, "wrong number of arguments to 'k' (expected 2, got 1)")
     expect_error(function() k({ dim = 4 }, x, 4, 4) end, "wrong number of arguments to 'k' (expected 2, got 3)")
     expect_error(function() k.launch(5) end, "bad argument #1 to 'launch' (cudadev.Kernel expected, got number)")

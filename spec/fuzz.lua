@@ -143,6 +143,7 @@ local FIELDS = {
   Kernel = { "name", "num_params", "params", "param_names", "attributes", "device", "module" },
   Error = { "api", "code", "name", "message", "sticky", "where", "log", "device" },
   Graph = { "launch", "free", "device", "num_nodes" },
+  LaunchConfig = { "grid", "block", "dim", "shared", "stream", "device", "nope" },
 }
 
 local OPTION_KEYS = {
@@ -167,7 +168,7 @@ local HINTS = {
   memory_reserved = { "devspec" }, reset_peak_memory_stats = { "devspec" }, empty_cache = { "devspec" },
   with_device = { "devspec", "fn", "any" }, with_stream = { "stream", "fn", "any" }, set_stream = { "stream" },
   elapsed_time = { "event", "event" }, compile = { "source", "opts_compile" }, type = { "any" },
-  capture = { "stream", "fn" }, load_module = { "string", "opts_load" }, map_cuda_device = { "string", "any" },
+  capture = { "stream", "fn" }, launch_config = { "opts_launch" }, load_module = { "string", "opts_load" }, map_cuda_device = { "string", "any" },
   unmap_cuda_device = { "string" }, is_peer_access_supported = { "devspec", "devspec" },
   is_peer_access_enabled = { "devspec", "devspec" }, set_peer_access_enabled = { "devspec", "devspec", "boolean" },
   with_peer_access = { "devspec", "devspec", "boolean", "fn" }, is_mempool_access_supported = { "devspec", "devspec" },
@@ -222,7 +223,8 @@ function M.run(opts)
   local default_device = cd.get_device()
   local cpu = cd.device("cpu")
 
-  local pool = { Array = {}, Stream = {}, Event = {}, Device = {}, Module = {}, Kernel = {}, Error = {}, Other = {} }
+  local pool = { Array = {}, Stream = {}, Event = {}, Device = {}, Module = {}, Kernel = {}, Error = {},
+                 LaunchConfig = {}, Other = {} }
   local function keep(kind, v)
     local p = pool[kind]
     if #p < POOL_CAP then p[#p + 1] = v else p[r.int(POOL_CAP)] = v end
@@ -273,6 +275,12 @@ function M.run(opts)
   local destroyed = cd.stream("cpu")
   destroyed:destroy()
   keep("Stream", destroyed)
+  keep("LaunchConfig", cd.launch_config { dim = 4 })
+  keep("LaunchConfig", cd.launch_config { grid = { 2, 2 }, block = { 8, 4 }, shared = 256 })
+  keep("LaunchConfig", cd.launch_config { dim = 7, stream = cd.stream("cpu"), device = "cpu" })
+  local lc_stream = cd.stream("cpu")
+  keep("LaunchConfig", cd.launch_config { grid = 1, block = 1, stream = lc_stream })
+  lc_stream:destroy()   -- a config whose stream is gone
   keep("Event", cd.event("cpu"))
   keep("Event", cd.event("cpu", { timing = false }))
   keep("Event", cd.event("cpu"):record())
@@ -493,6 +501,7 @@ function M.run(opts)
     opts_stream = function() return options("stream") end, opts_event = function() return options("event") end,
     opts_load = function() return options("load") end, opts_compile = function() return options("compile") end,
     opts_stream_only = function() return r.chance(0.5) and { stream = object("Stream") } or options("copy") end,
+    opts_launch = function() return r.chance(0.9) and launch_config() or gen(1) end,
     index = function() return r.weighted({ { 6, r.range(-6, 10) }, { 1, number() }, { 1, gen(2) } }) end,
     reshape = function()
       if r.chance(0.7) then
@@ -516,7 +525,7 @@ function M.run(opts)
     local choice = r.weighted({
       { 22, "number" }, { 8, "string" }, { depth < 2 and 10 or 2, "table" }, { 3, "boolean" }, { 6, "nil" },
       { 2, "function" }, { 16, "Array" }, { 5, "Stream" }, { 5, "Event" }, { 4, "Device" }, { 3, "Kernel" },
-      { 2, "Module" }, { 1, "Error" }, { 2, "Other" }, { 2, "options" },
+      { 2, "Module" }, { 1, "Error" }, { 1, "LaunchConfig" }, { 2, "Other" }, { 2, "options" },
     })
     if choice == "number" then return number()
     elseif choice == "string" then return r.chance(0.7) and r.pick(STRINGS) or garbage_string()
@@ -806,6 +815,13 @@ function M.run(opts)
     local args, n = kernel_args(k)
     local cfg = r.chance(0.95) and launch_config() or gen(1)
     if threads(cfg) > LAUNCH_THREADS then cfg = { dim = r.range(1, 256) } end
+    if r.chance(0.2) then   -- the same, made once (NOTE [launch configs]); a refused one is launched as a table
+      local made, lc = pcall(cd.launch_config, cfg)
+      if made then cfg = lc end
+    elseif r.chance(0.05) then   -- one the calls made: they too are shrunk when big
+      local lc = object("LaunchConfig")
+      if lc and threads({ dim = lc.dim, grid = lc.grid, block = lc.block }) <= LAUNCH_THREADS then cfg = lc end
+    end
     local ok, name = pcall(function() return k.name end)
     if ok and name == "fz_fault" then
       if args[1] == 3 and inprocess then args[1] = 1 end
@@ -852,7 +868,8 @@ function M.run(opts)
   local function set(o, k, v) o[k] = v end
 
   local function read_field(i)
-    local kind = r.pick({ "Array", "Array", "Stream", "Event", "Device", "Module", "Kernel", "Error", "Other" })
+    local kind = r.pick({ "Array", "Array", "Stream", "Event", "Device", "Module", "Kernel", "Error", "LaunchConfig",
+                          "Other" })
     local o = object(kind)
     local key
     if FIELDS[kind] and r.chance(0.7) then key = r.pick(FIELDS[kind])
@@ -862,13 +879,13 @@ function M.run(opts)
   end
 
   local function write_field(i)
-    local o = r.chance(0.8) and object("Array") or gen(1)
+    local o = r.chance(0.8) and object("Array") or r.chance(0.3) and object("LaunchConfig") or gen(1)
     local key = r.weighted({ { 6, r.range(0, 10) }, { 2, r.pick(FIELDS.Array) }, { 1, number() }, { 1, gen(1) } })
     return call(i, "newindex", set, { o, key, value() }, 3, "helper")
   end
 
   local function metamethod(i)
-    local kind = r.pick({ "Array", "Array", "Stream", "Event", "Device", "Module", "Kernel", "Other" })
+    local kind = r.pick({ "Array", "Array", "Stream", "Event", "Device", "Module", "Kernel", "LaunchConfig", "Other" })
     local o = object(kind)
     local op = r.pick({ "tostring", "len", "eq", "close", "gc", "type", "name" })
     if op == "tostring" then return call(i, "tostring", tostring, { o }, 1)

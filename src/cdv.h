@@ -245,6 +245,7 @@ static inline int cdv_still_owned(const cdv_device *d, unsigned generation) {
 #define CDV_MODULE "cudadev.Module"
 #define CDV_KERNEL "cudadev.Kernel"
 #define CDV_GRAPH  "cudadev.Graph"
+#define CDV_LAUNCH_CONFIG "cudadev.LaunchConfig"
 #define CDV_ERROR  "cudadev.Error"
 
 struct cdv_stream {
@@ -293,6 +294,7 @@ typedef struct cdv_block {
 #define CDV_MODULE_MAGIC 0x6364764d6f6475ULL   /* "cdvModu" */
 #define CDV_GRAPH_MAGIC 0x63647647726170ULL    /* "cdvGrap" */
 #define CDV_SCOPE_MAGIC 0x63647653636f70ULL    /* "cdvScop"; + 1 for access scopes (peer.c) */
+#define CDV_LCFG_MAGIC 0x6364764c436667ULL     /* "cdvLCfg" */
 
 /* the full userdata at idx when it is at least size bytes and starts with magic, else NULL */
 static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t magic) {
@@ -374,6 +376,26 @@ int cdv_module_open(lua_State *L);
 
 /* graph.c */
 int cdv_graph_open(lua_State *L);
+
+/* launch_config.c: a launch configuration, as a table or a LaunchConfig made once (NOTE [launch configs]).
+ * What it says is checked here; what depends on the kernel (its device's limits, the block size chosen for
+ * `dim`) is checked at each launch, in module.c. */
+typedef struct cdv_launch_config {
+  uint64_t magic;            /* CDV_LCFG_MAGIC in a LaunchConfig (NOTE [magic]) */
+  uint64_t grid[3], block[3], dim[3];
+  int64_t shared;
+  int has_dim, has_grid, has_block;
+  cdv_stream *stream;        /* NULL: the device's current stream; a LaunchConfig's user value keeps it alive */
+  cdv_device *device;        /* NULL: the kernel's */
+  uint64_t memo_kernel;      /* a LaunchConfig: the serial of the last kernel it was resolved for, and the */
+  unsigned memo_grid[3], memo_block[3];   /* geometry that gave (module.c) */
+} cdv_launch_config;
+/* The configuration at idx: a LaunchConfig as it is, or a table parsed into *tmp. Errors read "bad launch
+ * configuration for 'kname' (...)"; max_shared is the kernel's device limit on dynamic shared memory. */
+const cdv_launch_config *cdv_get_launch_config(lua_State *L, int idx, const cdv_state *st, const char *kname,
+                                               size_t max_shared, cdv_launch_config *tmp);
+int cdv_launch_config_error(lua_State *L, const char *kname, const char *msg);
+int cdv_launch_config_open(lua_State *L);
 
 /* memory.c */
 int cdv_memory_open(lua_State *L);

@@ -596,6 +596,8 @@ typedef struct kparam {
   unsigned size;
   int nelem;
   size_t off;
+  int64_t lo, hi;               /* integers: the range of the C type (Lua integers are signed: u64 stops at 2^63-1) */
+  unsigned elem_size;           /* pointers: the element size an Array must have, 0 when any will do */
 } kparam;
 
 typedef struct kernel {
@@ -609,6 +611,8 @@ typedef struct kernel {
   void **argv;                  /* kernelParams: argv[i] points at p[i]'s bytes in buf */
   char *buf;
   cdv_sig sig;
+  cdv_state *st;                /* the state's record, for the launch path (one per lua_State and its threads) */
+  uint64_t serial;              /* unique in the process: what a LaunchConfig remembers it was resolved for */
   char name[128];
 } kernel;
 
@@ -619,6 +623,25 @@ static kernel *check_kernel(lua_State *L, int arg) {
   return k;
 }
 
+
+/* What put_int and put_pointer check, worked out once: an integer kind's range, a pointer's element size. */
+static void plan_ranges(kparam *p) {
+  cdv_pkind t = p->kind == CDV_P_VEC ? p->elem : p->kind;
+  switch (t) {
+    case CDV_P_I8: p->lo = INT8_MIN; p->hi = INT8_MAX; break;
+    case CDV_P_I16: p->lo = INT16_MIN; p->hi = INT16_MAX; break;
+    case CDV_P_I32: p->lo = INT32_MIN; p->hi = INT32_MAX; break;
+    case CDV_P_I64: p->lo = INT64_MIN; p->hi = INT64_MAX; break;
+    case CDV_P_U8: p->hi = UINT8_MAX; break;
+    case CDV_P_U16: p->hi = UINT16_MAX; break;
+    case CDV_P_U32: p->hi = UINT32_MAX; break;
+    case CDV_P_U64: p->hi = INT64_MAX; break;
+    default: break;
+  }
+  /* an Array for "float *" must hold 4-byte elements; char and void pointers, and structs, take any */
+  if (p->kind == CDV_P_PTR && p->elem <= CDV_P_BOOL && p->elem != CDV_P_I8 && p->elem != CDV_P_U8)
+    p->elem_size = (unsigned)cdv_pkind_size(p->elem);
+}
 
 /* Lays the parameters out in one buffer: argv, then each value at its alignment (NOTE [launch plan]). */
 static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t msglen) {
@@ -634,6 +657,7 @@ static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t m
     p->elem = sp->elem;
     p->nelem = sp->nelem;
     p->size = sp->size ? (unsigned)sp->size : (unsigned)cdv_pkind_size(sp->kind);
+    plan_ranges(p);
     int known = k->dev->be->param_info(k->dev, k->fn, i, &aoff, &asz) == 0;
     if (known && p->size && asz != p->size) {
       snprintf(msg, msglen, "parameter %d ('%.60s') of '%.100s' is %.90s (%u bytes) in the source but %zu bytes "
@@ -752,6 +776,9 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   k->m = m;
   k->dev = m->dev;
   k->generation = m->generation;
+  k->st = cdv_get_state(L);
+  static uint64_t serials;
+  k->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
   snprintf(k->name, sizeof k->name, "%s", name);
   cdv_err e;
   void *fn = NULL;
@@ -807,26 +834,22 @@ static const char *got_value(lua_State *L, int idx) {
   return lua_type(L, idx) == LUA_TUSERDATA ? cdv_typename(L, idx) : luaL_typename(L, idx);
 }
 
-/* put_int and put_float write a value of kind t (parameter i's, or its vector's component kind) */
-static void put_int(lua_State *L, kernel *k, int i, int idx, char *dst, cdv_pkind t) {
-  static const int64_t lo[] = {[CDV_P_I8] = INT8_MIN, [CDV_P_I16] = INT16_MIN, [CDV_P_I32] = INT32_MIN,
-                               [CDV_P_I64] = INT64_MIN};
-  static const uint64_t hi[] = {[CDV_P_I8] = INT8_MAX, [CDV_P_I16] = INT16_MAX, [CDV_P_I32] = INT32_MAX,
-                                [CDV_P_I64] = INT64_MAX, [CDV_P_U8] = UINT8_MAX, [CDV_P_U16] = UINT16_MAX,
-                                [CDV_P_U32] = UINT32_MAX, [CDV_P_U64] = UINT64_MAX};
+/* put_int and put_float write a value of parameter p (for a vector, of its lane kind t) */
+static void put_int(lua_State *L, kernel *k, int i, int idx, char *dst, const kparam *p, unsigned size) {
   int isint;
   lua_Integer v = lua_tointegerx(L, idx, &isint);
-  int is_signed = t == CDV_P_I8 || t == CDV_P_I16 || t == CDV_P_I32 || t == CDV_P_I64;
-  if (!isint || (is_signed ? (v < lo[t] || (v > 0 && (uint64_t)v > hi[t])) : (v < 0 || (uint64_t)v > hi[t])))
-    arg_error(L, k, i, got_value(L, idx));
-  uint64_t u = (uint64_t)v;
-  memcpy(dst, &u, (size_t)cdv_pkind_size(t));   /* little-endian: the low bytes are the value */
+  if (!isint || v < p->lo || v > p->hi) arg_error(L, k, i, got_value(L, idx));
+  switch (size) {   /* little-endian: the low bytes are the value */
+    case 1: *dst = (char)v; break;
+    case 2: { int16_t x = (int16_t)v; memcpy(dst, &x, 2); break; }
+    case 4: { int32_t x = (int32_t)v; memcpy(dst, &x, 4); break; }
+    default: memcpy(dst, &v, 8);
+  }
 }
 
 static void put_float(lua_State *L, kernel *k, int i, int idx, char *dst, cdv_pkind t) {
-  int isnum;
-  lua_Number v = lua_tonumberx(L, idx, &isnum);
-  if (!isnum || lua_type(L, idx) != LUA_TNUMBER) arg_error(L, k, i, got_value(L, idx));
+  if (lua_type(L, idx) != LUA_TNUMBER) arg_error(L, k, i, got_value(L, idx));   /* no strings, as C would not */
+  lua_Number v = lua_tonumberx(L, idx, NULL);
   switch (t) {
     case CDV_P_F64: memcpy(dst, &v, 8); break;
     case CDV_P_F32: { float f = (float)v; memcpy(dst, &f, 4); break; }
@@ -840,9 +863,8 @@ static void put_float(lua_State *L, kernel *k, int i, int idx, char *dst, cdv_pk
   }
 }
 
-/* The launch functions are closures over the state record, so the hot path does not look it up in the
- * registry; they recognise Kernels and Arrays by NOTE [magic]. */
-#define UV_STATE lua_upvalueindex(1)
+/* The launch path finds the state record in the Kernel (not the registry) and recognises Kernels and Arrays
+ * by NOTE [magic]. */
 
 /* An Array for a pointer parameter must be reachable from the launch device. */
 static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void *stream) {
@@ -858,14 +880,13 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
                  "a:to(\"%s\")%s)", i + 1, k->name, k->sig.params[i].name, b->dev->alias, k->dev->alias,
                  k->dev->alias, !b->dev->is_cpu && !k->dev->is_cpu ? lua_pushfstring(L, ", or let %s reach it with cd.set_%s_access_enabled(\"%s\", \"%s\", true)", k->dev->alias, b->dev->is_mempool_supported ? "mempool" : "peer", b->dev->alias, k->dev->alias) : "");
     }
-    if (k->sig.params[i].elem <= CDV_P_BOOL && k->sig.params[i].elem != CDV_P_I8 && k->sig.params[i].elem != CDV_P_U8 &&
-        (unsigned)cdv_pkind_size(k->sig.params[i].elem) != cdv_dtypes[a->dtype].size)
+    if (k->p[i].elem_size && k->p[i].elem_size != cdv_dtypes[a->dtype].size)
       arg_error(L, k, i, lua_pushfstring(L, "an Array of %s", cdv_dtypes[a->dtype].name));
     ptr = a->data;
     cdv_block_used(b, k->dev, stream);
   } else if (lua_isnil(L, idx)) {
     ptr = NULL;
-  } else if (lua_isinteger(L, idx) && !cdv_get_state(L)->sandbox) {
+  } else if (lua_isinteger(L, idx) && !k->st->sandbox) {
     ptr = (void *)(intptr_t)lua_tointeger(L, idx);
   } else {
     arg_error(L, k, i, got_value(L, idx));
@@ -885,7 +906,7 @@ static void put_vec(lua_State *L, kernel *k, int i, int idx, char *dst) {
     }
     int top = lua_gettop(L);
     if (p->elem == CDV_P_F32 || p->elem == CDV_P_F64 || p->elem == CDV_P_F16) put_float(L, k, i, top, dst + j * es, p->elem);
-    else put_int(L, k, i, top, dst + j * es, p->elem);
+    else put_int(L, k, i, top, dst + j * es, p, es);
     lua_pop(L, 1);
   }
 }
@@ -909,111 +930,69 @@ static void put_arg(lua_State *L, kernel *k, int i, int idx, void *stream) {
       memcpy(dst, s, n);
       break;
     }
-    default: put_int(L, k, i, idx, dst, k->p[i].kind);
+    default: put_int(L, k, i, idx, dst, &k->p[i], k->p[i].size);
   }
 }
 
-/* ---- launch configuration */
+/* ---- launch configuration (NOTE [launch configs] in launch_config.c) */
 
-typedef struct launch_cfg {
-  unsigned grid[3], block[3], shared;
-  int has_dim, has_grid, has_block;
-  uint64_t dim[3];
-  cdv_stream *stream;
-} launch_cfg;
-
-static int cfg_error(lua_State *L, kernel *k, const char *msg) {
-  return luaL_error(L, "bad launch configuration for '%s' (%s)", k->name, msg);
-}
-
-/* an integer or {x, y, z} into v[3] (missing components are 1) */
-static void cfg_dims(lua_State *L, kernel *k, int idx, const char *key, uint64_t v[3], uint64_t max) {
-  v[0] = v[1] = v[2] = 1;
-  int isint;
-  lua_Integer x = lua_tointegerx(L, idx, &isint);
-  if (isint && x >= 1 && (uint64_t)x <= max) {   /* the common case first: one integer */
-    v[0] = (uint64_t)x;
-    return;
-  }
-  if (lua_type(L, idx) == LUA_TTABLE) {
-    int n = (int)lua_rawlen(L, idx);
-    if (n < 1 || n > 3) cfg_error(L, k, lua_pushfstring(L, "'%s' must have 1 to 3 components", key));
-    for (int j = 0; j < n; j++) {
-      lua_rawgeti(L, idx, j + 1);
-      int ok;
-      lua_Integer c = lua_tointegerx(L, -1, &ok);
-      if (!ok || c < 1 || (uint64_t)c > max)
-        cfg_error(L, k, lua_pushfstring(L, "'%s' component %d must be an integer from 1 to %I", key, j + 1, (lua_Integer)max));
-      v[j] = (uint64_t)c;
-      lua_pop(L, 1);
-    }
-    return;
-  }
-  cfg_error(L, k, lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, luaL_tolstring(L, idx, NULL)));
-}
+static int cfg_error(lua_State *L, kernel *k, const char *msg) { return cdv_launch_config_error(L, k->name, msg); }
 
 static int suggest_block(lua_State *L, kernel *k, size_t shared);
 
-static void check_config(lua_State *L, kernel *k, int cfg, launch_cfg *c, const cdv_state *st) {
-  memset(c, 0, sizeof *c);
-  if (!lua_istable(L, cfg))
-    luaL_error(L, "bad argument #1 to '%s' (launch configuration table expected, got %s)", k->name, cdv_typename(L, cfg));
-  uint64_t g[3] = {1, 1, 1}, b[3] = {1, 1, 1};
-  lua_pushnil(L);
-  while (lua_next(L, cfg) != 0) {
-    /* NOTE [launch keys]: a known key is one of the state's interned names, so pointers are compared */
-    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
-    int v = lua_gettop(L);
-    if (key == st->key_grid) { cfg_dims(L, k, v, key, g, 0x7fffffff); c->has_grid = 1; }
-    else if (key == st->key_block) { cfg_dims(L, k, v, key, b, 0x7fffffff); c->has_block = 1; }
-    else if (key == st->key_dim) { cfg_dims(L, k, v, key, c->dim, (uint64_t)1 << 53); c->has_dim = 1; }
-    else if (key == st->key_shared) {
-      int isint;
-      lua_Integer s = lua_tointegerx(L, v, &isint);
-      if (!isint || s < 0 || (size_t)s > k->dev->max_shared_optin)
-        cfg_error(L, k, lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)k->dev->max_shared_optin));
-      c->shared = (unsigned)s;
-    } else if (key == st->key_stream) {
-      const char *why = cdv_stream_problem(L, v, &c->stream);
-      if (why != NULL) cfg_error(L, k, lua_pushfstring(L, "'stream': %s", why));
-    } else if (key == st->key_device) {
-      cdv_device *d;
-      const char *why = cdv_device_problem(L, v, &d);
-      if (why != NULL) cfg_error(L, k, lua_pushfstring(L, "'device': %s", why));
-      if (d != k->dev)
-        cfg_error(L, k, lua_pushfstring(L, "the kernel was compiled for %s, not %s; compile it with device = \"%s\"",
-                                        k->dev->alias, d->alias, d->alias));
-    } else cfg_error(L, k, lua_pushfstring(L, "unknown key '%s' (expected grid, block, dim, shared, stream, device)",
-                                             luaL_tolstring(L, -2, NULL)));
-    lua_settop(L, v - 1);
+/* What depends on the kernel: its device, its limits, and for `dim` the block size chosen for it (once per
+ * kernel). Fills grid and block. A table is checked at every launch; a LaunchConfig remembers the last kernel
+ * it was checked for, by serial (an address could be a new kernel's), and only its stream is checked again. */
+static void resolve_config(lua_State *L, kernel *k, const cdv_launch_config *c, unsigned grid[3], unsigned block[3]) {
+  if (c->stream != NULL && (c->stream->dev == NULL || c->stream->generation != c->stream->dev->generation))
+    cfg_error(L, k, c->stream->dev == NULL ? "'stream': attempt to use a destroyed stream"
+                                           : "'stream': stale Stream: device was reset");
+  if (c->memo_kernel == k->serial) {
+    memcpy(grid, c->memo_grid, sizeof c->memo_grid);
+    memcpy(block, c->memo_block, sizeof c->memo_block);
+    return;
   }
-  if (c->has_dim && (c->has_grid || c->has_block)) cfg_error(L, k, "give either 'dim' or 'grid' and 'block'");
-  if (!c->has_dim && !(c->has_grid && c->has_block)) cfg_error(L, k, "missing 'dim', or 'grid' and 'block'");
+  cdv_device *d = k->dev;
+  if (c->device != NULL && c->device != d)
+    cfg_error(L, k, lua_pushfstring(L, "the kernel was compiled for %s, not %s; compile it with device = \"%s\"",
+                                    d->alias, c->device->alias, c->device->alias));
+  if ((uint64_t)c->shared > d->max_shared_optin)   /* a LaunchConfig was made without knowing the device */
+    cfg_error(L, k, lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)d->max_shared_optin));
+  const uint64_t *g = c->grid, *b = c->block;
+  uint64_t gd[3], bd[3];
   if (c->has_dim) {   /* total threads: choose the block, round the grid up; the kernel checks bounds */
-    if (k->block_hint == 0) k->block_hint = suggest_block(L, k, c->shared);
+    if (k->block_hint == 0) k->block_hint = suggest_block(L, k, (size_t)c->shared);
     unsigned bs = (unsigned)k->block_hint;
     int nd = c->dim[2] > 1 ? 3 : c->dim[1] > 1 ? 2 : 1;
     unsigned bx = nd == 1 ? bs : nd == 2 ? 16 : 8, by = nd == 1 ? 1 : nd == 2 ? bs / 16 : 8, bz = nd == 3 ? bs / 64 : 1;
     if (by == 0) by = 1;
     if (bz == 0) bz = 1;
-    b[0] = c->dim[0] < bx ? c->dim[0] : bx;
-    b[1] = c->dim[1] < by ? c->dim[1] : by;
-    b[2] = c->dim[2] < bz ? c->dim[2] : bz;
-    for (int j = 0; j < 3; j++) g[j] = (c->dim[j] + b[j] - 1) / b[j];
+    bd[0] = c->dim[0] < bx ? c->dim[0] : bx;
+    bd[1] = c->dim[1] < by ? c->dim[1] : by;
+    bd[2] = c->dim[2] < bz ? c->dim[2] : bz;
+    for (int j = 0; j < 3; j++) gd[j] = (c->dim[j] + bd[j] - 1) / bd[j];
+    g = gd;
+    b = bd;
   }
   uint64_t threads = b[0] * b[1] * b[2];
-  if (threads > (uint64_t)k->dev->max_threads_per_block)
+  if (threads > (uint64_t)d->max_threads_per_block)
     cfg_error(L, k, lua_pushfstring(L, "a block of %I threads exceeds the device limit of %d", (lua_Integer)threads,
-                                    k->dev->max_threads_per_block));
+                                    d->max_threads_per_block));
   for (int j = 0; j < 3; j++) {
-    if (b[j] > (uint64_t)k->dev->max_block[j])
+    if (b[j] > (uint64_t)d->max_block[j])
       cfg_error(L, k, lua_pushfstring(L, "block dimension %c of %I exceeds the device limit of %d", "xyz"[j],
-                                      (lua_Integer)b[j], k->dev->max_block[j]));
-    if (g[j] > (uint64_t)k->dev->max_grid[j])
+                                      (lua_Integer)b[j], d->max_block[j]));
+    if (g[j] > (uint64_t)d->max_grid[j])
       cfg_error(L, k, lua_pushfstring(L, "grid dimension %c of %I exceeds the device limit of %d", "xyz"[j],
-                                      (lua_Integer)g[j], k->dev->max_grid[j]));
-    c->grid[j] = (unsigned)g[j];
-    c->block[j] = (unsigned)b[j];
+                                      (lua_Integer)g[j], d->max_grid[j]));
+    grid[j] = (unsigned)g[j];
+    block[j] = (unsigned)b[j];
+  }
+  if (c->magic == CDV_LCFG_MAGIC) {   /* a LaunchConfig's memo is the one part of it that changes */
+    cdv_launch_config *memo = (cdv_launch_config *)c;
+    memcpy(memo->memo_grid, grid, sizeof memo->memo_grid);
+    memcpy(memo->memo_block, block, sizeof memo->memo_block);
+    memo->memo_kernel = k->serial;
   }
 }
 
@@ -1027,16 +1006,18 @@ static int launch(lua_State *L) {
   if (nargs != k->nparams)
     return luaL_error(L, "wrong number of arguments to '%s' (expected %d, got %d)", k->name, k->nparams,
                       nargs < 0 ? 0 : nargs);
-  launch_cfg c;
-  cdv_state *st = lua_touserdata(L, UV_STATE);
-  check_config(L, k, 2, &c, st);
+  cdv_state *st = k->st;
+  cdv_launch_config tmp;
+  const cdv_launch_config *c = cdv_get_launch_config(L, 2, st, k->name, d->max_shared_optin, &tmp);
+  unsigned grid[3], block[3];
+  resolve_config(L, k, c, grid, block);
   cdv_stream *cur = st->cur_stream[d->index];
   if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
-  void *stream = c.stream ? cdv_stream_for(L, d, c.stream) : cur->handle;
+  void *stream = c->stream ? cdv_stream_for(L, d, c->stream) : cur->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
   cdv_device_check(L, d);   /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
-  if (d->be->launch(d, k->fn, c.grid, c.block, c.shared, stream, k->argv, &e) != 0) return cdv_raise(L, d, &e);
+  if (d->be->launch(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &e) != 0) return cdv_raise(L, d, &e);
   if (st->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
   return 0;
 }
@@ -1177,7 +1158,8 @@ static int kernel_tostring(lua_State *L) {
 static int l_type(lua_State *L) {
   static const char *const types[][2] = {{CDV_DEVICE, "Device"}, {CDV_STREAM, "Stream"}, {CDV_EVENT, "Event"},
                                          {CDV_ARRAY, "Array"},   {CDV_MODULE, "Module"}, {CDV_KERNEL, "Kernel"},
-                                         {CDV_GRAPH, "Graph"},   {CDV_ERROR, "Error"}};
+                                         {CDV_GRAPH, "Graph"},   {CDV_ERROR, "Error"},
+                                         {CDV_LAUNCH_CONFIG, "LaunchConfig"}};
   luaL_checkany(L, 1);
   if (lua_getmetatable(L, 1)) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -1219,13 +1201,11 @@ int cdv_module_open(lua_State *L) {
                                    {"__tostring", kernel_tostring}, {NULL, NULL}};
   luaL_setfuncs(L, kmeta, 0);
   luaL_newlib(L, kernel_methods);
-  static const luaL_Reg hot[] = {{"launch", launch}, {"__call", kernel_call}, {NULL, NULL}};
-  for (int i = 0; i < 2; i++) {   /* k:launch in methods, __call in the metatable, both closures */
-    lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.state");
-    lua_pushcclosure(L, hot[i].func, 1);
-    lua_setfield(L, i == 0 ? -2 : -3, hot[i].name);
-  }
+  lua_pushcfunction(L, launch);
+  lua_setfield(L, -2, "launch");
   lua_setfield(L, -2, "methods");
+  lua_pushcfunction(L, kernel_call);
+  lua_setfield(L, -2, "__call");
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   lua_createtable(L, 0, 1);

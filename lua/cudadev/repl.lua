@@ -30,6 +30,7 @@ M.fields = {
   Module = { "ptx", "cubin", "log", "arch", "device", "kernels" },
   Kernel = { "name", "num_params", "params", "param_names", "attributes", "device", "module" },
   Graph = { "device", "num_nodes" },
+  LaunchConfig = { "grid", "block", "dim", "shared", "stream", "device" },
   Error = { "api", "code", "name", "message", "sticky", "where", "device", "log", "options", "source",
             "source_name" },
 }
