@@ -113,6 +113,8 @@ for _, r in ipairs(runs) do
         local out, code = run(r.env, "embed_host", "--teardown-first")
         assert.are.equal(0, code, out)
         has_line(out, "host: tore down its CUDA context before lua_close")
+        has_line(out, "script: after the teardown: host: its CUDA context was destroyed by the program that made " ..
+          "it; objects made on it can no longer be used")
         has_line(out, "host: release callback called once, at lua_close")
         has_line(out, "embed_host: ok")
         assert.is_nil(out:find("[Ww]arning"), out)   -- Lua warnings are on: a finalizer's complaint would show

@@ -126,6 +126,48 @@ static int cuda_activate(cdv_device *d, cdv_err *e) {
   return cur == (CUcontext)d->ctx ? 0 : CDV_CU(e, cuCtxSetCurrent, (CUcontext)d->ctx);
 }
 
+/* NOTE [adopted contexts]: a context mapped with cd.map_cuda_device or cudadev_adopt_context belongs to the
+ * program that made it, which may destroy it while Lua objects made on it are alive: a host that tears its
+ * CUDA state down and then calls lua_close. The driver does not check the handles of a destroyed context:
+ * cuCtxSetCurrent on one succeeds, and the next call through its streams reads freed memory (embed_host
+ * --teardown-first crashed so, in glibc's free, about two runs in five). So a mapped context gets a canary:
+ * 256 bytes of our own in it, whose address the driver looks up in its tables (cuPointerGetAttribute), never
+ * through a handle. While the canary's context is the mapped one, the context lives; when the lookup fails the
+ * context is gone, the device is marked so, and nothing made on it calls the driver again: finalizers skip
+ * their release (the memory went with the context) and other uses raise. The check is made by every finalizer
+ * and by every operation but launches on mapped devices (cdv_device_use); primary contexts have no canary. */
+int cdv_cuda_context_alive(cdv_device *d) {
+  if (d->gone) return 0;
+  if (d->canary == 0) return 1;
+  CUcontext c = NULL;
+  CUresult r = cdv_cu.cuPointerGetAttribute ? cdv_cu.cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                                                           (CUdeviceptr)d->canary)
+                                            : CUDA_ERROR_NOT_FOUND;
+  if (r == CUDA_SUCCESS && c == (CUcontext)d->ctx) return 1;
+  d->gone = 1;
+  return 0;
+}
+
+/* The canary is made and freed with the mapped context pushed and popped: the thread's own stays current. */
+int cdv_cuda_adopt(cdv_device *d, cdv_err *e) {
+  CUdeviceptr p = 0;
+  CUcontext prev;
+  if (CDV_CU(e, cuCtxPushCurrent, (CUcontext)d->ctx)) return -1;
+  int rc = CDV_CU(e, cuMemAlloc, &p, 256);
+  cdv_cu.cuCtxPopCurrent(&prev);
+  if (rc == 0) d->canary = (uintptr_t)p;
+  return rc;
+}
+
+void cdv_cuda_unadopt(cdv_device *d) {
+  CUcontext prev;
+  if (d->canary != 0 && cdv_cuda_context_alive(d) && cdv_cu.cuCtxPushCurrent((CUcontext)d->ctx) == CUDA_SUCCESS) {
+    cdv_cu.cuMemFree((CUdeviceptr)d->canary);
+    cdv_cu.cuCtxPopCurrent(&prev);
+  }
+  d->canary = 0;
+}
+
 /* cuCtxSynchronize: wait for all work of the device's context. */
 static int cuda_synchronize(cdv_device *d, cdv_err *e) {
   return cuda_activate(d, e) ? -1 : CDV_CU(e, cuCtxSynchronize);
@@ -178,6 +220,27 @@ int cdv_cuda_reset(cdv_device *d, cdv_err *e) {   /* the caller has let queued w
   return rc ? -2 : 0;
 }
 
+static int push_any(int *pushed, cdv_err *e);
+static void pop_any(int pushed);
+
+/* Pinned memory lives in the pinned pool (memory.c) for the whole process, so it is allocated in the context
+ * that lives as long (push_any's), never in a mapped context its owner may destroy (NOTE [adopted contexts]). */
+static int pinned_alloc(size_t bytes, void **ptr, cdv_err *e) {
+  int pushed;
+  if (push_any(&pushed, e)) return -1;
+  int rc = CDV_CU(e, cuMemHostAlloc, ptr, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  pop_any(pushed);
+  return rc;
+}
+
+static int pinned_free(void *ptr, cdv_err *e) {
+  int pushed;
+  if (push_any(&pushed, e)) return -1;
+  int rc = CDV_CU(e, cuMemFreeHost, ptr);
+  pop_any(pushed);
+  return rc;
+}
+
 static int bad_kind(cdv_err *e, const char *api, int kind) {
   return cdv_fail(e, api, INVALID, "memory kind %d is not device or pinned", kind);
 }
@@ -187,8 +250,8 @@ static int bad_kind(cdv_err *e, const char *api, int kind) {
 static int cuda_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, void **ptr, cdv_err *e) {
   *ptr = NULL;
   if (bytes == 0) return 0;
+  if (kind == CDV_MEM_PINNED) return pinned_alloc(bytes, ptr, e);
   if (cuda_activate(d, e)) return -1;
-  if (kind == CDV_MEM_PINNED) return CDV_CU(e, cuMemHostAlloc, ptr, bytes, CU_MEMHOSTALLOC_PORTABLE);
   if (kind != CDV_MEM_DEVICE) return bad_kind(e, "cuda.mem_alloc", kind);
   CUdeviceptr p = 0;
   int rc = d->is_mempool_supported
@@ -201,8 +264,8 @@ static int cuda_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, v
 /* cuMemFreeAsync on `stream` (ordered after the work queued there) or cuMemFree; pinned: cuMemFreeHost. */
 static int cuda_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_err *e) {
   if (!ptr) return 0;
+  if (kind == CDV_MEM_PINNED) return pinned_free(ptr, e);
   if (cuda_activate(d, e)) return -1;
-  if (kind == CDV_MEM_PINNED) return CDV_CU(e, cuMemFreeHost, ptr);
   if (kind != CDV_MEM_DEVICE) return bad_kind(e, "cuda.mem_free", kind);
   return d->is_mempool_supported ? CDV_CU(e, cuMemFreeAsync, DPTR(ptr), (CUstream)stream)
                                  : CDV_CU(e, cuMemFree, DPTR(ptr));
@@ -698,16 +761,18 @@ static void any_retain(void) {
   any_result = cdv_cu.cuDevicePrimaryCtxRetain ? cdv_cu.cuDevicePrimaryCtxRetain(&any_ctx, 0) : CUDA_ERROR_NOT_FOUND;
 }
 
-/* cuMemHostRegister and cuMemHostUnregister need a current context, and the cpu backend has none: when the
- * thread holds none, push device 0's primary context for the call (retained once, the same one cuda:0 uses).
- * With PORTABLE, which context registered the memory does not matter. */
+/* Pinned memory (cuMemHostAlloc, cuMemHostRegister and their frees) needs a current context, and the cpu
+ * backend has none: device 0's primary context is pushed for the call unless it is current already (retained
+ * once, for the process, the same one cuda:0 uses). With PORTABLE, every context can use the memory; its
+ * lifetime is that context's, which is why it is never another (NOTE [adopted contexts]). */
 static int push_any(int *pushed, cdv_err *e) {
   CUcontext cur = NULL;
   *pushed = 0;
   if (CDV_CU(e, cuCtxGetCurrent, &cur)) return -1;
-  if (cur) return 0;
   pthread_once(&any_once, any_retain);
-  if (any_result != CUDA_SUCCESS) return cdv_cu_error(e, "cuDevicePrimaryCtxRetain", any_result);
+  if (any_result != CUDA_SUCCESS)   /* device 0 cannot be had (busy, exclusive): the current context, if any */
+    return cur ? 0 : cdv_cu_error(e, "cuDevicePrimaryCtxRetain", any_result);
+  if (cur == any_ctx) return 0;
   if (CDV_CU(e, cuCtxPushCurrent, any_ctx)) return -1;
   *pushed = 1;
   return 0;

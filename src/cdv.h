@@ -77,6 +77,8 @@ typedef struct cdv_device {
   unsigned generation;    /* bumped by reset: objects made before it are stale */
   int sticky;             /* NOTE [sticky faults]: a fault poisoned the context */
   int unmapped;           /* a mapped context whose alias was released: listed and resolved no more */
+  uintptr_t canary;       /* a mapped context: a tiny allocation of ours in it (NOTE [adopted contexts]) */
+  int gone;               /* a mapped context that its owner destroyed: nothing on it calls the driver again */
   cdv_err fault;          /* the sticky error and where it first surfaced */
   char fault_where[128];
   void *backend_data;     /* per-backend state (cpu: thread pool, ...) */
@@ -176,6 +178,9 @@ int cdv_cuda_driver_version(void);                           /* cuDriverGetVersi
 int cdv_nvrtc_version(int *major, int *minor);               /* 0 on success */
 const char *cdv_nvrtc_toolkit_include(void);                 /* "-I<toolkit>/include" NVRTC gets, or "" */
 int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky faults] */
+int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
+int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
+void cdv_cuda_unadopt(cdv_device *d);                         /* its canary freed (the context lives on) */
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
 /* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
@@ -233,8 +238,9 @@ cdv_state *cdv_get_state(lua_State *L);
  * events, modules and graphs made before: releasing such a stale object must not call the driver on a dead
  * handle. The cpu device's reset destroys nothing, so its stale objects still give their resources back.
  * A sticky fault poisons the context: nothing is given back until a reset. */
-static inline int cdv_still_owned(const cdv_device *d, unsigned generation) {
-  return !d->sticky && (generation == d->generation || !d->be->reset_frees);
+static inline int cdv_still_owned(cdv_device *d, unsigned generation) {
+  return !d->sticky && (generation == d->generation || !d->be->reset_frees) &&
+         (d->canary == 0 || cdv_cuda_context_alive(d));
 }
 
 /* ---------------------------------------------------------------- Lua types */

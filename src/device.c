@@ -268,6 +268,11 @@ cdv_device *cdv_opt_device(lua_State *L, int arg) {
   return lua_isnoneornil(L, arg) ? cdv_default_device(L) : cdv_check_device(L, arg);
 }
 
+static void context_gone(lua_State *L, cdv_device *d) {
+  luaL_error(L, "%s: its CUDA context was destroyed by the program that made it; objects made on it can no "
+             "longer be used", d->alias);
+}
+
 /* The checks of cdv_device_use without making the context current, for hot paths whose backend call
  * activates the context itself (every cuda backend operation does). */
 void cdv_device_check(lua_State *L, cdv_device *d) {
@@ -275,12 +280,15 @@ void cdv_device_check(lua_State *L, cdv_device *d) {
     luaL_error(L, "%s cannot be used in a child process made by fork() (the CUDA driver belongs to the "
                "parent); use the cpu device here, or start a new process", d->alias);
   if (d->sticky) cdv_raise_sticky(L, d);
+  if (d->gone) context_gone(L, d);
 }
 
 /* Every operation on a device goes through here: a sticky fault answers with the recorded error, and
- * the context is created and made current only now, when work needs it. */
+ * the context is created and made current only now, when work needs it. A mapped context is first checked
+ * to be alive (NOTE [adopted contexts]). */
 void cdv_device_use(lua_State *L, cdv_device *d) {
   cdv_err e;
+  if (d->canary != 0 && !cdv_cuda_context_alive(d)) context_gone(L, d);
   cdv_device_check(L, d);
   if (d->be->activate(d, &e) != 0) cdv_raise(L, d, &e);
 }

@@ -242,6 +242,11 @@ cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void
   proto.sticky = 0;
   cdv_device *d = cdv_device_add(&proto);
   if (d == NULL) luaL_error(L, "too many devices (at most %d)", CDV_MAXDEV);
+  if (cdv_cuda_adopt(d, &e) != 0) {   /* NOTE [adopted contexts] */
+    d->unmapped = 1;
+    snprintf(d->alias, sizeof d->alias, "unmapped:%s", alias);
+    cdv_raise(L, NULL, &e);
+  }
   cdv_push_device(L, d);
   return d;
 }
@@ -269,6 +274,7 @@ static int l_unmap_cuda_device(lua_State *L) {
       if (st->default_device == d->index) st->default_device = -1;
       d->generation++;
       d->unmapped = 1;
+      cdv_cuda_unadopt(d);
       snprintf(d->alias, sizeof d->alias, "unmapped:%s", alias);
       return 0;
     }

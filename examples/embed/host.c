@@ -16,6 +16,9 @@
  *   embed_host --sandbox   the same host with a sandboxed state (a memory quota, an allow-list of compile
  *                          options): the script tries what the sandbox refuses and prints each refusal; a
  *                          host callback raises a cudadev.Error; the host keeps running and says so
+ *   embed_host --teardown-first   the first run, then the host destroys its stream and its CUDA context
+ *                          before lua_close, with the script's objects alive: using one raises, and lua_close
+ *                          is quiet (NOTE [adopted contexts] in src/backend_cuda.c)
  * Set CUDADEV_DEVICE=cpu to use the cpu device on a GPU machine. Exit status 0 when every check passed.
  */
 #include <dlfcn.h>
@@ -358,6 +361,12 @@ int main(int argc, char **argv) {
     H.ctx = NULL;
     printf("host: tore down its CUDA context before lua_close\n");
     fflush(stdout);
+    /* the script's objects are still there: using one is an error that says why, not a crash */
+    if (luaL_dostring(L, "local ok, err = pcall(function() return buf:totable() end)\n"
+                         "print('script: after the teardown: ' .. tostring(err))") != LUA_OK) {
+      printf("host: the script after the teardown failed: %s\n", lua_tostring(L, -1));
+      failures++;
+    }
   }
   lua_close(L);
   if (H.releases != 1) {
