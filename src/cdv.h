@@ -304,8 +304,10 @@ typedef struct cdv_block {
 
 /* the full userdata at idx when it is at least size bytes and starts with magic, else NULL */
 static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t magic) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) < size) return NULL;
+  /* two API calls, not three: lua_touserdata is NULL for what is not a userdata, and a light userdata's raw
+   * length is 0, so only a full userdata of at least `size` bytes has its tag read */
   void *p = lua_touserdata(L, idx);
+  if (p == NULL || lua_rawlen(L, idx) < size) return NULL;
   return *(const uint64_t *)p == magic ? p : NULL;
 }
 
