@@ -12,8 +12,9 @@
  *                      the context check costs)
  *   NAME_ab_lua        cudadev: a Lua loop k(cfg, ...) with cfg a table made once + dev:synchronize()
  *   NAME_ab_lua_lc     the same with cfg a LaunchConfig (cd.launch_config, NOTE [launch configs])
- * for NAME launch_empty and launch_5arg. Both sides launch on the legacy default stream, as a C program that
- * names no stream does.
+ * for NAME launch_empty and launch_5arg, and launch_sync: an empty launch followed each time by a synchronize
+ * (cuCtxSynchronize; dev:synchronize() in Lua), N / 10 of them a turn. Both sides launch on the legacy default
+ * stream, as a C program that names no stream does.
  *
  * Usage: launch_ab CPATH   (CPATH: where cudadev.so is, as a Lua cpath pattern: build/?.so)
  * libcuda is dlopen'd here too (cudadev has it loaded already; this takes a second reference).
@@ -95,6 +96,8 @@ static const char SETUP[] =
   "function lua_5arg(n) for _ = 1, n do args5(cfg, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
   "function lua_empty_lc(n) for _ = 1, n do empty(lc) end dev:synchronize() end\n"
   "function lua_5arg_lc(n) for _ = 1, n do args5(lc, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
+  "function lua_sync(n) for _ = 1, n do empty(cfg) dev:synchronize() end end\n"
+  "function lua_sync_lc(n) for _ = 1, n do empty(lc) dev:synchronize() end end\n"
   "dev:synchronize()\n"
   "return me.cubin or me.ptx, m5.cubin or m5.ptx, dev.name\n";
 
@@ -104,11 +107,12 @@ static void lua_loop(lua_State *L, const char *fn, int n) {
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) die(fn, lua_tostring(L, -1));
 }
 
-static void c_loop(CUfunction f, void **args, int n, int with_ctx) {
+static void c_loop(CUfunction f, void **args, int n, int with_ctx, int sync_each) {
   CUcontext cur;
   for (int i = 0; i < n; i++) {
     if (with_ctx) check(p_cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
     check(p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), "cuLaunchKernel");
+    if (sync_each) check(p_cuCtxSynchronize(), "cuCtxSynchronize");
   }
   check(p_cuCtxSynchronize(), "cuCtxSynchronize");
 }
@@ -116,11 +120,11 @@ static void c_loop(CUfunction f, void **args, int n, int with_ctx) {
 enum { SIDES = 4 };
 static const char *const side_names[SIDES] = {"c", "c_ctx", "lua", "lua_lc"};
 
-static void run_side(lua_State *L, int side, const char *lua_fn, CUfunction f, void **args, int n) {
+static void run_side(lua_State *L, int side, const char *lua_fn, CUfunction f, void **args, int n, int sync_each) {
   char name[64];
   switch (side) {
-    case 0: c_loop(f, args, n, 0); break;
-    case 1: c_loop(f, args, n, 1); break;
+    case 0: c_loop(f, args, n, 0, sync_each); break;
+    case 1: c_loop(f, args, n, 1, sync_each); break;
     case 2: lua_loop(L, lua_fn, n); break;
     default:
       snprintf(name, sizeof name, "%s_lc", lua_fn);
@@ -130,15 +134,16 @@ static void run_side(lua_State *L, int side, const char *lua_fn, CUfunction f, v
 
 /* REPS rounds of N launches per side, the order rotating each round; prints each side's median, in µs per
  * launch. */
-static void ab(lua_State *L, const char *name, const char *lua_fn, CUfunction f, void **args) {
+static void ab(lua_State *L, const char *name, const char *lua_fn, CUfunction f, void **args, int sync_each) {
   double t[SIDES][REPS];
-  for (int side = 0; side < SIDES; side++) run_side(L, side, lua_fn, f, args, 1000);   /* warm-up */
+  int n = sync_each ? N / 10 : N;
+  for (int side = 0; side < SIDES; side++) run_side(L, side, lua_fn, f, args, 1000, sync_each);   /* warm-up */
   for (int r = 0; r < REPS; r++) {
     for (int j = 0; j < SIDES; j++) {
       int side = (r + j) % SIDES;
       double t0 = now();
-      run_side(L, side, lua_fn, f, args, N);
-      t[side][r] = (now() - t0) / N * 1e6;
+      run_side(L, side, lua_fn, f, args, n, sync_each);
+      t[side][r] = (now() - t0) / n * 1e6;
     }
   }
   for (int side = 0; side < SIDES; side++) printf("%s_ab_%s %.3f us\n", name, side_names[side], median(t[side]));
@@ -177,8 +182,9 @@ int main(int argc, char **argv) {
   size_t n = 1024;
   void *args5[] = {&p, &i, &fl, &n, &q};
 
-  ab(L, "launch_empty", "lua_empty", fe, NULL);
-  ab(L, "launch_5arg", "lua_5arg", f5, args5);
+  ab(L, "launch_empty", "lua_empty", fe, NULL, 0);
+  ab(L, "launch_5arg", "lua_5arg", f5, args5, 0);
+  ab(L, "launch_sync", "lua_sync", fe, NULL, 1);
   lua_close(L);
   return 0;
 }

@@ -133,3 +133,23 @@ void *cdv_check_udata(lua_State *L, int arg, const char *tname, uint64_t magic, 
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why) {
   return luaL_error(L, "bad option '%s' to '%s' (%s)", key, fname, why);
 }
+
+/* NOTE [method lookup]: a type's __index is a closure over its methods table (cdv_set_index), so finding a
+ * method is one raw lookup of the key already on the stack: a registry lookup of the metatable by name and two
+ * lookups by C string cost ten times that (each C string is interned again, with a strcmp), and `a:free()` or
+ * `s:synchronize()` pay it on every call. Pushes the method and returns 1, else pushes nothing and returns 0. */
+int cdv_push_method(lua_State *L) {
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* The methods table at the top (popped) becomes mt.methods, and `index`, a closure over it, mt.__index. */
+void cdv_set_index(lua_State *L, int mt, lua_CFunction index) {
+  mt = lua_absindex(L, mt);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, mt, "methods");
+  lua_pushcclosure(L, index, 1);
+  lua_setfield(L, mt, "__index");
+}

@@ -1106,9 +1106,7 @@ static int array_index(lua_State *L) {
   cdv_array *a = check_any(L, 1);
   if (lua_type(L, 2) != LUA_TSTRING) return array_get(L, cdv_check_array(L, 1));
   const char *k = lua_tostring(L, 2);
-  luaL_getmetatable(L, CDV_ARRAY);
-  lua_getfield(L, -1, "methods");
-  if (lua_getfield(L, -1, k) != LUA_TNIL) return 1;   /* methods first: they check the array themselves */
+  if (cdv_push_method(L)) return 1;   /* methods first: they check the array themselves */
   a = cdv_check_array(L, 1);
   if (strcmp(k, "dtype") == 0) lua_pushstring(L, cdv_dtypes[a->dtype].name);
   else if (strcmp(k, "shape") == 0) return push_shape(L, a);
@@ -1158,11 +1156,11 @@ static const luaL_Reg functions[] = {
 int cdv_array_open(lua_State *L) {
   luaL_newmetatable(L, CDV_ARRAY);
   static const luaL_Reg meta[] = {
-    {"__index", array_index}, {"__newindex", array_newindex}, {"__len", array_len},
+    {"__newindex", array_newindex}, {"__len", array_len},
     {"__tostring", array_tostring}, {"__gc", array_gc}, {"__close", array_close}, {NULL, NULL}};
   luaL_setfuncs(L, meta, 0);
   luaL_newlib(L, methods);
-  lua_setfield(L, -2, "methods");
+  cdv_set_index(L, -2, array_index);
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   return 0;

@@ -318,6 +318,8 @@ static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t 
  * wrote, never a stack slot. */
 const char *cdv_udata_problem(lua_State *L, int idx, const char *tname, uint64_t magic, size_t size, void **out);
 void *cdv_check_udata(lua_State *L, int arg, const char *tname, uint64_t magic, size_t size);
+int cdv_push_method(lua_State *L);                               /* NOTE [method lookup] */
+void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
 const char *cdv_typename(lua_State *L, int idx);    /* __name of its metatable, else the basic type */
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why);   /* raises */
 

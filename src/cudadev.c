@@ -12,7 +12,9 @@
 struct cdv_embedded { const char *name; const char *data; size_t len; };
 extern const struct cdv_embedded cdv_embedded_files[];
 
-static const char STATE_KEY[] = "cudadev.state";
+/* The registry key of the state record: this variable's address, a light userdata, so the lookup hashes a
+ * pointer instead of interning a C string (cdv_get_state runs several times per allocation). */
+static const char STATE_KEY = 0;
 
 long cdv_live[CDV_LIVE_N];   /* NOTE [live objects] */
 
@@ -104,7 +106,7 @@ static int l_hooks(lua_State *L) {
 
 /* The state record lives in the registry as a userdata, so it dies with the lua_State. */
 cdv_state *cdv_get_state(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, STATE_KEY) == LUA_TUSERDATA) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &STATE_KEY) == LUA_TUSERDATA) {
     cdv_state *st = lua_touserdata(L, -1);
     lua_pop(L, 1);
     return st;
@@ -115,7 +117,7 @@ cdv_state *cdv_get_state(lua_State *L) {
   st->default_device = -1;
   const char *lb = getenv("CUDA_LAUNCH_BLOCKING");
   st->launch_blocking = lb != NULL && strcmp(lb, "1") == 0;
-  lua_setfield(L, LUA_REGISTRYINDEX, STATE_KEY);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
   const char **keys[] = {&st->key_grid, &st->key_block, &st->key_dim, &st->key_shared, &st->key_stream, &st->key_device};
   static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device"};
   lua_createtable(L, 6, 0);   /* NOTE [launch keys]: anchors the interned names */

@@ -401,10 +401,7 @@ static int device_index(lua_State *L) {
   else if (strcmp(k, "stream") == 0) {
     cdv_push_current_stream(L, d);
   } else {
-    luaL_getmetatable(L, CDV_DEVICE);
-    lua_getfield(L, -1, "methods");
-    if (lua_getfield(L, -1, k) == LUA_TNIL)
-      return luaL_error(L, "Device has no field or method '%s'", k);
+    if (!cdv_push_method(L)) return luaL_error(L, "Device has no field or method '%s'", k);
   }
   return 1;
 }
@@ -575,14 +572,12 @@ static const luaL_Reg functions[] = {
 
 int cdv_device_open(lua_State *L) {
   luaL_newmetatable(L, CDV_DEVICE);
-  lua_pushcfunction(L, device_index);
-  lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, device_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pushcfunction(L, device_eq);
   lua_setfield(L, -2, "__eq");
   luaL_newlib(L, device_methods);
-  lua_setfield(L, -2, "methods");
+  cdv_set_index(L, -2, device_index);
   lua_pop(L, 1);
   luaL_newmetatable(L, "cudadev.Scope");
   lua_pushcfunction(L, scope_close);

@@ -137,9 +137,7 @@ static int event_index(lua_State *L) {
   if (strcmp(k, "device") == 0) cdv_push_device(L, ev->dev);
   else if (strcmp(k, "timing") == 0) lua_pushboolean(L, ev->timing);
   else {
-    luaL_getmetatable(L, CDV_EVENT);
-    lua_getfield(L, -1, "methods");
-    if (lua_getfield(L, -1, k) == LUA_TNIL) return luaL_error(L, "Event has no field or method '%s'", k);
+    if (!cdv_push_method(L)) return luaL_error(L, "Event has no field or method '%s'", k);
   }
   return 1;
 }
@@ -156,8 +154,6 @@ static const luaL_Reg methods[] = {
 
 int cdv_event_open(lua_State *L) {
   luaL_newmetatable(L, CDV_EVENT);
-  lua_pushcfunction(L, event_index);
-  lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, event_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pushcfunction(L, event_gc);
@@ -165,7 +161,7 @@ int cdv_event_open(lua_State *L) {
   lua_pushcfunction(L, event_release);
   lua_setfield(L, -2, "__close");
   luaL_newlib(L, methods);
-  lua_setfield(L, -2, "methods");
+  cdv_set_index(L, -2, event_index);
   lua_pop(L, 1);
   lua_pushcfunction(L, cdv_event_new);
   lua_setfield(L, -2, "event");

@@ -427,9 +427,7 @@ static void push_lstring(lua_State *L, const char *p, size_t n) {
 static int module_index(lua_State *L) {
   cdv_module_t *m = check_module(L, 1);
   const char *k = luaL_checkstring(L, 2);
-  luaL_getmetatable(L, CDV_MODULE);
-  lua_getfield(L, -1, "methods");
-  if (lua_getfield(L, -1, k) != LUA_TNIL) return 1;
+  if (cdv_push_method(L)) return 1;
   if (strcmp(k, "ptx") == 0) push_lstring(L, m->img.ptx, m->img.ptx_len);
   else if (strcmp(k, "cubin") == 0) push_lstring(L, m->img.cubin, m->img.cubin_len);
   else if (strcmp(k, "log") == 0) lua_pushstring(L, m->img.log ? m->img.log : "");
@@ -1112,9 +1110,7 @@ static int push_attributes(lua_State *L, kernel *k) {
 static int kernel_index(lua_State *L) {
   kernel *k = check_kernel(L, 1);
   const char *key = luaL_checkstring(L, 2);
-  luaL_getmetatable(L, CDV_KERNEL);
-  lua_getfield(L, -1, "methods");
-  if (lua_getfield(L, -1, key) != LUA_TNIL) return 1;
+  if (cdv_push_method(L)) return 1;
   if (strcmp(key, "name") == 0) lua_pushstring(L, k->name);
   else if (strcmp(key, "num_params") == 0) lua_pushinteger(L, k->nparams);
   else if (strcmp(key, "params") == 0 || strcmp(key, "param_names") == 0) {
@@ -1190,20 +1186,19 @@ static const luaL_Reg functions[] = {
 
 int cdv_module_open(lua_State *L) {
   luaL_newmetatable(L, CDV_MODULE);
-  static const luaL_Reg mmeta[] = {{"__index", module_index}, {"__gc", module_gc}, {"__close", module_gc},
+  static const luaL_Reg mmeta[] = {{"__gc", module_gc}, {"__close", module_gc},
                                    {"__tostring", module_tostring}, {NULL, NULL}};
   luaL_setfuncs(L, mmeta, 0);
   luaL_newlib(L, module_methods);
-  lua_setfield(L, -2, "methods");
+  cdv_set_index(L, -2, module_index);
   lua_pop(L, 1);
   luaL_newmetatable(L, CDV_KERNEL);
-  static const luaL_Reg kmeta[] = {{"__index", kernel_index}, {"__gc", kernel_gc},
-                                   {"__tostring", kernel_tostring}, {NULL, NULL}};
+  static const luaL_Reg kmeta[] = {{"__gc", kernel_gc}, {"__tostring", kernel_tostring}, {NULL, NULL}};
   luaL_setfuncs(L, kmeta, 0);
   luaL_newlib(L, kernel_methods);
   lua_pushcfunction(L, launch);
   lua_setfield(L, -2, "launch");
-  lua_setfield(L, -2, "methods");
+  cdv_set_index(L, -2, kernel_index);
   lua_pushcfunction(L, kernel_call);
   lua_setfield(L, -2, "__call");
   lua_pop(L, 1);

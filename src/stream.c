@@ -260,9 +260,7 @@ static int stream_index(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)(intptr_t)s->handle);
   }
   else {
-    luaL_getmetatable(L, CDV_STREAM);
-    lua_getfield(L, -1, "methods");
-    if (lua_getfield(L, -1, k) == LUA_TNIL) return luaL_error(L, "Stream has no field or method '%s'", k);
+    if (!cdv_push_method(L)) return luaL_error(L, "Stream has no field or method '%s'", k);
   }
   return 1;
 }
@@ -337,8 +335,6 @@ static const luaL_Reg functions[] = {
 
 int cdv_stream_open(lua_State *L) {
   luaL_newmetatable(L, CDV_STREAM);
-  lua_pushcfunction(L, stream_index);
-  lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, stream_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pushcfunction(L, stream_gc);
@@ -348,7 +344,7 @@ int cdv_stream_open(lua_State *L) {
   lua_pushcfunction(L, stream_eq);
   lua_setfield(L, -2, "__eq");
   luaL_newlib(L, methods);
-  lua_setfield(L, -2, "methods");
+  cdv_set_index(L, -2, stream_index);
   lua_pop(L, 1);
   luaL_newmetatable(L, "cudadev.StreamScope");
   lua_pushcfunction(L, stream_scope_close);
