@@ -839,6 +839,29 @@ describe("between host and GPU", function()
     ]]))
   end)
 
+  -- os.exit(0, false) skips lua_close: no finalizer runs, the process ends with the driver, the staging helper
+  -- threads and the pinned pool still live; os.exit(0, true) closes the state first. Both must be quiet.
+  for _, close in ipairs { false, true } do
+    for _, dev in ipairs { "cpu", "cuda:0" } do
+      local it_ = dev == "cpu" and it or helper.gpu_it
+      it_(("exits quietly with os.exit(0, %s), objects alive on %s, a staged copy made"):format(close, dev), function()
+        assert.are.equal("done\nexit 0\n", child(([[
+          local dev = %q
+          local keep = {}
+          local m = cd.compile('extern "C" __global__ void inc(float *x, int n) { '
+            .. 'int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1; }', { device = dev })
+          local cfg = cd.launch_config { dim = 1 << 18, stream = cd.stream(dev) }
+          local big = cd.zeros(1 << 18, { device = dev })
+          big:copy_from(string.rep(string.pack("<f", 1.5), 1 << 18))   -- 1 MiB: staged when dev is a GPU
+          m.inc(cfg, big, 1 << 18)
+          keep[#keep + 1] = { m, cfg, big, cd.event(dev):record(cfg.stream), cd.zeros(16, { pinned = true }) }
+          io.write("done\n")
+          os.exit(0, %s)
+        ]]):format(dev, close)))
+      end)
+    end
+  end
+
   helper.gpu_it("prints a GPU array with its values", function()
     assert.are.equal("Array(float32[3] on cuda:0: {1, 2, 3})", tostring(cd.array({ 1, 2, 3 }, { device = "cuda:0" })))
   end)
