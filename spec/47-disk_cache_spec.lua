@@ -10,7 +10,7 @@
 local helper = require "spec.helper"
 local cd = require "cudadev"
 
-local function sh(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local sh = helper.shell_quote
 
 local function read(path)
   local f = assert(io.open(path, "rb"))

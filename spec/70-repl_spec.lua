@@ -12,13 +12,7 @@ local repl = require "cudadev.repl"
 local root = io.popen("pwd"):read("l")
 local LUACUDA = os.getenv("LUACUDA") or root .. "/build/luacuda"   -- LUACUDA=... tests another build
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function sh(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
+local exists, sh = helper.file_exists, helper.shell_quote
 
 local function shell_ok(cmd) return os.execute(cmd .. " >/dev/null 2>&1") == true end
 

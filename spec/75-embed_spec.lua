@@ -14,13 +14,7 @@ local cd = require "cudadev"
 local root = io.popen("pwd"):read("l")
 local BUILD = os.getenv("CUDADEV_BUILD") or root .. "/build"   -- CUDADEV_BUILD=... tests another build tree
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function sh(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
+local exists, sh = helper.file_exists, helper.shell_quote
 
 -- stdout and stderr together, and the exit status
 local function run(env, prog, args)

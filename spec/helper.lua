@@ -43,6 +43,16 @@ function helper.each_device(fn)
   for _, dev in ipairs(helper.devices) do fn(dev) end
 end
 
+-- `s` as one word for /bin/sh, in single quotes
+function helper.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- whether a file can be opened for reading
+function helper.file_exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
 -- Runs `code` in a child lua5.4 with this cudadev (as `cd`), its environment prefixed with `env` ("VAR=value ...")
 -- when given: a crash there fails the test instead of the suite. Returns stdout and stderr, then "exit N\n".
 function helper.run_child(code, env)
