@@ -352,6 +352,7 @@ int cdv_stream_open(lua_State *L);
 cdv_stream *cdv_check_stream(lua_State *L, int arg);
 cdv_stream *cdv_new_stream(lua_State *L, cdv_device *d);   /* pushed; handle NULL, not owned */
 const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out);   /* NOTE [checked values] */
+const char *cdv_stream_unusable(const cdv_stream *s);   /* why a Stream can no longer be used, or NULL */
 cdv_stream *cdv_opt_stream_field(lua_State *L, int t, const char *fname);  /* option 'stream' of table t, or NULL */
 cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d);  /* never NULL */
 void cdv_push_current_stream(lua_State *L, cdv_device *d);

@@ -104,8 +104,11 @@ static int l_launch_config(lua_State *L) {
   cdv_launch_config *c = lua_newuserdatauv(L, sizeof *c, 1);
   parse(L, 1, cdv_get_state(L), NULL, UINT32_MAX, c);
   c->magic = CDV_LCFG_MAGIC;
-  if (lua_getfield(L, 1, "stream") != LUA_TNIL) lua_setiuservalue(L, 2, 1);   /* keeps the Stream alive */
-  else lua_pop(L, 1);
+  if (c->stream != NULL) {   /* the user value keeps the Stream alive; read raw, as parse did */
+    lua_pushliteral(L, "stream");
+    lua_rawget(L, 1);
+    lua_setiuservalue(L, 2, 1);
+  }
   luaL_setmetatable(L, CDV_LAUNCH_CONFIG);
   return 1;
 }

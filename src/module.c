@@ -942,9 +942,8 @@ static int suggest_block(lua_State *L, kernel *k, size_t shared);
  * kernel). Fills grid and block. A table is checked at every launch; a LaunchConfig remembers the last kernel
  * it was checked for, by serial (an address could be a new kernel's), and only its stream is checked again. */
 static void resolve_config(lua_State *L, kernel *k, const cdv_launch_config *c, unsigned grid[3], unsigned block[3]) {
-  if (c->stream != NULL && (c->stream->dev == NULL || c->stream->generation != c->stream->dev->generation))
-    cfg_error(L, k, c->stream->dev == NULL ? "'stream': attempt to use a destroyed stream"
-                                           : "'stream': stale Stream: device was reset");
+  const char *why = c->stream != NULL ? cdv_stream_unusable(c->stream) : NULL;
+  if (why != NULL) cfg_error(L, k, lua_pushfstring(L, "'stream': %s", why));
   if (c->memo_kernel == k->serial) {
     memcpy(grid, c->memo_grid, sizeof c->memo_grid);
     memcpy(block, c->memo_block, sizeof c->memo_block);
@@ -1020,7 +1019,6 @@ static int launch(lua_State *L) {
   return 0;
 }
 
-static int kernel_call(lua_State *L) { return launch(L); }
 
 /* ---- attributes and occupancy */
 
@@ -1199,7 +1197,7 @@ int cdv_module_open(lua_State *L) {
   lua_pushcfunction(L, launch);
   lua_setfield(L, -2, "launch");
   cdv_set_index(L, -2, kernel_index);
-  lua_pushcfunction(L, kernel_call);
+  lua_pushcfunction(L, launch);
   lua_setfield(L, -2, "__call");
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);

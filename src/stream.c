@@ -89,15 +89,20 @@ static cdv_stream *check_any(lua_State *L, int arg) {
   return cdv_check_udata(L, arg, CDV_STREAM, CDV_STREAM_MAGIC, sizeof(cdv_stream));
 }
 
+/* A Stream destroyed, or made before its device was reset; NULL when it can be used. A LaunchConfig holds a
+ * Stream and asks again at each launch. */
+const char *cdv_stream_unusable(const cdv_stream *s) {
+  if (s->dev == NULL) return "attempt to use a destroyed stream";
+  if (s->generation != s->dev->generation) return "stale Stream: device was reset";
+  return NULL;
+}
+
 /* NOTE [checked values] in cdv.h */
 const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out) {
   void *p;
   const char *why = cdv_udata_problem(L, idx, CDV_STREAM, CDV_STREAM_MAGIC, sizeof **out, &p);
   *out = p;
-  if (why != NULL) return why;
-  if ((*out)->dev == NULL) return "attempt to use a destroyed stream";
-  if ((*out)->generation != (*out)->dev->generation) return "stale Stream: device was reset";
-  return NULL;
+  return why != NULL ? why : cdv_stream_unusable(*out);
 }
 
 cdv_stream *cdv_check_stream(lua_State *L, int arg) {
