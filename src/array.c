@@ -149,9 +149,9 @@ static void oom(lua_State *L, cdv_device *d, size_t bytes) {
 static int is_oom(const cdv_err *e) { return strcmp(e->name, "CUDA_ERROR_OUT_OF_MEMORY") == 0 || e->code == 2; }
 
 /* The garbage collector cannot see device memory behind a small userdata, so allocations advance it
- * by their size: a loop that drops 1 MiB arrays collects them as it goes. */
-static void gc_pressure(lua_State *L, size_t bytes) {
-  cdv_state *st = cdv_get_state(L);
+ * by their size: a loop that drops 1 MiB arrays collects them as it goes. The cpu device's memory is a
+ * mapping of its own, as invisible to the collector (such a loop held 270 MiB at once without this). */
+static void gc_pressure(lua_State *L, cdv_state *st, size_t bytes) {
   st->gc_pressure += bytes;
   if (st->gc_pressure >= ((size_t)16 << 20)) {
     int kb = st->gc_pressure >> 10 > 1 << 30 ? 1 << 30 : (int)(st->gc_pressure >> 10);
@@ -160,28 +160,33 @@ static void gc_pressure(lua_State *L, size_t bytes) {
   }
 }
 
-/* Pinned host memory comes from the pinned pool and goes back to it (NOTE [pinned pool]). */
-static int mem_alloc(cdv_device *d, int kind, size_t bytes, void *stream, void **ptr, cdv_err *e) {
+/* Pinned host memory comes from the pinned pool and goes back to it (NOTE [pinned pool]); device memory from
+ * the blocks kept for reuse on the stream (NOTE [block cache]), else the backend, in the cache's classes. */
+static int mem_alloc(cdv_state *st, cdv_device *d, int kind, size_t bytes, void *stream, void **ptr, cdv_err *e) {
   if (kind == CDV_MEM_PINNED) return cdv_pinned_alloc(d, bytes, ptr, e);
-  return d->be->mem_alloc(d, bytes, kind, stream, ptr, e);
+  if (kind != CDV_MEM_DEVICE) return d->be->mem_alloc(d, bytes, kind, stream, ptr, e);
+  size_t c = cdv_block_class(bytes);
+  if ((*ptr = cdv_block_take(st, d, c, stream)) != NULL) return 0;
+  return d->be->mem_alloc(d, c, kind, stream, ptr, e);
 }
 
 /* Allocates a block; on out of memory collects garbage (which may free blocks), retries once, then
  * raises `out of memory on cuda:0 (requested X, free Y)`. */
-static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t bytes, void *stream) {
-  cdv_state *quota = cdv_quota_check(L, d, bytes);   /* NOTE [state limits]: raises when over */
+static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int kind, size_t bytes, void *stream) {
+  cdv_state *quota = cdv_quota_check(L, st, d, bytes);   /* NOTE [state limits]: raises when over */
   cdv_block *b = calloc(1, sizeof *b);
   cdv_err e;
   if (b == NULL) luaL_error(L, "not enough host memory");
   cdv_device_use(L, d);
-  if (bytes > 0 && mem_alloc(d, kind, bytes, stream, &b->ptr, &e) != 0) {
+  if (bytes > 0 && mem_alloc(st, d, kind, bytes, stream, &b->ptr, &e) != 0) {
     if (!is_oom(&e) && !d->is_cpu) {
       free(b);
       cdv_raise(L, d, &e);
     }
     lua_gc(L, LUA_GCCOLLECT);
+    cdv_block_release(st, d, NULL, 1, &e);   /* the dropped arrays' blocks too: NOTE [block cache] */
     d->be->synchronize(d, &e);
-    if (mem_alloc(d, kind, bytes, stream, &b->ptr, &e) != 0) {
+    if (mem_alloc(st, d, kind, bytes, stream, &b->ptr, &e) != 0) {
       free(b);
       oom(L, d, bytes);
     }
@@ -195,9 +200,10 @@ static cdv_block *block_alloc(lua_State *L, cdv_device *d, int kind, size_t byte
   b->last_dev = d;
   b->last_stream = stream;
   b->quota = quota;
+  b->owner = st;
   if (quota != NULL) quota->quota_used += bytes;
   cdv_mem_account(d, (int64_t)bytes, 1);
-  if (!d->is_cpu) gc_pressure(L, bytes);
+  gc_pressure(L, st, bytes);
   return b;
 }
 
@@ -237,6 +243,8 @@ static int block_unref(cdv_block *b, cdv_err *e) {
       stream = NULL;
     }
     if (rc == 0 && b->kind == CDV_MEM_PINNED) cdv_pinned_free(d, b->ptr, b->bytes);   /* idle now: reusable */
+    else if (rc == 0 && b->kind == CDV_MEM_DEVICE && b->generation == d->generation)   /* NOTE [block cache] */
+      rc = cdv_block_put(b->owner, d, b->ptr, cdv_block_class(b->bytes), stream, e);
     else if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
   }
   cdv_live_add(CDV_LIVE_BLOCK, -1);
@@ -317,11 +325,12 @@ static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
 
 cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, int kind,
                           cdv_stream *s) {
+  cdv_state *st = cdv_get_state(L);
   cdv_array *a = new_array(L);
   a->dtype = t;
   set_shape(a, ndim, shape);
-  void *stream = cdv_stream_for(L, d, s);
-  a->block = block_alloc(L, d, kind, nbytes(a), stream);
+  void *stream = s != NULL ? cdv_stream_for(L, d, s) : cdv_state_stream(L, st, d)->handle;
+  a->block = block_alloc(L, st, d, kind, nbytes(a), stream);
   cdv_live_add(CDV_LIVE_ARRAY, 1);
   a->data = a->block->ptr;
   return a;

@@ -218,6 +218,14 @@ int cdv_cuda_count(void);                    /* CUDA devices (0 without a driver
 /* per-lua_State state (registry userdata): default device, current streams, embedding options */
 typedef struct cdv_stream cdv_stream;
 #define CDV_MAXDEV 64
+#define CDV_BLOCK_SLOTS 32
+typedef struct cdv_held_block {
+  cdv_device *dev;
+  unsigned generation;                       /* the device's when the block was freed */
+  void *ptr;
+  size_t bytes;                              /* its size class */
+  void *stream;                              /* the stream its free was ordered on */
+} cdv_held_block;
 typedef struct cdv_state {
   int default_device;                        /* registry index; -1 until first needed */
   cdv_stream *cur_stream[CDV_MAXDEV];        /* current stream per device (anchored in the registry) */
@@ -230,6 +238,10 @@ typedef struct cdv_state {
    * registry). Lua interns short strings, so a key read from a config table is one of these exactly when
    * its text pointer is: the launch path compares pointers, not text. */
   const char *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device;
+  /* NOTE [block cache] (memory.c): device blocks this state freed, kept for reuse, oldest first */
+  int nheld;
+  int closing;                               /* the state is closing: freed blocks go straight back */
+  cdv_held_block held[CDV_BLOCK_SLOTS];
 } cdv_state;
 
 cdv_state *cdv_get_state(lua_State *L);
@@ -286,6 +298,7 @@ typedef struct cdv_block {
   void *release_ud;
   int borrowed;           /* host memory we must not free */
   cdv_state *quota;       /* the state whose quota counts the block (NULL: none); NOTE [state limits] */
+  cdv_state *owner;       /* the state that allocated it, whose cache keeps it when freed (NOTE [block cache]) */
 } cdv_block;
 
 #define CDV_MAXDIM 8
@@ -355,6 +368,7 @@ const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out);   /* NO
 const char *cdv_stream_unusable(const cdv_stream *s);   /* why a Stream can no longer be used, or NULL */
 cdv_stream *cdv_opt_stream_field(lua_State *L, int t, const char *fname);  /* option 'stream' of table t, or NULL */
 cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d);  /* never NULL */
+cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d);   /* the same, st being L's */
 void cdv_push_current_stream(lua_State *L, cdv_device *d);
 /* NOTE [stream lifetime]: arrays remember the last stream that used them by its raw handle; a stream
  * is synchronised before it is destroyed, and these tell whether a remembered handle still names a live
@@ -411,6 +425,14 @@ int cdv_launch_config_open(lua_State *L);
 /* memory.c */
 int cdv_memory_open(lua_State *L);
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */
+/* NOTE [block cache]: device blocks a state freed, kept for reuse on the same stream. class rounds a size up to
+ * the cache's classes; take returns a kept block of d of that class freed on `stream` (NULL: none); put keeps
+ * a freed block (giving the oldest back when full); release gives back those of d (NULL: every device's) freed
+ * on one stream, or all of them (freed, or forgotten when their context is gone). */
+size_t cdv_block_class(size_t bytes);
+void *cdv_block_take(cdv_state *st, cdv_device *d, size_t bytes, void *stream);
+int cdv_block_put(cdv_state *st, cdv_device *d, void *ptr, size_t bytes, void *stream, cdv_err *e);
+int cdv_block_release(cdv_state *st, cdv_device *d, void *stream, int all, cdv_err *e);
 /* NOTE [pinned pool]: page-locked host memory of d (the cpu device) by size class, reused instead of pinned
  * and unpinned per allocation. alloc calls d's mem_alloc(CDV_MEM_PINNED) on a miss (after giving the cached
  * blocks back when that fails); free keeps the block (its memory must be idle); trim gives the cached blocks
@@ -458,7 +480,7 @@ cdv_hooks cdv_get_hooks(void);
 /* embed.c: the embedding API's internal side */
 /* NOTE [state limits]: raises when `bytes` more would exceed the state's quota (after a collection); returns
  * the state to charge (block->quota; the caller adds to quota_used), or NULL when there is no quota. */
-cdv_state *cdv_quota_check(lua_State *L, cdv_device *d, size_t bytes);
+cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes);
 void cdv_check_compile_options(lua_State *L, int n, const char *const *opts);   /* the allow-list; raises */
 /* NOTE [interruptible waits]: synchronize on a device / stream / event; in an interruptible state they
  * poll and raise "interrupted!" on cudadev_interrupt(). -1 with *e on a backend failure. */

@@ -104,6 +104,16 @@ static int l_hooks(lua_State *L) {
   return 1;
 }
 
+/* The state closes: the device blocks it kept for reuse go back (NOTE [block cache]). Its finalizer was set
+ * before any object of the module existed, so it runs after theirs; a block freed later still goes back. */
+static int state_gc(lua_State *L) {
+  cdv_state *st = lua_touserdata(L, 1);
+  cdv_err e;
+  cdv_block_release(st, NULL, NULL, 1, &e);   /* errors are moot: the state is going */
+  st->closing = 1;
+  return 0;
+}
+
 /* The state record lives in the registry as a userdata, so it dies with the lua_State. */
 cdv_state *cdv_get_state(lua_State *L) {
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &STATE_KEY) == LUA_TUSERDATA) {
@@ -117,6 +127,10 @@ cdv_state *cdv_get_state(lua_State *L) {
   st->default_device = -1;
   const char *lb = getenv("CUDA_LAUNCH_BLOCKING");
   st->launch_blocking = lb != NULL && strcmp(lb, "1") == 0;
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, state_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
   const char **keys[] = {&st->key_grid, &st->key_block, &st->key_dim, &st->key_shared, &st->key_stream, &st->key_device};
   static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device"};

@@ -69,8 +69,7 @@ CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *o) {
 }
 
 /* NOTE [state limits] */
-cdv_state *cdv_quota_check(lua_State *L, cdv_device *d, size_t bytes) {
-  cdv_state *st = cdv_get_state(L);
+cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes) {
   if (st->quota == 0) return NULL;
   if (st->quota_used + bytes > st->quota || st->quota_used + bytes < bytes) {
     lua_gc(L, LUA_GCCOLLECT);   /* arrays nobody holds any more give their bytes back */

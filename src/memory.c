@@ -181,10 +181,97 @@ static int l_pinned_memory_stats(lua_State *L) {
 
 /* ------------------------------------------------------------ statistics and empty_cache */
 
-typedef struct memstat { int64_t allocated, max_allocated, active_blocks; } memstat;
+/* NOTE [block cache]: the driver's pool (NOTE [caching pool] in backend_cuda.c) caches device memory, but
+ * asking it costs a cuMemAllocAsync and a cuMemFreeAsync per array: 1.1 us of the 2.2 us that a 1 MiB
+ * cd.empty + free took on the H100, where PyTorch's caching allocator answers a repeat in about 2 us in all.
+ * So each lua_State keeps the last CDV_BLOCK_SLOTS device blocks it freed, as PyTorch keeps its free blocks,
+ * and an allocation of the same size class, device and stream takes one back without calling the backend.
+ * Reuse on the stream the block was freed on is what the driver's pool itself does without waiting: the
+ * free was ordered after the work that used the block on that stream, and anything the new owner queues
+ * there comes after it. A block freed on another stream is not reused here; the backend's pool decides.
+ * Classes are multiples of 512 bytes (what is asked for is rounded up to it); blocks larger than
+ * BLOCK_MAX_BYTES are not kept (their allocation costs nothing next to their use, and a kept one would hold
+ * memory that only its exact size could reuse). When the slots are full, the oldest block goes back.
+ * The cache is the state's, not the process's: a lua_State runs on one thread at a time, so it needs no
+ * lock, and it never frees on another state's stream while that state destroys the stream. Blocks go back
+ * to the backend on out of memory (array.c, before its retry), on cd.empty_cache, before one of the state's
+ * streams is destroyed (those kept for it), before a reset, when a mapped device is unmapped, and when the
+ * state closes; a block whose context is gone (a reset, a host's teardown) is forgotten, not freed, and one
+ * made before a reset is never handed out again. held_blocks in memory_stats counts the kept blocks of
+ * every state; the driver's pool keeps more, as address ranges rather than blocks, which held_bytes
+ * includes. */
+#define BLOCK_MAX_BYTES ((size_t)64 << 20)
+#define BLOCK_ALIGN ((size_t)512)
+
+typedef struct memstat {
+  int64_t allocated, max_allocated, active_blocks;
+  int64_t held_blocks, held_bytes;   /* NOTE [block cache], every state's */
+} memstat;
 
 static memstat stats[CDV_MAXDEV];
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void held_account(cdv_device *d, int64_t bytes, int blocks) {
+  pthread_mutex_lock(&stats_lock);
+  stats[d->index].held_blocks += blocks;
+  stats[d->index].held_bytes += bytes;
+  pthread_mutex_unlock(&stats_lock);
+}
+
+size_t cdv_block_class(size_t bytes) {
+  return bytes > SIZE_MAX - (BLOCK_ALIGN - 1) ? bytes : (bytes + BLOCK_ALIGN - 1) & ~(BLOCK_ALIGN - 1);
+}
+
+/* Takes slot i out of the state's cache (the order of the rest kept) and out of the counts. */
+static cdv_held_block unhold(cdv_state *st, int i) {
+  cdv_held_block h = st->held[i];
+  memmove(&st->held[i], &st->held[i + 1], sizeof *st->held * (size_t)(--st->nheld - i));
+  held_account(h.dev, -(int64_t)h.bytes, -1);
+  return h;
+}
+
+/* Frees a block that leaves the cache, unless its context went away (then its memory went too). */
+static int give_back(cdv_held_block *h, cdv_err *e) {
+  if (!cdv_still_owned(h->dev, h->generation)) return 0;
+  return h->dev->be->mem_free(h->dev, h->ptr, CDV_MEM_DEVICE, h->stream, e);
+}
+
+/* A kept block of d of `bytes` (a class) freed on `stream`, the most recently freed first; NULL when none. */
+void *cdv_block_take(cdv_state *st, cdv_device *d, size_t bytes, void *stream) {
+  for (int i = st->nheld - 1; i >= 0; i--) {
+    cdv_held_block *h = &st->held[i];
+    if (h->dev == d && h->bytes == bytes && h->stream == stream && h->generation == d->generation)
+      return unhold(st, i).ptr;
+  }
+  return NULL;
+}
+
+/* Keeps a freed block (its class size, the stream its free is ordered on); when the slots are full the oldest
+ * kept block goes back to the backend instead. Blocks too large to keep, or freed while the state closes, go
+ * back at once. */
+int cdv_block_put(cdv_state *st, cdv_device *d, void *ptr, size_t bytes, void *stream, cdv_err *e) {
+  cdv_held_block h = {d, d->generation, ptr, bytes, stream};
+  if (bytes > BLOCK_MAX_BYTES || st->closing) return give_back(&h, e);
+  cdv_held_block out = {NULL, 0, NULL, 0, NULL};
+  if (st->nheld == CDV_BLOCK_SLOTS) out = unhold(st, 0);
+  st->held[st->nheld++] = h;
+  held_account(d, (int64_t)bytes, 1);
+  return out.ptr ? give_back(&out, e) : 0;
+}
+
+/* Gives back the state's kept blocks of d (every device's when d is NULL): those freed on `stream`, or with
+ * `all` every one. The first failure is the one reported. */
+int cdv_block_release(cdv_state *st, cdv_device *d, void *stream, int all, cdv_err *e) {
+  int rc = 0;
+  for (int i = st->nheld - 1; i >= 0; i--) {
+    cdv_held_block *h = &st->held[i];
+    if ((d != NULL && h->dev != d) || (!all && h->stream != stream)) continue;
+    cdv_held_block out = unhold(st, i);
+    cdv_err later;
+    if (give_back(&out, rc ? &later : e) != 0) rc = -1;
+  }
+  return rc;
+}
 
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks) {
   pthread_mutex_lock(&stats_lock);
@@ -202,13 +289,16 @@ static memstat get(cdv_device *d) {
   return s;
 }
 
-/* cuMemPoolGetAttribute(RESERVED_MEM_CURRENT) of the device's default pool; without a pool, what is
- * allocated is all that is reserved. */
+/* cuMemPoolGetAttribute(RESERVED_MEM_CURRENT) of the device's default pool (the blocks kept by NOTE [block
+ * cache] are allocated from it); without a pool, what is allocated or kept is all that is reserved. */
 static int64_t reserved(lua_State *L, cdv_device *d) {
   cuuint64_t v = 0;
   CUmemoryPool pool;
   cdv_err e;
-  if (d->is_cpu || !d->is_mempool_supported) return get(d).allocated;
+  if (d->is_cpu || !d->is_mempool_supported) {
+    memstat s = get(d);
+    return s.allocated + s.held_bytes;
+  }
   if (CDV_CU(&e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle) ||
       CDV_CU(&e, cuMemPoolGetAttribute, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v))
     cdv_raise(L, d, &e);
@@ -219,7 +309,7 @@ static int l_memory_stats(lua_State *L) {
   cdv_device *d = cdv_opt_device(L, 1);
   memstat s = get(d);
   int64_t r = reserved(L, d);
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 7);
   lua_pushinteger(L, s.allocated);
   lua_setfield(L, -2, "allocated");
   lua_pushinteger(L, s.max_allocated);
@@ -230,7 +320,8 @@ static int l_memory_stats(lua_State *L) {
   lua_setfield(L, -2, "active_blocks");
   lua_pushinteger(L, r > s.allocated ? r - s.allocated : 0);
   lua_setfield(L, -2, "held_bytes");
-  /* the driver's pool does not count the blocks it keeps: held memory is reported in bytes only */
+  lua_pushinteger(L, s.held_blocks);   /* NOTE [block cache]: the driver's pool does not count what it keeps */
+  lua_setfield(L, -2, "held_blocks");
   return 1;
 }
 
@@ -259,16 +350,18 @@ static int l_reset_peak(lua_State *L) {
 
 /* cd.empty_cache([device]): collect garbage (dropped arrays free their blocks), give the pinned blocks of the
  * device back (NOTE [pinned pool]: they are the cpu device's; with no argument, every cached pinned block),
- * wait for the device so the stream-ordered frees have happened, then cuMemPoolTrimTo(pool, 0) gives the
- * device's cache back. */
+ * then the blocks kept for reuse (NOTE [block cache]), wait for the device so the stream-ordered frees have
+ * happened, and cuMemPoolTrimTo(pool, 0) gives the driver pool's cache back. */
 static int l_empty_cache(lua_State *L) {
   int every = lua_isnoneornil(L, 1);
   cdv_device *d = cdv_opt_device(L, 1);
   cdv_err e;
   lua_gc(L, LUA_GCCOLLECT);
   if (cdv_pinned_trim(every ? NULL : d, &e) != 0) return cdv_raise(L, cdv_cpu(), &e);
-  if (d->is_cpu || !d->is_mempool_supported || d->ctx == NULL) return 0;
+  if (!d->is_cpu && d->ctx == NULL) return 0;   /* nothing was allocated on it */
   cdv_device_use(L, d);
+  if (cdv_block_release(cdv_get_state(L), d, NULL, 1, &e) != 0) return cdv_raise(L, d, &e);
+  if (d->is_cpu || !d->is_mempool_supported) return 0;
   CUmemoryPool pool;
   if (d->be->synchronize(d, &e) || CDV_CU(&e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle) ||
       CDV_CU(&e, cuMemPoolTrimTo, pool, 0))

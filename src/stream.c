@@ -67,7 +67,10 @@ static void anchor(lua_State *L, cdv_device *d, int idx) {
 }
 
 cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d) {
-  cdv_state *st = cdv_get_state(L);
+  return cdv_state_stream(L, cdv_get_state(L), d);
+}
+
+cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d) {
   cdv_stream *s = st->cur_stream[d->index];
   if (s == NULL || s->dev == NULL || s->generation != d->generation) {
     s = cdv_new_stream(L, d);   /* the default stream */
@@ -161,8 +164,9 @@ static int l_stream(lua_State *L) {
  * lifetime]), then cuStreamDestroy. */
 static void release(lua_State *L, cdv_stream *s) {
   if (s->owned && s->dev != NULL && cdv_still_owned(s->dev, s->generation)) {
-    cdv_err e;
+    cdv_err e;   /* the blocks kept for reuse on it are freed on it first (NOTE [block cache]) */
     if (s->dev->be->stream_synchronize(s->dev, s->handle, &e) != 0 ||
+        cdv_block_release(cdv_get_state(L), s->dev, s->handle, 0, &e) != 0 ||
         s->dev->be->stream_destroy(s->dev, s->handle, &e) != 0)
       cdv_warn_release(L, "destroying a stream", s->dev, &e);
   }
