@@ -376,8 +376,9 @@ do
 
   -- From a Lua table of 2^22 numbers (16 MiB as float32; a table of 256 MiB would take 1 GiB of Lua memory),
   -- converted straight into the staging buffers; the rate is bytes of float32 per second, set against C's
-  -- pageable cuMemcpyHtoD of 256 MiB. Each number is read through the Lua C API (lua_rawgeti, a type check,
-  -- lua_tonumberx, lua_pop), which bounds this row, not the copy.
+  -- pageable cuMemcpyHtoD of 256 MiB. Each number is read through the Lua C API (lua_rawgeti to count the leaves,
+  -- lua_rawgeti and lua_tonumberx to convert, popped 32 at a time: NOTE [table batches]), which bounds this row,
+  -- not the copy.
   local NT = 1 << 22
   local tbl = {}
   for k = 1, NT do tbl[k] = (k - 1) % 16384 + 0.5 end

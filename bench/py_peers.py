@@ -45,6 +45,20 @@ def emit(fw, name, value, unit):
     print(f"{fw} {name} {value:.4g} {unit}", flush=True)
 
 
+LIST_N = 1 << 22   # the Lua-table row: 2^22 numbers, as float32
+
+
+def list_rate(fw, convert, sync):
+    """GB/s of float32 from a Python list of LIST_N floats through `convert` (list -> device array), as cudadev's
+    row copies a Lua table of as many numbers; checks the first and last values."""
+    lst = [k % 16384 + 0.5 for k in range(LIST_N)]
+    d = convert(lst)
+    sync()
+    if float(d[0]) != 0.5 or float(d[-1]) != (LIST_N - 1) % 16384 + 0.5:
+        raise AssertionError(f"{fw}: the list copy copied wrong data")
+    emit(fw, "h2d_list", LIST_N * 4 / per_op_us(lambda: convert(lst), 1, sync, reps=3) / 1e3, "GB/s")
+
+
 def per_op_us(fn, n, sync, reps=REPS):
     """µs per call of fn, n calls back to back, then sync(); median of reps, after a warm-up."""
     for _ in range(min(n, 1000)):
@@ -144,6 +158,7 @@ def bench_cupy():
     emit(fw, "d2d", event_rate(lambda: d2.data.copy_from_device(d1.data, COPY_BYTES), record, elapsed), "GB/s")
     page = np.array(h1)
     emit(fw, "h2d_pageable", COPY_BYTES / per_op_us(lambda: d1.set(page), 1, sync) / 1e3, "GB/s")
+    list_rate(fw, lambda lst: cp.asarray(lst, dtype=cp.float32), sync)
 
 
 # ---------------------------------------------------------------------------------------------------- PyTorch
@@ -195,6 +210,7 @@ def bench_torch():
     emit(fw, "d2d", event_rate(lambda: d2.copy_(d1), record, elapsed), "GB/s")
     page = torch.from_numpy(h1.numpy().copy())   # numpy's own, pageable memory
     emit(fw, "h2d_pageable", COPY_BYTES / per_op_us(lambda: d1.copy_(page), 1, sync) / 1e3, "GB/s")
+    list_rate(fw, lambda lst: torch.tensor(lst, dtype=torch.float32, device=cuda), sync)
 
 
 # ---------------------------------------------------------------------------------------------------- cuda.core

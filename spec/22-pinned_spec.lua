@@ -232,6 +232,38 @@ describe("staged copies on the cpu device (test hooks: small pieces)", function(
       end)
   end
 
+  it("convert tables around the 32-element batches (NOTE [table batches]), floats and not, checked as before",
+    function()
+      for _, chunk in ipairs { 24, 4096, 0 } do   -- pieces smaller than a batch, larger, and direct
+        cd._hooks({ staging_chunk = chunk })
+        for _, dtype in ipairs { "float32", "float64", "int32" } do
+          for _, n in ipairs { 31, 32, 33, 64, 65, 100 } do
+            local t = values(dtype, n)
+            local p = cd.zeros(n, dtype, { pinned = true })
+            cd.copy(p, t)
+            assert.are.same(t, p:totable(), ("%s, %d elements, pieces of %d bytes"):format(dtype, n, chunk))
+            cd.copy(p, t, { src_offset = 30, dst_offset = 1, count = n - 31 })
+            local got = p:totable()
+            for i = 1, n - 31 do assert.are.equal(t[30 + i], got[1 + i], ("%s, %d elements, offsets"):format(dtype, n)) end
+            assert.are.equal(t[1], got[1])
+            p:free()
+          end
+        end
+        local p = cd.zeros(70, "float32", { pinned = true })
+        local t = values("float32", 70)
+        t[40] = "x"
+        expect_error(function() cd.copy(p, t) end, "bad argument #2 to 'copy' (element 40: number expected, got string)")
+        t[40] = 1
+        t[33] = "1.5"   -- a string that reads as a number is still not one
+        expect_error(function() cd.copy(p, t) end, "bad argument #2 to 'copy' (element 33: number expected, got string)")
+        t[33] = 2
+        local rows = { values("float32", 33), values("float32", 37, 33) }
+        p:copy_from(rows)
+        assert.are.same(values("float32", 70), p:totable())
+        p:free()
+      end
+    end)
+
   it("copy exact multiples of the piece, and nested tables", function()
     local p = cd.zeros(12, "float32", { pinned = true })   -- two pieces of 6
     p:copy_from({ { 1, 2, 3 }, { 4, { 5, 6, 7 } }, 8, { 9, 10, 11, 12 } })

@@ -593,6 +593,8 @@ static const char *host_view(lua_State *L, cdv_array *a) {
 
 /* ------------------------------------------------------------ Lua tables and strings as sources */
 
+#define LEAF_BATCH 32   /* NOTE [table batches] */
+
 static int64_t lua_source_count(lua_State *L, int arg, cdv_dtype t) {
   if (lua_type(L, arg) == LUA_TSTRING) {
     size_t len = lua_rawlen(L, arg), is = cdv_dtypes[t].size;
@@ -602,13 +604,17 @@ static int64_t lua_source_count(lua_State *L, int arg, cdv_dtype t) {
     return (int64_t)(len / is);
   }
   if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "Array, table or string");
-  /* nested tables count their leaves */
+  /* nested tables count their leaves; the elements are read LEAF_BATCH at a time (NOTE [table batches]) */
+  arg = lua_absindex(L, arg);
   int64_t n = 0;
   lua_Unsigned len = lua_rawlen(L, arg);
-  for (lua_Unsigned i = 1; i <= len; i++) {
-    if (lua_rawgeti(L, arg, (lua_Integer)i) == LUA_TTABLE) n += lua_source_count(L, lua_gettop(L), t);
-    else n++;
-    lua_pop(L, 1);
+  luaL_checkstack(L, LEAF_BATCH + 4, "table nested too deeply");
+  for (lua_Unsigned i = 1; i <= len; i += LEAF_BATCH) {
+    int top = lua_gettop(L), m = len - i + 1 < LEAF_BATCH ? (int)(len - i + 1) : LEAF_BATCH;
+    char ty[LEAF_BATCH];
+    for (int j = 0; j < m; j++) ty[j] = (char)lua_rawgeti(L, arg, (lua_Integer)(i + (lua_Unsigned)j));
+    for (int j = 0; j < m; j++) n += ty[j] == LUA_TTABLE ? lua_source_count(L, top + 1 + j, t) : 1;
+    lua_settop(L, top);
   }
   return n;
 }
@@ -641,14 +647,59 @@ static void sink_leaf(lua_State *L, leaf_sink *k, cdv_dtype dt, int arg) {
   if (keep) k->p += cdv_dtypes[dt].size;
 }
 
-/* Writes the leaves of the (possibly nested) table at t into the sink. */
+/* NOTE [table batches]: reading a table through the C API costs a push per element and a pop; the pop
+ * (lua_settop) costs as much as the push, so the elements are pushed LEAF_BATCH at a time and popped together.
+ * A number bound for a float32 or float64 window with room is stored without sink_leaf's checks (a number is
+ * always representable): that is most of what a table of numbers holds. Both halve the cost per element. */
 static void fill_from_table(lua_State *L, int t, cdv_dtype dt, leaf_sink *k, int arg) {
   lua_Unsigned len = lua_rawlen(L, t);
-  luaL_checkstack(L, 4, "table nested too deeply");
-  for (lua_Unsigned i = 1; i <= len && k->k < k->stop; i++) {
-    if (lua_rawgeti(L, t, (lua_Integer)i) == LUA_TTABLE) fill_from_table(L, lua_gettop(L), dt, k, arg);
-    else sink_leaf(L, k, dt, arg);
-    lua_pop(L, 1);
+  luaL_checkstack(L, LEAF_BATCH + 4, "table nested too deeply");
+  int flt = dt == CDV_F32 || dt == CDV_F64;
+  for (lua_Unsigned i = 1; i <= len && k->k < k->stop; i += LEAF_BATCH) {
+    int top = lua_gettop(L), m = len - i + 1 < LEAF_BATCH ? (int)(len - i + 1) : LEAF_BATCH;
+    char tys[LEAF_BATCH];   /* lua_rawgeti says the type: no lua_type call per element */
+    int numbers = flt && k->k >= k->first && k->k + m <= k->last && k->k + m <= k->stop &&
+                  (size_t)(k->end - k->p) >= (size_t)m * cdv_dtypes[dt].size;
+    for (int j = 0; j < m; j++) numbers &= (tys[j] = (char)lua_rawgeti(L, t, (lua_Integer)(i + (lua_Unsigned)j))) == LUA_TNUMBER;
+    if (numbers) {   /* the whole batch is numbers that all go into the window: the common case, in a tight loop */
+      char *p = k->p;
+      for (int j = 1; j <= m; j++) {
+        double v = lua_tonumberx(L, top + j, NULL);
+        if (dt == CDV_F32) {
+          float f = (float)v;
+          memcpy(p, &f, 4);
+          p += 4;
+        } else {
+          memcpy(p, &v, 8);
+          p += 8;
+        }
+      }
+      k->p = p;
+      k->k += m;
+      lua_settop(L, top);
+      continue;
+    }
+    for (int j = 1; j <= m && k->k < k->stop; j++) {
+      int ty = tys[j - 1];
+      if (ty == LUA_TNUMBER && flt && k->k >= k->first && k->k < k->last && k->p != k->end) {
+        double v = lua_tonumberx(L, top + j, NULL);
+        if (dt == CDV_F32) {
+          float f = (float)v;
+          memcpy(k->p, &f, 4);
+        } else {
+          memcpy(k->p, &v, 8);
+        }
+        k->p += cdv_dtypes[dt].size;
+        k->k++;
+      } else if (ty == LUA_TTABLE) {
+        fill_from_table(L, top + j, dt, k, arg);
+      } else {
+        lua_pushvalue(L, top + j);   /* sink_leaf converts the top of the stack */
+        sink_leaf(L, k, dt, arg);
+        lua_pop(L, 1);
+      }
+    }
+    lua_settop(L, top);
   }
 }
 
