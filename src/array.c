@@ -150,7 +150,9 @@ static int is_oom(const cdv_err *e) { return strcmp(e->name, "CUDA_ERROR_OUT_OF_
 
 /* The garbage collector cannot see device memory behind a small userdata, so allocations advance it
  * by their size: a loop that drops 1 MiB arrays collects them as it goes. The cpu device's memory is a
- * mapping of its own, as invisible to the collector (such a loop held 270 MiB at once without this). */
+ * mapping of its own, as invisible to the collector (such a loop held 270 MiB at once without this).
+ * Freeing takes the bytes back (block_unref), so a loop that frees what it allocates never steps the
+ * collector for it. */
 static void gc_pressure(lua_State *L, cdv_state *st, size_t bytes) {
   st->gc_pressure += bytes;
   if (st->gc_pressure >= ((size_t)16 << 20)) {
@@ -228,6 +230,7 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   cdv_device *d = b->dev;
   if (b->release == NULL && !b->borrowed) cdv_mem_account(d, -(int64_t)b->bytes, -1);
   if (b->quota != NULL) b->quota->quota_used -= b->bytes;
+  if (b->owner != NULL) b->owner->gc_pressure -= b->owner->gc_pressure < b->bytes ? b->owner->gc_pressure : b->bytes;
   if (b->release != NULL) {   /* the host's memory: hand it back once the work queued on it is done */
     cdv_device *ld = b->last_dev;
     if (ld != NULL && cdv_still_owned(ld, b->generation))
@@ -323,9 +326,8 @@ static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
   }
 }
 
-cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, int kind,
-                          cdv_stream *s) {
-  cdv_state *st = cdv_get_state(L);
+static cdv_array *push_array(lua_State *L, cdv_state *st, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
+                             int kind, cdv_stream *s) {
   cdv_array *a = new_array(L);
   a->dtype = t;
   set_shape(a, ndim, shape);
@@ -334,6 +336,11 @@ cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, co
   cdv_live_add(CDV_LIVE_ARRAY, 1);
   a->data = a->block->ptr;
   return a;
+}
+
+cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, int kind,
+                          cdv_stream *s) {
+  return push_array(L, cdv_get_state(L), d, t, ndim, shape, kind, s);
 }
 
 /* Memory the host owns (cudadev_push_array): no allocation, no quota, no statistics. */
@@ -367,13 +374,17 @@ typedef struct create_args {
 } create_args;
 
 /* Reads {device=, stream=, pinned=} at arg (may be none). */
-static create_args check_create_opts(lua_State *L, int arg, const char *fname) {
+static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const char *fname) {
   create_args c = {NULL, NULL, CDV_MEM_DEVICE};
+  if (lua_isnoneornil(L, arg)) {   /* no options: the default device (the common case, without the lookups) */
+    c.dev = cdv_state_device(L, st);
+    return c;
+  }
   cdv_check_options(L, arg, create_opts, fname);
   int pinned = cdv_check_boolean_field(L, arg, "pinned", 0, fname);
   c.dev = cdv_opt_device_field(L, arg, fname);
   c.stream = cdv_opt_stream_field(L, arg, fname);
-  if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_default_device(L);
+  if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_state_device(L, st);
   if (pinned && !c.dev->is_cpu)
     luaL_argerror(L, arg, lua_pushfstring(L, "pinned arrays live in host memory, not on %s", c.dev->alias));
   if (c.stream && c.stream->dev != c.dev)
@@ -391,9 +402,10 @@ static cdv_array *create(lua_State *L, int shape_arg, int next, const char *fnam
   int o = lua_istable(L, next) ? next : next + 1;
   cdv_dtype t = o == next ? CDV_F32 : cdv_check_dtype(L, next, CDV_F32);
   int ndim = check_shape(L, shape_arg, shape, t);
-  create_args c = check_create_opts(L, o, fname);
+  cdv_state *st = cdv_get_state(L);
+  create_args c = check_create_opts(L, st, o, fname);
   if (s != NULL) *s = c.stream;
-  return cdv_push_array(L, c.dev, t, ndim, shape, c.kind, c.stream);
+  return push_array(L, st, c.dev, t, ndim, shape, c.kind, c.stream);
 }
 
 static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s);
@@ -789,8 +801,9 @@ static int l_array(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     ndim = table_shape(L, 1, shape, 0, 1);
   }
-  create_args c = check_create_opts(L, o, "array");
-  cdv_array *a = cdv_push_array(L, c.dev, t, ndim, shape, c.kind, c.stream);
+  cdv_state *st = cdv_get_state(L);
+  create_args c = check_create_opts(L, st, o, "array");
+  cdv_array *a = push_array(L, st, c.dev, t, ndim, shape, c.kind, c.stream);
   if (c.dev->is_cpu) fill_host(L, 1, a, 1);
   else copy_lua(L, 1, a, 0, 0, a->size, a->size, c.stream);
   return 1;

@@ -356,6 +356,7 @@ cdv_device *cdv_opt_device(lua_State *L, int arg);          /* nil -> default de
 const char *cdv_device_problem(lua_State *L, int idx, cdv_device **out);   /* NOTE [checked values] */
 cdv_device *cdv_opt_device_field(lua_State *L, int t, const char *fname);  /* option 'device' of table t, or NULL */
 cdv_device *cdv_default_device(lua_State *L);
+cdv_device *cdv_state_device(lua_State *L, cdv_state *st);   /* the same, st being L's */
 int cdv_device_new(lua_State *L);                          /* cd.device(spec) */
 void cdv_device_use(lua_State *L, cdv_device *d);           /* activate, raise on failure/sticky */
 void cdv_device_check(lua_State *L, cdv_device *d);         /* the same checks, no activation */

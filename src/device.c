@@ -259,7 +259,10 @@ static cdv_device *initial_default(lua_State *L) {
 }
 
 cdv_device *cdv_default_device(lua_State *L) {
-  cdv_state *st = cdv_get_state(L);
+  return cdv_state_device(L, cdv_get_state(L));
+}
+
+cdv_device *cdv_state_device(lua_State *L, cdv_state *st) {
   if (st->default_device < 0) st->default_device = initial_default(L)->index;
   return registry[st->default_device];
 }

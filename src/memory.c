@@ -208,14 +208,16 @@ typedef struct memstat {
   int64_t held_blocks, held_bytes;   /* NOTE [block cache], every state's */
 } memstat;
 
+/* Every lua_State of the process counts into these, each field an atomic of its own: a mutex cost about 550
+ * of the 4500 instructions of a 1 MiB cd.empty + free, for counters that need no common snapshot. */
 static memstat stats[CDV_MAXDEV];
-static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t stat_add(int64_t *field, int64_t v) { return __atomic_add_fetch(field, v, __ATOMIC_RELAXED); }
+static int64_t stat_get(int64_t *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
 
 static void held_account(cdv_device *d, int64_t bytes, int blocks) {
-  pthread_mutex_lock(&stats_lock);
-  stats[d->index].held_blocks += blocks;
-  stats[d->index].held_bytes += bytes;
-  pthread_mutex_unlock(&stats_lock);
+  stat_add(&stats[d->index].held_blocks, blocks);
+  stat_add(&stats[d->index].held_bytes, bytes);
 }
 
 size_t cdv_block_class(size_t bytes) {
@@ -274,19 +276,18 @@ int cdv_block_release(cdv_state *st, cdv_device *d, void *stream, int all, cdv_e
 }
 
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks) {
-  pthread_mutex_lock(&stats_lock);
   memstat *s = &stats[d->index];
-  s->allocated += bytes;
-  s->active_blocks += blocks;
-  if (s->allocated > s->max_allocated) s->max_allocated = s->allocated;
-  pthread_mutex_unlock(&stats_lock);
+  int64_t now = stat_add(&s->allocated, bytes), peak = stat_get(&s->max_allocated);
+  stat_add(&s->active_blocks, blocks);
+  while (now > peak && !__atomic_compare_exchange_n(&s->max_allocated, &peak, now, 1, __ATOMIC_RELAXED,
+                                                    __ATOMIC_RELAXED)) {
+  }
 }
 
 static memstat get(cdv_device *d) {
-  pthread_mutex_lock(&stats_lock);
-  memstat s = stats[d->index];
-  pthread_mutex_unlock(&stats_lock);
-  return s;
+  memstat *s = &stats[d->index];
+  return (memstat){stat_get(&s->allocated), stat_get(&s->max_allocated), stat_get(&s->active_blocks),
+                   stat_get(&s->held_blocks), stat_get(&s->held_bytes)};
 }
 
 /* cuMemPoolGetAttribute(RESERVED_MEM_CURRENT) of the device's default pool (the blocks kept by NOTE [block
@@ -342,9 +343,7 @@ static int l_memory_reserved(lua_State *L) {
 
 static int l_reset_peak(lua_State *L) {
   cdv_device *d = cdv_opt_device(L, 1);
-  pthread_mutex_lock(&stats_lock);
-  stats[d->index].max_allocated = stats[d->index].allocated;
-  pthread_mutex_unlock(&stats_lock);
+  __atomic_store_n(&stats[d->index].max_allocated, stat_get(&stats[d->index].allocated), __ATOMIC_RELAXED);
   return 0;
 }
 
