@@ -12,6 +12,9 @@
  *                      the context check costs)
  *   NAME_ab_lua        cudadev: a Lua loop k(cfg, ...) with cfg a table made once + dev:synchronize()
  *   NAME_ab_lua_lc     the same with cfg a LaunchConfig (cd.launch_config, NOTE [launch configs])
+ *   NAME_ab_lua_floor  the floor of any Lua binding: a Lua loop calling a C function of this program that does
+ *                      nothing but the same cuLaunchKernel (no argument, no check; info: what is left for
+ *                      cudadev's own code is the distance between this side and lua_lc)
  * for NAME launch_empty and launch_5arg, and launch_sync: an empty launch followed each time by a synchronize
  * (cuCtxSynchronize; dev:synchronize() in Lua), N / 10 of them a turn. Both sides launch on the legacy default
  * stream, as a C program that names no stream does.
@@ -98,6 +101,9 @@ static const char SETUP[] =
   "function lua_5arg_lc(n) for _ = 1, n do args5(lc, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
   "function lua_sync(n) for _ = 1, n do empty(cfg) dev:synchronize() end end\n"
   "function lua_sync_lc(n) for _ = 1, n do empty(lc) dev:synchronize() end end\n"
+  "function lua_empty_floor(n) for _ = 1, n do raw_empty() end dev:synchronize() end\n"
+  "function lua_5arg_floor(n) for _ = 1, n do raw_5arg() end dev:synchronize() end\n"
+  "function lua_sync_floor(n) for _ = 1, n do raw_empty() dev:synchronize() end end\n"
   "dev:synchronize()\n"
   "return me.cubin or me.ptx, m5.cubin or m5.ptx, dev.name\n";
 
@@ -117,8 +123,22 @@ static void c_loop(CUfunction f, void **args, int n, int with_ctx, int sync_each
   check(p_cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
-enum { SIDES = 4 };
-static const char *const side_names[SIDES] = {"c", "c_ctx", "lua", "lua_lc"};
+/* raw_empty() / raw_5arg() in Lua: cuLaunchKernel of the function and arguments in the upvalues, nothing else */
+static int raw_launch(lua_State *L) {
+  check(p_cuLaunchKernel(lua_touserdata(L, lua_upvalueindex(1)), 1, 1, 1, 1, 1, 1, 0, NULL,
+                         lua_touserdata(L, lua_upvalueindex(2)), NULL), "cuLaunchKernel");
+  return 0;
+}
+
+static void set_raw(lua_State *L, const char *name, CUfunction f, void **args) {
+  lua_pushlightuserdata(L, f);
+  lua_pushlightuserdata(L, args);
+  lua_pushcclosure(L, raw_launch, 2);
+  lua_setglobal(L, name);
+}
+
+enum { SIDES = 5 };
+static const char *const side_names[SIDES] = {"c", "c_ctx", "lua", "lua_lc", "lua_floor"};
 
 static void run_side(lua_State *L, int side, const char *lua_fn, CUfunction f, void **args, int n, int sync_each) {
   char name[64];
@@ -127,7 +147,7 @@ static void run_side(lua_State *L, int side, const char *lua_fn, CUfunction f, v
     case 1: c_loop(f, args, n, 1, sync_each); break;
     case 2: lua_loop(L, lua_fn, n); break;
     default:
-      snprintf(name, sizeof name, "%s_lc", lua_fn);
+      snprintf(name, sizeof name, "%s_%s", lua_fn, side == 3 ? "lc" : "floor");
       lua_loop(L, name, n);
   }
 }
@@ -181,6 +201,8 @@ int main(int argc, char **argv) {
   float fl = 2.5f;
   size_t n = 1024;
   void *args5[] = {&p, &i, &fl, &n, &q};
+  set_raw(L, "raw_empty", fe, NULL);
+  set_raw(L, "raw_5arg", f5, args5);
 
   ab(L, "launch_empty", "lua_empty", fe, NULL, 0);
   ab(L, "launch_5arg", "lua_5arg", f5, args5, 0);

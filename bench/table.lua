@@ -56,9 +56,13 @@ local rows = {
   { "5-argument launch, config table, one process (A/B)", ab = "launch_5arg", side = "lua", "µs" },
   -- what the current-context check that every backend call starts with costs, measured in C
   { "C: cuCtxGetCurrent + empty launch, one process (A/B)", ab = "launch_empty", side = "c_ctx", "µs" },
+  -- the floor of any Lua binding: a Lua loop calling a C function that only calls cuLaunchKernel
+  { "Lua floor: a bare C function's empty launch, one process (A/B)", ab = "launch_empty", side = "lua_floor", "µs" },
+  { "Lua floor: a bare C function's 5-argument launch, one process (A/B)", ab = "launch_5arg", side = "lua_floor", "µs" },
   { "launch + synchronize", "launch_sync", "launch_sync", "µs", peers = "launch_sync" },
   { "launch + synchronize, LaunchConfig, one process (A/B)", ab = "launch_sync", side = "lua_lc", "µs", at_most(1.05) },
   { "launch + synchronize, config table, one process (A/B)", ab = "launch_sync", side = "lua", "µs" },
+  { "Lua floor: a bare C function's launch + synchronize, one process (A/B)", ab = "launch_sync", side = "lua_floor", "µs" },
   { "100 launches + synchronize", "graph_launches_100", "graph_launches_100", "µs" },
   { "graph of 100 launches + synchronize", "graph_replay_100", "graph_replay_100", "µs" },
   -- cudadev's own speedup, graph against launches in the same run; the C column is C's, for scale
