@@ -648,12 +648,12 @@ static void next_window(lua_State *L, leaf_sink *k) {
   k->end = k->p + len;
 }
 
-/* Converts the leaf at the top of the stack into the sink. */
-static void sink_leaf(lua_State *L, leaf_sink *k, cdv_dtype dt, int arg) {
+/* Converts the leaf at stack index idx (absolute) into the sink. */
+static void sink_leaf(lua_State *L, int idx, leaf_sink *k, cdv_dtype dt, int arg) {
   uint64_t dropped;
   int keep = k->k >= k->first && k->k < k->last;
   if (keep && k->p == k->end) next_window(L, k);
-  const char *msg = to_elem(L, -1, dt, keep ? (void *)k->p : &dropped);
+  const char *msg = to_elem(L, idx, dt, keep ? (void *)k->p : &dropped);
   ++k->k;
   if (msg != NULL) luaL_argerror(L, arg, lua_pushfstring(L, "element %I: %s", k->k, msg));
   if (keep) k->p += cdv_dtypes[dt].size;
@@ -661,8 +661,9 @@ static void sink_leaf(lua_State *L, leaf_sink *k, cdv_dtype dt, int arg) {
 
 /* NOTE [table batches]: reading a table through the C API costs a push per element and a pop; the pop
  * (lua_settop) costs as much as the push, so the elements are pushed LEAF_BATCH at a time and popped together.
- * A number bound for a float32 or float64 window with room is stored without sink_leaf's checks (a number is
- * always representable): that is most of what a table of numbers holds. Both halve the cost per element. */
+ * A batch of numbers bound for a float32 or float64 window with room for all of them is stored without
+ * sink_leaf's checks (a number is always representable): that is most of what a table of numbers holds. Both
+ * halve the cost per element. Any other batch goes through sink_leaf element by element. */
 static void fill_from_table(lua_State *L, int t, cdv_dtype dt, leaf_sink *k, int arg) {
   lua_Unsigned len = lua_rawlen(L, t);
   luaL_checkstack(L, LEAF_BATCH + 4, "table nested too deeply");
@@ -691,25 +692,9 @@ static void fill_from_table(lua_State *L, int t, cdv_dtype dt, leaf_sink *k, int
       lua_settop(L, top);
       continue;
     }
-    for (int j = 1; j <= m && k->k < k->stop; j++) {
-      int ty = tys[j - 1];
-      if (ty == LUA_TNUMBER && flt && k->k >= k->first && k->k < k->last && k->p != k->end) {
-        double v = lua_tonumberx(L, top + j, NULL);
-        if (dt == CDV_F32) {
-          float f = (float)v;
-          memcpy(k->p, &f, 4);
-        } else {
-          memcpy(k->p, &v, 8);
-        }
-        k->p += cdv_dtypes[dt].size;
-        k->k++;
-      } else if (ty == LUA_TTABLE) {
-        fill_from_table(L, top + j, dt, k, arg);
-      } else {
-        lua_pushvalue(L, top + j);   /* sink_leaf converts the top of the stack */
-        sink_leaf(L, k, dt, arg);
-        lua_pop(L, 1);
-      }
+    for (int j = 1; j <= m && k->k < k->stop; j++) {   /* else element by element, checked */
+      if (tys[j - 1] == LUA_TTABLE) fill_from_table(L, top + j, dt, k, arg);
+      else sink_leaf(L, top + j, k, dt, arg);
     }
     lua_settop(L, top);
   }

@@ -528,10 +528,10 @@ static int device_reset(lua_State *L) {
   cdv_device *d = self(L);
   cdv_err e;
   if (forked && !d->is_cpu) cdv_device_use(L, d);   /* the fork message */
+  if (!d->is_cpu && !d->is_primary)
+    return luaL_error(L, "%s is a mapped context: reset applies to a device's primary context", d->alias);
   cdv_block_release(cdv_get_state(L), d, NULL, 1, &e);   /* NOTE [block cache]; a poisoned context's are forgotten */
   if (!d->is_cpu) {
-    if (!d->is_primary)
-      return luaL_error(L, "%s is a mapped context: reset applies to a device's primary context", d->alias);
     if (d->ctx != NULL && !d->sticky) d->be->synchronize(d, &e);   /* let queued work finish; errors are moot */
     cdv_pinned_trim(NULL, &e);   /* NOTE [pinned pool]: cached blocks may be pinned through this context */
     int rc = cdv_cuda_reset(d, &e);
