@@ -4,15 +4,17 @@
 #   make deps           install what is missing (as root, with apt), else say what to install
 #   make demo           build, then run examples/saxpy.lua (on the GPU, or on the cpu device without one)
 #   make test           build, then run spec/ with busted; then, as CI needs (.ci/run runs `make test` only), the
-#                       suite again against AddressSanitizer + UBSan and under valgrind (CHECKS, below), and a
-#                       summary whose last line is the suite's own `busted: N passed, N failed, N skipped`
+#                       C tests of tests/ (ctest), the suite again against AddressSanitizer + UBSan and under
+#                       valgrind (CHECKS, below), and a summary whose last line is the suite's own
+#                       `busted: N passed, N failed, N skipped`
+#   make ctest          the C tests of tests/ (CTest: the signature parser, the cpu and cuda backends without Lua)
 #   make asan           spec/ against an AddressSanitizer + UBSan build in build-asan/
 #   make valgrind       spec/ under valgrind memcheck (leaks included) on the cpu device, then a short fuzz run
 #   make fuzz           the API fuzzer for FUZZ_CALLS calls (seed FUZZ_SEED); spec/fuzz.lua --help for longer runs
 #   make bench          bench/run
 #   make clean
 # Variables: LUA (lua5.4), BUSTED (how to run busted), BUSTED_ARGS (e.g. spec/20-array_spec.lua), JOBS,
-#   CHECKS (what `make test` runs after the suite: "asan valgrind"; empty for the suite alone; nothing runs after
+#   CHECKS (what `make test` runs after the suite: "ctest asan valgrind"; empty for the suite alone; nothing runs after
 #   the suite when BUSTED_ARGS names specs), FUZZ_CALLS, FUZZ_SEED.
 
 LUA         ?= lua5.4
@@ -32,7 +34,7 @@ LUA_ENV = LUA_PATH='$(LPATH);' LUA_CPATH='build/?.so;;' \
 ASAN_ENV = LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-CHECKS      ?= asan valgrind
+CHECKS      ?= ctest asan valgrind
 FUZZ_CALLS  ?= 100000
 FUZZ_SEED   ?= 1
 
@@ -53,7 +55,7 @@ define cmake_build
 	cmake --build --preset $(1) -j $(JOBS)
 endef
 
-.PHONY: all build deps demo test check-asan check-valgrind asan valgrind fuzz bench clean
+.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench clean
 .NOTPARALLEL:                       # deps, then build, then run: cmake parallelises the build itself
 MAKEFLAGS += --no-print-directory
 
@@ -76,6 +78,13 @@ test: deps build
 	@bash .ci/check.sh suite $(BUSTED) $(BUSTED_ARGS)
 	@$(if $(BUSTED_ARGS),,$(foreach c,$(CHECKS),$(MAKE) check-$(c) || true;))
 	@bash .ci/check.sh --summary suite $(if $(BUSTED_ARGS),,$(CHECKS))
+
+# GPU-labelled C tests need a GPU host (.ci/gpu-session smoke runs that one).
+check-ctest: deps build
+	@bash .ci/check.sh ctest ctest --test-dir build -LE gpu --output-on-failure
+
+ctest: deps build
+	ctest --test-dir build -LE gpu --output-on-failure
 
 # The embedding examples (spec/75-embed_spec.lua) are programs built in build/, not instrumented: under the
 # preloaded ASan runtime they gain nothing, and embed_threads deadlocks there (a launch forked from one of
