@@ -909,4 +909,13 @@ const cdv_backend cdv_backend_cuda = {
   .param_info = cuda_param_info,
   .occupancy = cuda_occupancy,
   .launch = cuda_launch,
+  /* NOTE [optional operations]: backend_cuda_optional.c */
+  .peer_supported = cdv_cuda_peer_supported,
+  .peer_set = cdv_cuda_peer_set,
+  .mempool_access_get = cdv_cuda_mempool_access_get,
+  .mempool_access_set = cdv_cuda_mempool_access_set,
+  .capture_begin = cdv_cuda_capture_begin,
+  .capture_end = cdv_cuda_capture_end,
+  .graph_launch = cdv_cuda_graph_launch,
+  .graph_destroy = cdv_cuda_graph_destroy,
 };

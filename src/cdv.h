@@ -163,6 +163,22 @@ struct cdv_backend {
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
   int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
                 void *stream, void **args, cdv_err *e);
+
+  /* NOTE [optional operations]: features a device kind may not have at all (the cpu device has no peers and
+   * no graphs) are operations left NULL; the Lua-facing file asks for the operation and, when it is missing,
+   * says by name that the feature belongs to another kind of device, instead of testing the kind itself.
+   * Peer access: may `peer` map `target`'s memory; turn the access on or off (the caller made both contexts
+   * and peer's current; twice is not a failure); the same for memory from target's stream-ordered pool. */
+  int (*peer_supported)(cdv_device *target, cdv_device *peer, int *can, cdv_err *e);
+  int (*peer_set)(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
+  int (*mempool_access_get)(cdv_device *target, cdv_device *peer, int *on, cdv_err *e);
+  int (*mempool_access_set)(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
+  /* Graphs by stream capture: begin; end (keep = 0: discard what was captured) giving an executable graph
+   * and its node count; launch one on a stream; destroy one. */
+  int (*capture_begin)(cdv_device *d, void *stream, cdv_err *e);
+  int (*capture_end)(cdv_device *d, void *stream, int keep, void **exec, int *nodes, cdv_err *e);
+  int (*graph_launch)(cdv_device *d, void *exec, void *stream, cdv_err *e);
+  int (*graph_destroy)(cdv_device *d, void *exec, cdv_err *e);
 };
 
 extern const cdv_backend cdv_backend_cuda;
@@ -181,6 +197,17 @@ int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky fau
 int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
 int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
 void cdv_cuda_unadopt(cdv_device *d);                         /* its canary freed (the context lives on) */
+/* the CUdevice of context *ctx (NULL: the current one, stored in *ctx; none current leaves it NULL) */
+int cdv_cuda_context_device(void **ctx, int *device, cdv_err *e);
+/* backend_cuda_optional.c: the CUDA backend's NOTE [optional operations] */
+int cdv_cuda_peer_supported(cdv_device *target, cdv_device *peer, int *can, cdv_err *e);
+int cdv_cuda_peer_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
+int cdv_cuda_mempool_access_get(cdv_device *target, cdv_device *peer, int *on, cdv_err *e);
+int cdv_cuda_mempool_access_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
+int cdv_cuda_capture_begin(cdv_device *d, void *stream, cdv_err *e);
+int cdv_cuda_capture_end(cdv_device *d, void *stream, int keep, void **exec, int *nodes, cdv_err *e);
+int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e);
+int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e);
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
 /* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the

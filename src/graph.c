@@ -3,17 +3,17 @@
  * the stream capturing (and current, so launches and copies that name no stream land in it), then
  * instantiates what was captured; g:launch([stream]) replays it.
  *
- * Graphs are a CUDA feature; the cpu device has none, so this file calls the driver directly. The
- * arrays a graph's kernels use must outlive the graph, as with PyTorch's CUDA graphs.
+ * Graphs are a CUDA feature: the backend's capture and graph operations (NOTE [optional operations]), which
+ * the cpu device leaves out. The arrays a graph's kernels use must outlive the graph, as with PyTorch's CUDA
+ * graphs.
  */
 #include <string.h>
 
 #include "cdv.h"
-#include "syms.h"
 
 typedef struct graph {
   uint64_t magic;                /* CDV_GRAPH_MAGIC (NOTE [magic]) */
-  CUgraphExec exec;
+  void *exec;                    /* the backend's executable graph (CUgraphExec) */
   cdv_device *dev;
   unsigned generation;
   int nodes;
@@ -30,13 +30,15 @@ static graph *check_graph(lua_State *L, int arg) {
   return g;
 }
 
-/* cd.capture(stream, fn, ...) -> Graph (cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate) */
+/* cd.capture(stream, fn, ...) -> Graph (the backend's capture_begin and capture_end: cuStreamBeginCapture,
+ * cuStreamEndCapture, cuGraphInstantiate) */
 static int l_capture(lua_State *L) {
   cdv_stream *s = cdv_check_stream(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   cdv_device *d = s->dev;
   cdv_err e;
-  if (d->is_cpu) return luaL_argerror(L, 1, "graphs are a CUDA feature: capture a stream of a CUDA device");
+  if (d->be->capture_begin == NULL)
+    return luaL_argerror(L, 1, "graphs are a CUDA feature: capture a stream of a CUDA device");
   if (s->handle == NULL) return luaL_argerror(L, 1, "the default stream cannot be captured: use cd.stream()");
   graph *g = lua_newuserdatauv(L, sizeof *g, 0);
   memset(g, 0, sizeof *g);
@@ -44,8 +46,7 @@ static int l_capture(lua_State *L) {
   luaL_setmetatable(L, CDV_GRAPH);
   lua_insert(L, 1);                          /* graph, stream, fn, args... */
   cdv_device_use(L, d);
-  if (CDV_CU(&e, cuStreamBeginCapture, (CUstream)s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
-    return cdv_raise(L, d, &e);
+  if (d->be->capture_begin(d, s->handle, &e)) return cdv_raise(L, d, &e);
   /* fn runs with the stream current; its error is rethrown after the capture is ended */
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_getfield(L, -1, "cudadev");
@@ -54,34 +55,29 @@ static int l_capture(lua_State *L) {
   lua_pop(L, 1);
   lua_insert(L, 2);                          /* graph, with_stream, stream, fn, args... */
   int status = lua_pcall(L, lua_gettop(L) - 2, 0, 0);
-  CUgraph cg = NULL;
-  int rc = CDV_CU(&e, cuStreamEndCapture, (CUstream)s->handle, &cg);
-  if (status != LUA_OK) {
-    if (cg != NULL) cdv_cu.cuGraphDestroy(cg);
-    return lua_error(L);
-  }
+  void *exec = NULL;
+  int nodes = 0;
+  int rc = d->be->capture_end(d, s->handle, status == LUA_OK, &exec, &nodes, &e);
+  if (status != LUA_OK) return lua_error(L);
   if (rc != 0) return cdv_raise(L, d, &e);
-  size_t n = 0;
-  if (cdv_cu.cuGraphGetNodes) cdv_cu.cuGraphGetNodes(cg, NULL, &n);
-  rc = CDV_CU(&e, cuGraphInstantiate, &g->exec, cg, 0);
-  cdv_cu.cuGraphDestroy(cg);
-  if (rc != 0) return cdv_raise(L, d, &e);
+  g->exec = exec;
   g->dev = d;
   g->generation = d->generation;
-  g->nodes = (int)n;
+  g->nodes = nodes;
   cdv_live_add(CDV_LIVE_GRAPH, 1);
   lua_settop(L, 1);
   return 1;
 }
 
-/* g:launch([stream]) wraps cuGraphLaunch (default: the current stream of the graph's device) */
+/* g:launch([stream]): the backend's graph_launch, cuGraphLaunch (default: the current stream of the graph's
+ * device) */
 static int graph_launch(lua_State *L) {
   graph *g = check_graph(L, 1);
   cdv_stream *s = lua_isnoneornil(L, 2) ? NULL : cdv_check_stream(L, 2);
   void *h = cdv_stream_for(L, g->dev, s);
   cdv_err e;
   cdv_device_use(L, g->dev);
-  if (CDV_CU(&e, cuGraphLaunch, g->exec, (CUstream)h)) return cdv_raise(L, g->dev, &e);
+  if (g->dev->be->graph_launch(g->dev, g->exec, h, &e)) return cdv_raise(L, g->dev, &e);
   if (cdv_get_state(L)->launch_blocking && g->dev->be->stream_synchronize(g->dev, h, &e) != 0)
     return cdv_raise(L, g->dev, &e);
   lua_settop(L, 1);
@@ -91,7 +87,7 @@ static int graph_launch(lua_State *L) {
 static void release(lua_State *L, graph *g) {
   if (g->exec != NULL && cdv_still_owned(g->dev, g->generation)) {
     cdv_err e;
-    if (CDV_CU(&e, cuGraphExecDestroy, g->exec)) cdv_warn_release(L, "destroying a graph", g->dev, &e);
+    if (g->dev->be->graph_destroy(g->dev, g->exec, &e)) cdv_warn_release(L, "destroying a graph", g->dev, &e);
   }
   if (g->exec != NULL) cdv_live_add(CDV_LIVE_GRAPH, -1);
   g->exec = NULL;

@@ -2,8 +2,8 @@
  * peer.c: peer and memory-pool access between CUDA devices (Warp's semantics), custom contexts mapped to
  * aliases, and the multi-device helpers.
  *
- * These are CUDA-only by nature (the cpu device has no peers), so this file calls the driver through the
- * symbol table directly instead of through the backend interface.
+ * These are CUDA-only by nature: the backend's peer operations (NOTE [optional operations]), which the cpu
+ * device leaves out.
  *
  * NOTE [peer access]: access is directional: set_peer_access_enabled(target, peer, true) lets kernels
  * and copies running on `peer` read and write `target`'s memory (cuCtxEnablePeerAccess called in peer's
@@ -16,23 +16,23 @@
 #include <string.h>
 
 #include "cdv.h"
-#include "syms.h"
 
 static unsigned char peer_on[CDV_MAXDEV][CDV_MAXDEV];   /* [target][peer] */
 static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static cdv_device *check_cuda(lua_State *L, int arg) {
   cdv_device *d = cdv_check_device(L, arg);
-  if (d->is_cpu) luaL_argerror(L, arg, "peer access is between CUDA devices, not cpu");
+  if (d->be->peer_supported == NULL)
+    luaL_argerror(L, arg, lua_pushfstring(L, "peer access is between CUDA devices, not %s", d->be->kind));
   return d;
 }
 
-/* cuDeviceCanAccessPeer(&can, peer, target): can `peer` map `target`'s memory */
+/* the backend's peer_supported (cuDeviceCanAccessPeer): can `peer` map `target`'s memory */
 static int supported(lua_State *L, cdv_device *target, cdv_device *peer) {
   int can = 0;
   cdv_err e;
   if (target->handle == peer->handle) return 1;
-  if (CDV_CU(&e, cuDeviceCanAccessPeer, &can, (CUdevice)peer->handle, (CUdevice)target->handle)) cdv_raise(L, peer, &e);
+  if (peer->be->peer_supported(target, peer, &can, &e)) cdv_raise(L, peer, &e);
   return can;
 }
 
@@ -50,7 +50,7 @@ static int unsupported(lua_State *L, cdv_device *target, cdv_device *peer, const
                     target->alias, peer->name, target->name);
 }
 
-/* cuCtxEnablePeerAccess / cuCtxDisablePeerAccess, in peer's context; twice is a no-op */
+/* the backend's peer_set (cuCtxEnablePeerAccess / cuCtxDisablePeerAccess), in peer's context; twice is a no-op */
 static void set_peer(lua_State *L, cdv_device *target, cdv_device *peer, int on) {
   cdv_err e;
   if (target->handle == peer->handle || enabled(target, peer) == on) return;
@@ -58,12 +58,7 @@ static void set_peer(lua_State *L, cdv_device *target, cdv_device *peer, int on)
   if (!on && !supported(L, target, peer)) return;
   cdv_device_use(L, target);    /* the target's context must exist to be named */
   cdv_device_use(L, peer);
-  CUresult r = on ? cdv_cu.cuCtxEnablePeerAccess((CUcontext)target->ctx, 0)
-                  : cdv_cu.cuCtxDisablePeerAccess((CUcontext)target->ctx);
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED && r != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) {
-    cdv_cu_error(&e, on ? "cuCtxEnablePeerAccess" : "cuCtxDisablePeerAccess", r);
-    cdv_raise(L, peer, &e);
-  }
+  if (peer->be->peer_set(target, peer, on, &e)) cdv_raise(L, peer, &e);
   pthread_mutex_lock(&peer_lock);
   peer_on[target->index][peer->index] = (unsigned char)on;
   pthread_mutex_unlock(&peer_lock);
@@ -73,43 +68,32 @@ static int mempool_supported(lua_State *L, cdv_device *target, cdv_device *peer)
   return target->is_mempool_supported && peer->is_mempool_supported && supported(L, target, peer);
 }
 
-/* cuMemPoolGetAccess on target's default pool for peer's location */
+/* the backend's mempool_access_get (cuMemPoolGetAccess on target's default pool for peer's location) */
 static int mempool_enabled(lua_State *L, cdv_device *target, cdv_device *peer) {
   if (target->handle == peer->handle) return 1;
   if (!target->is_mempool_supported || !peer->is_mempool_supported) return 0;
-  CUmemoryPool pool;
-  CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
-  CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, peer->handle};
+  int on = 0;
   cdv_err e;
-  if (CDV_CU(&e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle) ||
-      CDV_CU(&e, cuMemPoolGetAccess, &flags, pool, &loc))
-    cdv_raise(L, target, &e);
-  return flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (target->be->mempool_access_get(target, peer, &on, &e)) cdv_raise(L, target, &e);
+  return on;
 }
 
-/* cuMemPoolSetAccess: peer may (or may no longer) use memory of target's default pool */
+/* the backend's mempool_access_set (cuMemPoolSetAccess): peer may (or may no longer) use memory of target's
+ * default pool */
 static void set_mempool(lua_State *L, cdv_device *target, cdv_device *peer, int on) {
   if (target->handle == peer->handle || mempool_enabled(L, target, peer) == on) return;
   if (!mempool_supported(L, target, peer)) {
     if (on) unsupported(L, target, peer, "memory pool");
     return;
   }
-  CUmemoryPool pool;
-  CUmemAccessDesc desc;
-  memset(&desc, 0, sizeof desc);
-  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  desc.location.id = peer->handle;
-  desc.flags = on ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
   cdv_err e;
   cdv_device_use(L, target);
-  if (CDV_CU(&e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle) ||
-      CDV_CU(&e, cuMemPoolSetAccess, pool, &desc, 1))
-    cdv_raise(L, target, &e);
+  if (target->be->mempool_access_set(target, peer, on, &e)) cdv_raise(L, target, &e);
 }
 
 /* Kernels on `peer` may use memory of `target` (from_pool: memory from target's stream-ordered pool). */
 int cdv_peer_reachable(lua_State *L, cdv_device *target, cdv_device *peer, int from_pool) {
-  if (target->is_cpu || peer->is_cpu) return 0;
+  if (target->be->peer_supported == NULL || peer->be->peer_supported == NULL) return 0;
   return from_pool ? mempool_enabled(L, target, peer) : enabled(target, peer);
 }
 
@@ -220,24 +204,16 @@ cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void
     if (strcmp(cdv_device_at(i)->alias, alias) == 0)
       alias_error(L, alias_arg, lua_pushfstring(L, "alias '%s' is already mapped", alias));
   if (cdv_cuda_count() == 0) luaL_error(L, "map_cuda_device needs a CUDA driver (%s)", cdv_cuda_why());
-  CUcontext ctx = (CUcontext)context;
-  if (ctx == NULL) {
-    if (CDV_CU(&e, cuCtxGetCurrent, &ctx)) cdv_raise(L, NULL, &e);
-    if (ctx == NULL) luaL_error(L, "no CUDA context is current on this thread (pass the context pointer)");
-  }
-  CUcontext prev = NULL;
-  CUdevice dev;
-  if (CDV_CU(&e, cuCtxPushCurrent, ctx)) cdv_raise(L, NULL, &e);
-  int rc = CDV_CU(&e, cuCtxGetDevice, &dev);
-  cdv_cu.cuCtxPopCurrent(&prev);
-  if (rc) cdv_raise(L, NULL, &e);
+  int dev = 0;
+  if (cdv_cuda_context_device(&context, &dev, &e)) cdv_raise(L, NULL, &e);
+  if (context == NULL) luaL_error(L, "no CUDA context is current on this thread (pass the context pointer)");
   cdv_device *base = NULL;
   for (int i = 1; i < cdv_device_count_all() && base == NULL; i++)
-    if (cdv_device_at(i)->is_primary && cdv_device_at(i)->handle == (int)dev) base = cdv_device_at(i);
+    if (cdv_device_at(i)->is_primary && cdv_device_at(i)->handle == dev) base = cdv_device_at(i);
   if (base == NULL) luaL_error(L, "the context belongs to no known device");
   cdv_device proto = *base;
   snprintf(proto.alias, sizeof proto.alias, "%s", alias);
-  proto.ctx = ctx;
+  proto.ctx = context;
   proto.is_primary = 0;
   proto.sticky = 0;
   cdv_device *d = cdv_device_add(&proto);

@@ -1,0 +1,109 @@
+/*
+ * backend_cuda_optional.c: the CUDA backend's optional operations (struct cdv_backend's "a backend may leave
+ * these NULL" part): peer and memory-pool access between devices, graphs made by stream capture, and the
+ * device behind a context that a host hands over. The cpu device has none of them; peer.c and graph.c ask the
+ * device's backend for the operation and say by name that it is missing, so neither includes the driver's
+ * headers (NOTE [optional operations] in cdv.h).
+ *
+ * Like backend_cuda.c, nothing here touches a lua_State: each returns 0, or -1 with *e filled.
+ */
+#include <string.h>
+
+#include "cdv.h"
+#include "syms.h"
+
+/* cuDeviceCanAccessPeer(&can, peer, target): can `peer` map `target`'s memory */
+int cdv_cuda_peer_supported(cdv_device *target, cdv_device *peer, int *can, cdv_err *e) {
+  *can = 0;
+  return CDV_CU(e, cuDeviceCanAccessPeer, can, (CUdevice)peer->handle, (CUdevice)target->handle);
+}
+
+/* cuCtxEnablePeerAccess / cuCtxDisablePeerAccess on target's context, in peer's (the caller made both contexts
+ * exist and peer's current). Enabling twice and disabling when off are not failures. */
+int cdv_cuda_peer_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e) {
+  (void)peer;
+  CUresult r = on ? cdv_cu.cuCtxEnablePeerAccess((CUcontext)target->ctx, 0)
+                  : cdv_cu.cuCtxDisablePeerAccess((CUcontext)target->ctx);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED || r == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
+    return 0;
+  return cdv_cu_error(e, on ? "cuCtxEnablePeerAccess" : "cuCtxDisablePeerAccess", r);
+}
+
+/* cuMemPoolGetAccess on target's default pool for peer's location */
+int cdv_cuda_mempool_access_get(cdv_device *target, cdv_device *peer, int *on, cdv_err *e) {
+  CUmemoryPool pool;
+  CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, peer->handle};
+  if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle) ||
+      CDV_CU(e, cuMemPoolGetAccess, &flags, pool, &loc))
+    return -1;
+  *on = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return 0;
+}
+
+/* cuMemPoolSetAccess: peer may (or may no longer) use memory of target's default pool */
+int cdv_cuda_mempool_access_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e) {
+  CUmemoryPool pool;
+  CUmemAccessDesc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = peer->handle;
+  desc.flags = on ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle)) return -1;
+  return CDV_CU(e, cuMemPoolSetAccess, pool, &desc, 1);
+}
+
+/* cuStreamBeginCapture, thread-local mode: only this thread's work on the stream is captured */
+int cdv_cuda_capture_begin(cdv_device *d, void *stream, cdv_err *e) {
+  (void)d;
+  return CDV_CU(e, cuStreamBeginCapture, (CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+
+/* cuStreamEndCapture, then (when keep) cuGraphInstantiate: *exec is the executable graph and *nodes its node
+ * count. The captured graph itself is destroyed either way; keep = 0 ends a capture whose body failed. */
+int cdv_cuda_capture_end(cdv_device *d, void *stream, int keep, void **exec, int *nodes, cdv_err *e) {
+  (void)d;
+  CUgraph cg = NULL;
+  CUgraphExec ge = NULL;
+  size_t n = 0;
+  *exec = NULL;
+  int rc = CDV_CU(e, cuStreamEndCapture, (CUstream)stream, &cg);
+  if (rc == 0 && keep) {
+    if (cdv_cu.cuGraphGetNodes) cdv_cu.cuGraphGetNodes(cg, NULL, &n);
+    rc = CDV_CU(e, cuGraphInstantiate, &ge, cg, 0);
+  }
+  if (cg != NULL) cdv_cu.cuGraphDestroy(cg);
+  *exec = ge;
+  *nodes = (int)n;
+  return rc;
+}
+
+/* cuGraphLaunch */
+int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e) {
+  (void)d;
+  return CDV_CU(e, cuGraphLaunch, (CUgraphExec)exec, (CUstream)stream);
+}
+
+/* cuGraphExecDestroy */
+int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e) {
+  (void)d;
+  return CDV_CU(e, cuGraphExecDestroy, (CUgraphExec)exec);
+}
+
+/* The CUDA device (CUdevice) of a context a host hands over: *ctx, or the calling thread's current context when
+ * *ctx is NULL (cuCtxGetCurrent; *ctx is then set, and stays NULL when none is current). cuCtxGetDevice answers
+ * for the current context only, so the context is pushed for the question and popped after. */
+int cdv_cuda_context_device(void **ctx, int *device, cdv_err *e) {
+  CUcontext c = (CUcontext)*ctx, prev = NULL;
+  CUdevice dev = 0;
+  if (c == NULL) {
+    if (CDV_CU(e, cuCtxGetCurrent, &c)) return -1;
+    *ctx = c;
+    if (c == NULL) return 0;
+  }
+  if (CDV_CU(e, cuCtxPushCurrent, c)) return -1;
+  int rc = CDV_CU(e, cuCtxGetDevice, &dev);
+  cdv_cu.cuCtxPopCurrent(&prev);
+  *device = (int)dev;
+  return rc;
+}
