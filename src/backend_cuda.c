@@ -881,6 +881,7 @@ int cdv_cuda_driver_version(void) {
 const cdv_backend cdv_backend_cuda = {
   .kind = "cuda",
   .reset_frees = 1,
+  .has_contexts = 1,
   .stage_pageable = 1,
   .activate = cuda_activate,
   .synchronize = cuda_synchronize,
@@ -918,4 +919,6 @@ const cdv_backend cdv_backend_cuda = {
   .capture_end = cdv_cuda_capture_end,
   .graph_launch = cdv_cuda_graph_launch,
   .graph_destroy = cdv_cuda_graph_destroy,
+  .pool_reserved = cdv_cuda_pool_reserved,
+  .pool_trim = cdv_cuda_pool_trim,
 };

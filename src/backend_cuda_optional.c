@@ -1,9 +1,10 @@
 /*
  * backend_cuda_optional.c: the CUDA backend's optional operations (struct cdv_backend's "a backend may leave
- * these NULL" part): peer and memory-pool access between devices, graphs made by stream capture, and the
- * device behind a context that a host hands over. The cpu device has none of them; peer.c and graph.c ask the
- * device's backend for the operation and say by name that it is missing, so neither includes the driver's
- * headers (NOTE [optional operations] in cdv.h).
+ * these NULL" part): peer and memory-pool access between devices, graphs made by stream capture, the
+ * statistics and trimming of a device's stream-ordered pool, and the device behind a context that a host
+ * hands over. The cpu device has none of them; peer.c and graph.c ask the
+ * device's backend for the operation and say by name that it is missing (memory.c skips the pool's), so none
+ * of them includes the driver's headers (NOTE [optional operations] in cdv.h).
  *
  * Like backend_cuda.c, nothing here touches a lua_State: each returns 0, or -1 with *e filled.
  */
@@ -106,4 +107,22 @@ int cdv_cuda_context_device(void **ctx, int *device, cdv_err *e) {
   cdv_cu.cuCtxPopCurrent(&prev);
   *device = (int)dev;
   return rc;
+}
+
+/* cuMemPoolGetAttribute(RESERVED_MEM_CURRENT) of the device's default pool */
+int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e) {
+  CUmemoryPool pool;
+  cuuint64_t v = 0;
+  if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle) ||
+      CDV_CU(e, cuMemPoolGetAttribute, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v))
+    return -1;
+  *bytes = (uint64_t)v;
+  return 0;
+}
+
+/* cuMemPoolTrimTo(pool, 0): the default pool gives back every byte it keeps that no allocation uses */
+int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e) {
+  CUmemoryPool pool;
+  if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle)) return -1;
+  return CDV_CU(e, cuMemPoolTrimTo, pool, 0);
 }

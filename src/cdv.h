@@ -123,6 +123,7 @@ enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2 };
 struct cdv_backend {
   const char *kind;                              /* "cpu" or "cuda" */
   int reset_frees;                               /* a reset takes everything made before it (NOTE [stale release]) */
+  int has_contexts;                              /* its devices have a context, made when first needed (d->ctx) */
   /* 1 when this backend's copies from and to pageable host memory are faster through pinned staging buffers
    * (its DMA engines read and write only page-locked memory); 0 when its copies are host memcpys.
    * NOTE [staged copies] in staging.c. */
@@ -179,6 +180,10 @@ struct cdv_backend {
   int (*capture_end)(cdv_device *d, void *stream, int keep, void **exec, int *nodes, cdv_err *e);
   int (*graph_launch)(cdv_device *d, void *exec, void *stream, cdv_err *e);
   int (*graph_destroy)(cdv_device *d, void *exec, cdv_err *e);
+  /* The device's stream-ordered pool (where d->is_mempool_supported): the bytes it reserves now, and giving
+   * back what it keeps beyond what is allocated (after the caller waited for the device). */
+  int (*pool_reserved)(cdv_device *d, uint64_t *bytes, cdv_err *e);
+  int (*pool_trim)(cdv_device *d, cdv_err *e);
 };
 
 extern const cdv_backend cdv_backend_cuda;
@@ -208,6 +213,8 @@ int cdv_cuda_capture_begin(cdv_device *d, void *stream, cdv_err *e);
 int cdv_cuda_capture_end(cdv_device *d, void *stream, int keep, void **exec, int *nodes, cdv_err *e);
 int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e);
 int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e);
+int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e);
+int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e);
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
 /* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the

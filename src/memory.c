@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "cdv.h"
-#include "syms.h"
 
 /* ------------------------------------------------------------ the pinned host pool */
 /* NOTE [pinned pool]: page-locking is slow (pinning or unpinning a few MiB costs milliseconds: the driver
@@ -290,19 +289,17 @@ static memstat get(cdv_device *d) {
                    stat_get(&s->held_blocks), stat_get(&s->held_bytes)};
 }
 
-/* cuMemPoolGetAttribute(RESERVED_MEM_CURRENT) of the device's default pool (the blocks kept by NOTE [block
- * cache] are allocated from it); without a pool, what is allocated or kept is all that is reserved. */
+/* The backend's pool_reserved, cuMemPoolGetAttribute(RESERVED_MEM_CURRENT) of the device's default pool (the
+ * blocks kept by NOTE [block cache] are allocated from it); without a pool, what is allocated or kept is all
+ * that is reserved. */
 static int64_t reserved(lua_State *L, cdv_device *d) {
-  cuuint64_t v = 0;
-  CUmemoryPool pool;
+  uint64_t v = 0;
   cdv_err e;
-  if (d->is_cpu || !d->is_mempool_supported) {
+  if (d->be->pool_reserved == NULL || !d->is_mempool_supported) {
     memstat s = get(d);
     return s.allocated + s.held_bytes;
   }
-  if (CDV_CU(&e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle) ||
-      CDV_CU(&e, cuMemPoolGetAttribute, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v))
-    cdv_raise(L, d, &e);
+  if (d->be->pool_reserved(d, &v, &e)) cdv_raise(L, d, &e);
   return (int64_t)v;
 }
 
@@ -350,21 +347,18 @@ static int l_reset_peak(lua_State *L) {
 /* cd.empty_cache([device]): collect garbage (dropped arrays free their blocks), give the pinned blocks of the
  * device back (NOTE [pinned pool]: they are the cpu device's; with no argument, every cached pinned block),
  * then the blocks kept for reuse (NOTE [block cache]), wait for the device so the stream-ordered frees have
- * happened, and cuMemPoolTrimTo(pool, 0) gives the driver pool's cache back. */
+ * happened, and the backend's pool_trim (cuMemPoolTrimTo(pool, 0)) gives the driver pool's cache back. */
 static int l_empty_cache(lua_State *L) {
   int every = lua_isnoneornil(L, 1);
   cdv_device *d = cdv_opt_device(L, 1);
   cdv_err e;
   lua_gc(L, LUA_GCCOLLECT);
   if (cdv_pinned_trim(every ? NULL : d, &e) != 0) return cdv_raise(L, cdv_cpu(), &e);
-  if (!d->is_cpu && d->ctx == NULL) return 0;   /* nothing was allocated on it */
+  if (d->be->has_contexts && d->ctx == NULL) return 0;   /* nothing was allocated on it */
   cdv_device_use(L, d);
   if (cdv_block_release(cdv_get_state(L), d, NULL, 1, &e) != 0) return cdv_raise(L, d, &e);
-  if (d->is_cpu || !d->is_mempool_supported) return 0;
-  CUmemoryPool pool;
-  if (d->be->synchronize(d, &e) || CDV_CU(&e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle) ||
-      CDV_CU(&e, cuMemPoolTrimTo, pool, 0))
-    return cdv_raise(L, d, &e);
+  if (d->be->pool_trim == NULL || !d->is_mempool_supported) return 0;
+  if (d->be->synchronize(d, &e) || d->be->pool_trim(d, &e)) return cdv_raise(L, d, &e);
   return 0;
 }
 
