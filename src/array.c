@@ -181,7 +181,7 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
   if (b == NULL) luaL_error(L, "not enough host memory");
   cdv_device_use(L, d);
   if (bytes > 0 && mem_alloc(st, d, kind, bytes, stream, &b->ptr, &e) != 0) {
-    if (!is_oom(&e) && !d->is_cpu) {
+    if (!is_oom(&e)) {
       free(b);
       cdv_raise(L, d, &e);
     }
@@ -216,7 +216,7 @@ void cdv_block_used(cdv_block *b, cdv_device *d, void *stream) {
 
 /* Host code is about to touch host memory that a GPU stream may still be copying: wait for it. */
 static int host_wait(cdv_block *b, cdv_err *e) {
-  if (b->last_dev == NULL || b->last_dev->is_cpu || b->last_dev->sticky) return 0;
+  if (b->last_dev == NULL || b->last_dev->be->done_when_queued || b->last_dev->sticky) return 0;
   if (b->last_dev->generation != b->generation) return 0;
   if (!cdv_stream_alive(b->last_stream)) return 0;   /* destroyed after its work finished */
   return b->last_dev->be->stream_synchronize(b->last_dev, b->last_stream, e);
@@ -385,7 +385,7 @@ static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const
   c.dev = cdv_opt_device_field(L, arg, fname);
   c.stream = cdv_opt_stream_field(L, arg, fname);
   if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_state_device(L, st);
-  if (pinned && !c.dev->is_cpu)
+  if (pinned && !c.dev->be->host_memory)
     luaL_argerror(L, arg, lua_pushfstring(L, "pinned arrays live in host memory, not on %s", c.dev->alias));
   if (c.stream && c.stream->dev != c.dev)
     luaL_argerror(L, arg, lua_pushfstring(L, "stream is on %s but the array on %s", c.stream->dev->alias, c.dev->alias));
@@ -454,15 +454,15 @@ static int l_full(lua_State *L) {
  * GPU-to-GPU copy runs on either side's stream. Returns that device and the stream's handle (s NULL: the
  * current stream), for src (NULL: Lua values, in host memory) to dst. */
 static cdv_device *copy_device(lua_State *L, cdv_array *dst, cdv_array *src, cdv_stream *s, void **stream) {
-  cdv_device *dd = dst->block->dev, *sd = src != NULL ? src->block->dev : cdv_cpu(), *d = !dd->is_cpu ? dd : sd;
-  if (s != NULL && !s->dev->is_cpu && (s->dev == dd || s->dev == sd)) d = s->dev;
+  cdv_device *dd = dst->block->dev, *sd = src != NULL ? src->block->dev : cdv_cpu(), *d = !dd->be->host_memory ? dd : sd;
+  if (s != NULL && !s->dev->be->host_memory && (s->dev == dd || s->dev == sd)) d = s->dev;
   *stream = cdv_stream_for(L, d, s);
   return d;
 }
 
 /* Host memory that is not page-locked (a Lua table or string, src == NULL, is too). */
 static int pageable(const cdv_array *a) {
-  return a == NULL || (a->block->dev->is_cpu && a->block->kind != CDV_MEM_PINNED);
+  return a == NULL || (a->block->dev->be->host_memory && a->block->kind != CDV_MEM_PINNED);
 }
 
 /* Activates d, the copy's device, and waits until host code may touch the host sides of a copy from src (NULL:
@@ -470,8 +470,8 @@ static int pageable(const cdv_array *a) {
 static void copy_prepare(lua_State *L, cdv_device *d, cdv_array *dst, cdv_array *src) {
   cdv_err e;
   cdv_device_use(L, d);
-  if (dst->block->dev->is_cpu && host_wait(dst->block, &e) != 0) cdv_raise(L, dst->block->last_dev, &e);
-  if (src != NULL && src->block->dev->is_cpu && host_wait(src->block, &e) != 0)
+  if (dst->block->dev->be->host_memory && host_wait(dst->block, &e) != 0) cdv_raise(L, dst->block->last_dev, &e);
+  if (src != NULL && src->block->dev->be->host_memory && host_wait(src->block, &e) != 0)
     cdv_raise(L, src->block->last_dev, &e);
 }
 
@@ -494,7 +494,7 @@ static void copy_bytes(lua_State *L, cdv_array *dst, size_t doff, cdv_array *src
     cdv_raise(L, d, &e);
   cdv_block_used(dst->block, d, stream);
   cdv_block_used(src->block, d, stream);
-  if (piece == 0 && (((pageable(dst) || pageable(src)) && !d->is_cpu) || cdv_get_state(L)->launch_blocking))
+  if (piece == 0 && (((pageable(dst) || pageable(src)) && !d->be->done_when_queued) || cdv_get_state(L)->launch_blocking))
     if (d->be->stream_synchronize(d, stream, &e) != 0) cdv_raise(L, d, &e);
 }
 
@@ -594,7 +594,7 @@ static int array_to(lua_State *L) {
 /* Reads a's elements into host memory (the array's own memory when it is on the host). */
 static const char *host_view(lua_State *L, cdv_array *a) {
   cdv_err e;
-  if (a->block->dev->is_cpu) {
+  if (a->block->dev->be->host_memory) {
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     return a->data;
   }
@@ -789,7 +789,7 @@ static int l_array(lua_State *L) {
   cdv_state *st = cdv_get_state(L);
   create_args c = check_create_opts(L, st, o, "array");
   cdv_array *a = push_array(L, st, c.dev, t, ndim, shape, c.kind, c.stream);
-  if (c.dev->is_cpu) fill_host(L, 1, a, 1);
+  if (c.dev->be->host_memory) fill_host(L, 1, a, 1);
   else copy_lua(L, 1, a, 0, 0, a->size, a->size, c.stream);
   return 1;
 }
@@ -834,7 +834,7 @@ static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s)
   cdv_err e;
   if (a->size == 0) return;
   cdv_device_use(L, d);
-  if (d->is_cpu && host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
+  if (d->be->host_memory && host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
   if (d->be->memset(d, a->data, pattern, cdv_dtypes[a->dtype].size, (size_t)a->size, stream, &e) != 0)
     cdv_raise(L, d, &e);
   cdv_block_used(a->block, d, stream);
@@ -975,7 +975,7 @@ static int array_get(lua_State *L, cdv_array *a) {
   uint64_t v = 0;
   cdv_array tmp = *a;   /* a one-element window over the element, for copy_bytes */
   tmp.data = a->data + (size_t)(i - 1) * is;
-  if (a->block->dev->is_cpu) {
+  if (a->block->dev->be->host_memory) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(&v, tmp.data, is);
@@ -1002,7 +1002,7 @@ static int array_newindex(lua_State *L) {
   check_elem(L, 3, 3, a->dtype, &v);
   cdv_array tmp = *a;
   tmp.data = a->data + (size_t)(i - 1) * is;
-  if (a->block->dev->is_cpu) {
+  if (a->block->dev->be->host_memory) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(tmp.data, &v, is);

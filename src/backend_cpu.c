@@ -631,6 +631,8 @@ static int cpu_launch(cdv_device *d, void *fn, const unsigned grid[3], const uns
 
 const cdv_backend cdv_backend_cpu = {
   .kind = "cpu",
+  .host_memory = 1,        /* NOTE [backend properties] */
+  .done_when_queued = 1,
   .stage_pageable = 0,
   .activate = no_op,
   .synchronize = no_op,

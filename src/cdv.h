@@ -124,6 +124,13 @@ struct cdv_backend {
   const char *kind;                              /* "cpu" or "cuda" */
   int reset_frees;                               /* a reset takes everything made before it (NOTE [stale release]) */
   int has_contexts;                              /* its devices have a context, made when first needed (d->ctx) */
+  /* NOTE [backend properties]: what the Lua layer must know of a device kind, asked as properties instead of
+   * "is it the cpu?". host_memory: its arrays live in host memory that host code may read and write directly
+   * (once the last stream using it is done: array.c's host_wait); so it also takes pinned arrays, and a copy
+   * between it and another kind runs on the other kind's backend. done_when_queued: work it queues on its
+   * streams has finished when the call returns, so the host never waits for it before touching memory. */
+  int host_memory;
+  int done_when_queued;
   /* 1 when this backend's copies from and to pageable host memory are faster through pinned staging buffers
    * (its DMA engines read and write only page-locked memory); 0 when its copies are host memcpys.
    * NOTE [staged copies] in staging.c. */
