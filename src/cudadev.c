@@ -143,8 +143,9 @@ cdv_state *cdv_get_state(lua_State *L) {
   return st;
 }
 
-/* Each embedded lua/cudadev/NAME.lua becomes package.preload["cudadev.NAME"]; "cudadev.extra" is run
- * now with the module table, to add the functions written in Lua. */
+/* Each embedded lua/cudadev/NAME.lua becomes package.preload["cudadev.NAME"]; "cudadev.extra" and
+ * "cudadev.ops" are run now with the module table and the Array metatable, to add the functions and the
+ * Array methods and operators written in Lua. */
 static void load_embedded(lua_State *L) {
   int mod = lua_gettop(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
@@ -152,9 +153,10 @@ static void load_embedded(lua_State *L) {
     if (strncmp(f->name, "cudadev.", 8) != 0) continue;   /* text resources such as the cpu prelude */
     if (luaL_loadbuffer(L, f->data, f->len, lua_pushfstring(L, "=[cudadev] %s", f->name)) != LUA_OK) lua_error(L);
     lua_remove(L, -2);
-    if (strcmp(f->name, "cudadev.extra") == 0) {
+    if (strcmp(f->name, "cudadev.extra") == 0 || strcmp(f->name, "cudadev.ops") == 0) {
       lua_pushvalue(L, mod);
-      lua_call(L, 1, 0);
+      luaL_getmetatable(L, CDV_ARRAY);
+      lua_call(L, 2, 0);
     } else lua_setfield(L, -2, f->name);
   }
   lua_settop(L, mod);

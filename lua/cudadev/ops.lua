@@ -1,0 +1,1255 @@
+-- Computing with arrays (CuPy's semantics): the two kernel generators, cd.elementwise and cd.reduction
+-- (CuPy's ElementwiseKernel and ReductionKernel), and the operators, math functions and reductions of Arrays
+-- built on them. Built into the library; run once by luaopen_cudadev with the module table and the Array
+-- metatable, whose methods table it extends.
+--
+-- NOTE [generated kernels]: every operation becomes CUDA C source generated here, compiled by cd.compile for
+-- the array's device (so the same code runs on the cpu device and on every GPU, and lands in the memory and
+-- disk kernel caches like any module), specialised by the dtypes and shapes' broadcasting pattern of the call.
+-- A table maps that specialisation key to its Kernel per device, so a repeated call costs a table lookup, an
+-- output allocation and one launch. Elementwise kernels are grid-stride loops over a flat index; inputs whose
+-- shape differs from the output's (broadcasting) get their element offset from the output index and their own
+-- strides, passed as arguments, so one kernel serves every shape of the same rank. Reductions are two passes
+-- (NOTE [reduction passes]).
+local cd, array_mt = ...
+local methods = array_mt.methods
+
+local unpack, concat, fmt = table.unpack, table.concat, string.format
+
+-- ------------------------------------------------------------------------------------------ dtypes
+-- kind: b(ool), i(nt), u(nsigned), f(loat); ctype: the element's C type in kernels; calc: the C type arithmetic
+-- is done in (float16 through float, as CuPy does); arg: the C type a scalar of this dtype is passed as.
+local DT = {}
+local function dt(name, kind, size, ctype, calc, arg)
+  DT[name] = { name = name, kind = kind, size = size, ctype = ctype, calc = calc or ctype, arg = arg or ctype }
+end
+dt("bool", "b", 1, "bool", "bool", "int")
+dt("int8", "i", 1, "signed char", "int", "int")
+dt("int16", "i", 2, "short", "int", "int")
+dt("int32", "i", 4, "int")
+dt("int64", "i", 8, "long long")
+dt("uint8", "u", 1, "unsigned char", "unsigned int", "unsigned int")
+dt("uint16", "u", 2, "unsigned short", "unsigned int", "unsigned int")
+dt("uint32", "u", 4, "unsigned int")
+dt("uint64", "u", 8, "unsigned long long")
+dt("float16", "f", 2, "__half", "float", "float")
+dt("float32", "f", 4, "float")
+dt("float64", "f", 8, "double")
+local SHORT = { f16 = "float16", f32 = "float32", f64 = "float64", i8 = "int8", i16 = "int16", i32 = "int32",
+                i64 = "int64", u8 = "uint8", u16 = "uint16", u32 = "uint32", u64 = "uint64" }
+-- C type names accepted in generator parameter lists, as CuPy accepts NumPy's and C's names
+local CNAMES = { float = "float32", double = "float64", half = "float16", __half = "float16", int = "int32",
+                 ["unsigned int"] = "uint32", char = "int8", ["signed char"] = "int8", ["unsigned char"] = "uint8",
+                 short = "int16", ["unsigned short"] = "uint16", ["long long"] = "int64",
+                 ["unsigned long long"] = "uint64", bool = "bool", int8_t = "int8", int16_t = "int16",
+                 int32_t = "int32", int64_t = "int64", uint8_t = "uint8", uint16_t = "uint16", uint32_t = "uint32",
+                 uint64_t = "uint64" }
+
+local function dtype_of_name(s) return DT[s] and s or SHORT[s] or CNAMES[s] end
+
+local function typename(v)
+  local t = cd.type(v)
+  if t then return "cudadev." .. t end
+  return type(v)
+end
+
+local function is_array(v) return cd.type(v) == "Array" end
+
+-- Raises msg at the position of the first caller outside this file (the user's line, as the C functions'
+-- errors have it), or with no position when that caller is not Lua code or the debug library is gone.
+local getinfo = debug and debug.getinfo
+local function raise(msg)
+  local level = 2
+  if getinfo then
+    local here = getinfo(1, "S").source
+    while true do
+      local info = getinfo(level, "S")
+      if info == nil then level = 0 break end
+      if info.source ~= here then break end
+      level = level + 1
+    end
+  else
+    level = 0
+  end
+  error(msg, level)
+end
+
+-- Raises Lua's "bad argument #n to 'fname' (why)".
+local function argerror(fname, n, why, level) raise(fmt("bad argument #%d to '%s' (%s)", n, fname, why), (level or 1) + 2) end
+
+-- NumPy's result_type for two dtypes (names): the smallest type both convert to safely.
+local function promote2(a, b)
+  if a == b then return a end
+  local A, B = DT[a], DT[b]
+  if A.kind == "b" then return b end
+  if B.kind == "b" then return a end
+  if A.kind == "f" or B.kind == "f" then
+    if A.kind == "f" and B.kind == "f" then return A.size >= B.size and a or b end
+    local F, I = A.kind == "f" and A or B, A.kind == "f" and B or A
+    -- an integer fits a float whose mantissa holds it: 8-bit ints in float16, 16-bit in float32, else float64
+    local need = I.size == 1 and 2 or I.size == 2 and 4 or 8
+    local size = math.max(F.size, need)
+    return size == 2 and "float16" or size == 4 and "float32" or "float64"
+  end
+  if A.kind == B.kind then return A.size >= B.size and a or b end
+  local S, U = A.kind == "i" and A or B, A.kind == "u" and A or B
+  if S.size > U.size then return S.name end
+  if U.size == 8 then return "float64" end
+  return "int" .. (U.size * 16)
+end
+
+-- NumPy 2's weak scalars (NEP 50): a Lua integer takes an integer array's dtype (a bool array's becomes int64),
+-- a Lua float takes a float array's (an integer or bool array's becomes float64), a boolean any array's.
+local function scalar_kind(v)
+  if type(v) == "boolean" then return "b" end
+  return math.type(v) == "integer" and "i" or "f"
+end
+
+local function promote_scalar(dtype, v)
+  local k, K = scalar_kind(v), DT[dtype].kind
+  if k == "b" then return dtype end
+  if k == "i" then return K == "b" and "int64" or dtype end
+  return (K == "f") and dtype or "float64"
+end
+
+local function default_scalar_dtype(v)
+  local k = scalar_kind(v)
+  return k == "b" and "bool" or k == "i" and "int64" or "float64"
+end
+
+-- The result dtype of arrays and scalars together.
+local function result_type(args)
+  local r
+  for _, v in ipairs(args) do
+    if is_array(v) then r = r and promote2(r, v.dtype) or v.dtype end
+  end
+  if r == nil then
+    for _, v in ipairs(args) do
+      local d = default_scalar_dtype(v)
+      r = r and promote2(r, d) or d
+    end
+    return r
+  end
+  for _, v in ipairs(args) do
+    if not is_array(v) then r = promote_scalar(r, v) end
+  end
+  return r
+end
+
+-- ------------------------------------------------------------------------------------------ shapes
+-- Broadcasting (NumPy's rule): shapes aligned at their last dimension; each dimension equal, or 1.
+local function broadcast_shapes(shapes, fname)
+  local nd = 0
+  for _, s in ipairs(shapes) do nd = math.max(nd, #s) end
+  local out = {}
+  for i = 1, nd do
+    local n = 1
+    for _, s in ipairs(shapes) do
+      local d = s[#s - nd + i] or 1
+      if d ~= 1 then
+        if n ~= 1 and n ~= d then
+          local txt = {}
+          for j, t in ipairs(shapes) do txt[j] = "{" .. concat(t, ", ") .. "}" end
+          raise(fmt("%s: shapes %s cannot be broadcast together (dimension %d is %d and %d)", fname,
+            concat(txt, " and "), i, n, d))
+        end
+        n = d
+      end
+    end
+    out[i] = n
+  end
+  return out
+end
+
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+local function prod(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+-- The strides, in elements, with which an array of `shape` is read at each dimension of `out` (0 where it is
+-- broadcast).
+local function broadcast_strides(shape, out)
+  local st, acc = {}, 1
+  for i = #out, 1, -1 do
+    local d = shape[#shape - #out + i]
+    if d == nil or d == 1 then st[i] = 0 else st[i] = acc end
+    acc = acc * (d or 1)
+  end
+  return st
+end
+
+-- ------------------------------------------------------------------------------------------ kernels
+-- [device alias .. "\n" .. key] = Kernel (NOTE [generated kernels]). Weak: a Kernel nothing else holds goes at
+-- the next collection, and the next call takes its module from cd.compile's own cache.
+local WEAK = { __mode = "v" }
+local kernels = setmetatable({}, WEAK)
+
+-- The Kernel of key on dev; on a miss, build() gives the source and the kernel's name (NOTE [generated kernels]).
+local function kernel_for(dev, key, build)
+  local ck = dev.alias .. "\n" .. key
+  local k = kernels[ck]
+  if k == nil then
+    local src, name = build()
+    local m = cd.compile(src, { name = name .. ".cu", device = dev })
+    k = m:get(name)
+    kernels[ck] = k
+  end
+  return k
+end
+
+-- Launch geometry of a grid-stride loop over n items: enough blocks to fill the device, no more than needed.
+local BLOCK = 256
+local function grid_for(dev, n)
+  local blocks = (n + BLOCK - 1) // BLOCK
+  local cap = math.max(dev.sm_count or 1, 1) * 32
+  return math.max(1, math.min(blocks, cap))
+end
+
+local function needs_half(list)
+  for _, t in ipairs(list) do if t == "float16" then return true end end
+  return false
+end
+
+local function header(dtypes)
+  -- NVRTC 13 has no built-in <cuda_fp16.h>: it comes from the toolkit's include path, which cudadev passes;
+  -- the cpu device serves the header itself
+  return needs_half(dtypes) and "#include <cuda_fp16.h>\n" or ""
+end
+
+local function hash(s)
+  -- a short name for a kernel from its key (FNV-1a, 32 bits), so names stay within the compilers' limits
+  local h = 2166136261
+  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
+  return fmt("%08x", h)
+end
+
+-- ------------------------------------------------------------------------------------------ parameters
+-- A parameter list as CuPy writes it: "T x, raw float32 y, int32 n". Returns {name=, type=, raw=, generic=}.
+local function parse_params(s, fname, n)
+  if type(s) ~= "string" then argerror(fname, n, "string of parameters expected, got " .. typename(s), 1) end
+  local out, seen = {}, {}
+  for item in s:gmatch("[^,]+") do
+    item = item:match("^%s*(.-)%s*$")
+    local words = {}
+    for w in item:gmatch("%S+") do words[#words + 1] = w end
+    if #words < 2 then argerror(fname, n, fmt("parameter '%s' needs a type and a name", item), 1) end
+    local p = { name = table.remove(words) }
+    if words[1] == "raw" then p.raw = true; table.remove(words, 1) end
+    local tname = concat(words, " ")
+    if not p.name:match("^[%a_][%w_]*$") or p.name:match("^_") then
+      argerror(fname, n, fmt("bad parameter name '%s' (a C identifier not starting with '_')", p.name), 1)
+    end
+    if seen[p.name] then argerror(fname, n, fmt("parameter '%s' appears twice", p.name), 1) end
+    seen[p.name] = true
+    local d = dtype_of_name(tname)
+    if d then p.type = d
+    elseif tname:match("^[%a_][%w_]*$") then p.type, p.generic = tname, true
+    else argerror(fname, n, fmt("unknown type '%s' of parameter '%s'", tname, p.name), 1) end
+    out[#out + 1] = p
+  end
+  if #out == 0 then argerror(fname, n, "no parameters", 1) end
+  return out
+end
+
+local function check_opts(opts, known, fname, n)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or is_array(opts) then argerror(fname, n, "options table expected, got " .. typename(opts), 1) end
+  for k in pairs(opts) do
+    if not known[k] then raise(fmt("bad option '%s' to '%s' (unknown option)", tostring(k), fname)) end
+  end
+  return opts
+end
+
+-- Binds generic type names to dtypes from the arrays given for them, then from scalars.
+local function bind_types(params, args, fname)
+  local bound = {}
+  for i, p in ipairs(params) do
+    local v = args[i]
+    if p.generic and is_array(v) then
+      if bound[p.type] and bound[p.type] ~= v.dtype then
+        raise(fmt("%s: type %s is %s from an earlier argument but %s from '%s'", fname, p.type, bound[p.type],
+          v.dtype, p.name))
+      end
+      bound[p.type] = v.dtype
+    end
+  end
+  for i, p in ipairs(params) do
+    local v = args[i]
+    if p.generic and not bound[p.type] and v ~= nil and not is_array(v) then bound[p.type] = default_scalar_dtype(v) end
+  end
+  return bound
+end
+
+-- ------------------------------------------------------------------------------------------ elementwise
+-- The source of an elementwise kernel. ins/outs: {name=, dtype=, scalar=, raw=, bcast=}; nd: the output's
+-- rank when some input is broadcast (its shape and their strides come as arguments), else 0.
+local function elementwise_source(name, ins, outs, body, preamble, nd)
+  local params, pre, dts = {}, {}, {}
+  for _, p in ipairs(ins) do
+    local T = DT[p.dtype]
+    dts[#dts + 1] = p.dtype
+    if p.scalar then
+      params[#params + 1] = fmt("%s _s_%s", T.arg, p.name)
+      pre[#pre + 1] = fmt("    const %s %s = (%s)_s_%s;", T.ctype, p.name, T.ctype, p.name)
+    elseif p.raw then
+      params[#params + 1] = fmt("const %s *__restrict__ %s", T.ctype, p.name)
+    else
+      params[#params + 1] = fmt("const %s *__restrict__ _in_%s", T.ctype, p.name)
+      pre[#pre + 1] = fmt("    const %s %s = _in_%s[%s];", T.ctype, p.name, p.name, p.bcast and ("_o_" .. p.name) or "i")
+    end
+  end
+  for _, p in ipairs(outs) do
+    local T = DT[p.dtype]
+    dts[#dts + 1] = p.dtype
+    if p.raw then params[#params + 1] = fmt("%s *%s", T.ctype, p.name)
+    else
+      params[#params + 1] = fmt("%s *_out_%s", T.ctype, p.name)
+      pre[#pre + 1] = fmt("    %s &%s = _out_%s[i];", T.ctype, p.name, p.name)
+    end
+  end
+  params[#params + 1] = "long long _n"
+  local offs = {}
+  if nd > 0 then
+    for d = 1, nd do params[#params + 1] = "long long _d" .. d end
+    local bc = {}
+    for _, p in ipairs(ins) do
+      if p.bcast then
+        bc[#bc + 1] = p
+        for d = 1, nd do params[#params + 1] = fmt("long long _t_%s_%d", p.name, d) end
+      end
+    end
+    offs[#offs + 1] = "    long long _r = i, _c;"
+    for _, p in ipairs(bc) do offs[#offs + 1] = fmt("    long long _o_%s = 0;", p.name) end
+    for d = nd, 1, -1 do
+      offs[#offs + 1] = fmt("    _c = _r %% _d%d; _r /= _d%d;", d, d)
+      for _, p in ipairs(bc) do offs[#offs + 1] = fmt("    _o_%s += _c * _t_%s_%d;", p.name, p.name, d) end
+    end
+  end
+  return concat({
+    header(dts), preamble or "",
+    fmt('extern "C" __global__ void %s(%s) {', name, concat(params, ", ")),
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < _n;",
+    "       i += (long long)blockDim.x * gridDim.x) {",
+    concat(offs, "\n"), concat(pre, "\n"),
+    "    " .. body .. ";",
+    "  }",
+    "}", "" }, "\n")
+end
+
+-- Runs an elementwise operation. spec: {name=, ins = {{name=, dtype=, value=, raw=}}, outs = {{name=, dtype=,
+-- value= (an Array or nil)}}, body=, preamble=, fname=, stream=, key=}: creates the missing outputs with the
+-- broadcast shape, checks devices and shapes, and launches. Returns the output arrays.
+local function run_elementwise(spec)
+  local fname, dev = spec.fname, nil
+  local shapes = {}
+  for _, p in ipairs(spec.ins) do
+    if is_array(p.value) then
+      dev = dev or p.value.device
+      if p.value.device ~= dev then
+        raise(fmt("%s: arrays are on %s and %s; move one with a:to(device)", fname, dev.alias, p.value.device.alias))
+      end
+      if not p.raw then shapes[#shapes + 1] = p.value.shape end
+    end
+  end
+  for _, p in ipairs(spec.outs) do
+    if p.value ~= nil then
+      dev = dev or p.value.device
+      if p.value.device ~= dev then
+        raise(fmt("%s: output '%s' is on %s but the inputs on %s", fname, p.name, p.value.device.alias, dev.alias))
+      end
+    end
+  end
+  dev = dev or (spec.stream and spec.stream.device) or cd.get_device()
+  local shape
+  if #shapes > 0 then shape = broadcast_shapes(shapes, fname)
+  else
+    for _, p in ipairs(spec.outs) do if p.value and not p.raw then shape = p.value.shape; break end end
+    shape = shape or {}
+  end
+  local n = prod(shape)
+  local outs = {}
+  for i, p in ipairs(spec.outs) do
+    local o = p.value
+    if o == nil then
+      o = cd.empty(shape, p.dtype, { device = dev, stream = spec.stream })
+    else
+      if o.dtype ~= p.dtype then
+        raise(fmt("%s: output '%s' is %s but the result is %s (give an output of that dtype, or convert with " ..
+          "a:astype(\"%s\"))", fname, p.name, o.dtype, p.dtype, o.dtype))
+      end
+      if not p.raw and not same_shape(o.shape, shape) then
+        raise(fmt("%s: output '%s' has shape {%s} but the result has shape {%s}", fname, p.name,
+          concat(o.shape, ", "), concat(shape, ", ")))
+      end
+    end
+    outs[i] = o
+  end
+  if n == 0 then return outs end
+  -- the specialisation: dtypes, scalars, raw, which inputs broadcast (NOTE [generated kernels])
+  local ins, keyparts, bcast = {}, { spec.key or spec.body, spec.preamble or "" }, false
+  for i, p in ipairs(spec.ins) do
+    local q = { name = p.name, dtype = p.dtype, raw = p.raw, scalar = not is_array(p.value) }
+    if not q.scalar and not q.raw and not same_shape(p.value.shape, shape) then q.bcast = true; bcast = true end
+    ins[i] = q
+    keyparts[#keyparts + 1] = fmt("%s:%s:%s%s%s", p.name, p.dtype, q.scalar and "s" or "a", q.raw and "r" or "",
+      q.bcast and "b" or "")
+  end
+  for _, p in ipairs(spec.outs) do keyparts[#keyparts + 1] = fmt("%s:%s%s", p.name, p.dtype, p.raw and "r" or "") end
+  local nd = bcast and #shape or 0
+  keyparts[#keyparts + 1] = "nd" .. nd
+  local key = concat(keyparts, "|")
+  local k = kernel_for(dev, key, function()
+    local kname = (spec.name or "cdv_elementwise") .. "_" .. hash(key)
+    return elementwise_source(kname, ins, spec.outs, spec.body, spec.preamble, nd), kname
+  end)
+  local args = {}
+  for i, p in ipairs(spec.ins) do
+    local v = p.value
+    if type(v) == "boolean" then v = v and 1 or 0 end
+    args[#args + 1] = v
+  end
+  for _, o in ipairs(outs) do args[#args + 1] = o end
+  args[#args + 1] = n
+  if nd > 0 then
+    for d = 1, nd do args[#args + 1] = shape[d] end
+    for i, q in ipairs(ins) do
+      if q.bcast then
+        for _, s in ipairs(broadcast_strides(spec.ins[i].value.shape, shape)) do args[#args + 1] = s end
+      end
+    end
+  end
+  k({ grid = grid_for(dev, n), block = BLOCK, stream = spec.stream }, unpack(args, 1, #args))
+  return outs
+end
+
+-- cd.elementwise(in_params, out_params, body [, {name=, preamble=, options=}]) -> a callable (CuPy's
+-- ElementwiseKernel): f(inputs..., [outputs...] [, {stream=}]) runs `body` once per element, with `i` the flat
+-- index, each input parameter the element's value (a raw one the whole array), each output a reference to
+-- the element. Returns the outputs (created when not given).
+function cd.elementwise(in_params, out_params, body, opts)
+  local ins = parse_params(in_params, "elementwise", 1)
+  local outs = parse_params(out_params, "elementwise", 2)
+  if type(body) ~= "string" then argerror("elementwise", 3, "string expected, got " .. typename(body)) end
+  opts = check_opts(opts, { name = true, preamble = true, options = true }, "elementwise", 4)
+  if opts.name ~= nil and (type(opts.name) ~= "string" or not opts.name:match("^[%a_][%w_]*$")) then
+    raise("bad option 'name' to 'elementwise' (a C identifier expected)")
+  end
+  if opts.preamble ~= nil and type(opts.preamble) ~= "string" then
+    raise("bad option 'preamble' to 'elementwise' (string expected, got " .. typename(opts.preamble) .. ")")
+  end
+  local name = opts.name or "cdv_elementwise"
+  local all = {}
+  for _, p in ipairs(ins) do all[#all + 1] = p end
+  for _, p in ipairs(outs) do all[#all + 1] = p end
+  local obj = {}
+  local function call(_, ...)
+    local nargs = select("#", ...)
+    local args = { ... }
+    local copts = {}
+    if nargs > 0 and type(args[nargs]) == "table" and not is_array(args[nargs]) then
+      copts = check_opts(args[nargs], { stream = true }, name, nargs)
+      nargs = nargs - 1
+    end
+    if nargs ~= #ins and nargs ~= #ins + #outs then
+      raise(fmt("%s: expected %d input arguments (or %d with the outputs), got %d", name, #ins, #ins + #outs, nargs))
+    end
+    for i, p in ipairs(ins) do
+      local v = args[i]
+      if p.raw and not is_array(v) then argerror(name, i, fmt("'%s': raw parameter needs an Array, got %s", p.name, typename(v))) end
+      if not is_array(v) and type(v) ~= "number" and type(v) ~= "boolean" then
+        argerror(name, i, fmt("'%s': Array or number expected, got %s", p.name, typename(v)))
+      end
+    end
+    for j = 1, nargs - #ins do
+      if not is_array(args[#ins + j]) then
+        argerror(name, #ins + j, fmt("'%s': output Array expected, got %s", outs[j].name, typename(args[#ins + j])))
+      end
+    end
+    local bound = bind_types(all, { unpack(args, 1, nargs) }, name)
+    local function resolve(p, i)
+      local t = p.generic and bound[p.type] or (not p.generic and p.type)
+      if not t then raise(fmt("%s: cannot tell the type %s of '%s' from the arguments", name, p.type, p.name)) end
+      return t
+    end
+    local sin, sout = {}, {}
+    for i, p in ipairs(ins) do
+      local t = resolve(p, i)
+      local v = args[i]
+      if is_array(v) and v.dtype ~= t then
+        argerror(name, i, fmt("'%s' is %s but the kernel takes %s (convert with a:astype(\"%s\"))", p.name, v.dtype, t, t))
+      end
+      sin[i] = { name = p.name, dtype = t, value = v, raw = p.raw }
+    end
+    for j, p in ipairs(outs) do
+      sout[j] = { name = p.name, dtype = resolve(p, #ins + j), value = nargs > #ins and args[#ins + j] or nil, raw = p.raw }
+    end
+    local defs = {}
+    for tn, d in pairs(bound) do defs[#defs + 1] = fmt("typedef %s %s;", DT[d].ctype, tn) end
+    table.sort(defs)
+    local r = run_elementwise({ fname = name, name = name, ins = sin, outs = sout, body = body, stream = copts.stream,
+      preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or "") })
+    return unpack(r, 1, #r)
+  end
+  return setmetatable(obj, { __call = call, __name = "cudadev.ElementwiseKernel",
+    __tostring = function() return fmt("ElementwiseKernel(%s: %s -> %s)", name, in_params, out_params) end })
+end
+
+-- ------------------------------------------------------------------------------------------ reductions
+-- NOTE [reduction passes]: the reduced axis has K elements for each of the nout outputs (outer * inner of
+-- them, the array read as {outer, K, inner}). The first kernel gives each output nsplit blocks of 256 threads;
+-- each thread folds its strided share of a block's slice of K with reduce_expr, then the block folds its 256
+-- values in shared memory. With nsplit 1 that block's value goes through post_map_expr to the output; else each
+-- block writes a partial, and the second kernel folds each output's nsplit partials the same way. Correct for
+-- any K, 0 included (the identity), whatever its relation to the block size.
+local RBLOCK = 256
+
+local function reduction_source(name, ins, out, rtype, map_expr, reduce_expr, post_map, identity, preamble)
+  local params, pre, dts = {}, {}, { out.dtype }
+  for _, p in ipairs(ins) do
+    local T = DT[p.dtype]
+    dts[#dts + 1] = p.dtype
+    if p.scalar then
+      params[#params + 1] = fmt("%s _s_%s", T.arg, p.name)
+      pre[#pre + 1] = fmt("      const %s %s = (%s)_s_%s;", T.ctype, p.name, T.ctype, p.name)
+    elseif p.raw then
+      params[#params + 1] = fmt("const %s *__restrict__ %s", T.ctype, p.name)
+    else
+      params[#params + 1] = fmt("const %s *__restrict__ _in_%s", T.ctype, p.name)
+      pre[#pre + 1] = fmt("      const %s %s = _in_%s[i];", T.ctype, p.name, p.name)
+    end
+  end
+  if DT[rtype.dtype or ""] then dts[#dts + 1] = rtype.dtype end
+  local OT = DT[out.dtype].ctype
+  local tree = {
+    "  _sdata[threadIdx.x] = a;",
+    "  __syncthreads();",
+    "  for (unsigned _w = blockDim.x / 2; _w > 0; _w >>= 1) {",
+    "    if (threadIdx.x < _w) _sdata[threadIdx.x] = _cdv_reduce(_sdata[threadIdx.x], _sdata[threadIdx.x + _w]);",
+    "    __syncthreads();",
+    "  }" }
+  return concat({
+    header(dts), preamble or "",
+    "typedef " .. rtype.ctype .. " _cdv_R;",
+    "__device__ __forceinline__ _cdv_R _cdv_reduce(_cdv_R a, _cdv_R b) { return (" .. reduce_expr .. "); }",
+    fmt('extern "C" __global__ void %s_p1(%s, %s *_out_%s, %s *_part, long long _K, long long _inner, long long _nsplit, int _final) {',
+      name, concat(params, ", "), OT, out.name, rtype.ctype),
+    fmt("  __shared__ _cdv_R _sdata[%d];", RBLOCK),
+    "  long long _o = blockIdx.x / _nsplit, _s = blockIdx.x % _nsplit;",
+    "  long long _outer = _o / _inner, _io = _o % _inner;",
+    "  long long _chunk = (_K + _nsplit - 1) / _nsplit, _k0 = _s * _chunk;",
+    "  long long _k1 = _K - _k0 < _chunk ? _K : _k0 + _chunk;",
+    "  _cdv_R a = (_cdv_R)(" .. identity .. ");",
+    "  for (long long _k = _k0 + threadIdx.x; _k < _k1; _k += blockDim.x) {",
+    "    long long i = (_outer * _K + _k) * _inner + _io;",
+    "    {",
+    concat(pre, "\n"),
+    "      _cdv_R b = (_cdv_R)(" .. map_expr .. ");",
+    "      a = _cdv_reduce(a, b);",
+    "    }",
+    "  }",
+    concat(tree, "\n"),
+    "  if (threadIdx.x == 0) {",
+    "    _cdv_R a = _sdata[0];",
+    fmt("    if (_final) { %s &%s = _out_%s[_o]; %s; }", OT, out.name, out.name, post_map),
+    "    else _part[blockIdx.x] = a;",
+    "  }",
+    "}",
+    fmt('extern "C" __global__ void %s_p2(const %s *_part, %s *_out_%s, long long _K, long long _nsplit) {', name, rtype.ctype, OT, out.name),
+    fmt("  __shared__ _cdv_R _sdata[%d];", RBLOCK),
+    "  long long _o = blockIdx.x;",
+    "  _cdv_R a = (_cdv_R)(" .. identity .. ");",
+    "  for (long long _k = threadIdx.x; _k < _nsplit; _k += blockDim.x) a = _cdv_reduce(a, _part[_o * _nsplit + _k]);",
+    concat(tree, "\n"),
+    "  if (threadIdx.x == 0) {",
+    "    _cdv_R a = _sdata[0];",
+    fmt("    %s &%s = _out_%s[_o]; %s;", OT, out.name, out.name, post_map),
+    "  }",
+    "}", "" }, "\n")
+end
+
+-- A reduction's axis (1-based, negative from the end, nil: all) as outer, K, inner and the output's shape.
+local function reduction_geometry(shape, axis, keepdims, fname)
+  local nd = #shape
+  if axis == nil then
+    local oshape = {}
+    if keepdims then for i = 1, nd do oshape[i] = 1 end end
+    return 1, prod(shape), 1, oshape
+  end
+  if math.type(axis) ~= "integer" then raise(fmt("bad option 'axis' to '%s' (integer expected, got %s)", fname, typename(axis))) end
+  local ax = axis < 0 and nd + 1 + axis or axis
+  if ax < 1 or ax > nd then
+    raise(fmt("bad option 'axis' to '%s' (axis %d is out of range for an array of %d dimensions: 1..%d, or -1..-%d)",
+      fname, axis, nd, nd, nd))
+  end
+  local outer, inner, oshape = 1, 1, {}
+  for i = 1, nd do
+    if i < ax then outer = outer * shape[i] elseif i > ax then inner = inner * shape[i] end
+    if i ~= ax then oshape[#oshape + 1] = shape[i] elseif keepdims then oshape[#oshape + 1] = 1 end
+  end
+  return outer, shape[ax], inner, oshape
+end
+
+-- Runs a reduction. spec: {fname=, name=, ins = {{name=, dtype=, value=, raw=}}, out = {name=, dtype=, value=},
+-- rtype = {ctype=, dtype= or size=}, map_expr=, reduce_expr=, post_map=, identity=, preamble=, axis=, keepdims=,
+-- stream=}. Returns the output Array.
+local function run_reduction(spec)
+  local fname, dev, shape = spec.fname, nil, nil
+  for _, p in ipairs(spec.ins) do
+    local v = p.value
+    if is_array(v) then
+      dev = dev or v.device
+      if v.device ~= dev then raise(fmt("%s: arrays are on %s and %s; move one with a:to(device)", fname, dev.alias, v.device.alias)) end
+      if not p.raw then
+        if shape and not same_shape(shape, v.shape) then
+          raise(fmt("%s: inputs have shapes {%s} and {%s}; a reduction takes inputs of one shape", fname,
+            concat(shape, ", "), concat(v.shape, ", ")))
+        end
+        shape = shape or v.shape
+      end
+    end
+  end
+  if shape == nil then raise(fmt("%s: no input Array to reduce", fname)) end
+  local outer, K, inner, oshape = reduction_geometry(shape, spec.axis, spec.keepdims, fname)
+  local nout = outer * inner
+  local o = spec.out.value
+  if o == nil then o = cd.empty(oshape, spec.out.dtype, { device = dev, stream = spec.stream })
+  else
+    if o.device ~= dev then raise(fmt("%s: output is on %s but the input on %s", fname, o.device.alias, dev.alias)) end
+    if o.dtype ~= spec.out.dtype then
+      raise(fmt("%s: output is %s but the result is %s", fname, o.dtype, spec.out.dtype))
+    end
+    if o.size ~= nout then raise(fmt("%s: output has %d elements but the result has %d", fname, o.size, nout)) end
+  end
+  if nout == 0 then return o end
+  local ins, keyparts = {}, { spec.key or (spec.map_expr .. "\0" .. spec.reduce_expr .. "\0" .. spec.post_map ..
+    "\0" .. spec.identity), spec.preamble or "", spec.rtype.ctype, spec.out.dtype }
+  for i, p in ipairs(spec.ins) do
+    ins[i] = { name = p.name, dtype = p.dtype, raw = p.raw, scalar = not is_array(p.value) }
+    keyparts[#keyparts + 1] = fmt("%s:%s:%s%s", p.name, p.dtype, ins[i].scalar and "s" or "a", p.raw and "r" or "")
+  end
+  local key = concat(keyparts, "|")
+  local kname, src
+  local function build(pass)
+    return function()
+      kname = kname or (spec.name or "cdv_reduction") .. "_" .. hash(key)
+      src = src or reduction_source(kname, ins, spec.out, spec.rtype, spec.map_expr, spec.reduce_expr, spec.post_map,
+        spec.identity, spec.preamble)
+      return src, kname .. pass
+    end
+  end
+  local p1 = kernel_for(dev, key .. "|p1", build("_p1"))
+  -- blocks for each output: enough to fill the device when there are few outputs, 1 when there are many
+  local fill = math.max(dev.sm_count or 1, 1) * 4
+  local nsplit = math.max(1, math.min((K + RBLOCK * 4 - 1) // (RBLOCK * 4), (fill + nout - 1) // nout))
+  if nout * nsplit > 0x7fffffff then raise(fmt("%s: %d outputs are more than one launch can reduce", fname, nout)) end
+  local args, m = {}, #spec.ins
+  for i, p in ipairs(spec.ins) do
+    local v = p.value
+    if type(v) == "boolean" then v = v and 1 or 0 end
+    args[i] = v
+  end
+  local cfg = { grid = nout * nsplit, block = RBLOCK, stream = spec.stream }
+  -- nsplit 1: one pass, no partials (a NULL pointer)
+  local part = nsplit > 1 and (spec.rtype.dtype and cd.empty(nout * nsplit, spec.rtype.dtype, { device = dev, stream = spec.stream })
+    or cd.empty(nout * nsplit * spec.rtype.size, "uint8", { device = dev, stream = spec.stream })) or nil
+  args[m + 1], args[m + 2], args[m + 3], args[m + 4], args[m + 5], args[m + 6] = o, part, K, inner, nsplit, nsplit == 1 and 1 or 0
+  p1(cfg, unpack(args, 1, m + 6))
+  if nsplit == 1 then return o end
+  local p2 = kernel_for(dev, key .. "|p2", build("_p2"))
+  p2({ grid = nout, block = RBLOCK, stream = spec.stream }, part, o, K, nsplit)
+  return o
+end
+
+-- cd.reduction(in_params, out_params, map_expr, reduce_expr, post_map_expr, identity [, {name=, preamble=,
+-- reduce_type=}]) -> a callable (CuPy's ReductionKernel): f(inputs... [, output] [, {axis=, keepdims=,
+-- stream=}]) maps each element with map_expr (inputs by name, `i` the flat index), folds the values with
+-- reduce_expr (of `a` and `b`) starting from identity, and stores post_map_expr (of `a`, writing the output
+-- parameter) per output element: over every element, or along one axis.
+function cd.reduction(in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, opts)
+  local F = "reduction"
+  local ins = parse_params(in_params, F, 1)
+  local outs = parse_params(out_params, F, 2)
+  if #outs ~= 1 then argerror(F, 2, "a reduction has one output parameter") end
+  if outs[1].raw then argerror(F, 2, "the output of a reduction cannot be raw") end
+  for i, v in ipairs({ map_expr, reduce_expr, post_map_expr }) do
+    if type(v) ~= "string" then argerror(F, i + 2, "string expected, got " .. typename(v)) end
+  end
+  if type(identity) == "number" then identity = tostring(identity)
+  elseif type(identity) ~= "string" then argerror(F, 6, "string or number expected, got " .. typename(identity)) end
+  opts = check_opts(opts, { name = true, preamble = true, reduce_type = true }, F, 7)
+  if opts.name ~= nil and (type(opts.name) ~= "string" or not opts.name:match("^[%a_][%w_]*$")) then
+    raise("bad option 'name' to 'reduction' (a C identifier expected)")
+  end
+  local rdt = opts.reduce_type
+  if rdt ~= nil and not (type(rdt) == "string" and (dtype_of_name(rdt) or rdt:match("^[%a_][%w_]*$"))) then
+    raise("bad option 'reduce_type' to 'reduction' (a dtype or a type parameter's name expected)")
+  end
+  local name = opts.name or "cdv_reduction"
+  local all = {}
+  for _, p in ipairs(ins) do all[#all + 1] = p end
+  all[#all + 1] = outs[1]
+  local function call(_, ...)
+    local nargs = select("#", ...)
+    local args = { ... }
+    local copts = {}
+    if nargs > 0 and type(args[nargs]) == "table" and not is_array(args[nargs]) then
+      copts = check_opts(args[nargs], { axis = true, keepdims = true, stream = true }, name, nargs)
+      nargs = nargs - 1
+    end
+    if nargs ~= #ins and nargs ~= #ins + 1 then
+      raise(fmt("%s: expected %d input arguments (or %d with the output), got %d", name, #ins, #ins + 1, nargs))
+    end
+    for i, p in ipairs(ins) do
+      local v = args[i]
+      if not is_array(v) and (p.raw or (type(v) ~= "number" and type(v) ~= "boolean")) then
+        argerror(name, i, fmt("'%s': Array%s expected, got %s", p.name, p.raw and "" or " or number", typename(v)))
+      end
+    end
+    if nargs > #ins and not is_array(args[nargs]) then
+      argerror(name, nargs, fmt("'%s': output Array expected, got %s", outs[1].name, typename(args[nargs])))
+    end
+    local bound = bind_types(all, { unpack(args, 1, nargs) }, name)
+    local sin = {}
+    for i, p in ipairs(ins) do
+      local t = p.generic and bound[p.type] or (not p.generic and p.type)
+      if not t then raise(fmt("%s: cannot tell the type %s of '%s' from the arguments", name, p.type, p.name)) end
+      if is_array(args[i]) and args[i].dtype ~= t then
+        argerror(name, i, fmt("'%s' is %s but the kernel takes %s (convert with a:astype(\"%s\"))", args[i].dtype, t, t))
+      end
+      sin[i] = { name = p.name, dtype = t, value = args[i], raw = p.raw }
+    end
+    local op = outs[1]
+    local ot = op.generic and bound[op.type] or (not op.generic and op.type)
+    if not ot then raise(fmt("%s: cannot tell the type %s of '%s' from the arguments", name, op.type, op.name)) end
+    local rt = rdt and (dtype_of_name(rdt) or bound[rdt]) or ot
+    if not rt then raise(fmt("%s: cannot tell the reduce type %s from the arguments", name, rdt)) end
+    local defs = {}
+    for tn, d in pairs(bound) do defs[#defs + 1] = fmt("typedef %s %s;", DT[d].ctype, tn) end
+    table.sort(defs)
+    return run_reduction({ fname = name, name = name, ins = sin, out = { name = op.name, dtype = ot, value = nargs > #ins and args[#ins + 1] or nil },
+      rtype = { ctype = DT[rt].ctype, dtype = rt }, map_expr = map_expr, reduce_expr = reduce_expr, post_map = post_map_expr,
+      identity = identity, preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or ""), axis = copts.axis,
+      keepdims = copts.keepdims, stream = copts.stream })
+  end
+  return setmetatable({}, { __call = call, __name = "cudadev.ReductionKernel",
+    __tostring = function() return fmt("ReductionKernel(%s: %s -> %s)", name, in_params, out_params) end })
+end
+
+-- ------------------------------------------------------------------------------------------ operators
+-- The unsigned type in which a kind-i calculation wraps instead of overflowing (signed overflow is undefined
+-- in C: arithmetic on signed integers is done on their unsigned twins and converted back, which is NumPy's
+-- wrap-around).
+local function wrap_type(d)
+  local T = DT[d]
+  if T.kind == "i" or T.kind == "u" then return T.size == 8 and "unsigned long long" or "unsigned int" end
+end
+
+-- Each binary operation: its result dtype from the promoted one, and its C expression of x and y (already
+-- converted to the calculation type C of the promoted dtype R; W is R's wrapping type, nil for floats/bool).
+local BIN = {}
+local function bin(name, sym, result, expr) BIN[name] = { name = name, sym = sym, result = result, expr = expr } end
+local function same(r) return r end
+local function float_of(r) return DT[r].kind == "f" and r or "float64" end
+local function to_bool() return "bool" end
+
+bin("add", "+", same, function(r, W)
+  if r == "bool" then return "x || y" end
+  return W and fmt("(%s)x + (%s)y", W, W) or "x + y"
+end)
+bin("sub", "-", same, function(r, W)
+  return W and fmt("(%s)x - (%s)y", W, W) or "x - y"
+end)
+bin("mul", "*", same, function(r, W)
+  if r == "bool" then return "x && y" end
+  return W and fmt("(%s)x * (%s)y", W, W) or "x * y"
+end)
+bin("div", "/", float_of, function() return "x / y" end)
+bin("floordiv", "//", same, function(r)
+  local K = DT[r].kind
+  if K == "f" then return "floor(x / y)" end
+  if K == "u" then return "y == 0 ? 0 : x / y" end
+  -- floor, not C's truncation; a zero divisor gives 0 (NumPy's answer) and MIN // -1 wraps, instead of a trap
+  return "y == 0 ? 0 : y == -1 ? 0 - x : (x / y - ((x % y != 0) && ((x < 0) != (y < 0))))"
+end)
+bin("mod", "%", same, function(r)
+  local K = DT[r].kind
+  if K == "f" then return "_cdv_fmod(x, y)" end
+  if K == "u" then return "y == 0 ? 0 : x % y" end
+  return "(y == 0 || y == -1) ? 0 : ((x % y != 0) && ((x % y < 0) != (y < 0))) ? x % y + y : x % y"
+end)
+bin("pow", "^", same, function(r)
+  if DT[r].kind == "f" then return "pow(x, y)" end
+  return "_cdv_ipow(x, y)"
+end)
+bin("minimum", nil, same, function(r)
+  return DT[r].kind == "f" and "(x != x || x < y) ? x : y" or "x < y ? x : y"
+end)
+bin("maximum", nil, same, function(r)
+  return DT[r].kind == "f" and "(x != x || x > y) ? x : y" or "x > y ? x : y"
+end)
+bin("atan2", nil, float_of, function() return "atan2(x, y)" end)
+bin("hypot", nil, float_of, function() return "hypot(x, y)" end)
+bin("band", "&", same, function(r) return r == "bool" and "x && y" or "x & y" end)
+bin("bor", "|", same, function(r) return r == "bool" and "x || y" or "x | y" end)
+bin("bxor", "~", same, function(r) return r == "bool" and "x != y" or "x ^ y" end)
+bin("shl", "<<", same, function(r, W)
+  return fmt("(y < 0 || y >= %d) ? 0 : (%s)x << y", DT[r].size * 8, W or "unsigned int")
+end)
+bin("shr", ">>", same, function(r)
+  return fmt("(y < 0 || y >= %d) ? (x < 0 ? -1 : 0) : x >> y", DT[r].size * 8)
+end)
+for _, c in ipairs({ { "eq", "==" }, { "ne", "!=" }, { "lt", "<" }, { "le", "<=" }, { "gt", ">" }, { "ge", ">=" } }) do
+  bin(c[1], nil, to_bool, function() return "x " .. c[2] .. " y" end)
+end
+
+-- helpers the expressions use, in every kernel that needs them
+local HELPERS = [[
+template <typename T> __device__ __forceinline__ T _cdv_fmod(T x, T y) {
+  T r = fmod(x, y);
+  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+template <typename T> __device__ __forceinline__ T _cdv_ipow(T x, T y) {
+  if (y < 0) return x == 1 ? 1 : x == (T)-1 ? ((y & 1) ? (T)-1 : 1) : 0;
+  T r = 1;
+  for (; y; y >>= 1, x = (T)(x * x)) if (y & 1) r = (T)(r * x);
+  return r;
+}
+]]
+
+local INT_RANGE = {
+  int8 = { -128, 127 }, int16 = { -32768, 32767 }, int32 = { -2147483648, 2147483647 },
+  uint8 = { 0, 255 }, uint16 = { 0, 65535 }, uint32 = { 0, 4294967295 }, uint64 = { 0, math.maxinteger },
+}
+
+-- A Lua number given for an integer dtype must fit it (NumPy 2 raises the same way).
+local function check_scalar_fits(v, d, fname)
+  local r = INT_RANGE[d]
+  if r and math.type(v) == "integer" and (v < r[1] or v > r[2]) then
+    raise(fmt("%s: Lua integer %d is out of bounds for %s", fname, v, d))
+  end
+end
+
+-- Kinds ordered for in-place casting (NumPy's same_kind): a result may be stored into an array of its kind
+-- or a later one.
+local KIND_ORDER = { b = 0, u = 1, i = 2, f = 3 }
+
+local function check_operand(v, fname, n)
+  if not is_array(v) and type(v) ~= "number" and type(v) ~= "boolean" then
+    argerror(fname, n, "Array or number expected, got " .. typename(v), 2)
+  end
+end
+
+-- x OP y -> Array; out: an Array to write (in place when it is x), stream: where to run.
+local function binary(op, x, y, out, stream, fname)
+  fname = fname or op.name
+  check_operand(x, fname, 1)
+  check_operand(y, fname, 2)
+  if not is_array(x) and not is_array(y) then
+    raise(fmt("%s: at least one operand must be an Array", fname))
+  end
+  local r = result_type({ x, y })
+  if op.name == "sub" and r == "bool" then
+    raise(fmt("%s: boolean subtract is not supported; use bxor (~) or a:astype(\"int8\") first", fname))
+  end
+  if (op.name == "floordiv" or op.name == "mod" or op.name == "pow") and r == "bool" then r = "int8" end
+  if (op.name:match("^b") or op.name == "shl" or op.name == "shr") and DT[r].kind == "f" then
+    raise(fmt("%s: bitwise operations take integer or bool arrays, not %s", fname, r))
+  end
+  if (op.name == "shl" or op.name == "shr") and r == "bool" then r = "int8" end
+  for _, v in ipairs({ x, y }) do if not is_array(v) then check_scalar_fits(v, r, fname) end end
+  local res = op.result(r)
+  local odt = res
+  if out ~= nil then
+    if not is_array(out) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", fname, typename(out))) end
+    if KIND_ORDER[DT[res].kind] > KIND_ORDER[DT[out.dtype].kind] then
+      raise(fmt("%s: the result is %s, which cannot be stored in %s %s array (use an out of the result's dtype, " ..
+        "or a:astype first)", fname, res, DT[out.dtype].kind == "i" and "an" or "a", out.dtype))
+    end
+    odt = out.dtype
+  end
+  local C = DT[r].calc
+  -- the operands in the promoted dtype's calculation type (scalars arrive in the promoted dtype itself)
+  local ins = {
+    { name = "x", dtype = is_array(x) and x.dtype or r, value = x },
+    { name = "y", dtype = is_array(y) and y.dtype or r, value = y },
+  }
+  local expr = op.expr(r, wrap_type(r))
+  local body = fmt("{ const %s x = (%s)x_; const %s y = (%s)y_; z = (%s)(%s)(%s); }", C, C, C, C, DT[odt].ctype,
+    DT[res].calc, expr)
+  -- the generator names inputs by parameter: x_ and y_ are the raw operands
+  ins[1].name, ins[2].name = "x_", "y_"
+  local o = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
+    outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
+    key = "bin:" .. op.name .. ":" .. r .. ":" .. odt, stream = stream })
+  return o[1]
+end
+
+local function op_opts(opts, fname, n)
+  opts = check_opts(opts, { out = true, stream = true }, fname, n)
+  return opts.out, opts.stream
+end
+
+-- cd.add(x, y [, {out=, stream=}]) and the other binary functions; operators and in-place methods.
+local FNAMES = { add = "add", sub = "subtract", mul = "multiply", div = "divide", floordiv = "floor_divide",
+                 mod = "remainder", pow = "power", minimum = "minimum", maximum = "maximum", atan2 = "arctan2",
+                 hypot = "hypot", band = "bitwise_and", bor = "bitwise_or", bxor = "bitwise_xor",
+                 shl = "left_shift", shr = "right_shift", eq = "equal", ne = "not_equal", lt = "less",
+                 le = "less_equal", gt = "greater", ge = "greater_equal" }
+for key, fname in pairs(FNAMES) do
+  local op = BIN[key]
+  cd[fname] = function(x, y, opts)
+    local out, stream = op_opts(opts, fname, 3)
+    return binary(op, x, y, out, stream, fname)
+  end
+end
+
+local META = { add = "__add", sub = "__sub", mul = "__mul", div = "__div", floordiv = "__idiv", mod = "__mod",
+               pow = "__pow", band = "__band", bor = "__bor", bxor = "__bxor", shl = "__shl", shr = "__shr" }
+for key, mm in pairs(META) do
+  local op = BIN[key]
+  local fname = "operator " .. op.sym
+  array_mt[mm] = function(x, y) return binary(op, x, y, nil, nil, fname) end
+end
+
+-- a:eq(b), a:lt(b), ...: comparisons as bool arrays (Lua's == and < must answer a boolean)
+for _, key in ipairs({ "eq", "ne", "lt", "le", "gt", "ge" }) do
+  local op = BIN[key]
+  methods[key] = function(a, b, opts)
+    local out, stream = op_opts(opts, key, 2)
+    return binary(op, a, b, out, stream, key)
+  end
+end
+
+-- a:add_(b) and the other in-place forms: a is the output, its dtype kept (NumPy's same_kind casting)
+for _, key in ipairs({ "add", "sub", "mul", "div", "floordiv", "mod", "pow", "band", "bor", "bxor", "shl", "shr" }) do
+  local op, mname = BIN[key], key .. "_"
+  methods[mname] = function(a, b, opts)
+    if not is_array(a) then argerror(mname, 1, "Array expected, got " .. typename(a)) end
+    opts = check_opts(opts, { stream = true }, mname, 2)
+    binary(op, a, b, a, opts.stream, mname)
+    return a
+  end
+end
+
+-- ------------------------------------------------------------------------------------------ unary functions
+-- name = {C function for float, for double, result rule}; results of integer inputs are floats as in NumPy
+-- (bool and 8-bit integers give float16, 16-bit float32, wider float64).
+local function float_result(d) return DT[d].kind == "f" and d or promote2(d, "float16") end
+local MATH = {}
+for _, f in ipairs({ "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin", "cos", "tan",
+                     "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "floor", "ceil",
+                     "trunc", "rint", "erf", "erfc" }) do
+  MATH[f] = { result = float_result, expr = function(C) return fmt("%s%s(x)", f, C == "float" and "f" or "") end }
+end
+local NUMPY_NAMES = { arcsin = "asin", arccos = "acos", arctan = "atan", arcsinh = "asinh", arccosh = "acosh",
+                      arctanh = "atanh" }
+MATH.abs = { result = same, expr = function(C, W, d)
+  if DT[d].kind == "f" then return C == "float" and "fabsf(x)" or "fabs(x)" end
+  if DT[d].kind == "i" then return fmt("x < 0 ? (%s)(0 - (%s)x) : x", C, W) end
+  return "x"
+end }
+MATH.negative = { result = same, expr = function(C, W, d)
+  if DT[d].kind == "f" then return "-x" end
+  return fmt("(%s)(0 - (%s)x)", C, W)
+end }
+MATH.sign = { result = same, expr = function(C, W, d)
+  if DT[d].kind == "u" then return "x > 0" end
+  return "x != x ? x : (x > 0) - (x < 0)"
+end }
+MATH.square = { result = same, expr = function(C, W, d)
+  return W and fmt("(%s)x * (%s)x", W, W) or "x * x"
+end }
+MATH.isnan = { result = to_bool, expr = function(_, _, d) return DT[d].kind == "f" and "x != x" or "false" end }
+MATH.isinf = { result = to_bool, expr = function(C, _, d)
+  return DT[d].kind == "f" and fmt("x == x && (x - x) != (x - x)") or "false"
+end }
+MATH.isfinite = { result = to_bool, expr = function(_, _, d) return DT[d].kind == "f" and "(x - x) == (x - x)" or "true" end }
+MATH.logical_not = { result = to_bool, expr = function() return "!x" end }
+
+local function unary(name, spec, x, out, stream)
+  if not is_array(x) then argerror(name, 1, "Array expected, got " .. typename(x), 1) end
+  local d = x.dtype
+  if name == "negative" and d == "bool" then
+    raise("negative: the unary minus is not supported for bool arrays; use cd.logical_not")
+  end
+  local res = spec.result(d)
+  local odt = res
+  if out ~= nil then
+    if not is_array(out) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", name, typename(out))) end
+    if KIND_ORDER[DT[res].kind] > KIND_ORDER[DT[out.dtype].kind] then
+      raise(fmt("%s: the result is %s, which cannot be stored in a %s array", name, res, out.dtype))
+    end
+    odt = out.dtype
+  end
+  -- computed in the result's calculation type (an integer input of a float function is converted first)
+  local C = DT[res].kind == "b" and DT[d].calc or DT[res].calc
+  local W = wrap_type(d)
+  local body = fmt("{ const %s x = (%s)x_; z = (%s)(%s); }", C, C, DT[odt].ctype, spec.expr(C, W, d))
+  return run_elementwise({ fname = name, name = "cdv_" .. name, ins = { { name = "x_", dtype = d, value = x } },
+    outs = { { name = "z", dtype = odt, value = out } }, body = body, key = "un:" .. name .. ":" .. d .. ":" .. odt,
+    stream = stream })[1]
+end
+
+for name, spec in pairs(MATH) do
+  cd[name] = function(x, opts)
+    local out, stream = op_opts(opts, name, 2)
+    return unary(name, spec, x, out, stream)
+  end
+end
+for np, c in pairs(NUMPY_NAMES) do cd[np] = cd[c] end
+array_mt.__unm = function(x) return unary("negative", MATH.negative, x) end
+array_mt.__bnot = function(x)
+  if DT[x.dtype].kind == "f" then raise("operator ~: bitwise not takes integer or bool arrays, not " .. x.dtype) end
+  return unary("invert", { result = same, expr = function(C, W, d) return d == "bool" and "!x" or "~x" end }, x)
+end
+methods.abs = function(a, opts) return cd.abs(a, opts) end
+
+-- cd.where(cond, x, y [, {out=, stream=}]): x where cond is nonzero, else y (broadcast together)
+function cd.where(c, x, y, opts)
+  if not is_array(c) then argerror("where", 1, "Array expected, got " .. typename(c)) end
+  check_operand(x, "where", 2)
+  check_operand(y, "where", 3)
+  local out, stream = op_opts(opts, "where", 4)
+  local r = result_type({ x, y })
+  for _, v in ipairs({ x, y }) do if not is_array(v) then check_scalar_fits(v, r, "where") end end
+  if out ~= nil and out.dtype ~= r then
+    raise(fmt("where: output is %s but the result is %s", out.dtype, r))
+  end
+  local C, CC = DT[r].calc, DT[c.dtype].calc
+  local body = fmt("z = ((%s)c_ != 0) ? (%s)(%s)x_ : (%s)(%s)y_", CC, DT[r].ctype, C, DT[r].ctype, C)
+  return run_elementwise({ fname = "where", name = "cdv_where", stream = stream, key = "where:" .. r,
+    ins = { { name = "c_", dtype = c.dtype, value = c }, { name = "x_", dtype = is_array(x) and x.dtype or r, value = x },
+            { name = "y_", dtype = is_array(y) and y.dtype or r, value = y } },
+    outs = { { name = "z", dtype = r, value = out } }, body = body })[1]
+end
+
+-- a:astype(dtype [, {stream=}]) -> a new Array of that dtype on the same device (C's conversions: floats to
+-- integers truncate toward zero; anything to bool is "nonzero")
+local function astype(a, dtype, opts)
+  if not is_array(a) then argerror("astype", 1, "Array expected, got " .. typename(a)) end
+  local d = type(dtype) == "string" and dtype_of_name(dtype)
+  if not d or not DT[d] then argerror("astype", 2, "dtype expected (\"float32\", \"int64\", ...), got " .. tostring(dtype)) end
+  opts = check_opts(opts, { stream = true }, "astype", 3)
+  local C = DT[a.dtype].calc
+  local body = d == "bool" and fmt("z = ((%s)x != 0)", C) or fmt("z = (%s)(%s)(%s)x", DT[d].ctype, DT[d].calc, C)
+  return run_elementwise({ fname = "astype", name = "cdv_astype", stream = opts.stream, key = "astype:" .. d,
+    ins = { { name = "x", dtype = a.dtype, value = a } }, outs = { { name = "z", dtype = d } }, body = body })[1]
+end
+methods.astype = methods.astype or astype
+
+-- ------------------------------------------------------------------------------------------ array reductions
+-- The largest and smallest values of a dtype as C expressions (floats: the infinities), for identities.
+local function extreme(d, high)
+  local T = DT[d]
+  if T.kind == "f" then return high and "_cdv_inf()" or "-_cdv_inf()" end
+  if T.kind == "b" then return high and "true" or "false" end
+  if T.kind == "u" then return high and fmt("(%s)~0ull", T.calc) or "0" end
+  local bits = T.size * 8
+  if bits == 64 then return high and "9223372036854775807ll" or "(-9223372036854775807ll - 1)" end
+  return high and tostring((1 << (bits - 1)) - 1) or tostring(-(1 << (bits - 1)))
+end
+
+local INF = [[
+__device__ __forceinline__ double _cdv_inf() { union { unsigned long long u; double d; } v; v.u = 0x7ff0000000000000ull; return v.d; }
+]]
+
+-- The accumulation dtype of sum and prod (NumPy's: integers and bool in 64 bits, floats as they are; float16
+-- accumulates in float32 and is stored as float16).
+local function sum_dtype(d)
+  local K = DT[d].kind
+  if K == "b" or K == "i" then return "int64", "int64" end
+  if K == "u" then return "uint64", "uint64" end
+  if d == "float16" then return "float16", "float32" end
+  return d, d
+end
+
+-- The options of a reduction method: an axis (integer) or a table {axis=, keepdims=, out=, stream=}.
+local function reduce_opts(v, fname)
+  if v == nil then return {} end
+  if math.type(v) == "integer" then return { axis = v } end
+  if type(v) ~= "table" or is_array(v) then argerror(fname, 2, "axis (integer) or options table expected, got " .. typename(v), 1) end
+  return check_opts(v, { axis = true, keepdims = true, out = true, stream = true }, fname, 2)
+end
+
+-- Runs a built-in reduction of a; with no axis and no out/keepdims the answer is a Lua value.
+local function reduce(a, o, fname, r)
+  if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a), 1) end
+  if r.empty_error and a.size == 0 or (r.empty_error and o.axis ~= nil and a.ndim > 0) then
+    local _, K = reduction_geometry(a.shape, o.axis, false, fname)
+    if K == 0 then raise(fmt("%s: zero-size array to a reduction with no identity", fname)) end
+  end
+  local res = run_reduction({ fname = fname, name = "cdv_" .. fname,
+    ins = { { name = "x", dtype = a.dtype, value = a } }, out = { name = "y", dtype = r.out, value = o.out },
+    rtype = r.rtype, map_expr = r.map, reduce_expr = r.reduce, post_map = r.post, identity = r.identity,
+    preamble = r.preamble, axis = o.axis, keepdims = o.keepdims, stream = o.stream })
+  if o.axis == nil and o.out == nil and not o.keepdims then return res[1] end
+  return res
+end
+
+local function sum_like(fname, reduce_expr, ident)
+  return function(a, v)
+    local o = reduce_opts(v, fname)
+    local out, acc = sum_dtype(is_array(a) and a.dtype or "float32")
+    local W = wrap_type(acc)
+    return reduce(a, o, fname, { out = out, rtype = { ctype = DT[acc].ctype, dtype = acc },
+      map = fmt("(%s)x", DT[acc].ctype), reduce = W and fmt("(%s)(%s)", DT[acc].ctype, reduce_expr(W)) or reduce_expr(),
+      post = fmt("y = (%s)a", DT[out].ctype), identity = ident })
+  end
+end
+methods.sum = sum_like("sum", function(W) return W and fmt("(%s)a + (%s)b", W, W) or "a + b" end, "0")
+methods.prod = sum_like("prod", function(W) return W and fmt("(%s)a * (%s)b", W, W) or "a * b" end, "1")
+
+function methods.mean(a, v)
+  local o = reduce_opts(v, "mean")
+  if not is_array(a) then argerror("mean", 1, "Array expected, got " .. typename(a)) end
+  local out = float_result(a.dtype) == "float16" and "float16" or float_result(a.dtype)
+  if DT[a.dtype].kind ~= "f" then out = "float64" end
+  local acc = out == "float16" and "float32" or out
+  return reduce(a, o, "mean", { out = out, rtype = { ctype = DT[acc].ctype, dtype = acc }, empty_error = true,
+    map = fmt("(%s)x", DT[acc].ctype), reduce = "a + b", post = fmt("y = (%s)(a / (%s)_K)", DT[out].ctype, DT[acc].ctype),
+    identity = "0" })
+end
+
+local function minmax(fname, high)
+  return function(a, v)
+    local o = reduce_opts(v, fname)
+    if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
+    local d = a.dtype
+    local C = DT[d].calc
+    -- NaN wins, as NumPy's min and max propagate it
+    local cmp = high and ">" or "<"
+    local red = DT[d].kind == "f" and fmt("(a != a) ? a : (b != b) ? b : (a %s b ? a : b)", cmp) or fmt("a %s b ? a : b", cmp)
+    return reduce(a, o, fname, { out = d, rtype = { ctype = C, dtype = dtype_of_name(C) },
+      empty_error = true, map = fmt("(%s)x", C), reduce = red, post = fmt("y = (%s)a", DT[d].ctype),
+      identity = extreme(d, not high), preamble = INF })
+  end
+end
+methods.max = minmax("max", true)
+methods.min = minmax("min", false)
+
+local function argminmax(fname, high)
+  return function(a, v)
+    local o = reduce_opts(v, fname)
+    if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
+    local d = a.dtype
+    local C = DT[d].calc
+    local cmp = high and ">" or "<"
+    -- the first position of the extreme value (NaN first of all), 1-based as Lua counts
+    local pre = INF .. fmt([[
+struct _cdv_vi { %s v; long long i; };
+__device__ __forceinline__ _cdv_vi _cdv_pick(_cdv_vi a, _cdv_vi b) {
+  bool an = a.v != a.v, bn = b.v != b.v;
+  if (an || bn) return (an && bn) ? (a.i <= b.i ? a : b) : (an ? a : b);
+  if (b.v %s a.v) return b;
+  if (a.v %s b.v) return a;
+  return a.i <= b.i ? a : b;
+}
+]], C, cmp, cmp)
+    -- i is the flat index; along an axis the position within the axis: (i / inner) % K
+    local map = o.axis == nil and fmt("_cdv_vi{(%s)x, i}", C) or fmt("_cdv_vi{(%s)x, (i / _inner) %% _K}", C)
+    return reduce(a, o, fname, { out = "int64", rtype = { ctype = "_cdv_vi", size = 16 }, empty_error = true,
+      map = map, reduce = "_cdv_pick(a, b)", post = "y = a.i + 1", preamble = pre,
+      identity = fmt("_cdv_vi{(%s)(%s), 9223372036854775807ll}", C, extreme(d, not high)) })
+  end
+end
+methods.argmax = argminmax("argmax", true)
+methods.argmin = argminmax("argmin", false)
+
+local function allany(fname, all)
+  return function(a, v)
+    local o = reduce_opts(v, fname)
+    if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
+    return reduce(a, o, fname, { out = "bool", rtype = { ctype = "bool", dtype = "bool" },
+      map = fmt("(%s)x != 0", DT[a.dtype].calc), reduce = all and "a && b" or "a || b", post = "y = a",
+      identity = all and "true" or "false" })
+  end
+end
+methods.all = allany("all", true)
+methods.any = allany("any", false)
+for _, n in ipairs({ "sum", "prod", "mean", "max", "min", "argmax", "argmin", "all", "any" }) do
+  cd[n] = cd[n] or methods[n]
+end
+cd.amax, cd.amin = methods.max, methods.min
+
+-- ------------------------------------------------------------------------------------------ ranges
+local function range_opts(rest, fname, first)
+  -- [dtype] [, opts]
+  local dtype, opts = nil, nil
+  if type(rest[1]) == "string" then dtype = rest[1]; opts = rest[2] else opts = rest[1] end
+  if dtype and not dtype_of_name(dtype) then argerror(fname, first, "unknown dtype '" .. dtype .. "'", 2) end
+  opts = check_opts(opts, { device = true, stream = true }, fname, first + (dtype and 1 or 0))
+  return dtype and dtype_of_name(dtype), opts
+end
+
+local function fill_range(fname, n, dtype, start, step, last, opts)
+  local dev = opts.device and cd.device(opts.device) or (opts.stream and opts.stream.device) or cd.get_device()
+  local o = cd.empty(n, dtype, { device = dev, stream = opts.stream })
+  if n == 0 then return o end
+  local T = DT[dtype]
+  -- integers count in 64-bit integers (wrapping), anything else in double
+  local int = math.type(start) == "integer" and math.type(step) == "integer" and T.kind ~= "f"
+  local C = int and "long long" or "double"
+  local W = int and "unsigned long long"
+  local expr = W and fmt("(%s)((%s)start + (%s)i * (%s)step)", C, W, W, W) or "start + (double)i * step"
+  if last ~= nil then expr = fmt("i == _n - 1 ? last : %s", expr) end
+  local k = kernel_for(dev, "range:" .. dtype .. ":" .. C .. ":" .. tostring(last ~= nil), function()
+    return concat({ header({ dtype }), fmt('extern "C" __global__ void cdv_range(%s *z, %s start, %s step, %s last, long long _n) {',
+      T.ctype, C, C, C),
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < _n; i += (long long)blockDim.x * gridDim.x)",
+      fmt("    z[i] = (%s)(%s);", T.ctype, expr), "}", "" }, "\n"), "cdv_range"
+  end)
+  k({ grid = grid_for(dev, n), block = BLOCK, stream = opts.stream }, o, start, step, last or start, n)
+  return o
+end
+
+-- cd.arange([start,] stop [, step] [, dtype] [, opts]): start, start + step, ... up to but not including stop
+-- (NumPy's arange: int64 when every bound is an integer, else float64).
+function cd.arange(...)
+  local args = { ... }
+  local nums = {}
+  while type(args[1]) == "number" do nums[#nums + 1] = table.remove(args, 1) end
+  if #nums == 0 or #nums > 3 then argerror("arange", 1, "number expected, got " .. typename(args[1])) end
+  local start, stop, step = 0, nums[1], 1
+  if #nums >= 2 then start, stop = nums[1], nums[2] end
+  if #nums == 3 then step = nums[3] end
+  if step == 0 then argerror("arange", 3, "step must not be zero") end
+  local dtype, opts = range_opts(args, "arange", #nums + 1)
+  local allint = math.type(start) == "integer" and math.type(stop) == "integer" and math.type(step) == "integer"
+  dtype = dtype or (allint and "int64" or "float64")
+  local n = math.ceil((stop - start) / step)
+  if n < 0 or n ~= n then n = 0 end
+  n = math.tointeger(n) or raise("arange: too many elements")
+  return fill_range("arange", n, dtype, start, step, nil, opts)
+end
+
+-- cd.linspace(start, stop [, num=50] [, dtype] [, opts]): num evenly spaced values from start to stop, both
+-- included (opts.endpoint = false leaves stop out); float64 unless a dtype is given.
+function cd.linspace(start, stop, num, ...)
+  if type(start) ~= "number" then argerror("linspace", 1, "number expected, got " .. typename(start)) end
+  if type(stop) ~= "number" then argerror("linspace", 2, "number expected, got " .. typename(stop)) end
+  local rest = { ... }
+  if type(num) ~= "number" then table.insert(rest, 1, num); num = 50 end
+  if math.type(num) ~= "integer" or num < 0 then argerror("linspace", 3, "non-negative integer expected, got " .. tostring(num)) end
+  local endpoint = true
+  local last = type(rest[#rest]) == "table" and rest[#rest] or nil
+  if last and last.endpoint ~= nil then endpoint = last.endpoint ~= false; last.endpoint = nil end
+  local dtype, opts = range_opts(rest, "linspace", 4)
+  dtype = dtype or "float64"
+  local div = endpoint and num - 1 or num
+  local step = div > 0 and (stop - start) / div or 0.0
+  return fill_range("linspace", num, dtype, start + 0.0, step, endpoint and num > 1 and stop + 0.0 or nil, opts)
+end
+
+-- cd.clear_kernel_cache() forgets the generated kernels too
+local clear = cd.clear_kernel_cache
+function cd.clear_kernel_cache(...)
+  kernels = setmetatable({}, WEAK)
+  return clear(...)
+end
