@@ -290,21 +290,28 @@ end
 -- ------------------------------------------------------------------------------------------ elementwise
 -- The source of an elementwise kernel. ins/outs: {name=, dtype=, scalar=, raw=, bcast=}; nd: the output's
 -- rank when some input is broadcast (its shape and their strides come as arguments), else 0.
-local function elementwise_source(name, ins, outs, body, preamble, nd)
+-- The kernel parameters of the inputs, and the statements that give each its element's value in the loop body
+-- (a scalar's converted value; nothing for a raw array, which the body indexes itself); dts gets their dtypes.
+local function input_code(ins, indent)
   local params, pre, dts = {}, {}, {}
   for _, p in ipairs(ins) do
     local T = DT[p.dtype]
     dts[#dts + 1] = p.dtype
     if p.scalar then
       params[#params + 1] = fmt("%s _s_%s", T.arg, p.name)
-      pre[#pre + 1] = fmt("    const %s %s = (%s)_s_%s;", T.ctype, p.name, T.ctype, p.name)
+      pre[#pre + 1] = fmt("%sconst %s %s = (%s)_s_%s;", indent, T.ctype, p.name, T.ctype, p.name)
     elseif p.raw then
       params[#params + 1] = fmt("const %s *__restrict__ %s", T.ctype, p.name)
     else
       params[#params + 1] = fmt("const %s *__restrict__ _in_%s", T.ctype, p.name)
-      pre[#pre + 1] = fmt("    const %s %s = _in_%s[%s];", T.ctype, p.name, p.name, p.bcast and ("_o_" .. p.name) or "i")
+      pre[#pre + 1] = fmt("%sconst %s %s = _in_%s[%s];", indent, T.ctype, p.name, p.name, p.bcast and ("_o_" .. p.name) or "i")
     end
   end
+  return params, pre, dts
+end
+
+local function elementwise_source(name, ins, outs, body, preamble, nd)
+  local params, pre, dts = input_code(ins, "    ")
   for _, p in ipairs(outs) do
     local T = DT[p.dtype]
     dts[#dts + 1] = p.dtype
@@ -511,20 +518,8 @@ end
 local RBLOCK = 256
 
 local function reduction_source(name, ins, out, rtype, map_expr, reduce_expr, post_map, identity, preamble)
-  local params, pre, dts = {}, {}, { out.dtype }
-  for _, p in ipairs(ins) do
-    local T = DT[p.dtype]
-    dts[#dts + 1] = p.dtype
-    if p.scalar then
-      params[#params + 1] = fmt("%s _s_%s", T.arg, p.name)
-      pre[#pre + 1] = fmt("      const %s %s = (%s)_s_%s;", T.ctype, p.name, T.ctype, p.name)
-    elseif p.raw then
-      params[#params + 1] = fmt("const %s *__restrict__ %s", T.ctype, p.name)
-    else
-      params[#params + 1] = fmt("const %s *__restrict__ _in_%s", T.ctype, p.name)
-      pre[#pre + 1] = fmt("      const %s %s = _in_%s[i];", T.ctype, p.name, p.name)
-    end
-  end
+  local params, pre, dts = input_code(ins, "      ")
+  dts[#dts + 1] = out.dtype
   if DT[rtype.dtype or ""] then dts[#dts + 1] = rtype.dtype end
   local OT = DT[out.dtype].ctype
   local tree = {
@@ -1093,52 +1088,49 @@ local function reduce(a, o, fname, r)
   return res
 end
 
-local function sum_like(fname, reduce_expr, ident)
+-- A reduction method: make(dtype, opts) gives the reduction's description for reduce().
+local function reduction_method(fname, make)
   return function(a, v)
     local o = reduce_opts(v, fname)
-    local out, acc = sum_dtype(is_array(a) and a.dtype or "float32")
-    local W = wrap_type(acc)
-    return reduce(a, o, fname, { out = out, rtype = { ctype = DT[acc].ctype, dtype = acc },
-      map = fmt("(%s)x", DT[acc].ctype), reduce = W and fmt("(%s)(%s)", DT[acc].ctype, reduce_expr(W)) or reduce_expr(),
-      post = fmt("y = (%s)a", DT[out].ctype), identity = ident })
+    if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
+    return reduce(a, o, fname, make(a.dtype, o))
   end
+end
+
+local function sum_like(fname, reduce_expr, ident)
+  return reduction_method(fname, function(d)
+    local out, acc = sum_dtype(d)
+    local W = wrap_type(acc)
+    return { out = out, rtype = { ctype = DT[acc].ctype, dtype = acc }, map = fmt("(%s)x", DT[acc].ctype),
+      reduce = W and fmt("(%s)(%s)", DT[acc].ctype, reduce_expr(W)) or reduce_expr(), post = fmt("y = (%s)a", DT[out].ctype),
+      identity = ident }
+  end)
 end
 methods.sum = sum_like("sum", function(W) return W and fmt("(%s)a + (%s)b", W, W) or "a + b" end, "0")
 methods.prod = sum_like("prod", function(W) return W and fmt("(%s)a * (%s)b", W, W) or "a * b" end, "1")
 
-function methods.mean(a, v)
-  local o = reduce_opts(v, "mean")
-  if not is_array(a) then argerror("mean", 1, "Array expected, got " .. typename(a)) end
-  local out = float_result(a.dtype) == "float16" and "float16" or float_result(a.dtype)
-  if DT[a.dtype].kind ~= "f" then out = "float64" end
+methods.mean = reduction_method("mean", function(d)
+  local out = DT[d].kind == "f" and d or "float64"
   local acc = out == "float16" and "float32" or out
-  return reduce(a, o, "mean", { out = out, rtype = { ctype = DT[acc].ctype, dtype = acc }, empty_error = true,
-    map = fmt("(%s)x", DT[acc].ctype), reduce = "a + b", post = fmt("y = (%s)(a / (%s)_K)", DT[out].ctype, DT[acc].ctype),
-    identity = "0" })
-end
+  return { out = out, rtype = { ctype = DT[acc].ctype, dtype = acc }, empty_error = true, map = fmt("(%s)x", DT[acc].ctype),
+    reduce = "a + b", post = fmt("y = (%s)(a / (%s)_K)", DT[out].ctype, DT[acc].ctype), identity = "0" }
+end)
 
 local function minmax(fname, high)
-  return function(a, v)
-    local o = reduce_opts(v, fname)
-    if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
-    local d = a.dtype
+  return reduction_method(fname, function(d)
     local C = DT[d].calc
     -- NaN wins, as NumPy's min and max propagate it
     local cmp = high and ">" or "<"
     local red = DT[d].kind == "f" and fmt("(a != a) ? a : (b != b) ? b : (a %s b ? a : b)", cmp) or fmt("a %s b ? a : b", cmp)
-    return reduce(a, o, fname, { out = d, rtype = { ctype = C, dtype = dtype_of_name(C) },
-      empty_error = true, map = fmt("(%s)x", C), reduce = red, post = fmt("y = (%s)a", DT[d].ctype),
-      identity = extreme(d, not high), preamble = INF })
-  end
+    return { out = d, rtype = { ctype = C, dtype = dtype_of_name(C) }, empty_error = true, map = fmt("(%s)x", C),
+      reduce = red, post = fmt("y = (%s)a", DT[d].ctype), identity = extreme(d, not high), preamble = INF }
+  end)
 end
 methods.max = minmax("max", true)
 methods.min = minmax("min", false)
 
 local function argminmax(fname, high)
-  return function(a, v)
-    local o = reduce_opts(v, fname)
-    if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
-    local d = a.dtype
+  return reduction_method(fname, function(d, o)
     local C = DT[d].calc
     local cmp = high and ">" or "<"
     -- the first position of the extreme value (NaN first of all), 1-based as Lua counts
@@ -1154,22 +1146,19 @@ __device__ __forceinline__ _cdv_vi _cdv_pick(_cdv_vi a, _cdv_vi b) {
 ]], C, cmp, cmp)
     -- i is the flat index; along an axis the position within the axis: (i / inner) % K
     local map = o.axis == nil and fmt("_cdv_vi{(%s)x, i}", C) or fmt("_cdv_vi{(%s)x, (i / _inner) %% _K}", C)
-    return reduce(a, o, fname, { out = "int64", rtype = { ctype = "_cdv_vi", size = 16 }, empty_error = true,
-      map = map, reduce = "_cdv_pick(a, b)", post = "y = a.i + 1", preamble = pre,
-      identity = fmt("_cdv_vi{(%s)(%s), 9223372036854775807ll}", C, extreme(d, not high)) })
-  end
+    return { out = "int64", rtype = { ctype = "_cdv_vi", size = 16 }, empty_error = true, map = map,
+      reduce = "_cdv_pick(a, b)", post = "y = a.i + 1", preamble = pre,
+      identity = fmt("_cdv_vi{(%s)(%s), 9223372036854775807ll}", C, extreme(d, not high)) }
+  end)
 end
 methods.argmax = argminmax("argmax", true)
 methods.argmin = argminmax("argmin", false)
 
 local function allany(fname, all)
-  return function(a, v)
-    local o = reduce_opts(v, fname)
-    if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
-    return reduce(a, o, fname, { out = "bool", rtype = { ctype = "bool", dtype = "bool" },
-      map = fmt("(%s)x != 0", DT[a.dtype].calc), reduce = all and "a && b" or "a || b", post = "y = a",
-      identity = all and "true" or "false" })
-  end
+  return reduction_method(fname, function(d)
+    return { out = "bool", rtype = { ctype = "bool", dtype = "bool" }, map = fmt("(%s)x != 0", DT[d].calc),
+      reduce = all and "a && b" or "a || b", post = "y = a", identity = all and "true" or "false" }
+  end)
 end
 methods.all = allany("all", true)
 methods.any = allany("any", false)
