@@ -148,7 +148,7 @@ print(#t, t[1][1], t[1000000][1], maps < 5000)
     local out = helper.run_child([[
 local f = io.open("/proc/sys/vm/max_map_count")
 local max = f and tonumber(f:read("l"))
-if not max or max > 300000 then print("skip") return end
+if not max or max > 300000 or (os.getenv("LD_PRELOAD") or ""):match("asan") then print("skip") return end
 local t, err = {}
 for i = 1, max + 10 do
   local ok, a = pcall(cd.empty, 1024, "f32", { device = "cpu" })
@@ -161,7 +161,8 @@ t = nil
 collectgarbage()
 print(cd.empty(1024, "f32", { device = "cpu" }) ~= nil)
 ]])
-    if out == "skip\nexit 0\n" then return pending("vm.max_map_count is unreadable or too large to reach") end
+    -- under ASan the sanitizer's own mmap fails first at the limit, and it aborts the process
+    if out == "skip\nexit 0\n" then return pending("vm.max_map_count unreadable, too large to reach, or ASan") end
     assert.are.equal("Error\tENOMEM\ncannot map 4096 bytes: the process has N memory mappings and the kernel allows M "
       .. "(vm.max_map_count: raise it with `sysctl -w vm.max_map_count=N`, or keep fewer arrays of over 2048 bytes "
       .. "alive)\t\ntrue\nexit 0\n", out)
