@@ -190,6 +190,7 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
     d->be->synchronize(d, &e);
     if (mem_alloc(st, d, kind, bytes, stream, &b->ptr, &e) != 0) {
       free(b);
+      if (!is_oom(&e)) cdv_raise(L, d, &e);   /* a named limit (the cpu device's vm.max_map_count) */
       oom(L, d, bytes);
     }
   }

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,14 +44,45 @@ static int cpu_mem_info(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err 
 }
 
 /* ---------------------------------------------------------------- memory */
-/* NOTE [cpu memory]: every allocation is its own MAP_SHARED|MAP_ANONYMOUS mapping, so that a launch run in a
- * forked child (NOTE [fault containment] in cpu_run.c) writes memory the parent sees. A side table remembers
- * each mapping's length and kind: munmap needs the length, and a pointer that is not ours is an error rather
- * than a crash. Each allocation costs one memory mapping (the kernel allows about 65000 per process). */
+/* NOTE [cpu memory]: arrays are MAP_SHARED|MAP_ANONYMOUS memory, so that a launch run in a forked child (NOTE
+ * [fault containment] in cpu_run.c) writes memory the parent sees. Two layouts:
+ * - an array of more than SMALL_MAX bytes is a mapping of its own, [guard page][data][guard page], its data
+ *   pushed to the end of the pages (at a multiple of BIG_ALIGN) so that running off its end faults at once; a
+ *   write up to a page before its start faults too, or lands in its own unused head, never in a neighbour.
+ *   A guard is a guard marker where Linux has them for shared memory (MADV_GUARD_INSTALL, 6.15 and later; no
+ *   extra mapping), else an mprotect'ed page (two more mappings per array).
+ * - an array of SMALL_MAX bytes or fewer is a block of a slab: SLAB bytes, SLAB-aligned, guarded at both ends,
+ *   cut into blocks of one size class (ALIGN << k). Blocks of a slab share pages: a write past a small array
+ *   lands in the next small array of the slab, which no guard catches (see doc/cpu-device.md, "what the cpu
+ *   device catches"). The pool is what makes a million live small arrays possible: one mapping each would
+ *   stop at the kernel's vm.max_map_count (65530 by default) mappings per process.
+ * Pinned memory registered with a CUDA driver keeps a plain page-aligned mapping (the driver wants pages).
+ * A side table remembers each mapping (an array's data pointer, or a slab's base), so that a pointer that is
+ * not ours is an error rather than a crash, and a fault's address can be told relative to the nearest array
+ * (cdv_cpu_alloc_describe). */
+#define SMALL_MAX 2048
+#define ALIGN 256                       /* cuMemAlloc's alignment, kept by small arrays */
+#define BIG_ALIGN 16                    /* the largest dtype's: an overrun of over 15 bytes faults */
+#define NCLASS 4                        /* 256, 512, 1024, 2048 */
+#define SLAB ((size_t)2 << 20)
+#define KIND_SLAB (-1)
+
+typedef struct slab {
+  char *base;
+  int cls;
+  unsigned nblocks, nfree, hint;
+  struct slab *next, *prev;             /* the class's slabs with a free block */
+  uint64_t bits[];                      /* 1: the block is allocated */
+} slab;
+
 typedef struct alloc {
-  void *p;
-  size_t len;
-  int kind;
+  void *p;                              /* the array's data, or the slab's base */
+  size_t len;                           /* bytes of data a kernel may use (a multiple of BIG_ALIGN), or SLAB */
+  size_t bytes;                         /* as requested */
+  char *map;                            /* the mapping, guards included */
+  size_t maplen;
+  int kind;                             /* CDV_MEM_*, or KIND_SLAB */
+  slab *s;
 } alloc;
 
 static pthread_mutex_t allocs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,11 +90,12 @@ static struct {
   alloc *v;
   size_t cap, used;   /* used: live entries and tombstones */
 } allocs;
+static slab *avail[NCLASS];
 #define TOMB ((void *)1)
 
 static size_t alloc_slot(const void *p, size_t cap)
 {
-  return (size_t)(((uintptr_t)p >> 12) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+  return (size_t)(((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull) & (cap - 1);
 }
 
 /* The entry of p (open addressing, linear probing), or NULL. */
@@ -78,7 +111,7 @@ static alloc *alloc_find(const void *p)
   }
 }
 
-static int alloc_insert(void *p, size_t len, int kind)
+static int alloc_insert(const alloc *a)
 {
   if ((allocs.used + 1) * 2 > allocs.cap) {
     /* rebuild without tombstones, at a size for the live entries (so churn does not grow the table) */
@@ -94,57 +127,247 @@ static int alloc_insert(void *p, size_t len, int kind)
     allocs.v = v, allocs.cap = cap, allocs.used = 0;
     for (size_t i = 0; i < oldcap; i++)
       if (old[i].p && old[i].p != TOMB)
-        alloc_insert(old[i].p, old[i].len, old[i].kind);
+        alloc_insert(&old[i]);
     free(old);
   }
-  size_t i = alloc_slot(p, allocs.cap);
+  size_t i = alloc_slot(a->p, allocs.cap);
   while (allocs.v[i].p && allocs.v[i].p != TOMB)
     i = (i + 1) & (allocs.cap - 1);
   allocs.used += allocs.v[i].p == NULL;
-  allocs.v[i] = (alloc){p, len, kind};
+  allocs.v[i] = *a;
   return 0;
 }
 
-/* mmap (MAP_SHARED|MAP_ANONYMOUS), plus cuMemHostRegister through cdv_cuda_host_register for pinned memory.
- * Without a CUDA driver nothing can read page-locked memory, and pinned memory is plain memory: the pinned pool
- * and the staged copies (NOTE [pinned pool], NOTE [staged copies]) then run on the cpu device as they would with
- * a GPU. The side table keeps the kind that was made, so only registered memory is unregistered. */
+static size_t page(void)
+{
+  static size_t pg;
+  if (!pg)
+    pg = (size_t)sysconf(_SC_PAGESIZE);
+  return pg;
+}
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+
+/* A guard page at p: a marker when the kernel has them for shared memory (probed once), else PROT_NONE. */
+static void guard(char *p)
+{
+  static int markers = -1;
+  if (markers != 0 && madvise(p, page(), MADV_GUARD_INSTALL) == 0) {
+    markers = 1;
+    return;
+  }
+  markers = 0;
+  mprotect(p, page(), PROT_NONE);
+}
+
+/* An mmap failure's error: the mapping limit by name when the process is at it, else out of memory. */
+static int map_failed(cdv_err *e, int err, size_t bytes)
+{
+  long max = 0, n = 0;
+  FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+  if (f) {
+    if (fscanf(f, "%ld", &max) != 1)
+      max = 0;
+    fclose(f);
+  }
+  if (err == ENOMEM && max > 0 && (f = fopen("/proc/self/maps", "r"))) {
+    int c;
+    while ((c = getc(f)) != EOF)
+      n += c == '\n';
+    fclose(f);
+  }
+  if (max > 0 && n >= max - 16)
+    return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "ENOMEM", "cannot map %zu bytes: the process has %ld memory "
+                    "mappings and the kernel allows %ld (vm.max_map_count: raise it with `sysctl -w "
+                    "vm.max_map_count=N`, or keep fewer arrays of over %d bytes alive)", bytes, n, max, SMALL_MAX);
+  return cdv_fail(e, "cpu.mem_alloc", err, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory allocating %zu bytes "
+                  "(%s)", bytes, strerror(err));
+}
+
+/* A fresh slab of class c, entered in the table and in avail[c]; NULL with e set. Called with allocs_lock. */
+static slab *slab_new(int c, cdv_err *e)
+{
+  size_t pg = page(), size = (size_t)ALIGN << c, nb = (SLAB - 2 * pg) / size;
+  slab *s = calloc(1, sizeof *s + (nb + 63) / 64 * sizeof(uint64_t));
+  if (!s) {
+    cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
+    return NULL;
+  }
+  /* SLAB-aligned: a block's slab is found from its address. Reserve twice, map into the aligned half. */
+  char *r = mmap(NULL, 2 * SLAB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *b = MAP_FAILED;
+  int err = errno;
+  if (r != MAP_FAILED) {
+    char *a = (char *)(((uintptr_t)r + SLAB - 1) & ~(uintptr_t)(SLAB - 1));
+    b = mmap(a, SLAB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    err = errno;
+    if (a > r)
+      munmap(r, (size_t)(a - r));
+    munmap(a + SLAB, (size_t)(r + 2 * SLAB - (a + SLAB)));
+    if (b == MAP_FAILED)
+      munmap(a, SLAB);
+  }
+  if (b == MAP_FAILED) {
+    free(s);
+    map_failed(e, err, SLAB);
+    return NULL;
+  }
+  guard(b);
+  guard(b + SLAB - pg);
+  s->base = b, s->cls = c, s->nblocks = s->nfree = (unsigned)nb;
+  if (nb % 64)
+    s->bits[nb / 64] = ~0ull << (nb % 64);
+  alloc a = {b, SLAB, SLAB, b, SLAB, KIND_SLAB, s};
+  if (alloc_insert(&a)) {
+    munmap(b, SLAB);
+    free(s);
+    cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
+    return NULL;
+  }
+  s->next = avail[c];
+  if (avail[c])
+    avail[c]->prev = s;
+  avail[c] = s;
+  return s;
+}
+
+static char *block_at(const slab *s, unsigned i)
+{
+  return s->base + page() + ((size_t)i << s->cls) * ALIGN;
+}
+
+static void avail_remove(slab *s)
+{
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    avail[s->cls] = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+/* A block of the pool for bytes (at most SMALL_MAX). Called with allocs_lock. */
+static void *small_alloc(size_t bytes, cdv_err *e)
+{
+  int c = 0;
+  while (((size_t)ALIGN << c) < bytes)
+    c++;
+  slab *s = avail[c] ? avail[c] : slab_new(c, e);
+  if (!s)
+    return NULL;
+  unsigned words = (s->nblocks + 63) / 64, w = s->hint;
+  while (s->bits[w] == ~0ull)   /* nfree > 0: a clear bit exists (the bits past the last block are set) */
+    w = (w + 1) % words;
+  unsigned bit = (unsigned)__builtin_ctzll(~s->bits[w]);
+  s->bits[w] |= 1ull << bit;
+  s->hint = w;
+  if (--s->nfree == 0)
+    avail_remove(s);
+  return block_at(s, w * 64 + bit);
+}
+
+/* The slab block p starts, with its index; NULL when p is not one. Called with allocs_lock. */
+static slab *block_of(const void *p, unsigned *index, int exact)
+{
+  alloc *a = alloc_find((void *)((uintptr_t)p & ~(uintptr_t)(SLAB - 1)));
+  if (!a || a->kind != KIND_SLAB)
+    return NULL;
+  slab *s = a->s;
+  size_t size = (size_t)ALIGN << s->cls;
+  if ((const char *)p < block_at(s, 0) || (const char *)p >= block_at(s, s->nblocks))
+    return NULL;
+  size_t off = (size_t)((const char *)p - block_at(s, 0));
+  if (exact && off % size)
+    return NULL;
+  unsigned i = (unsigned)(off / size);
+  if (!(s->bits[i / 64] >> (i % 64) & 1))
+    return NULL;
+  *index = i;
+  return s;
+}
+
+/* Called with allocs_lock; the slab goes when it is empty and its class has another with room. */
+static void small_free(slab *s, unsigned i)
+{
+  s->bits[i / 64] &= ~(1ull << (i % 64));
+  if (s->nfree++ == 0) {
+    s->next = avail[s->cls];
+    if (avail[s->cls])
+      avail[s->cls]->prev = s;
+    avail[s->cls] = s;
+  }
+  if (s->nfree == s->nblocks && (avail[s->cls] != s || s->next)) {
+    avail_remove(s);
+    alloc_find(s->base)->p = TOMB;
+    munmap(s->base, SLAB);
+    free(s);
+  }
+}
+
+/* A mapping of its own with a guard page at each end, the data at its end (NOTE [cpu memory]); pinned: a
+ * plain page-aligned mapping, registered. */
+static int big_alloc(size_t bytes, int kind, alloc *a, cdv_err *e)
+{
+  size_t pg = page(), data = (bytes + pg - 1) & ~(pg - 1), guards = kind == CDV_MEM_PINNED ? 0 : 2 * pg;
+  if (data < bytes || data + guards < data)
+    return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "cannot allocate %zu bytes", bytes);
+  char *m = mmap(NULL, data + guards, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED)
+    return map_failed(e, errno, bytes);
+  size_t len = (bytes + BIG_ALIGN - 1) & ~(size_t)(BIG_ALIGN - 1);
+  *a = (alloc){m, data, bytes, m, data, kind, NULL};
+  if (kind == CDV_MEM_PINNED) {
+    if (cdv_cuda_host_register(m, data, e)) {
+      munmap(m, data);
+      return -1;
+    }
+    /* The driver may mark registered memory MADV_DONTFORK (it matters for private mappings, whose pages a
+     * fork would copy under the DMA engine). Ours is shared, so a forked launch must still see it. */
+    madvise(m, data, MADV_DOFORK);
+    return 0;
+  }
+  guard(m);
+  guard(m + pg + data);
+  a->p = m + pg + data - len, a->len = len, a->maplen = data + guards;
+  return 0;
+}
+
+/* Small host arrays from the pool, others a mapping each (NOTE [cpu memory]), plus cuMemHostRegister through
+ * cdv_cuda_host_register for pinned memory. Without a CUDA driver nothing can read page-locked memory, and
+ * pinned memory is plain memory: the pinned pool and the staged copies (NOTE [pinned pool], NOTE [staged
+ * copies]) then run on the cpu device as they would with a GPU. The side table keeps the kind that was made,
+ * so only registered memory is unregistered. */
 static int cpu_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, void **ptr, cdv_err *e)
 {
   (void)d, (void)stream;
   if (kind == CDV_MEM_PINNED && cdv_cuda_load() != 0)
     kind = CDV_MEM_HOST;
-  long pg = sysconf(_SC_PAGESIZE);
-  size_t len = ((bytes ? bytes : 1) + (size_t)pg - 1) & ~((size_t)pg - 1);
-  if (len < bytes)
-    return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "cannot allocate %zu bytes", bytes);
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return cdv_fail(e, "cpu.mem_alloc", errno, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory allocating %zu "
-                    "bytes (%s)", bytes, strerror(errno));
-  if (kind == CDV_MEM_PINNED) {
-    if (cdv_cuda_host_register(p, len, e)) {
-      munmap(p, len);
-      return -1;
-    }
-    /* The driver may mark registered memory MADV_DONTFORK (it matters for private mappings, whose pages a
-     * fork would copy under the DMA engine). Ours is shared, so a forked launch must still see it. */
-    madvise(p, len, MADV_DOFORK);
+  if (kind != CDV_MEM_PINNED && bytes <= SMALL_MAX) {
+    pthread_mutex_lock(&allocs_lock);
+    *ptr = small_alloc(bytes, e);
+    pthread_mutex_unlock(&allocs_lock);
+    return *ptr ? 0 : -1;
   }
+  alloc a = {0};
+  if (big_alloc(bytes, kind, &a, e))
+    return -1;
   pthread_mutex_lock(&allocs_lock);
-  int rc = alloc_insert(p, len, kind);
+  int rc = alloc_insert(&a);
   pthread_mutex_unlock(&allocs_lock);
   if (rc) {
     if (kind == CDV_MEM_PINNED)
-      cdv_cuda_host_unregister(p);
-    munmap(p, len);
+      cdv_cuda_host_unregister(a.map);
+    munmap(a.map, a.maplen);
     return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
   }
-  *ptr = p;
+  *ptr = a.p;
   return 0;
 }
 
-/* munmap, after cuMemHostUnregister (cdv_cuda_host_unregister) for pinned memory */
+/* munmap, after cuMemHostUnregister (cdv_cuda_host_unregister) for pinned memory; a small block goes back to
+ * its slab */
 static int cpu_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_err *e)
 {
   (void)d, (void)kind, (void)stream;
@@ -152,35 +375,89 @@ static int cpu_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_er
     return 0;
   pthread_mutex_lock(&allocs_lock);
   alloc *a = alloc_find(ptr), found = {0};
-  if (a) {
+  unsigned i;
+  slab *s = NULL;
+  if (a && a->kind != KIND_SLAB) {
     found = *a;
     a->p = TOMB;
+  } else if ((s = block_of(ptr, &i, 1)) != NULL) {
+    small_free(s, i);
   }
   pthread_mutex_unlock(&allocs_lock);
+  if (s)
+    return 0;
   if (!found.p)
     return cdv_fail(e, "cpu.mem_free", EINVAL, INVALID_VALUE, "pointer %p was not allocated by the cpu device", ptr);
   if (found.kind == CDV_MEM_PINNED)
-    cdv_cuda_host_unregister(found.p);
-  if (munmap(found.p, found.len))
-    return cdv_cpu_fail_errno(e, "cpu.mem_free", errno, "munmap of %p failed", found.p);
+    cdv_cuda_host_unregister(found.map);
+  if (munmap(found.map, found.maplen))
+    return cdv_cpu_fail_errno(e, "cpu.mem_free", errno, "munmap of %p failed", found.map);
   return 0;
 }
 
 int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len)
 {
   int rc = -1;
+  unsigned i;
   pthread_mutex_lock(&allocs_lock);
-  const alloc *a = alloc_find(p);
-  for (size_t i = 0; !a && i < allocs.cap; i++)   /* p inside an allocation (a view): a scan */
-    if (allocs.v[i].p && allocs.v[i].p != TOMB && (const char *)p > (const char *)allocs.v[i].p &&
-        (const char *)p < (const char *)allocs.v[i].p + allocs.v[i].len)
-      a = &allocs.v[i];
-  if (a) {
+  slab *s = block_of(p, &i, 0);
+  const alloc *a = s ? NULL : alloc_find(p);
+  if (a && a->kind == KIND_SLAB)
+    a = NULL;
+  for (size_t k = 0; !s && !a && k < allocs.cap; k++)   /* p inside an allocation (a view): a scan */
+    if (allocs.v[k].p && allocs.v[k].p != TOMB && allocs.v[k].kind != KIND_SLAB &&
+        (const char *)p > (const char *)allocs.v[k].p && (const char *)p < (const char *)allocs.v[k].p + allocs.v[k].len)
+      a = &allocs.v[k];
+  if (s) {
+    *base = block_at(s, i), *len = (size_t)ALIGN << s->cls;
+    rc = 0;
+  } else if (a) {
     *base = a->p, *len = a->len;
     rc = 0;
   }
   pthread_mutex_unlock(&allocs_lock);
   return rc;
+}
+
+/* Where addr is relative to the nearest array (within a MiB), for a fault's message; "" when none is near. */
+void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n)
+{
+  uintptr_t best = (uintptr_t)1 << 20, lo = 0, hi = 0;
+  int small = 0;
+  out[0] = 0;
+  pthread_mutex_lock(&allocs_lock);
+  for (size_t k = 0; k < allocs.cap; k++) {
+    const alloc *a = &allocs.v[k];
+    if (!a->p || a->p == TOMB)
+      continue;
+    uintptr_t b = (uintptr_t)a->p, e = b + a->bytes, sz = a->bytes;
+    int sm = 0;
+    if (a->kind == KIND_SLAB) {   /* the block at or next to addr: the first or last one beyond the slab */
+      const slab *s = a->s;
+      uintptr_t first = (uintptr_t)block_at(s, 0), size = (uintptr_t)ALIGN << s->cls;
+      uintptr_t i = addr <= first ? 0 : (addr - first) / size;
+      if (i >= s->nblocks)
+        i = s->nblocks - 1;
+      if (!(s->bits[i / 64] >> (i % 64) & 1))
+        continue;
+      b = first + i * size, e = b + size, sz = size, sm = 1;
+    }
+    uintptr_t dist = addr < b ? b - addr : addr >= e ? addr - e + 1 : 0;
+    if (dist < best || (dist == 0 && best == 0))
+      best = dist, lo = b, hi = b + sz, small = sm;
+  }
+  pthread_mutex_unlock(&allocs_lock);
+  if (!hi)
+    return;
+  const char *what = small ? "the small array" : "the array";
+  if (addr < lo)
+    snprintf(out, n, ", %lu bytes before %s at 0x%lx (%lu bytes)", (unsigned long)(lo - addr), what,
+             (unsigned long)lo, (unsigned long)(hi - lo));
+  else if (addr >= hi)
+    snprintf(out, n, ", %lu bytes past the end of %s at 0x%lx (%lu bytes)", (unsigned long)(addr - hi), what,
+             (unsigned long)lo, (unsigned long)(hi - lo));
+  else
+    snprintf(out, n, ", inside %s at 0x%lx (%lu bytes)", what, (unsigned long)lo, (unsigned long)(hi - lo));
 }
 
 static int on_host(const cdv_device *dev)
@@ -468,13 +745,13 @@ static int check_abi(void *h, const char *path, cdv_err *e)
 }
 
 /* dlopen(RTLD_NOW | RTLD_LOCAL) of a cached object not loaded yet, after checking that it is whole
- * (cdv_cpu_cache_verify); its data is then made shared. Called with modules_lock held. */
+ * (cdv_cpu_cache_verify) and that loading it runs none of its code (NOTE [no static initialisers]); its data is then made shared. Called with modules_lock held. */
 static loaded *load_object(const char *path, cdv_err *e)
 {
   for (loaded *l = loaded_objects; l; l = l->next)
     if (!strcmp(l->path, path))
       return l;
-  if (cdv_cpu_cache_verify(path, e))
+  if (cdv_cpu_cache_verify(path, e) || cdv_cpu_object_check(path, e))
     return NULL;
   loaded *l = calloc(1, sizeof *l);
   if (!l || !(l->path = strdup(path))) {

@@ -24,6 +24,7 @@
 #define CDV_CPU_MAX_GRID_YZ     65535u
 #define CDV_CPU_MAX_DYN_SHARED  (1u << 20)    /* dynamic shared memory per block */
 #define CDV_CPU_WARP            32
+#define CDV_CPU_MAX_STATIC_SHARED ((size_t)64 << 20)   /* an object's __shared__ (TLS) bytes: NOTE [static shared limit] */
 
 /* NOTE [fiber stacks]: every CUDA thread runs on a fiber whose stack is a CDV_CPU_STACK-aligned region of
  * CDV_CPU_STACK bytes: a guard page at the bottom (a guard marker where Linux has MADV_GUARD_INSTALL, else
@@ -93,6 +94,12 @@ typedef struct cdv_cpu_func {
 /* ---------------------------------------------------------------- backend_cpu.c */
 /* The allocation of this backend that contains p: 0 and its extent, or -1. */
 int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len);
+/* ", N bytes past the end of the array at 0x... (M bytes)" for a fault at addr, or "" when no array is near */
+void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n);
+
+/* ---------------------------------------------------------------- cpu_object.c */
+/* 0 when the object at path may be loaded: NOTE [no static initialisers], NOTE [static shared limit] */
+int cdv_cpu_object_check(const char *path, cdv_err *e);
 
 /* ---------------------------------------------------------------- cpu_compile.c */
 int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e);
@@ -103,6 +110,8 @@ void cdv_cpu_cache_forget(void);                         /* drop the in-memory m
 int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
                    void **args, cdv_err *e);
 int cdv_cpu_worker_count(void);
+/* Ends running launches (async-signal-safe): NOTE [interrupting a launch] in cpu_run.c */
+void cdv_cpu_interrupt(void);
 /* errno-based failure: "what: strerror" with the errno's name */
 int cdv_cpu_fail_errno(cdv_err *e, const char *api, int err, const char *fmt, ...)
   __attribute__((format(printf, 4, 5)));

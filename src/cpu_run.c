@@ -40,6 +40,8 @@
 #define ALTSTACK_SIZE (64 * 1024)
 #define EXIT_FAILED 3             /* a child that recorded a failure */
 #define FAIL_OOM 100              /* internal failure kind: out of memory inside the child */
+#define FAIL_INTERRUPT 101        /* internal failure kind: cdv_cpu_interrupt() (NOTE [interrupting a launch]) */
+#define MAX_CHILDREN 64           /* forked launches a SIGINT is forwarded to */
 #define MAX_PREFAULT 16           /* arrays prefaulted per launch */
 #define PREFAULT_LIMIT ((size_t)1 << 30)
 #ifndef MADV_POPULATE_WRITE
@@ -47,6 +49,8 @@
 #endif
 
 enum { F_RUN, F_BAR, F_WARP, F_DONE };
+
+static unsigned interrupts;   /* cdv_cpu_interrupt() calls: NOTE [interrupting a launch] */
 
 /* The first failure of a launch; in a MAP_SHARED page when the launch runs in a child. */
 typedef struct status {
@@ -66,6 +70,7 @@ typedef struct launch {
   unsigned chunk;
   int fibers, in_child, aborted, nworkers;
   status *st;
+  unsigned intr0;             /* the interrupt count when the launch began */
   struct {
     char *p;
     size_t n;
@@ -543,6 +548,11 @@ static void worker_run(launch *L, int slot)
     if (L->in_child && L->npre)
       prefault_share(L, slot);
     while (!__atomic_load_n(&L->aborted, __ATOMIC_RELAXED)) {
+      if (__atomic_load_n(&interrupts, __ATOMIC_RELAXED) != L->intr0) {   /* NOTE [interrupting a launch] */
+        record(&w, NULL, FAIL_INTERRUPT, "interrupted");
+        stop_launch(&w, NULL);
+        break;
+      }
       uint64_t b = __atomic_fetch_add(&L->next, L->chunk, __ATOMIC_RELAXED);
       if (b >= L->nblocks)
         break;
@@ -687,6 +697,89 @@ static void run_pool(launch *L, int nw)
   pthread_mutex_unlock(&pool.m);
 }
 
+/* ---------------------------------------------------------------- interrupts */
+/* NOTE [interrupting a launch]: a launch that never ends must give way to Ctrl-C.
+ * - A forked launch: while the parent waits for the child, SIGINT has a handler of ours that kills every
+ *   launch child (SIGINT, whose default action ends it) and then does what the handler before it did (lua's
+ *   sets a hook that raises "interrupted!"; with the default action, the process ends after the child, as it
+ *   would have without us; an ignored SIGINT is left ignored). A SIGINT sent to the process alone (kill -INT
+ *   pid) thus ends the launch with an error, not only one sent to the process group. The handler is installed
+ *   by the first launch that waits and put back by the last, when it is still ours.
+ * - cdv_cpu_interrupt() (called by cudadev_interrupt(), so by luacuda's Ctrl-C) does the same to the children
+ *   and counts an interrupt: in-process launches (CUDADEV_CPU_FORK=0) stop handing out blocks and end with an
+ *   error, so a long grid stops at once; a block that never ends cannot be stopped in-process (a thread cannot
+ *   be abandoned at an arbitrary instruction safely), and luacuda's second Ctrl-C then ends the session.
+ * Only async-signal-safe work happens in the handler. */
+static pid_t children[MAX_CHILDREN];
+static pthread_mutex_t intr_lock = PTHREAD_MUTEX_INITIALIZER;
+static int intr_users, intr_default;
+static struct sigaction intr_prev;
+
+void cdv_cpu_interrupt(void)
+{
+  __atomic_add_fetch(&interrupts, 1, __ATOMIC_SEQ_CST);
+  for (int i = 0; i < MAX_CHILDREN; i++) {
+    pid_t p = __atomic_load_n(&children[i], __ATOMIC_SEQ_CST);
+    if (p > 0)
+      kill(p, SIGINT);
+  }
+}
+
+static void on_interrupt(int sig, siginfo_t *si, void *uc)
+{
+  int saved = errno;
+  cdv_cpu_interrupt();
+  if (intr_prev.sa_flags & SA_SIGINFO)
+    intr_prev.sa_sigaction(sig, si, uc);
+  else if (intr_prev.sa_handler == SIG_DFL)
+    intr_default = 1;
+  else if (intr_prev.sa_handler != SIG_IGN)
+    intr_prev.sa_handler(sig);
+  errno = saved;
+}
+
+static int add_child(pid_t pid)
+{
+  for (int i = 0; i < MAX_CHILDREN; i++) {
+    pid_t z = 0;
+    if (__atomic_compare_exchange_n(&children[i], &z, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+      return i;
+  }
+  return -1;
+}
+
+static void interrupt_arm(void)
+{
+  pthread_mutex_lock(&intr_lock);
+  if (intr_users++ == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_interrupt;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &intr_prev);
+    if (!(intr_prev.sa_flags & SA_SIGINFO) && intr_prev.sa_handler == SIG_IGN)
+      sigaction(SIGINT, &intr_prev, NULL);   /* ignored stays ignored */
+  }
+  pthread_mutex_unlock(&intr_lock);
+}
+
+static void interrupt_disarm(void)
+{
+  pthread_mutex_lock(&intr_lock);
+  if (--intr_users == 0) {
+    struct sigaction cur;
+    sigaction(SIGINT, NULL, &cur);
+    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_interrupt)
+      sigaction(SIGINT, &intr_prev, NULL);
+    if (intr_default) {   /* SIGINT's default action, delayed until the child was gone */
+      intr_default = 0;
+      raise(SIGINT);
+    }
+  }
+  pthread_mutex_unlock(&intr_lock);
+}
+
 /* ---------------------------------------------------------------- forked launches */
 static status *child_status;
 static launch *child_launch;
@@ -703,10 +796,11 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     st->kind = CDV_CPU_FAIL_SIGNAL;
     st->signo = sig;
     st->addr = (uintptr_t)si->si_addr;
-    if (w) {
+    if (w) {   /* a stack overflow: the guard page of the running thread's stack (of any, outside a thread) */
       note_where(st, w, w->cur);
       for (int i = 0; i < w->nf; i++)
-        st->overflow |= st->addr - (uintptr_t)w->f[i].region < (uintptr_t)page_size();
+        if (!w->cur || w->cur == &w->f[i])
+          st->overflow |= st->addr - (uintptr_t)w->f[i].region < (uintptr_t)page_size();
     }
   }
   if (sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS)
@@ -806,6 +900,9 @@ static int reported_error(const char *k, const status *st, const char *where, cd
                     "(hidden in a header it could not read?)%s", k, st->text, where);
   case CDV_CPU_FAIL_DEADLOCK:
     return cdv_fail(e, api, 719, failed, "kernel '%s' deadlocked on the cpu device: %s%s", k, st->text, where);
+  case FAIL_INTERRUPT:
+    return cdv_fail(e, api, 719, failed, "kernel '%s' was interrupted before it finished (blocks already running "
+                    "in this process ran to their end)", k);
   default:
     return cdv_fail(e, api, 2, "CUDA_ERROR_OUT_OF_MEMORY", "kernel '%s': out of host memory", k);
   }
@@ -814,17 +911,23 @@ static int reported_error(const char *k, const status *st, const char *where, cd
 /* A signal that ended the child: what the fault handler saw, if it ran. */
 static int signal_error(const char *k, const status *st, int sig, const char *where, cdv_err *e)
 {
+  if (sig == SIGINT && !st->claimed)
+    return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' was interrupted (SIGINT) before "
+                    "it finished", k);
   if (st->overflow)
     return cdv_fail(e, "cpu.launch", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "kernel '%s' crashed on the cpu device: "
                     "stack overflow (a thread used more than %zu KiB of stack)%s", k,
                     (CDV_CPU_STACK - CDV_CPU_STACK_COLOURS - (size_t)page_size()) / 1024, where);
-  char sigbuf[32], at[48] = "";
+  char sigbuf[32], at[200] = "";
   const char *t = signal_text(sig);
   if (!t)
     snprintf(sigbuf, sizeof sigbuf, "signal %d", sig), t = sigbuf;
   int addr = st->claimed && (sig == SIGSEGV || sig == SIGBUS);
-  if (addr)
-    snprintf(at, sizeof at, " at address 0x%lx", (unsigned long)st->addr);
+  if (addr) {   /* and where that is relative to the nearest array (NOTE [cpu memory] in backend_cpu.c) */
+    char near[150];
+    cdv_cpu_alloc_describe(st->addr, near, sizeof near);
+    snprintf(at, sizeof at, " at address 0x%lx%s", (unsigned long)st->addr, near);
+  }
   return cdv_fail(e, "cpu.launch", addr ? 700 : 719, addr ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_LAUNCH_FAILED",
                   "kernel '%s' crashed on the cpu device: %s%s%s", k, t, at, where);
 }
@@ -857,15 +960,17 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
     return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot map the launch status page");
   L->st = st;
   pthread_mutex_lock(&slots_lock);   /* held across fork: the child must not see the tables mid-update */
-  int rc = reserve_stacks(nw, stacks, e);
+  int rc = reserve_stacks(nw, stacks, e), armed = 0;
   pid_t pid = -1;
   if (rc == 0) {
     fflush(NULL);
+    interrupt_arm();
+    armed = 1;
     pid = fork();
     if (pid == 0)
       child_main(L, nw);
   }
-  int err = errno;
+  int err = errno, child = pid > 0 ? add_child(pid) : -1;
   pthread_mutex_unlock(&slots_lock);
   if (rc == 0 && pid < 0)
     rc = cdv_cpu_fail_errno(e, "cpu.launch", err, "cannot fork the launch process of kernel '%s'", L->fn->name);
@@ -874,6 +979,8 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
     pid_t w;
     while ((w = waitpid(pid, &ws, 0)) < 0 && errno == EINTR)
       ;
+    if (child >= 0)
+      __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
     int ok = w < 0 ? st->done : WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && st->done;
     if (!ok && w >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) != EXIT_FAILED && !st->claimed)
       rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' ended the launch process "
@@ -882,6 +989,8 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
       rc = launch_error(L, st, w >= 0 && WIFSIGNALED(ws) ? WTERMSIG(ws) : 0, e);
   }
   munmap(st, sizeof *st);
+  if (armed)
+    interrupt_disarm();
   return rc;
 }
 
@@ -952,6 +1061,7 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   L.chunk = L.fibers ? 1 : per < 1 ? 1 : per > 64 ? 64 : (unsigned)per;
   size_t stacks = L.fibers ? L.nthreads : 1;
   L.nworkers = nw;
+  L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);
   if (inprocess_launches() || plan_args(&L))
     return run_inprocess(&L, nw, stacks, e);
   return run_forked(&L, nw, stacks, e);

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "cdv.h"
+#include "cpu.h"
 #include "cudadev.h"
 
 static const char ALLOWED_KEY[] = "cudadev.allowed_compile_options";
@@ -125,7 +126,10 @@ void cdv_check_compile_options(lua_State *L, int n, const char *const *opts) {
 
 static volatile sig_atomic_t interrupt_requested;
 
-CUDADEV_API void cudadev_interrupt(void) { interrupt_requested = 1; }
+CUDADEV_API void cudadev_interrupt(void) {
+  interrupt_requested = 1;
+  cdv_cpu_interrupt();   /* and a cpu launch in progress: NOTE [interrupting a launch] in cpu_run.c */
+}
 CUDADEV_API void cudadev_clear_interrupt(void) { interrupt_requested = 0; }
 
 typedef int (*query_fn)(cdv_device *d, void *h, int *done, cdv_err *e);

@@ -1,0 +1,229 @@
+-- The cpu device against kernel sources and programs that would kill, hang or corrupt the host (issue #14,
+-- "Crashes and wrong data"; doc/cpu-device.md, "what the cpu device catches"): static initialisers refused by
+-- name, __shared__ beyond the cpu device's limit refused, guard pages around arrays and faults placed
+-- relative to the nearest array, a million live small arrays, the mapping limit by name, and SIGINT to the
+-- process ending a launch that never ends.
+local helper = require "spec.helper"
+local cd = require "cudadev"
+
+local CPU = { device = "cpu" }
+-- With CUDADEV_CPU_FORK=0 (the valgrind pass) a kernel fault ends this process: those cases are pending then.
+local fork_it = os.getenv("CUDADEV_CPU_FORK") == "0"
+  and function(name) return pending(name .. " (CUDADEV_CPU_FORK=0: a fault would end this process)") end or it
+
+-- the cudadev.Error that compiling src raises
+local function compile_error(src)
+  local ok, err = pcall(cd.compile, src, { device = "cpu" })
+  assert.is_false(ok, "the source compiled")
+  assert.are.equal("Error", cd.type(err))
+  return err
+end
+
+local REFUSED = ", which would run in the host process when the object is loaded or at exit, outside the launch's "
+  .. "fault containment: the cpu device refuses static initialisers and finalisers, as CUDA refuses dynamic "
+  .. "initialisation of __device__ variables (initialise in a kernel instead)"
+local KERNEL = '\nextern "C" __global__ void k(int *p) { p[0] = 1; }\n'
+
+describe("static initialisers in a cpu kernel source", function()
+  it("a global whose constructor faults is refused by its initialiser, before anything runs", function()
+    local err = compile_error('int *volatile nowhere = 0;\nstruct S { S() { *nowhere = 1; } } s;' .. KERNEL)
+    assert.are.same({ "cpu.module_load", "CUDA_ERROR_NOT_SUPPORTED" }, { err.api, err.name })
+    assert.are.equal("the kernel source has a namespace-scope variable with a constructor or an initialiser that is "
+      .. "not constant (_GLOBAL__sub_I_kernel.cpp)" .. REFUSED, err.message)
+  end)
+
+  it("a global whose destructor calls exit is refused (its destructor is registered by an initialiser)", function()
+    local err = compile_error('struct S { int x; ~S() { exit(3); } } s;' .. KERNEL)
+    assert.are.equal("the kernel source has a namespace-scope variable with a constructor or an initialiser that is "
+      .. "not constant (_GLOBAL__sub_I_kernel.cpp)" .. REFUSED, err.message)
+  end)
+
+  it("a function marked constructor (here one that never returns) is refused by name", function()
+    local err = compile_error('__attribute__((constructor)) static void boom() { for (;;) {} }' .. KERNEL)
+    assert.are.equal("the kernel source has a static initialiser (_ZL4boomv in .init_array)" .. REFUSED, err.message)
+    err = compile_error('__attribute__((destructor)) static void bye() { exit(4); }' .. KERNEL)
+    assert.are.equal("the kernel source has a static finaliser (_ZL3byev in .fini_array)" .. REFUSED, err.message)
+  end)
+
+  it("a function-local static with a destructor is refused (__cxa_atexit)", function()
+    local err = compile_error('struct S { int x; ~S() { exit(5); } };\n'
+      .. 'extern "C" __global__ void k(int *p) { static S s; p[0] = s.x; }\n')
+    assert.are.equal("the kernel source has a static variable with a destructor, or a call of __cxa_atexit" .. REFUSED,
+      err.message)
+  end)
+
+  it("constant-initialised globals, __device__ data and constexpr constructors still load and run", function()
+    local m = cd.compile([[
+struct P { int x; constexpr P(int v) : x(v) {} };
+static P g(40);
+__device__ int table[4] = { 1, 2, 3, 4 };
+extern "C" __global__ void k(int *p) { p[0] = g.x + table[1]; }
+]], CPU)
+    local a = cd.zeros(1, "i32", CPU)
+    m.k({ dim = 1 }, a)
+    assert.are.equal(42, a[1])
+  end)
+end)
+
+describe("__shared__ beyond what the cpu device can give", function()
+  it("1 TiB of __shared__ is refused at load, naming the limit (not a launch process that exits 127)", function()
+    local err = compile_error([==[
+extern "C" __global__ void k(int *p) { __shared__ char big[1ull << 40]; big[p[0]] = 1; p[1] = big[3]; }
+]==])
+    assert.are.same({ "cpu.module_load", "CUDA_ERROR_INVALID_VALUE" }, { err.api, err.name })
+    assert.are.equal("the kernel source's __shared__ and thread-local variables need 1099511627776 bytes, more than "
+      .. "the cpu device's limit of 67108864 bytes (CDV_CPU_MAX_STATIC_SHARED; use extern __shared__ memory, or an "
+      .. "array)", err.message)
+  end)
+
+  it("in-process launches refuse it the same way (the host does not exit)", function()
+    local out = helper.run_child([==[
+local ok, err = pcall(cd.compile, 'extern "C" __global__ void k(int *p) { __shared__ char big[1ull << 40]; '
+  .. 'big[p[0]] = 1; p[1] = big[3]; }', { device = "cpu" })
+print(ok, err.name)
+]==], "CUDADEV_CPU_FORK=0")
+    assert.are.equal("false\tCUDA_ERROR_INVALID_VALUE\nexit 0\n", out)
+  end)
+end)
+
+describe("out-of-bounds accesses on the cpu device", function()
+  local m
+  before_each(function()
+    m = m or cd.compile('extern "C" __global__ void st(int *x, long long i, int v) { x[i] = v; }', CPU)
+  end)
+  teardown(function() m = nil end)
+
+  -- three neighbouring arrays of n i32; a store to b[i]; returns the error and whether a and c are intact
+  local function store(n, i)
+    local a, b, c = cd.full(n, 7, "i32", CPU), cd.full(n, 8, "i32", CPU), cd.full(n, 9, "i32", CPU)
+    local ok, err = pcall(m.st, { dim = 1 }, b, i, -1)
+    local intact = true
+    for k = 1, n do intact = intact and a[k] == 7 and c[k] == 9 end
+    return ok, err, intact, b
+  end
+
+  fork_it("a store one element before an array faults in its guard page and names the array", function()
+    local ok, err, intact, b = store(1024, -1)
+    assert.is_false(ok)
+    assert.is_true(intact)
+    assert.are.equal("CUDA_ERROR_ILLEGAL_ADDRESS", err.name)
+    local addr, base = err.message:match("^kernel 'st' crashed on the cpu device: SIGSEGV %(segmentation fault%) at "
+      .. "address 0x(%x+), 4 bytes before the array at 0x(%x+) %(4096 bytes%) %(block %(0,0,0%), thread %(0,0,0%)%)$")
+    assert.is_truthy(addr, err.message)
+    assert.are.equal(tonumber(base, 16), b.ptr)
+  end)
+
+  fork_it("running off the end is reported as that, not as a stack overflow", function()
+    local ok, err, intact, b = store(1024, 1024 + 100)
+    assert.is_false(ok)
+    assert.is_true(intact)
+    local base = err.message:match("^kernel 'st' crashed on the cpu device: SIGSEGV %(segmentation fault%) at address "
+      .. "0x%x+, 400 bytes past the end of the array at 0x(%x+) %(4096 bytes%) %(block %(0,0,0%), thread %(0,0,0%)%)$")
+    assert.is_truthy(base, err.message)
+    assert.are.equal(tonumber(base, 16), b.ptr)
+  end)
+
+  it("a store inside the array still works next to the guards", function()
+    local ok, err, intact, b = store(1024, 1023)
+    assert.is_true(ok, err)
+    assert.is_true(intact)
+    assert.are.equal(-1, b[1024])
+  end)
+end)
+
+describe("many arrays on the cpu device", function()
+  it("a million live small arrays fit (pooled: a few hundred mappings, not one each)", function()
+    local out = helper.run_child([[
+local t = {}
+for i = 1, 1000000 do t[i] = cd.empty(1, "f32", { device = "cpu" }) end
+t[1][1], t[1000000][1] = 3, 4
+local maps = 0
+for _ in io.lines("/proc/self/maps") do maps = maps + 1 end
+print(#t, t[1][1], t[1000000][1], maps < 5000)
+]])
+    assert.are.equal("1000000\t3.0\t4.0\ttrue\nexit 0\n", out)
+  end)
+
+  it("running out of memory mappings is an error naming vm.max_map_count, and freeing makes room", function()
+    local out = helper.run_child([[
+local f = io.open("/proc/sys/vm/max_map_count")
+local max = f and tonumber(f:read("l"))
+if not max or max > 300000 or (os.getenv("LD_PRELOAD") or ""):match("asan") then print("skip") return end
+local t, err = {}
+for i = 1, max + 10 do
+  local ok, a = pcall(cd.empty, 1024, "f32", { device = "cpu" })
+  if not ok then err = a break end
+  t[i] = a
+end
+print(cd.type(err), err.name)
+print(err.message:gsub("has %d+ memory", "has N memory"):gsub("allows %d+", "allows M"), "")
+t = nil
+collectgarbage()
+print(cd.empty(1024, "f32", { device = "cpu" }) ~= nil)
+]])
+    -- under ASan the sanitizer's own mmap fails first at the limit, and it aborts the process
+    if out == "skip\nexit 0\n" then return pending("vm.max_map_count unreadable, too large to reach, or ASan") end
+    assert.are.equal("Error\tENOMEM\ncannot map 4096 bytes: the process has N memory mappings and the kernel allows M "
+      .. "(vm.max_map_count: raise it with `sysctl -w vm.max_map_count=N`, or keep fewer arrays of over 2048 bytes "
+      .. "alive)\t\ntrue\nexit 0\n", out)
+  end)
+end)
+
+describe("a launch that never ends", function()
+  -- Runs code in a child lua5.4 (or prog) in the background, waits for the file it creates before launching,
+  -- then sends SIGINT to that process alone; returns its output and how it ended (a bound of 60 s: "hung").
+  local function interrupt_child(code, env, prog)
+    local path, mark = os.tmpname(), os.tmpname()
+    os.remove(mark)
+    local f = assert(io.open(path, "w"))
+    f:write(("package.cpath = %q\nlocal cd = require 'cudadev'\nlocal MARK = %q\n"):format(package.cpath, mark), code)
+    f:close()
+    local sh = ([[%s %s %s >%s.out 2>&1 & p=$!
+for i in $(seq 600); do [ -e %s ] && break; sleep 0.1; done
+sleep 0.5; kill -INT $p
+for i in $(seq 300); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
+if kill -0 $p 2>/dev/null; then kill -KILL $p; echo hung; fi
+wait $p; echo "exit $?"]]):format(env or "", prog or "lua5.4", path, path, mark)
+    local p = assert(io.popen(sh))
+    local how = p:read("a")
+    p:close()
+    local o = io.open(path .. ".out")
+    local out = o and o:read("a") or ""
+    if o then o:close() end
+    os.remove(path)
+    os.remove(path .. ".out")
+    os.remove(mark)
+    return out, how
+  end
+
+  local SPIN = [==[
+local m = cd.compile('extern "C" __global__ void spin(int *p) { while (*(volatile int *)p == 0) {} }',
+  { device = "cpu" })
+local a = cd.zeros(1, "i32", { device = "cpu" })
+io.open(MARK, "w"):close()
+local ok, err = pcall(m.spin, { dim = 1 }, a)
+print("returned", ok, err)
+]==]
+
+  it("SIGINT sent to the process (not its group) ends a forked launch; lua then raises interrupted!", function()
+    local out, how = interrupt_child(SPIN, "CUDADEV_CPU_FORK=1")
+    assert.are.equal("exit 1\n", how, out)
+    assert.is_truthy(out:match("interrupted!"), out)
+  end)
+
+  local LUACUDA = "build/luacuda"
+  local has_luacuda = helper.file_exists(LUACUDA)
+  local luacuda_it = has_luacuda and it or function(name) return pending(name .. " (build/luacuda was not built)") end
+  luacuda_it("in luacuda with in-process launches, Ctrl-C stops a long grid and the process lives", function()
+    local out, how = interrupt_child([==[
+local m = cd.compile('extern "C" __global__ void slow(int *p) { for (volatile int i = 0; i < 20000000; i++) {} '
+  .. 'p[0] = 1; }', { device = "cpu" })
+local a = cd.zeros(1, "i32", { device = "cpu" })
+io.open(MARK, "w"):close()
+local ok, err = pcall(m.slow, { grid = 1000000, block = 1 }, a)
+print("returned", ok, err)
+]==], "CUDADEV_CPU_FORK=0", LUACUDA)
+    assert.are.equal("exit 1\n", how, out)
+    assert.is_truthy(out:match("interrupted!"), out)
+  end)
+end)
