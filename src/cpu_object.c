@@ -8,8 +8,9 @@
  * one whose destructor calls exit() would crash it at exit. Loading the object in a child first would not
  * help: the parent still has to dlopen it, and an initialiser need not behave the same twice. So the cpu
  * device refuses them by name, as CUDA refuses dynamic initialisation of __device__ variables: the object's
- * initialiser and finaliser arrays may hold only the C runtime's own entries (frame_dummy and
- * __do_global_dtors_aux, found by name in .symtab; an object without .symtab may hold one of each), and the
+ * initialiser and finaliser arrays may hold only the C runtime's own entries (frame_dummy,
+ * __do_global_dtors_aux and set_fast_math, found by name in .symtab, each once; an object without .symtab may
+ * hold one unnamed entry in each array), and the
  * object may not import __cxa_atexit, atexit or on_exit (a function-local static with a destructor). What is
  * refused, by the symbol of its initialiser: a namespace-scope variable whose initialiser is not a constant
  * (a constructor, a function call; GCC gathers them into _GLOBAL__sub_I_<file>), a global with a destructor,
@@ -167,6 +168,19 @@ static int refuse(cdv_err *e, const char *what)
                   "dynamic initialisation of __device__ variables (initialise in a kernel instead)", what);
 }
 
+/* The C runtime's entries of an initialiser or finaliser array, by name: crtbegin.o's frame_dummy and
+ * __do_global_dtors_aux, and crtfastmath.o's set_fast_math, which GCC 12 links into a shared object built with
+ * -ffast-math (the cpu device's --use_fast_math; it sets the FTZ and DAZ bits of the thread that loads the
+ * object, as it did before objects were checked). Each may stand once in an array: the source may not add a
+ * function of the same name. Returns its index, or -1. */
+static int runtime_entry(const char *name)
+{
+  static const char *const names[3] = {"frame_dummy", "__do_global_dtors_aux", "set_fast_math"};
+  for (int i = 0; name && i < 3; i++)
+    if (!strcmp(name, names[i])) return i;
+  return -1;
+}
+
 /* One offending entry of the initialiser and finaliser arrays, described into out (empty when none). */
 static void find_initialisers(const elf_file *f, const symtab *sym, const symtab *dyn, char *out, size_t n)
 {
@@ -180,6 +194,7 @@ static void find_initialisers(const elf_file *f, const symtab *sym, const symtab
   for (size_t a = 0; a < sizeof arrays / sizeof arrays[0] && !out[0]; a++) {
     const ElfW(Shdr) *s = section(f, arrays[a]);
     size_t cnt = s ? s->sh_size / sizeof(ElfW(Addr)) : 0, unnamed = 0;
+    int runtime_seen[3] = {0, 0, 0};
     for (size_t k = 0; k < cnt && !out[0]; k++) {
       const char *name;
       ElfW(Addr) v = entry_target(f, s, k, rel, nrel, dyn, &name);
@@ -187,8 +202,9 @@ static void find_initialisers(const elf_file *f, const symtab *sym, const symtab
         name = func_at(sym, v);
       if (!name && (v == 0 || v == (ElfW(Addr))-1))
         continue;   /* .ctors/.dtors sentinels */
-      if (name && (!strcmp(name, "frame_dummy") || !strcmp(name, "__do_global_dtors_aux")))
-        continue;   /* the C runtime's own */
+      int rt = runtime_entry(name);
+      if (rt >= 0 && runtime_seen[rt]++ == 0)
+        continue;   /* the C runtime's own, once: a second entry of that name is the source's, named so */
       if (!name && !sym->n && ++unnamed <= 1)
         continue;   /* no .symtab: the runtime's one entry cannot be told apart */
       int is_init = a < 3;
