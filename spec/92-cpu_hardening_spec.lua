@@ -45,6 +45,18 @@ describe("static initialisers in a cpu kernel source", function()
     assert.are.equal("the kernel source has a static finaliser (_ZL3byev in .fini_array)" .. REFUSED, err.message)
   end)
 
+  it("a source function named as the C runtime's own entry is still refused", function()
+    local err = compile_error('extern "C" __attribute__((constructor)) void frame_dummy() { for (;;) {} }' .. KERNEL)
+    assert.are.equal("the kernel source has a static initialiser (frame_dummy in .init_array)" .. REFUSED, err.message)
+  end)
+
+  it("a --use_fast_math kernel loads and runs (the initialiser GCC links for -ffast-math is the runtime's)", function()
+    local m = cd.compile(KERNEL, { device = "cpu", options = { "--use_fast_math" } })
+    local a = cd.zeros(1, "int32", CPU)
+    m.k({ grid = 1, block = 1 }, a)
+    assert.are.equal(1, a[1])
+  end)
+
   it("a function-local static with a destructor is refused (__cxa_atexit)", function()
     local err = compile_error('struct S { int x; ~S() { exit(5); } };\n'
       .. 'extern "C" __global__ void k(int *p) { static S s; p[0] = s.x; }\n')
