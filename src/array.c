@@ -1182,8 +1182,32 @@ static int array_index(lua_State *L) {
   return 1;
 }
 
+/* a:tobytes() -> the elements' bytes as a Lua string (NumPy's tobytes). Both Lua allocations (the host copy of a
+ * device array, the string's buffer) come first: either may run a finalizer that frees `a`, so `a` is checked
+ * again after them, and nothing between that check and the read can run Lua code. */
+static int array_tobytes(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  size_t n = nbytes(a);
+  cdv_array *h = a->block->dev->be->host_memory ? NULL
+               : cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
+  luaL_Buffer buf;
+  char *dst = luaL_buffinitsize(L, &buf, n);
+  a = cdv_check_array(L, 1);
+  if (h != NULL) {
+    copy_bytes(L, h, 0, a, 0, n, NULL);
+    memcpy(dst, h->data, n);
+  } else {
+    cdv_err e;
+    if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
+    memcpy(dst, a->data, n);
+  }
+  luaL_pushresultsize(&buf, n);
+  return 1;
+}
+
 static const luaL_Reg methods[] = {
   {"copy_from", array_copy_from},
+  {"tobytes", array_tobytes},
   {"to", array_to},
   {"totable", array_totable},
   {"tostring", array_tostring},

@@ -143,21 +143,31 @@ cdv_state *cdv_get_state(lua_State *L) {
   return st;
 }
 
-/* Each embedded lua/cudadev/NAME.lua becomes package.preload["cudadev.NAME"]; "cudadev.extra" and
- * "cudadev.ops" are run now with the module table and the Array metatable, to add the functions and the
- * Array methods and operators written in Lua. */
+/* The parts of the module written in Lua, run at open in this order (the embedded files come sorted by name):
+ * each gets the module table, the Array metatable (whose methods table it may extend) and a table the parts
+ * share their internals through (ops.lua's kernel generation, which random.lua uses). */
+static int run_at_open(const char *name) {
+  static const char *const parts[] = {"cudadev.extra", "cudadev.files", "cudadev.ops", "cudadev.random", NULL};
+  for (int i = 0; parts[i] != NULL; i++)
+    if (strcmp(name, parts[i]) == 0) return 1;
+  return 0;
+}
+
+/* Each other embedded lua/cudadev/NAME.lua becomes package.preload["cudadev.NAME"]. */
 static void load_embedded(lua_State *L) {
   int mod = lua_gettop(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_newtable(L);                                         /* the parts' shared internals */
   for (const struct cdv_embedded *f = cdv_embedded_files; f->name != NULL; f++) {
     if (strncmp(f->name, "cudadev.", 8) != 0) continue;   /* text resources such as the cpu prelude */
     if (luaL_loadbuffer(L, f->data, f->len, lua_pushfstring(L, "=[cudadev] %s", f->name)) != LUA_OK) lua_error(L);
     lua_remove(L, -2);
-    if (strcmp(f->name, "cudadev.extra") == 0 || strcmp(f->name, "cudadev.ops") == 0) {
+    if (run_at_open(f->name)) {
       lua_pushvalue(L, mod);
       luaL_getmetatable(L, CDV_ARRAY);
-      lua_call(L, 2, 0);
-    } else lua_setfield(L, -2, f->name);
+      lua_pushvalue(L, mod + 2);
+      lua_call(L, 3, 0);
+    } else lua_setfield(L, mod + 1, f->name);
   }
   lua_settop(L, mod);
 }

@@ -1,6 +1,25 @@
 -- The parts of cudadev written in Lua. Built into the library; run once by luaopen_cudadev with the
 -- module table.
-local cd = ...
+local cd, _, internal = ...
+
+-- Raises msg at the position of the first caller outside cudadev's Lua parts (the user's line, as the C
+-- functions' errors have it), or with no position when that caller is not Lua code or the debug library is gone.
+local getinfo = debug and debug.getinfo
+function internal.raise(msg)
+  local level = 2
+  if getinfo then
+    while true do
+      local info = getinfo(level, "S")
+      if info == nil then level = 0 break end
+      if info.source:sub(1, 10) ~= "=[cudadev]" then break end
+      level = level + 1
+    end
+  else
+    level = 0
+  end
+  error(msg, level)
+end
+
 
 local function gib(n) return string.format("%.1f GiB", n / 2^30) end
 

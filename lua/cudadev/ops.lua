@@ -11,7 +11,7 @@
 -- shape differs from the output's (broadcasting) get their element offset from the output index and their own
 -- strides, passed as arguments, so one kernel serves every shape of the same rank. Reductions are two passes
 -- (NOTE [reduction passes]).
-local cd, array_mt = ...
+local cd, array_mt, internal = ...
 local methods = array_mt.methods
 
 local unpack, concat, fmt = table.unpack, table.concat, string.format
@@ -55,24 +55,7 @@ end
 
 local function is_array(v) return cd.type(v) == "Array" end
 
--- Raises msg at the position of the first caller outside this file (the user's line, as the C functions'
--- errors have it), or with no position when that caller is not Lua code or the debug library is gone.
-local getinfo = debug and debug.getinfo
-local function raise(msg)
-  local level = 2
-  if getinfo then
-    local here = getinfo(1, "S").source
-    while true do
-      local info = getinfo(level, "S")
-      if info == nil then level = 0 break end
-      if info.source ~= here then break end
-      level = level + 1
-    end
-  else
-    level = 0
-  end
-  error(msg, level)
-end
+local raise = internal.raise   -- extra.lua: at the position of the caller outside cudadev's Lua parts
 
 -- Raises Lua's "bad argument #n to 'fname' (why)".
 local function argerror(fname, n, why, level) raise(fmt("bad argument #%d to '%s' (%s)", n, fname, why), (level or 1) + 2) end
@@ -1242,3 +1225,8 @@ function cd.clear_kernel_cache(...)
   kernels = setmetatable({}, WEAK)
   return clear(...)
 end
+
+-- for random.lua (NOTE [generated kernels])
+internal.DT, internal.kernel_for, internal.grid_for, internal.header = DT, kernel_for, grid_for, header
+internal.check_opts, internal.raise, internal.argerror, internal.typename = check_opts, raise, argerror, typename
+internal.dtype_of_name, internal.BLOCK = dtype_of_name, BLOCK

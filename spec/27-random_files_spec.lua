@@ -1,0 +1,188 @@
+-- Random numbers (cd.random: Philox4x32-10, the same numbers on every device) and arrays to and from files
+-- (a:tobytes, a:tofile, cd.fromfile, cd.save and cd.load in NumPy's .npy format).
+local helper = require "spec.helper"
+local cd = require "cudadev"
+
+local function tmp()
+  local p = os.tmpname()
+  return p
+end
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- The .npy bytes NumPy writes for a header dict and data: version 1.0, padded with spaces to 64 bytes.
+local function npy(dict, data)
+  local total = 10 + #dict + 1
+  local header = dict .. string.rep(" ", (64 - total % 64) % 64) .. "\n"
+  return "\x93NUMPY\1\0" .. string.pack("<I2", #header) .. header .. data
+end
+
+helper.each_device(function(dev)
+  local D = { device = dev }
+  describe("cd.random on " .. dev, function()
+    it("gives the same numbers for the same seed, and new ones after", function()
+      cd.random.seed(1234)
+      local a = cd.random.uniform(1000, D)
+      local b = cd.random.uniform(1000, D)
+      cd.random.seed(1234)
+      local c = cd.random.uniform(1000, D)
+      assert.is_true(a:eq(c):all())
+      assert.is_false(a:eq(b):all())
+      local seed, offset = cd.random.get_state()
+      assert.are.same({ 1234, 1000 }, { seed, offset })
+      cd.random.set_state(1234, 0)
+      assert.is_true(cd.random.uniform(1000, D):eq(a):all())
+    end)
+
+    it("draws uniform floats in [lo, hi) with the right moments", function()
+      cd.random.seed(7)
+      local u = cd.random.uniform(200000, D)
+      assert.are.equal("float32", u.dtype)
+      assert.is_true(u:min() >= 0 and u:max() < 1)
+      assert(math.abs(u:mean() - 0.5) < 0.005)
+      local v = cd.random.uniform({ 100, 1000 }, -2, 3, "float64", D)
+      assert.are.same({ 100, 1000 }, v.shape)
+      assert.is_true(v:min() >= -2 and v:max() < 3)
+      assert(math.abs(v:mean() - 0.5) < 0.02)
+      assert.are.equal("float16", cd.random.uniform(10, "float16", D).dtype)
+    end)
+
+    it("draws normals with the asked mean and deviation", function()
+      cd.random.seed(8)
+      local n = cd.random.normal(200000, 3, 2, "float64", D)
+      local m = n:mean()
+      assert(math.abs(m - 3) < 0.02, m)
+      local var = ((n - m) ^ 2):mean()
+      assert(math.abs(math.sqrt(var) - 2) < 0.02, var)
+      assert.are.equal("float32", cd.random.normal(10, D).dtype)
+    end)
+
+    it("draws integers in [lo, hi), every value", function()
+      cd.random.seed(9)
+      local r = cd.random.randint(-3, 4, 10000, D)
+      assert.are.equal("int64", r.dtype)
+      assert.are.same({ -3, 3 }, { r:min(), r:max() })
+      local seen = {}
+      for _, v in ipairs(r:totable()) do seen[v] = true end
+      for v = -3, 3 do assert.is_true(seen[v], v) end
+      assert.are.equal("uint8", cd.random.randint(0, 256, 10, "uint8", D).dtype)
+    end)
+
+    it("checks its arguments", function()
+      helper.assert_error_matches(function() cd.random.uniform(10, "int32", D) end, "uniform: int32 is not a float dtype")
+      helper.assert_error_matches(function() cd.random.randint(5, 5, 10) end,
+        "bad argument #2 to 'randint' (high (5) must be greater than low (5))")
+      helper.assert_error_matches(function() cd.random.randint(0.5, 5, 10) end,
+        "bad argument #1 to 'randint' (integer expected, got float)")
+      helper.assert_error_matches(function() cd.random.seed("x") end, "bad argument #1 to 'seed' (integer expected, got string)")
+      helper.assert_error_matches(function() cd.random.normal(10, 0, -1) end,
+        "bad argument #3 to 'normal' (standard deviation must not be negative)")
+    end)
+  end)
+
+  describe("bytes and files on " .. dev, function()
+    it("tobytes gives the elements' bytes", function()
+      assert.are.equal(string.pack("<i2<i2<i2", 1, -2, 3), cd.array({ 1, -2, 3 }, "int16", D):tobytes())
+      assert.are.equal(string.pack("<d<d", 0.5, 2), cd.array({ 0.5, 2 }, "float64", D):tobytes())
+      assert.are.equal("", cd.empty(0, "float32", D):tobytes())
+    end)
+
+    it("saves and loads .npy files of every dtype as NumPy writes them", function()
+      local path = tmp()
+      local a = cd.array({ { 1, 2, 3 }, { 4, 5, 6 } }, "float32", D)
+      cd.save(path, a)
+      assert.are.equal(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", a:tobytes()), read(path))
+      for _, d in ipairs({ "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool" }) do
+        local x = d == "bool" and cd.array({ true, false, true }, d, D) or cd.array({ 1, 2, 100 }, d, D)
+        cd.save(path, x)
+        local y = cd.load(path, D)
+        assert.are.equal(d, y.dtype)
+        assert.are.equal(dev, y.device.alias)
+        assert.are.equal(x:tobytes(), y:tobytes())
+      end
+      cd.save(path, cd.full({}, 7, "float64", D))
+      assert.are.equal(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (), }", string.pack("<d", 7)), read(path))
+      assert.are.equal(0, cd.load(path).ndim)
+      os.remove(path)
+    end)
+
+    it("loads what NumPy wrote, version 2.0 too", function()
+      local path = tmp()
+      write(path, npy("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", string.pack("<i8<i8<i8", 5, -6, 7)))
+      assert.are.same({ 5, -6, 7 }, cd.load(path, D):totable())
+      local dict = "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2), }\n"
+      write(path, "\x93NUMPY\2\0" .. string.pack("<I4", #dict) .. dict .. string.pack("<I2<I2", 1, 65535))
+      assert.are.same({ { 1, 65535 } }, cd.load(path, D):totable())
+      os.remove(path)
+    end)
+
+    it("refuses bad and truncated files by name", function()
+      local path = tmp()
+      local function fails(bytes, why)
+        write(path, bytes)
+        helper.assert_error_matches(function() cd.load(path) end,
+          "load: " .. path .. " is not a .npy file cudadev can read: " .. why)
+      end
+      fails("hello", "it does not start with the .npy magic")
+      fails("\x93NUMPY\9\0", "format version 9.0 is unknown")
+      fails("\x93NUMPY\1\0\200\0{'descr'", "it ends inside its header")
+      fails(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", string.rep("\0", 20)),
+        "its shape {2, 3} needs 24 bytes of data, but 20 follow the header")
+      fails(npy("{'descr': '>i4', 'fortran_order': False, 'shape': (1,), }", "\0\0\0\1"), "its data is big-endian ('>i4')")
+      fails(npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", string.rep("\0", 8)),
+        "its dtype '<c8' has no cudadev dtype")
+      fails(npy("{'descr': '<f8', 'fortran_order': True, 'shape': (2, 2), }", string.rep("\0", 32)),
+        "it is in Fortran (column-major) order; save it from NumPy in C order (np.ascontiguousarray)")
+      fails(npy("{'descr': '<f8', 'shape': (2, 2), }", ""), "its header lacks 'descr', 'fortran_order' or 'shape'")
+      os.remove(path)
+      helper.assert_error_contains(function() cd.load(path) end, "load: cannot open " .. path)
+      helper.assert_error_matches(function() cd.save(path, {}) end, "bad argument #2 to 'save' (Array expected, got table)")
+    end)
+
+    it("writes and reads raw bytes with tofile and fromfile", function()
+      local path = tmp()
+      local a = cd.arange(12, "int32", D)
+      assert.are.equal(a, a:tofile(path))
+      assert.are.equal(a:tobytes(), read(path))
+      local b = cd.fromfile(path, "int32", { 3, 4 }, D)
+      assert.are.same({ 3, 4 }, b.shape)
+      assert.are.same({ 8, 9, 10, 11 }, b:totable()[3])
+      assert.are.equal(6, cd.fromfile(path, "int64", D).size)
+      helper.assert_error_matches(function() cd.fromfile(path, "int32", { 5 }) end,
+        "fromfile: " .. path .. " holds 12 int32 elements, not the 5 of shape {5}")
+      os.remove(path)
+    end)
+  end)
+end)
+
+describe("cd.random across devices", function()
+  helper.gpu_it("gives the cpu device's numbers on cuda:0, bit for bit", function()
+    for _, d in ipairs({ "float32", "float64" }) do
+      cd.random.seed(77)
+      local c = cd.random.uniform(100003, d, { device = "cpu" })
+      cd.random.seed(77)
+      local g = cd.random.uniform(100003, d, { device = "cuda:0" })
+      assert.are.equal(c:tobytes(), g:tobytes())
+    end
+    cd.random.seed(5)
+    local c = cd.random.randint(-1000, 1000, 5000, { device = "cpu" })
+    cd.random.seed(5)
+    assert.are.equal(c:tobytes(), cd.random.randint(-1000, 1000, 5000, { device = "cuda:0" }):tobytes())
+    cd.random.seed(6)
+    local cn = cd.random.normal(5000, "float32", { device = "cpu" })
+    cd.random.seed(6)
+    local gn = cd.random.normal(5000, "float32", { device = "cuda:0" })
+    assert.is_true((cn - gn:to("cpu")):abs():max() <= 1e-6)
+  end)
+end)
