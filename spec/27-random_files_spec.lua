@@ -8,18 +8,9 @@ local function tmp()
   return p
 end
 
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local write = helper.write_file
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = helper.read_file
 
 -- The .npy bytes NumPy writes for a header dict and data: version 1.0, padded with spaces to 64 bytes.
 local function npy(dict, data)

@@ -12,18 +12,9 @@ local cd = require "cudadev"
 
 local sh = helper.shell_quote
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = helper.read_file
 
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local write = helper.write_file
 
 local function tmpdir()
   local p = assert(io.popen("mktemp -d " .. sh((os.getenv("TMPDIR") or "/tmp") .. "/cdv-disk-cache.XXXXXX")))

@@ -46,6 +46,20 @@ end
 -- `s` as one word for /bin/sh, in single quotes
 function helper.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
+-- a file's bytes, and writing bytes to a file (both raise when the file cannot be opened)
+function helper.read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function helper.write_file(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
 -- whether a file can be opened for reading
 function helper.file_exists(path)
   local f = io.open(path, "rb")
