@@ -413,6 +413,9 @@ int cdv_module_open(lua_State *L);
 /* graph.c */
 int cdv_graph_open(lua_State *L);
 
+/* profile.c: cd.profile_start/stop, cd.profiling, NVTX ranges (NOTE [profiling no-ops]) */
+int cdv_profile_open(lua_State *L);
+
 /* launch_config.c: a launch configuration, as a table or a LaunchConfig made once (NOTE [launch configs]).
  * What it says is checked here; what depends on the kernel (its device's limits, the block size chosen for
  * `dim`) is checked at each launch, in module.c. */
