@@ -903,7 +903,32 @@ static int cpu_launch(cdv_device *d, void *fn, const unsigned grid[3], const uns
   (void)d;
   if (check_stream(stream, e))
     return -1;
-  return cdv_cpu_launch(fn, grid, block, shared, args, e);
+  return cdv_cpu_launch(fn, grid, block, shared, args, 0, e);
+}
+
+/* NOTE [cpu grid sync] (cpu_run.c): every block on a worker thread of its own */
+static int cpu_launch_cooperative(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
+                                  unsigned shared, void *stream, void **args, cdv_err *e)
+{
+  (void)d;
+  if (check_stream(stream, e))
+    return -1;
+  return cdv_cpu_launch(fn, grid, block, shared, args, 1, e);
+}
+
+/* The occupancy model (cpu_occupancy) on every worker thread, within what cdv_cpu_coop_max allows. */
+static int cpu_coop_limit(cdv_device *d, void *fn, int block, size_t shared, int *per_sm, int *sms, cdv_err *e)
+{
+  if (cpu_occupancy(d, fn, block, shared, per_sm, e))
+    return -1;
+  int cap = cdv_cpu_coop_max((unsigned)block);
+  *sms = cdv_cpu_worker_count();
+  if (*per_sm * *sms > cap) {
+    *per_sm = cap / *sms;
+    if (*per_sm == 0)
+      *per_sm = 1, *sms = cap;
+  }
+  return 0;
 }
 
 const cdv_backend cdv_backend_cpu = {
@@ -938,4 +963,6 @@ const cdv_backend cdv_backend_cpu = {
   .param_info = cpu_param_info,
   .occupancy = cpu_occupancy,
   .launch = cpu_launch,
+  .launch_cooperative = cpu_launch_cooperative,
+  .coop_limit = cpu_coop_limit,
 };

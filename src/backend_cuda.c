@@ -752,6 +752,40 @@ static int cuda_launch(cdv_device *d, void *fn, const unsigned grid[3], const un
                 (CUstream)stream, args, NULL);
 }
 
+/* cuLaunchCooperativeKernel: every block resident at once (NOTE [cooperative launch] in cdv.h) */
+static int cuda_launch_cooperative(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
+                                   unsigned shared, void *stream, void **args, cdv_err *e) {
+  return cuda_activate(d, e) ? -1
+       : CDV_CU(e, cuLaunchCooperativeKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                shared, (CUstream)stream, args);
+}
+
+/* CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, then cuOccupancyMaxActiveBlocksPerMultiprocessor per SM */
+static int cuda_coop_limit(cdv_device *d, void *fn, int block, size_t shared, int *per_sm, int *sms, cdv_err *e) {
+  int ok = 0;
+  if (cdv_cuda_attribute(d, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, &ok, e)) return -1;
+  if (!ok)
+    return cdv_fail(e, "cuLaunchCooperativeKernel", CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+                    "%s cannot launch cooperative kernels (CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0)", d->alias);
+  *sms = d->sm_count;
+  return cuda_occupancy(d, fn, block, shared, per_sm, e);
+}
+
+/* NOTE [big shared memory] in cdv.h: cuFuncGetAttribute, and cuFuncSetAttribute only to raise the limit */
+static int cuda_allow_shared(cdv_device *d, void *fn, size_t bytes, size_t *allowed, cdv_err *e) {
+  int cur = 0;
+  if (cuda_activate(d, e) ||
+      CDV_CU(e, cuFuncGetAttribute, &cur, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (CUfunction)fn))
+    return -1;
+  if ((size_t)cur < bytes) {
+    if (CDV_CU(e, cuFuncSetAttribute, (CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes))
+      return -1;
+    cur = (int)bytes;
+  }
+  *allowed = (size_t)cur;
+  return 0;
+}
+
 /* ---------------------------------------------------------------- pinned host memory */
 static CUcontext any_ctx;
 static pthread_once_t any_once = PTHREAD_ONCE_INIT;
@@ -910,6 +944,9 @@ const cdv_backend cdv_backend_cuda = {
   .param_info = cuda_param_info,
   .occupancy = cuda_occupancy,
   .launch = cuda_launch,
+  .launch_cooperative = cuda_launch_cooperative,
+  .coop_limit = cuda_coop_limit,
+  .allow_shared = cuda_allow_shared,
   /* NOTE [optional operations]: backend_cuda_optional.c */
   .peer_supported = cdv_cuda_peer_supported,
   .peer_set = cdv_cuda_peer_set,

@@ -171,6 +171,16 @@ struct cdv_backend {
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
   int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
                 void *stream, void **args, cdv_err *e);
+  /* NOTE [cooperative launch]: the same launch with every block resident at once (grid-wide sync works);
+   * coop_limit says how many blocks of that size fit at once: per_sm blocks on each of sms multiprocessors
+   * (-1 with *e when the device cannot launch cooperatively). */
+  int (*launch_cooperative)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
+                            unsigned shared, void *stream, void **args, cdv_err *e);
+  int (*coop_limit)(cdv_device *d, void *fn, int block, size_t shared, int *per_sm, int *sms, cdv_err *e);
+  /* NOTE [big shared memory]: let fn take `bytes` of dynamic shared memory per launch (more than the default
+   * 48 KiB: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); *allowed is what it may take now (never lowered).
+   * NULL when every size up to the device's limit works without it. */
+  int (*allow_shared)(cdv_device *d, void *fn, size_t bytes, size_t *allowed, cdv_err *e);
 
   /* NOTE [optional operations]: features a device kind may not have at all (the cpu device has no peers and
    * no graphs) are operations left NULL; the Lua-facing file asks for the operation and, when it is missing,
@@ -278,7 +288,7 @@ typedef struct cdv_state {
   /* NOTE [launch keys]: the launch configuration's key names, interned in this state (anchored in the
    * registry). Lua interns short strings, so a key read from a config table is one of these exactly when
    * its text pointer is: the launch path compares pointers, not text. */
-  const char *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device;
+  const char *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device, *key_cooperative;
   /* NOTE [block cache] (memory.c): device blocks this state freed, kept for reuse, oldest first */
   int nheld;
   int closing;                               /* the state is closing: freed blocks go straight back */
@@ -444,6 +454,9 @@ int cdv_module_open(lua_State *L);
 /* graph.c */
 int cdv_graph_open(lua_State *L);
 
+/* profile.c: cd.profile_start/stop, cd.profiling, NVTX ranges (NOTE [profiling no-ops]) */
+int cdv_profile_open(lua_State *L);
+
 /* launch_config.c: a launch configuration, as a table or a LaunchConfig made once (NOTE [launch configs]).
  * What it says is checked here; what depends on the kernel (its device's limits, the block size chosen for
  * `dim`) is checked at each launch, in module.c. */
@@ -452,6 +465,7 @@ typedef struct cdv_launch_config {
   uint64_t grid[3], block[3], dim[3];
   int64_t shared;
   int has_dim, has_grid, has_block;
+  int cooperative;           /* cooperative = true: every block resident at once (NOTE [cooperative launch]) */
   cdv_stream *stream;        /* NULL: the device's current stream; a LaunchConfig's user value keeps it alive */
   cdv_device *device;        /* NULL: the kernel's */
   uint64_t memo_kernel;      /* a LaunchConfig: the serial of the last kernel it was resolved for, and the */

@@ -42,7 +42,9 @@
 /* entry modes (the third argument of a trampoline) */
 enum { CDV_CPU_RUN_THREAD = 0, CDV_CPU_RUN_BLOCK = 1 };
 /* barrier kinds */
-enum { CDV_CPU_BAR_SYNC = 0, CDV_CPU_BAR_COUNT = 1, CDV_CPU_BAR_AND = 2, CDV_CPU_BAR_OR = 3 };
+enum { CDV_CPU_BAR_SYNC = 0, CDV_CPU_BAR_COUNT = 1, CDV_CPU_BAR_AND = 2, CDV_CPU_BAR_OR = 3,
+       CDV_CPU_BAR_GRID = 4,         /* grid.sync(): every thread of every block (NOTE [cpu grid sync]) */
+       CDV_CPU_BAR_GRID_VALID = 5 }; /* grid.is_valid(): whether the launch is cooperative; waits for nothing */
 /* warp operation kinds */
 enum { CDV_CPU_WARP_SYNC = 0, CDV_CPU_WARP_SHFL = 1, CDV_CPU_WARP_VOTE = 2 };
 /* failure kinds reported by kernel code (ctx->fail) or found by the runtime */
@@ -108,7 +110,8 @@ void cdv_cpu_cache_forget(void);                         /* drop the in-memory m
 
 /* ---------------------------------------------------------------- cpu_run.c */
 int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                   void **args, cdv_err *e);
+                   void **args, int cooperative, cdv_err *e);
+int cdv_cpu_coop_max(unsigned nthreads);   /* blocks of nthreads a cooperative launch may have (NOTE [cpu grid sync]) */
 int cdv_cpu_worker_count(void);
 /* Ends running launches (async-signal-safe): NOTE [interrupting a launch] in cpu_run.c */
 void cdv_cpu_interrupt(void);

@@ -381,9 +381,9 @@ static const struct refusal {
   {"texCubemap", 1, "texture fetch"}, {"tex1Dfetch", 0, "texture fetch"},
   {"cudaTextureObject_t", 0, "texture object"}, {"surf1D", 1, "surface access"}, {"surf2D", 1, "surface access"},
   {"surf3D", 1, "surface access"}, {"surfCubemap", 1, "surface access"},
-  {"cudaSurfaceObject_t", 0, "surface object"}, {"this_grid", 0, "grid-wide synchronization"},
-  {"grid_group", 0, "grid-wide synchronization"}, {"cudaLaunchCooperativeKernel", 0, "grid-wide synchronization"},
-  {"this_multi_grid", 0, "grid-wide synchronization"}, {"this_cluster", 0, "thread block cluster"},
+  {"cudaSurfaceObject_t", 0, "surface object"},
+  {"cudaLaunchCooperativeKernel", 0, "grid-wide synchronization"},
+  {"this_multi_grid", 0, "multi-grid synchronization"}, {"this_cluster", 0, "thread block cluster"},
   {"cluster_group", 0, "thread block cluster"}, {"mma_sync", 0, "tensor core intrinsic"},
   {"__hmma", 1, "tensor core intrinsic"}, {"__imma", 1, "tensor core intrinsic"},
   {"__bmma", 1, "tensor core intrinsic"}, {"wgmma", 1, "tensor core intrinsic"},
@@ -395,7 +395,7 @@ static const struct refusal sync_words[] = {
   {"__syncthreads", 1, 0}, {"__syncwarp", 1, 0}, {"__shfl", 1, 0}, {"__ballot", 1, 0}, {"__any", 0, 0},
   {"__all", 0, 0}, {"__any_sync", 0, 0}, {"__all_sync", 0, 0}, {"__uni_sync", 0, 0}, {"__match_", 1, 0},
   {"__reduce_", 1, 0}, {"__barrier_sync", 0, 0}, {"cooperative_groups", 0, 0}, {"this_thread_block", 0, 0},
-  {"tiled_partition", 0, 0}, {"coalesced_threads", 0, 0}, {NULL, 0, 0}};
+  {"tiled_partition", 0, 0}, {"coalesced_threads", 0, 0}, {"this_grid", 0, 0}, {"grid_group", 0, 0}, {NULL, 0, 0}};
 
 static const struct refusal *word_in(const struct refusal *tab, const char *s, const tok *k)
 {
@@ -407,14 +407,12 @@ static const struct refusal *word_in(const struct refusal *tab, const char *s, c
   return NULL;
 }
 
-/* A construct refused because of the tokens around it ("texture<", "grid.sync", "wmma::", "<<<"). */
+/* A construct refused because of the tokens around it ("texture<", "wmma::", "<<<"). */
 static const char *refused_sequence(const char *s, const toks *t, int i, const char **word)
 {
   const tok *k = &t->v[i], *n1 = i + 1 < t->n ? &t->v[i + 1] : NULL, *n2 = i + 2 < t->n ? &t->v[i + 2] : NULL;
   if ((tok_is(s, k, "texture") || tok_is(s, k, "surface")) && n1 && tok_is(s, n1, "<"))
     return *word = tok_is(s, k, "texture") ? "texture<" : "surface<", "texture reference";
-  if (tok_is(s, k, "grid") && n1 && n2 && tok_is(s, n1, ".") && tok_is(s, n2, "sync"))
-    return *word = "grid.sync", "grid-wide synchronization";
   if (tok_is(s, k, "wmma") && n1 && tok_is(s, n1, ":"))
     return *word = "wmma::", "tensor core intrinsic";
   if (tok_is(s, k, "<") && n1 && n2 && tok_is(s, n1, "<") && tok_is(s, n2, "<") && n1->off == k->off + 1 &&

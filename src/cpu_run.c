@@ -17,6 +17,15 @@
  * that reaches it only through pointers stored in memory is not detected, and its writes there are lost.
  * CUDADEV_CPU_FORK=0 runs every launch in-process, on a persistent pool of workers: faster, and what gdb
  * wants, but a fault then kills the process (asserts, __trap and deadlocks are still errors).
+ *
+ * NOTE [cpu grid sync]: a cooperative launch (cooperative = true) runs every block at once, each on a worker
+ * thread of its own (the cpu device's "multiprocessors" are its worker threads; coop_limit counts blocks
+ * as cpu_occupancy does, at most MAX_WORKERS), so grid.sync() can wait for all of them. Within a block,
+ * grid.sync() is a barrier like __syncthreads (every live thread of the block waits there); when the last
+ * thread of a block arrives, its worker waits at the launch's grid barrier (a mutex and condition variable)
+ * for the other blocks, then releases its threads. A block that ends while others wait at grid.sync() is a
+ * deadlock (on a GPU it would hang), reported like a barrier that not all threads reach. grid.sync() in a
+ * launch that is not cooperative is refused when reached (a GPU's grid group is then invalid).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -69,6 +78,12 @@ typedef struct launch {
   uint64_t nblocks, next;
   unsigned chunk;
   int fibers, in_child, aborted, nworkers;
+  int coop;                   /* NOTE [cpu grid sync]: one block per worker; the grid barrier below */
+  pthread_mutex_t gm;
+  pthread_cond_t gc;
+  uint64_t garrived, gexited; /* blocks waiting at grid.sync(), blocks that have ended */
+  unsigned ggen;              /* completed grid barriers */
+  int gdead;                  /* a block ended while others wait: nobody leaves the barrier */
   status *st;
   unsigned intr0;             /* the interrupt count when the launch began */
   struct {
@@ -102,7 +117,7 @@ struct worker {
   fiber *cur;
   cdv_cpu_fctx sched;         /* the worker's own stack while its fibers run */
   int *rq, rq_len, rq_pos;    /* the threads to run in the current pass */
-  int nbar, nwarp, ndone;
+  int nbar, nwarp, ndone, ngrid;   /* ngrid: of the nbar threads at a barrier, those at grid.sync() */
   uint32_t warps_waiting;
   int aborted;
 };
@@ -261,8 +276,55 @@ static void stop_launch(worker *w, fiber *f)
   }
   w->aborted = 1;
   __atomic_store_n(&w->L->aborted, 1, __ATOMIC_SEQ_CST);
+  if (w->L->coop) {   /* the blocks waiting at grid.sync() leave it (NOTE [cpu grid sync]) */
+    pthread_mutex_lock(&w->L->gm);
+    pthread_cond_broadcast(&w->L->gc);
+    pthread_mutex_unlock(&w->L->gm);
+  }
   if (f)
     cdv_cpu_fiber_switch(&f->fc, &w->sched);
+}
+
+/* ---------------------------------------------------------------- the grid barrier (NOTE [cpu grid sync]) */
+/* The block of w has reached grid.sync(): wait until every block has. 0 when released; -1 when the launch
+ * stopped (another block failed, or ended without reaching the barrier: then this records the deadlock). */
+static int grid_wait(worker *w)
+{
+  launch *L = w->L;
+  pthread_mutex_lock(&L->gm);
+  unsigned gen = L->ggen;
+  L->garrived++;
+  if (L->garrived + L->gexited == L->nblocks) {
+    if (L->gexited)
+      L->gdead = 1;
+    else
+      L->garrived = 0, L->ggen++;
+    pthread_cond_broadcast(&L->gc);
+  }
+  while (gen == L->ggen && !L->gdead && !__atomic_load_n(&L->aborted, __ATOMIC_SEQ_CST))
+    pthread_cond_wait(&L->gc, &L->gm);
+  int ok = gen != L->ggen, dead = !ok && L->gdead;
+  uint64_t ended = L->gexited;
+  pthread_mutex_unlock(&L->gm);
+  if (ok)
+    return 0;
+  if (dead)
+    record(w, NULL, CDV_CPU_FAIL_DEADLOCK, "%llu block%s ended without reaching grid.sync(), where the others wait "
+           "(a grid.sync() that not all blocks reach)", (unsigned long long)ended, ended == 1 ? "" : "s");
+  stop_launch(w, NULL);
+  return -1;
+}
+
+/* The block of w has ended: a grid barrier that waits for it now never completes. */
+static void grid_exit(launch *L)
+{
+  pthread_mutex_lock(&L->gm);
+  L->gexited++;
+  if (L->garrived && L->garrived + L->gexited == L->nblocks) {
+    L->gdead = 1;
+    pthread_cond_broadcast(&L->gc);
+  }
+  pthread_mutex_unlock(&L->gm);
 }
 
 /* ---------------------------------------------------------------- fiber scheduling */
@@ -352,7 +414,7 @@ static void release_barrier(worker *w)
       w->f[i].state = F_RUN;
       w->rq[w->rq_len++] = i;
     }
-  w->nbar = 0;
+  w->nbar = w->ngrid = 0;
 }
 
 /* Complete the warp operation of the lanes in g (bits relative to the warp at base). */
@@ -422,7 +484,7 @@ static int run_fibers(worker *w)
     fiber_start(w, i);
     w->rq[i] = i;
   }
-  w->rq_len = n, w->nbar = w->nwarp = w->ndone = 0, w->warps_waiting = 0;
+  w->rq_len = n, w->nbar = w->nwarp = w->ndone = w->ngrid = 0, w->warps_waiting = 0;
   for (;;) {
     if (w->rq_len > 0) {
       w->rq_pos = 1;
@@ -437,6 +499,8 @@ static int run_fibers(worker *w)
     if (w->ndone == n)
       return 0;
     if (w->nbar && w->nbar + w->ndone == n) {
+      if (w->ngrid && grid_wait(w))   /* the block's part of grid.sync() is done: wait for the grid */
+        return -1;
       release_barrier(w);
       continue;
     }
@@ -456,12 +520,23 @@ static int op_barrier(cdv_cpu_ctx *c, int kind, int pred)
 {
   worker *w = (worker *)c;
   fiber *f = w->cur;
+  if (kind == CDV_CPU_BAR_GRID_VALID)
+    return w->L->coop;
+  if (kind == CDV_CPU_BAR_GRID && !w->L->coop) {
+    record(w, f, CDV_CPU_FAIL_TRAP, "grid.sync() in a launch that is not cooperative (launch it with "
+           "cooperative = true)");
+    stop_launch(w, f);
+    abort();   /* not reached: stop_launch leaves this fiber for good */
+  }
   if (!w->L->fibers) {
     if (c->nthreads > 1)
-      no_fibers(w, "__syncthreads");
+      no_fibers(w, kind == CDV_CPU_BAR_GRID ? "grid.sync()" : "__syncthreads");
+    if (kind == CDV_CPU_BAR_GRID && grid_wait(w))   /* a block of one thread: it is the whole block */
+      cdv_cpu_fiber_switch(&f->fc, &w->sched);
     return (int)barrier_result(kind, pred != 0, 1);
   }
   f->state = F_BAR, f->kind = (unsigned char)kind, f->val = pred != 0;
+  w->ngrid += kind == CDV_CPU_BAR_GRID;
   w->nbar++;
   switch_out(w, f);
   return (int)f->res;
@@ -560,6 +635,11 @@ static void worker_run(launch *L, int slot)
       for (; b < end; b++)
         if (run_block(&w, b))
           break;
+      if (L->coop) {   /* one block per worker (NOTE [cpu grid sync]) */
+        if (!w.aborted)
+          grid_exit(L);
+        break;
+      }
     }
     tls_worker = NULL;
   }
@@ -861,6 +941,14 @@ __attribute__((noreturn)) static void child_main(launch *L, int nw)
   for (; started < nw; started++)
     if (pthread_create(&th[started], NULL, child_thread, (void *)(intptr_t)started))
       break;   /* fewer workers: the block counter shares the work among those that exist */
+  if (started < nw && L->coop) {   /* but every block of a cooperative launch needs its own */
+    if (claim(L->st)) {
+      L->st->kind = FAIL_OOM;
+      snprintf(L->st->text, sizeof L->st->text, "%d", started);
+    }
+    fflush(NULL);
+    _exit(EXIT_FAILED);
+  }
   worker_run(L, 0);
   for (int i = 1; i < started; i++)
     pthread_join(th[i], NULL);
@@ -994,6 +1082,46 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
   return rc;
 }
 
+/* A cooperative launch in this process: a thread of its own per block (NOTE [cpu grid sync]); the pool's
+ * threads may be fewer. */
+struct coop_arg {
+  launch *L;
+  int slot;
+};
+
+static void *coop_thread(void *arg)
+{
+  struct coop_arg *a = arg;
+  block_async_signals();
+  worker_run(a->L, a->slot);
+  return NULL;
+}
+
+static void run_coop_inprocess(launch *L, int nw)
+{
+  pthread_t th[MAX_WORKERS];
+  struct coop_arg args[MAX_WORKERS];
+  int started = 1;
+  for (; started < nw; started++) {
+    args[started].L = L, args[started].slot = started;
+    if (pthread_create(&th[started], NULL, coop_thread, &args[started]))
+      break;
+  }
+  if (started < nw) {   /* too few threads: the blocks that started leave grid.sync() as after a failure */
+    status *st = L->st;
+    if (claim(st))
+      st->kind = FAIL_OOM;
+    __atomic_store_n(&L->aborted, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&L->gm);
+    pthread_cond_broadcast(&L->gc);
+    pthread_mutex_unlock(&L->gm);
+  } else {
+    worker_run(L, 0);
+  }
+  for (int i = 1; i < started; i++)
+    pthread_join(th[i], NULL);
+}
+
 static int run_inprocess(launch *L, int nw, size_t stacks, cdv_err *e)
 {
   status st;
@@ -1004,7 +1132,9 @@ static int run_inprocess(launch *L, int nw, size_t stacks, cdv_err *e)
   int rc = reserve_stacks(nw, stacks, e);
   pthread_mutex_unlock(&slots_lock);
   if (rc == 0) {
-    if (nw > 1)
+    if (L->coop && nw > 1)
+      run_coop_inprocess(L, nw);
+    else if (nw > 1)
       run_pool(L, nw);
     else
       worker_run(L, 0);
@@ -1037,11 +1167,27 @@ static int check_config(const cdv_cpu_func *f, const unsigned g[3], const unsign
   return 0;
 }
 
+/* NOTE [cpu grid sync]: what limits a cooperative launch besides the occupancy model: a worker thread per
+ * block, and the mappings of their fiber stacks. */
+int cdv_cpu_coop_max(unsigned nthreads)
+{
+  int vmas = cdv_cpu_stack_vmas() * (int)(nthreads ? nthreads : 1);
+  int n = MAX_WORKERS;
+  if (vmas && VMA_BUDGET / vmas < n)
+    n = VMA_BUDGET / vmas > 0 ? VMA_BUDGET / vmas : 1;
+  return n;
+}
+
 int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                   void **args, cdv_err *e)
+                   void **args, int cooperative, cdv_err *e)
 {
   if (check_config(f, grid, block, shared, e))
     return -1;
+  uint64_t nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
+  if (cooperative && nblocks > (uint64_t)cdv_cpu_coop_max(block[0] * block[1] * block[2]))
+    return cdv_fail(e, "cpu.launch", 720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "cooperative launch of %llu "
+                    "blocks exceeds the %d that the cpu device runs at once", (unsigned long long)nblocks,
+                    cdv_cpu_coop_max(block[0] * block[1] * block[2]));
   launch L;
   memset(&L, 0, sizeof L);
   L.fn = f;
@@ -1055,14 +1201,20 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   int nw = cdv_cpu_worker_count(), vmas = cdv_cpu_stack_vmas() * (int)L.nthreads;
   if (L.fibers && vmas && nw > VMA_BUDGET / vmas)   /* stacks of old kernels are limited by mappings */
     nw = VMA_BUDGET / vmas > 0 ? VMA_BUDGET / vmas : 1;
+  L.coop = cooperative;
+  if (L.coop)   /* a worker per block (NOTE [cpu grid sync]) */
+    nw = (int)L.nblocks;
   if ((uint64_t)nw > L.nblocks)
     nw = (int)L.nblocks;
   uint64_t per = L.nblocks / ((uint64_t)nw * 16);
-  L.chunk = L.fibers ? 1 : per < 1 ? 1 : per > 64 ? 64 : (unsigned)per;
+  L.chunk = L.fibers || L.coop ? 1 : per < 1 ? 1 : per > 64 ? 64 : (unsigned)per;
   size_t stacks = L.fibers ? L.nthreads : 1;
   L.nworkers = nw;
   L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);
-  if (inprocess_launches() || plan_args(&L))
-    return run_inprocess(&L, nw, stacks, e);
-  return run_forked(&L, nw, stacks, e);
+  pthread_mutex_init(&L.gm, NULL);
+  pthread_cond_init(&L.gc, NULL);
+  int rc = inprocess_launches() || plan_args(&L) ? run_inprocess(&L, nw, stacks, e) : run_forked(&L, nw, stacks, e);
+  pthread_cond_destroy(&L.gc);
+  pthread_mutex_destroy(&L.gm);
+  return rc;
 }

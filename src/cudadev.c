@@ -132,10 +132,11 @@ cdv_state *cdv_get_state(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
-  const char **keys[] = {&st->key_grid, &st->key_block, &st->key_dim, &st->key_shared, &st->key_stream, &st->key_device};
-  static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device"};
-  lua_createtable(L, 6, 0);   /* NOTE [launch keys]: anchors the interned names */
-  for (int i = 0; i < 6; i++) {
+  const char **keys[] = {&st->key_grid, &st->key_block, &st->key_dim, &st->key_shared, &st->key_stream, &st->key_device,
+                         &st->key_cooperative};
+  static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative"};
+  lua_createtable(L, 7, 0);   /* NOTE [launch keys]: anchors the interned names */
+  for (int i = 0; i < 7; i++) {
     *keys[i] = lua_pushstring(L, names[i]);
     lua_rawseti(L, -2, i + 1);
   }
@@ -186,6 +187,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_memory_open(L);
   cdv_graph_open(L);
   cdv_launch_config_open(L);
+  cdv_profile_open(L);
   lua_pushcfunction(L, l_live);
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);

@@ -72,9 +72,14 @@ static void parse(lua_State *L, int idx, const cdv_state *st, const char *kname,
     } else if (key == st->key_device) {
       const char *why = cdv_device_problem(L, v, &c->device);
       if (why != NULL) cdv_launch_config_error(L, kname, lua_pushfstring(L, "'device': %s", why));
+    } else if (key == st->key_cooperative) {
+      if (!lua_isboolean(L, v))
+        cdv_launch_config_error(L, kname, lua_pushfstring(L, "'cooperative' must be a boolean, got %s",
+                                                          luaL_typename(L, v)));
+      c->cooperative = lua_toboolean(L, v);
     } else {
       cdv_launch_config_error(L, kname, lua_pushfstring(L, "unknown key '%s' (expected grid, block, dim, shared, "
-                                                        "stream, device)", luaL_tolstring(L, -2, NULL)));
+                                                        "stream, device, cooperative)", luaL_tolstring(L, -2, NULL)));
     }
     lua_settop(L, v - 1);
   }
@@ -97,7 +102,7 @@ const cdv_launch_config *cdv_get_launch_config(lua_State *L, int idx, const cdv_
 
 /* ------------------------------------------------------------ the LaunchConfig type */
 
-/* cd.launch_config{grid=, block=} or {dim=}, with shared=, stream=, device= as a launch takes them */
+/* cd.launch_config{grid=, block=} or {dim=}, with shared=, stream=, device=, cooperative= as a launch takes them */
 static int l_launch_config(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
@@ -139,6 +144,7 @@ static int config_index(lua_State *L) {
     if (has) push_dims(L, key[0] == 'g' ? c->grid : key[0] == 'b' ? c->block : c->dim);
     else lua_pushnil(L);
   } else if (strcmp(key, "shared") == 0) lua_pushinteger(L, c->shared);
+  else if (strcmp(key, "cooperative") == 0) lua_pushboolean(L, c->cooperative);
   else if (strcmp(key, "stream") == 0) lua_getiuservalue(L, 1, 1);
   else if (strcmp(key, "device") == 0) {
     if (c->device) cdv_push_device(L, c->device);
@@ -175,6 +181,7 @@ static int config_tostring(lua_State *L) {
     lua_pushfstring(L, ", shared=%I", (lua_Integer)c->shared);
     luaL_addvalue(&b);
   }
+  if (c->cooperative) luaL_addstring(&b, ", cooperative=true");
   if (c->stream) {
     luaL_addstring(&b, ", stream=");
     lua_getiuservalue(L, 1, 1);

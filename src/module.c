@@ -611,6 +611,10 @@ typedef struct kernel {
   cdv_sig sig;
   cdv_state *st;                /* the state's record, for the launch path (one per lua_State and its threads) */
   uint64_t serial;              /* unique in the process: what a LaunchConfig remembers it was resolved for */
+  size_t shared_ok;             /* dynamic shared memory its launches may take now (NOTE [big shared memory]) */
+  int coop_threads, coop_max;   /* the last block size checked for a cooperative launch, and the blocks that */
+  int coop_sms;                 /* fit at once with it and coop_shared bytes (0 threads: none checked yet), */
+  size_t coop_shared;           /* on coop_sms multiprocessors (NOTE [cooperative launch]) */
   char name[128];
 } kernel;
 
@@ -938,6 +942,56 @@ static int cfg_error(lua_State *L, kernel *k, const char *msg) { return cdv_laun
 
 static int suggest_block(lua_State *L, kernel *k, size_t shared);
 
+/* NOTE [big shared memory]: a kernel may take up to the device's opt-in limit of dynamic shared memory per
+ * block (227 KiB on an H100), less its static shared memory, but the driver refuses more than 48 KiB until
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES allows it. k->shared_ok is what the kernel may take now:
+ * a launch asking more comes here once per kernel and larger size (the launch path compares, nothing more),
+ * which checks the limit and raises the attribute (never lowers it: Kernel values of one module share the
+ * function). A LaunchConfig memo (resolve_config) implies the size was allowed for that kernel already.
+ * Returns 0 when `shared` is allowed now, else the message (pushed) saying the limit. */
+static const char *allow_shared(lua_State *L, kernel *k, size_t shared) {
+  cdv_device *d = k->dev;
+  cdv_func_info fi;
+  cdv_err e;
+  memset(&fi, 0, sizeof fi);
+  cdv_device_use(L, d);
+  if (d->be->func_info(d, k->fn, &fi, &e) != 0) cdv_raise(L, d, &e);
+  size_t limit = fi.shared_size_bytes < d->max_shared_optin ? d->max_shared_optin - fi.shared_size_bytes : 0;
+  if (shared > limit) {
+    if (fi.shared_size_bytes == 0) return lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)limit);
+    return lua_pushfstring(L, "'shared' must be 0 to %I bytes (%s allows %I per block, less the kernel's %I bytes of "
+                           "static shared memory)", (lua_Integer)limit, d->alias, (lua_Integer)d->max_shared_optin,
+                           (lua_Integer)fi.shared_size_bytes);
+  }
+  size_t allowed = limit;
+  if (d->be->allow_shared != NULL && d->be->allow_shared(d, k->fn, shared, &allowed, &e) != 0) cdv_raise(L, d, &e);
+  k->shared_ok = allowed < limit ? allowed : limit;
+  return NULL;
+}
+
+/* NOTE [cooperative launch]: every block of a cooperative launch must be resident at once (grid.sync()
+ * waits for all of them), so the grid is checked against what the occupancy allows, before the driver
+ * (which would say only CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE). The answer is kept per block size and
+ * shared size, so a table launched again asks the driver nothing. */
+static void check_cooperative(lua_State *L, kernel *k, const unsigned grid[3], const unsigned block[3],
+                              size_t shared) {
+  cdv_device *d = k->dev;
+  int threads = (int)(block[0] * block[1] * block[2]);
+  if (k->coop_threads != threads || k->coop_shared != shared) {
+    int per_sm = 0, sms = 0;
+    cdv_err e;
+    cdv_device_use(L, d);
+    if (d->be->coop_limit(d, k->fn, threads, shared, &per_sm, &sms, &e) != 0) cdv_raise(L, d, &e);
+    k->coop_threads = threads, k->coop_shared = shared, k->coop_max = per_sm * sms;
+    k->coop_sms = sms;
+  }
+  uint64_t n = (uint64_t)grid[0] * grid[1] * grid[2];
+  if (n > (uint64_t)k->coop_max)
+    cfg_error(L, k, lua_pushfstring(L, "cooperative launch of %I blocks exceeds the %d blocks that fit on %s at once "
+                                    "(%d per SM x %d SMs)", (lua_Integer)n, k->coop_max, d->alias,
+                                    k->coop_sms ? k->coop_max / k->coop_sms : 0, k->coop_sms));
+}
+
 /* What depends on the kernel: its device, its limits, and for `dim` the block size chosen for it (once per
  * kernel). Fills grid and block. A table is checked at every launch; a LaunchConfig remembers the last kernel
  * it was checked for, by serial (an address could be a new kernel's), and only its stream is checked again. */
@@ -953,8 +1007,10 @@ static void resolve_config(lua_State *L, kernel *k, const cdv_launch_config *c, 
   if (c->device != NULL && c->device != d)
     cfg_error(L, k, lua_pushfstring(L, "the kernel was compiled for %s, not %s; compile it with device = \"%s\"",
                                     d->alias, c->device->alias, c->device->alias));
-  if ((uint64_t)c->shared > d->max_shared_optin)   /* a LaunchConfig was made without knowing the device */
-    cfg_error(L, k, lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)d->max_shared_optin));
+  if ((uint64_t)c->shared > k->shared_ok) {   /* NOTE [big shared memory]; a LaunchConfig did not know the device */
+    const char *limit = allow_shared(L, k, (size_t)c->shared);
+    if (limit != NULL) cfg_error(L, k, limit);
+  }
   const uint64_t *g = c->grid, *b = c->block;
   uint64_t gd[3], bd[3];
   if (c->has_dim) {   /* total threads: choose the block, round the grid up; the kernel checks bounds */
@@ -985,12 +1041,24 @@ static void resolve_config(lua_State *L, kernel *k, const cdv_launch_config *c, 
     grid[j] = (unsigned)g[j];
     block[j] = (unsigned)b[j];
   }
+  if (c->cooperative) check_cooperative(L, k, grid, block, (size_t)c->shared);
   if (c->magic == CDV_LCFG_MAGIC) {   /* a LaunchConfig's memo is the one part of it that changes */
     cdv_launch_config *memo = (cdv_launch_config *)c;
     memcpy(memo->memo_grid, grid, sizeof memo->memo_grid);
     memcpy(memo->memo_block, block, sizeof memo->memo_block);
     memo->memo_kernel = k->serial;
   }
+}
+
+/* The end of a launch with cooperative = true (NOTE [cooperative launch]), out of the common path. */
+static __attribute__((noinline)) int launch_cooperative(lua_State *L, kernel *k, const cdv_launch_config *c,
+                                                        const unsigned grid[3], const unsigned block[3], void *stream) {
+  cdv_device *d = k->dev;
+  cdv_err e;
+  if (d->be->launch_cooperative(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &e) != 0)
+    return cdv_raise(L, d, &e);
+  if (k->st->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
+  return 0;
 }
 
 /* k:launch(config, ...) / k(config, ...): checks everything, then one backend call (NOTE [launch plan]) */
@@ -1014,6 +1082,7 @@ static int launch(lua_State *L) {
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
   cdv_device_check(L, d);   /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
+  if (__builtin_expect(c->cooperative, 0)) return launch_cooperative(L, k, c, grid, block, stream);
   if (d->be->launch(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &e) != 0) return cdv_raise(L, d, &e);
   if (st->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
   return 0;
@@ -1025,6 +1094,11 @@ static int launch(lua_State *L) {
 static int kernel_occupancy_blocks(lua_State *L, kernel *k, int block, size_t shared) {
   int n = 0;
   cdv_err e;
+  /* more than the kernel may take: no block fits (the driver would count with the 48 KiB default) */
+  if (shared > k->shared_ok && allow_shared(L, k, shared) != NULL) {
+    lua_pop(L, 1);
+    return 0;
+  }
   cdv_device_use(L, k->dev);
   if (k->dev->be->occupancy(k->dev, k->fn, block, shared, &n, &e) != 0) cdv_raise(L, k->dev, &e);
   return n;

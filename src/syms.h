@@ -62,6 +62,7 @@
   X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)                      \
   X(cuModuleGetGlobal) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncGetParamInfo)                 \
   X(cuLaunchKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxPotentialBlockSize)    \
+  X(cuLaunchCooperativeKernel)                                                                            \
   /* graphs (cuGraphInstantiate expands to cuGraphInstantiateWithFlags) */                                \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)
 

@@ -828,9 +828,11 @@ static void test_compile_errors(void)
                "kernel.cu:1: texture object 'cudaTextureObject_t' is not supported on the cpu device");
   static const char grid_src[] =
     "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
-    "extern \"C\" __global__ void k() { cg::grid_group g = cg::this_grid(); g.sync(); }\n";
-  expect_error("grid sync", build(&m, grid_src, 1, &k, NULL, 0, NULL, &e), &e, "CUDA_ERROR_NOT_SUPPORTED",
-               "grid-wide synchronization 'grid_group'");
+    "extern \"C\" __global__ void k() { cg::grid_group g = cg::this_grid(); g.sync(); }\n"
+    "extern \"C\" __global__ void k2() { cg::this_multi_grid().sync(); }\n";
+  /* grid-wide sync runs in cooperative launches (NOTE [cpu grid sync]); the multi-device grid does not */
+  expect_error("multi-grid sync", build(&m, grid_src, 1, &k, NULL, 0, NULL, &e), &e, "CUDA_ERROR_NOT_SUPPORTED",
+               "this_multi_grid");
   static const char wmma_src[] = "#include <mma.h>\nusing namespace nvcuda;\n\n__global__ void k() { wmma::fragment<int> f; }\n";
   expect_error("wmma", build(&m, wmma_src, 1, &k, NULL, 0, NULL, &e), &e, "CUDA_ERROR_NOT_SUPPORTED",
                "kernel.cu:4: tensor core intrinsic 'wmma::'");

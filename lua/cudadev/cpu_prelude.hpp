@@ -6,8 +6,8 @@
 // match src/cpu.h.
 //
 // Not provided (refused at compile time with the construct's name): inline PTX asm, textures and surfaces,
-// grid-wide cooperative sync, clusters, tensor-core intrinsics, dynamic parallelism. Cooperative groups:
-// thread blocks and tiles only (with cg::reduce); no coalesced or dynamically sized groups. Rounding-mode suffixes
+// multi-grid sync, clusters, tensor-core intrinsics, dynamic parallelism. Cooperative groups: thread blocks,
+// tiles (with cg::reduce) and the grid of a cooperative launch; no coalesced or dynamically sized groups. Rounding-mode suffixes
 // (_rz, _ru, _rd) of arithmetic intrinsics round to nearest; fast-math intrinsics are the accurate functions.
 
 #include <cstddef>
@@ -107,7 +107,8 @@ struct dim3 {
 #define CDV_CPU_STACK_LOG2 18
 #define CDV_CPU_FHDR_SLOT 64
 enum { CDV_CPU_RUN_THREAD = 0, CDV_CPU_RUN_BLOCK = 1 };
-enum { CDV_CPU_BAR_SYNC = 0, CDV_CPU_BAR_COUNT = 1, CDV_CPU_BAR_AND = 2, CDV_CPU_BAR_OR = 3 };
+enum { CDV_CPU_BAR_SYNC = 0, CDV_CPU_BAR_COUNT = 1, CDV_CPU_BAR_AND = 2, CDV_CPU_BAR_OR = 3, CDV_CPU_BAR_GRID = 4,
+       CDV_CPU_BAR_GRID_VALID = 5 };
 enum { CDV_CPU_WARP_SYNC = 0, CDV_CPU_WARP_SHFL = 1, CDV_CPU_WARP_VOTE = 2 };
 enum { CDV_CPU_FAIL_ASSERT = 1, CDV_CPU_FAIL_TRAP = 2 };
 
@@ -313,6 +314,31 @@ struct thread_block {
   dim3 dim_threads() const { return blockDim; }
 };
 static inline thread_block this_thread_block() { return thread_block(); }
+// The grid of a cooperative launch (cooperative = true): sync() waits for every thread of every block, each
+// block running on its own worker thread (NOTE [cpu grid sync] in src/cpu_run.c).
+struct grid_group {
+  void sync() const { cdv_cpu_ctx *c = cdv_ctx(); c->barrier(c, CDV_CPU_BAR_GRID, 1); }
+  static void barrier_sync() { grid_group().sync(); }
+  bool is_valid() const { cdv_cpu_ctx *c = cdv_ctx(); return c->barrier(c, CDV_CPU_BAR_GRID_VALID, 0) != 0; }
+  unsigned long long num_blocks() const
+  {
+    const cdv_cpu_ctx *c = cdv_ctx();
+    return (unsigned long long)c->gdim.x * c->gdim.y * c->gdim.z;
+  }
+  unsigned long long block_rank() const
+  {
+    const cdv_cpu_ctx *c = cdv_ctx();
+    return ((unsigned long long)c->bix.z * c->gdim.y + c->bix.y) * c->gdim.x + c->bix.x;
+  }
+  unsigned long long size() const { return num_blocks() * cdv_ctx()->nthreads; }
+  unsigned long long num_threads() const { return size(); }
+  unsigned long long thread_rank() const { return block_rank() * cdv_ctx()->nthreads + cdv_hdr()->tid; }
+  dim3 group_dim() const { return gridDim; }
+  dim3 dim_blocks() const { return gridDim; }
+  dim3 block_index() const { return blockIdx; }
+  dim3 group_index() const { return blockIdx; }
+};
+static inline grid_group this_grid() { return grid_group(); }
 template <unsigned N> struct thread_block_tile {
   static_assert(N >= 1 && N <= 32 && !(N & (N - 1)), "tile sizes are powers of two up to 32");
   static unsigned base() { return cdv_laneid() & ~(N - 1); }
