@@ -6,6 +6,7 @@
 --   manual.documented([files])  -> {key = {where, ...}}, receivers    (files: {path = text}; default doc/*.md)
 --   manual.real()               -> {key = what}
 --   manual.compare(doc, real)   -> missing {key}, extra {key = where} (sorted lists)
+--   manual.slurp(path), manual.ls(glob) -> a file's text (nil when unreadable); the sorted paths a glob matches
 --
 -- A key is how one name reads in both: "cd.empty", "cd.random.seed", "Array:copy_from" (methods and fields
 -- of a type alike), "repl.run", "C:cudadev_push_array", "ENV:CUDADEV_DEVICE".
@@ -18,15 +19,16 @@
 -- Headings in other forms (`:time expr`, `luacuda -i`) are prose, not names, and are not compared.
 local manual = {}
 
-local function slurp(path)
+function manual.slurp(path)
   local f = io.open(path, "rb")
   if not f then return nil end
   local s = f:read("a")
   f:close()
   return s
 end
+local slurp = manual.slurp
 
-local function ls(pattern)
+function manual.ls(pattern)
   local out = {}
   local p = io.popen("ls " .. pattern .. " 2>/dev/null")
   for l in p:lines() do out[#out + 1] = l end
@@ -34,6 +36,7 @@ local function ls(pattern)
   table.sort(out)
   return out
 end
+local ls = manual.ls
 
 function manual.doc_files()
   local files = {}
