@@ -35,7 +35,16 @@ describe("the manual", function()
 
   it("documents every public name, and no name that does not exist", function()
     local missing, extra = manual.compare(doc, real, sources)
-    local msg = listing("public names the manual does not document (add a `### `name`` heading in doc/)", missing)
+    local declared, undeclared = {}, {}
+    for _, ty in pairs(recv) do declared[ty] = true end
+    for _, k in ipairs(missing) do
+      local ty = k:match("^(%u[%w_]*):")
+      if ty and not declared[ty] and not undeclared[ty] then
+        undeclared[ty] = true
+        undeclared[#undeclared + 1] = ("%s (name one in a doc file: <!-- receivers: x=%s -->, then ### `x:method()`)"):format(ty, ty)
+      end
+    end
+    local msg = listing("types without a receiver name", undeclared) .. listing("public names the manual does not document (add a `### `name`` heading in doc/)", missing)
       .. listing("headings in doc/ that name nothing that exists (a typo, or a removed name)", extra)
     assert(#missing == 0 and #extra == 0, "\n" .. msg)
   end)
@@ -55,6 +64,9 @@ describe("the manual", function()
     assert.equal("field", real["Error:log"])
     assert.equal("C API", real["C:cudadev_push_array"])
     assert.equal("C API", real["C:cudadev_options"])
+    assert.same({ luaopen_x = true, cudadev_two_lines = true, CUDADEV_N = true },
+                manual.c_api("#define CUDADEV_API __attribute__((x))\nCUDADEV_API int luaopen_x(lua_State *L);\n"
+                             .. "CUDADEV_API const char *\ncudadev_two_lines(void);\n#define CUDADEV_N 8\n"))
     assert.equal("environment variable", real["ENV:CUDADEV_STAGING_CHUNK"])   -- read through env_count
     assert.is_nil(real["cd._hooks"])
   end)

@@ -49,10 +49,7 @@ end
 function manual.c_api(text)
   text = text or slurp("src/cudadev.h")
   local names = {}
-  for line in text:gmatch("[^\n]+") do
-    local decl = line:match("^CUDADEV_API%s+([^(]-)%s*%(")
-    if decl then names[decl:match("([%w_]+)$")] = true end
-  end
+  for decl in ("\n" .. text):gmatch("\nCUDADEV_API%s+([^;(]-)%s*%(") do names[decl:match("([%w_]+)$")] = true end
   for name in text:gmatch("typedef%s+struct%s+([%w_]+)") do names[name] = true end
   for name in text:gmatch("#define%s+([%w_]+)") do names[name] = true end
   names.CUDADEV_H, names.CUDADEV_API = nil, nil
