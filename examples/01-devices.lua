@@ -1,8 +1,8 @@
 -- examples/01-devices.lua: which devices there are, what they say about themselves, and how a script
 -- chooses the one its work goes to. Runs anywhere: without a GPU there is still the cpu device.
 --
---   lua5.4 examples/01-devices.lua
---   CUDADEV_DEVICE=cpu lua5.4 examples/01-devices.lua     (choose the default device from outside)
+--   make build && build/luacuda examples/01-devices.lua
+--   CUDADEV_DEVICE=cpu build/luacuda examples/01-devices.lua     (choose the default device from outside)
 local cd = require "cudadev"
 
 -- A probe, not an error: false and the reason when there is no usable driver or device.

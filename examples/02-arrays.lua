@@ -1,7 +1,7 @@
 -- examples/02-arrays.lua: arrays on the default device: dtypes, creation, element access, tables, views,
 -- fill, printing and lifetime. The same script works on a GPU and on the cpu device.
 --
---   lua5.4 examples/02-arrays.lua
+--   make build && build/luacuda examples/02-arrays.lua
 local cd = require "cudadev"
 
 print("arrays go to the default device:", cd.get_device().alias)

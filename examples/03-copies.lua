@@ -2,7 +2,7 @@
 -- Lua tables and binary strings as sources, and pinned host memory for asynchronous copies. On the cpu
 -- device every "device" array is host memory, and the same calls still work.
 --
---   lua5.4 examples/03-copies.lua
+--   make build && build/luacuda examples/03-copies.lua
 local cd = require "cudadev"
 
 local dev = cd.get_device()

@@ -2,7 +2,7 @@
 -- events, making one stream wait for another, and the current stream. Work is asynchronous: a call queues
 -- it and returns; synchronize, or read the results, to wait. The cpu device keeps the same ordering rules.
 --
---   lua5.4 examples/04-streams-events.lua
+--   make build && build/luacuda examples/04-streams-events.lua
 local cd = require "cudadev"
 
 local dev = cd.get_device()

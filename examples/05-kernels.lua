@@ -3,7 +3,7 @@
 -- checks that catch a bad launch before it reaches the device. On the cpu device the same sources are
 -- compiled by the host's C++ compiler and run with CUDA's thread model.
 --
---   lua5.4 examples/05-kernels.lua
+--   make build && build/luacuda examples/05-kernels.lua
 local cd = require "cudadev"
 
 local dev = cd.get_device()

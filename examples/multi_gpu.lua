@@ -1,6 +1,9 @@
 -- Many devices (Warp's device guide, "scoped devices"): increment an array on every device 1000 times,
 -- each device in its own scope, then copy between two GPUs with and without peer access and time it.
 -- Runs unchanged on one GPU, on two or more, and on the cpu device alone (CUDADEV_DEVICE=cpu).
+--
+--   make build && build/luacuda examples/multi_gpu.lua
+--   CUDADEV_DEVICE=cpu build/luacuda examples/multi_gpu.lua
 local cd = require "cudadev"
 
 local devices = cd.cuda_devices()

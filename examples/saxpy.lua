@@ -3,8 +3,8 @@
 -- copied over on a stream, the launch, the copy back, and a check against the host. cudadev does the
 -- bookkeeping the walkthrough spells out (context, PTX, module, argument pointers, error codes).
 --
---   lua5.4 examples/saxpy.lua [N]              N elements: default 2^24 on a GPU, 2^20 on the cpu device
---   CUDADEV_DEVICE=cpu lua5.4 examples/saxpy.lua   the same script on the cpu device
+--   make build && build/luacuda examples/saxpy.lua [N]     N elements: default 2^24 on a GPU, 2^20 on the cpu device
+--   CUDADEV_DEVICE=cpu build/luacuda examples/saxpy.lua    the same script on the cpu device
 --
 -- Exits 1 when the result is wrong; exits 0, saying why, when there is neither a GPU nor a working compiler
 -- for cpu kernels.
@@ -40,7 +40,7 @@ end
 
 local n = dev.is_cpu and 1 << 20 or 1 << 24
 if arg[1] then
-  n = math.tointeger(tonumber(arg[1])) or error("usage: lua5.4 examples/saxpy.lua [number of elements]", 0)
+  n = math.tointeger(tonumber(arg[1])) or error("usage: build/luacuda examples/saxpy.lua [number of elements]", 0)
 end
 local a = 2.0
 

@@ -12,6 +12,8 @@
  * fills the buffer and launches a kernel on it; the host checks the result in C. The release callback must
  * run exactly once, at lua_close.
  *
+ *   make build && build/embed_host     (from the repository root; the source is examples/embed/host.c)
+ *
  *   embed_host             the run above
  *   embed_host --sandbox   the same host with a sandboxed state (a memory quota, an allow-list of compile
  *                          options): the script tries what the sandbox refuses and prints each refusal; a

@@ -6,6 +6,8 @@
  * module shared by all threads through the kernel cache, one of its own) and launches on a stream of its
  * own, checks every value in Lua, and checks in C that its quota is given back. Run by
  * spec/75-embed_spec.lua; exit status 0 when every thread passed.
+ *
+ *   make build && build/embed_threads     (from the repository root)
  */
 #include <pthread.h>
 #include <stdio.h>
