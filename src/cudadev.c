@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cdv.h"
 #include "cudadev.h"
@@ -31,6 +32,15 @@ static int l_live(lua_State *L) {
   }
   lua_pushinteger(L, total);
   lua_setfield(L, -2, "total");
+  return 1;
+}
+
+/* cd.now() -> seconds of CLOCK_MONOTONIC, a double: wall time for scripts (os.clock is CPU time). cd.time
+ * (extra.lua) and the REPL's :time read it. */
+static int l_now(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
   return 1;
 }
 
@@ -178,6 +188,8 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);
   lua_setfield(L, -2, "_hooks");
+  lua_pushcfunction(L, l_now);
+  lua_setfield(L, -2, "now");
   lua_pushliteral(L, CDV_VERSION);
   lua_setfield(L, -2, "version");
   load_embedded(L);
