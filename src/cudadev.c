@@ -44,6 +44,18 @@ static int l_now(lua_State *L) {
   return 1;
 }
 
+/* cd._doc_files() -> {["doc/NAME.md"] = text}: the manual built into the library (cmake/embed.cmake), which
+ * the REPL's help() and :doc read, so that they work wherever the library goes. */
+static int l_doc_files(lua_State *L) {
+  lua_newtable(L);
+  for (const struct cdv_embedded *f = cdv_embedded_files; f->name != NULL; f++) {
+    if (strncmp(f->name, "doc/", 4) != 0) continue;
+    lua_pushlstring(L, f->data, f->len);
+    lua_setfield(L, -2, f->name);
+  }
+  return 1;
+}
+
 /* NOTE [test hooks] (cdv.h): process-wide, read under a lock by every copy that could be staged. */
 static cdv_hooks hooks;
 static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -190,6 +202,8 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   lua_setfield(L, -2, "_hooks");
   lua_pushcfunction(L, l_now);
   lua_setfield(L, -2, "now");
+  lua_pushcfunction(L, l_doc_files);
+  lua_setfield(L, -2, "_doc_files");
   lua_pushliteral(L, CDV_VERSION);
   lua_setfield(L, -2, "version");
   load_embedded(L);
