@@ -137,8 +137,9 @@ describe("the same misuse, the same message on every type", function()
 
   helper.gpu_it("a second free of a Graph names the function", function()
     local s = cd.stream("cuda:0")
-    local a = cd.zeros(4, { device = "cuda:0" })
-    local g = cd.capture(s, function() a:fill(1, { stream = s }) end)
+    local a = cd.zeros(4, { device = "cuda:0", stream = s })   -- as spec/50 makes its Graph
+    s:synchronize()
+    local g = cd.capture(s, function() a:fill(1) end)
     g:free()
     expect_error(function() g:free() end, "bad argument #1 to 'free' (attempt to use a released graph)")
     expect_error(function() g:launch() end, "bad argument #1 to 'launch' (attempt to use a released graph)")
