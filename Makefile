@@ -12,9 +12,11 @@
 #   make valgrind       spec/ under valgrind memcheck (leaks included) on the cpu device, then a short fuzz run
 #   make fuzz           the API fuzzer for FUZZ_CALLS calls (seed FUZZ_SEED); spec/fuzz.lua --help for longer runs
 #   make bench          bench/run
+#   make install        build, then install into PREFIX (/usr/local): luacuda, the module, and for C hosts
+#                       libcudadev.a, cudadev.h, cudadev.pc, lib/cmake/cudadev (DESTDIR=... stages it)
 #   make clean
 # Variables: LUA (lua5.4), BUSTED (how to run busted), BUSTED_ARGS (e.g. spec/20-array_spec.lua), JOBS,
-#   CHECKS (what `make test` runs after the suite: "ctest asan valgrind"; empty for the suite alone; nothing runs after
+#   PREFIX (make install), CHECKS (what `make test` runs after the suite: "ctest asan valgrind"; empty for the suite alone; nothing runs after
 #   the suite when BUSTED_ARGS names specs), FUZZ_CALLS, FUZZ_SEED.
 
 LUA         ?= lua5.4
@@ -55,7 +57,7 @@ define cmake_build
 	cmake --build --preset $(1) -j $(JOBS)
 endef
 
-.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench clean
+.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench install clean
 .NOTPARALLEL:                       # deps, then build, then run: cmake parallelises the build itself
 MAKEFLAGS += --no-print-directory
 
@@ -86,12 +88,13 @@ check-ctest: deps build
 ctest: deps build
 	ctest --test-dir build -LE gpu --output-on-failure
 
+# The install spec (spec/78-install_spec.lua) tests packaging, not memory: it runs in the suite pass only.
 # The embedding examples (spec/75-embed_spec.lua) are programs built in build/, not instrumented: under the
 # preloaded ASan runtime they gain nothing, and embed_threads deadlocks there (a launch forked from one of
 # its four threads waits in the child for an ASan allocator lock that another thread held at the fork).
 check-asan: deps
 	$(call cmake_build,asan,build-asan)
-	@CUDADEV_DEVICE=cpu bash .ci/check.sh asan $(MAKE) asan BUSTED_ARGS=--exclude-pattern=embed_spec
+	@CUDADEV_DEVICE=cpu bash .ci/check.sh asan $(MAKE) asan BUSTED_ARGS="--exclude-pattern=embed_spec --exclude-pattern=install_spec"
 
 check-valgrind: deps build
 	@if command -v valgrind >/dev/null; then bash .ci/check.sh valgrind $(MAKE) valgrind; \
@@ -103,7 +106,7 @@ asan: deps
 
 valgrind: deps build
 	@rm -f build/valgrind.log build/valgrind-fuzz.log build/valgrind-fuzz.status
-	-$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind.log $(BUSTED) --helper=.ci/keep_loaded.lua --exclude-pattern=fuzz_spec $(BUSTED_ARGS)
+	-$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind.log $(BUSTED) --helper=.ci/keep_loaded.lua --exclude-pattern=fuzz_spec --exclude-pattern=install_spec $(BUSTED_ARGS)
 	$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind-fuzz.log $(LUA) -e "dofile('.ci/keep_loaded.lua')" \
 	  spec/fuzz.lua --worker --brief --calls 20000 --seed $(FUZZ_SEED); echo $$? > build/valgrind-fuzz.status
 	@cat build/valgrind-fuzz.log >> build/valgrind.log; rm -f build/valgrind-fuzz.log
@@ -117,6 +120,10 @@ fuzz: deps build
 bench: deps build
 	@test -x bench/run || { echo "make bench: bench/run does not exist yet" >&2; exit 1; }
 	$(LUA_ENV) bench/run
+
+PREFIX      ?= /usr/local
+install: build
+	cmake --install build --prefix '$(PREFIX)'
 
 clean:
 	rm -rf build build-debug build-asan

@@ -4,7 +4,7 @@
 # database, so a host that has them some other way (e.g. a GPU host with the .debs unpacked under
 # /tmp/gpuroot, see shared/gpu-host/env.sh) passes without apt. As root, the missing ones are installed
 # with one `apt-get update` and one `apt-get install -y`; otherwise this prints the command to run.
-# Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind): a note, exit 0.
+# Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind, luarocks): a note, exit 0.
 set -euo pipefail
 
 lua=${LUA:-lua5.4}
@@ -25,6 +25,7 @@ checks=(
   "libedit-dev    no   has_header histedit.h"
   "tmux           no   has tmux"
   "valgrind       no   has valgrind"
+  "luarocks       no   has luarocks"
 )
 
 missing=() essential=()
@@ -41,6 +42,11 @@ if [ "$(id -u)" = 0 ] && has apt-get; then
   echo "deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   if apt-get update -qq && apt-get install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends "${missing[@]}" </dev/null; then
+    # luarocks brings lua5.1, whose alternative outranks 5.4 and would make /usr/bin/lua (busted's shebang) 5.1
+    if [[ " ${missing[*]} " == *" luarocks "* ]] && has update-alternatives && [ -x /usr/bin/lua5.4 ]; then
+      update-alternatives --set lua-interpreter /usr/bin/lua5.4 >/dev/null 2>&1 || true
+      [ -x /usr/bin/luac5.4 ] && update-alternatives --set lua-compiler /usr/bin/luac5.4 >/dev/null 2>&1 || true
+    fi
     exit 0
   fi
   echo "deps: apt-get could not install ${missing[*]}" >&2

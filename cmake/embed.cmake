@@ -14,6 +14,12 @@ endif()
 
 file(GLOB files LIST_DIRECTORIES false "${SRC_DIR}/*.lua" "${SRC_DIR}/*.hpp")
 list(SORT files)
+# The manual (doc/*.md, named "doc/<file>"): the REPL's help() and :doc read its entries (cd._doc_files()).
+if(DOC_DIR)
+  file(GLOB docs LIST_DIRECTORIES false "${DOC_DIR}/*.md")
+  list(SORT docs)
+  list(APPEND files ${docs})
+endif()
 
 string(REPEAT "[0-9a-f]" 64 line_re)   # 32 bytes per source line
 set(body "")
@@ -23,7 +29,9 @@ set(i 0)
 foreach(f IN LISTS files)
   get_filename_component(base "${f}" NAME)
   get_filename_component(stem "${f}" NAME_WE)
-  if(base MATCHES "\\.lua$")
+  if(base MATCHES "\\.md$")
+    set(name "doc/${base}")
+  elseif(base MATCHES "\\.lua$")
     set(name "cudadev.${stem}")
   else()
     set(name "${base}")

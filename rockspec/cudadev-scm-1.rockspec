@@ -1,4 +1,7 @@
--- Build and install from a checkout, with no network: luarocks make rockspec/cudadev-scm-1.rockspec
+-- Build and install from a checkout, with no network:
+--   luarocks --lua-version=5.4 make rockspec/cudadev-scm-1.rockspec
+-- (--lua-version=5.4: Debian's luarocks defaults to Lua 5.1, for which the dependency below cannot be met.)
+-- It builds only the module (deployed to the tree's lib/lua/5.4) and luacuda (the tree's bin).
 rockspec_format = "3.0"
 package = "cudadev"
 version = "scm-1"
@@ -25,5 +28,6 @@ build = {
       LUA_LIBDIR = "$(LUA_LIBDIR)",
       CUDADEV_LUA_CMOD_DIR = "$(LIBDIR)",    -- cudadev.so, deployed by LuaRocks into its Lua C module dir
       CUDADEV_INSTALL_DEV = "OFF",           -- libcudadev.a and cudadev.h are for hosts, not for require
+      CUDADEV_EXAMPLES = "OFF",              -- nor the embedding examples and the launch benchmark
    },
 }

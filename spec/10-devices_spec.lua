@@ -15,6 +15,7 @@ end
 
 -- The text cd.device(spec) gives for a device that does not exist, on this machine.
 local function no_device_text(spec)
+  if spec ~= "cuda" and not spec:find("^cuda:") then return helper.unknown_device_text(spec) end
   local n = cd.device_count()
   if n == 0 then return ("no device '%s' (no CUDA device: %s)"):format(spec, no_cuda_reason()) end
   return ("no device '%s' (%d CUDA device%s: cuda:0%s)"):format(spec, n, n == 1 and "" or "s",
@@ -138,7 +139,8 @@ describe("cd.device", function()
   end)
 
   it("rejects an unknown alias, a negative and a fractional ordinal", function()
-    expect_error(function() cd.device("gpu") end, "bad argument #1 to 'device' (" .. no_device_text("gpu") .. ")")
+    expect_error(function() cd.device("gpu") end, "bad argument #1 to 'device' (" ..
+      helper.unknown_device_text("gpu", cd.device_count() > 0 and "cuda" or nil) .. ")")
     expect_error(function() cd.device(-1) end, "bad argument #1 to 'device' (" .. no_device_text("cuda:-1") .. ")")
     expect_error(function() cd.device(1.5) end, "bad argument #1 to 'device' (" .. no_device_text("cuda:1.5") .. ")")
   end)

@@ -283,7 +283,7 @@ helper.each_device(function(dev)
         assert_values(a:astype("float16"), { -1.75, 0, 2.5, 300 })
         assert_values(arr({ 1, 2 }, "int64"):astype("f64"), { 1, 2 })
         helper.assert_error_matches(function() a:astype("float128") end,
-          "bad argument #2 to 'astype' (dtype expected (\"float32\", \"int64\", ...), got float128)")
+          "bad argument #1 to 'astype' (unknown dtype 'float128' (expected float32, int32, ...))")
       end)
     end)
 

@@ -91,7 +91,7 @@ describe("cd.stream", function()
     local s = cd.stream("cpu")
     s:destroy()
     assert.are.equal("Stream(destroyed)", tostring(s))
-    expect_error(function() s:query() end, "bad argument #1 to 'index' (attempt to use a destroyed stream)")
+    expect_error(function() s:query() end, "bad argument #1 to 'query' (attempt to use a destroyed stream)")
     expect_error(function() cd.set_stream(s) end, "bad argument #1 to 'set_stream' (attempt to use a destroyed stream)")
   end)
 

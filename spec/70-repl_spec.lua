@@ -146,6 +146,17 @@ describe("luacuda (command line)", function()
     contains(err, "-q        no banner in interactive mode")
   end)
 
+  luacuda_it("-h and --help print the usage on stdout and exit 0", function()
+    for _, opt in ipairs({ "-h", "--help" }) do
+      local out, err, code = run(opt)
+      assert.are.equal(0, code, err)
+      assert.are.equal("", err)
+      matches(out, "^usage: ")
+      contains(out, "  -h, --help  show this text and exit\n")
+      contains(out, "-q        no banner in interactive mode")
+    end
+  end)
+
   luacuda_it("runs busted: luacuda /usr/bin/busted", function()
     local busted = io.popen("command -v busted"):read("l")
     assert.is_truthy(busted, "busted is not on PATH")
@@ -192,7 +203,8 @@ describe("luacuda -i (input from a pipe)", function()
   luacuda_it("prints errors without the REPL's own frames", function()
     local out = run("-i -q", "error('boom')\nlocal function f() error('deep') end f()\n1 +\n+\n")
     contains(out, "> stdin:1: boom\n>")
-    contains(out, "stdin:1: deep\nstack traceback:\n\t[C]: in function 'error'\n\tstdin:1: in local 'f'")
+    -- `local function f` at the prompt is kept for later lines (NOTE [REPL locals]): f is named as a function
+    contains(out, "stdin:1: deep\nstack traceback:\n\t[C]: in function 'error'\n\tstdin:1: in function 'f'")
     assert.is_nil(out:find("cudadev.repl", 1, true))
     contains(out, "unexpected symbol near '+'")
   end)
@@ -212,10 +224,51 @@ describe("luacuda -i (input from a pipe)", function()
     contains(out, "current stream: Stream(")
     matches(out, '"cpu"%s+host memory [%d.]+ [GMK]iB')
     contains(out, "Array(float32[8] on " .. cd.get_device().alias .. ": {2, 2, 2, ..., 2, 2, 2})\nwall ")
-    matches(out, "wall [%d.]+ [mu]?s, gpu [%d.]+ [mu]?s %(events on Stream%(")
+    if cd.get_device().is_cpu then   -- no "gpu" figure for the host (issue 16)
+      matches(out, "wall [%d.]+ [mu]?s %(on cpu%)\n")
+      assert.is_nil(out:find("gpu ", 1, true))
+    else
+      matches(out, "wall [%d.]+ [mu]?s, gpu [%d.]+ [mu]?s %(events on Stream%(")
+    end
     matches(out, "> synchronized in [%d.]+ [mu]?s\n")
     contains(out, "unknown command ':nope' (:help lists them)")
     assert.is_nil(out:find("after quit", 1, true))
+  end)
+
+  luacuda_it("keeps the locals typed at the prompt for the lines after", function()
+    local out, err, code = run("-i -q", table.concat({
+      "local x = 41",
+      "x + 1",
+      "local a, b = 'A', 'B'",
+      "a .. b",
+      "local function fact(n) if n <= 1 then return 1 end local r = n * fact(n - 1) return r end",
+      "fact(5)",
+      "local n",
+      "n == nil",
+      "local k <const> = 7",
+      "k * 6",
+      "do local hidden = 1 end",
+      "hidden",
+      "local s = 'local y = 1'",
+      "s",
+    }, "\n") .. "\n")
+    assert.are.equal(0, code, err)
+    contains(out, "> > 42\n")
+    contains(out, '> > "AB"\n')
+    contains(out, "> > 120\n")
+    contains(out, "> > true\n")
+    contains(out, "> > 42\n> > nil\n")
+    contains(out, '> > "local y = 1"\n')
+  end)
+
+  luacuda_it(":doc and help() show the manual's entry", function()
+    local out = run("-i -q", ":doc cd.now\nhelp(cuda.time)\nhelp(cuda.zeros(1).astype)\n:doc astype\n:doc nothing_here\n:doc\n")
+    contains(out, "> ### `cd.now()`\n\nSeconds of a monotonic wall clock")
+    contains(out, "(doc/repl-install.md)\n")
+    contains(out, "> ### `cd.time(fn, ...)`\n")
+    assert.are.equal(2, select(2, out:gsub("### `a:astype%(dtype %[, opts%]%)`", "")), out)
+    contains(out, "> no manual entry for 'nothing_here'\n")
+    contains(out, "> usage: :doc <name> (for example :doc cd.zeros)\n")
   end)
 
   pending_unless(have_luacuda and cpu_compiles, "needs build/luacuda and the cpu device's compiler",
@@ -384,7 +437,7 @@ describe("luacuda in a terminal (tmux)", function()
     pane:send(":mem", "Enter")
     pane:wait_for("host memory")
     pane:send(":time cuda.zeros(16)", "Enter")
-    pane:wait_for(", gpu ")
+    pane:wait_for(cd.get_device().is_cpu and "(on cpu)" or ", gpu ")
     pane:send(":sync", "Enter")
     pane:wait_for("synchronized in ")
     pane:send(":help", "Enter")
@@ -471,6 +524,69 @@ describe("cudadev.repl", function()
     assert.are.same({ "while" }, repl.complete("whi", "", env))
     assert.are.same({}, repl.complete("cuda.dev", 'print("', env))   -- inside a string
     assert.are.same({}, repl.complete("nothing.here", "", env))
+  end)
+
+  it("hides _-prefixed names unless asked, and offers an object's methods with ':'", function()
+    local env = { cuda = cd, a = cd.zeros(2), _secret = 1, t = { _x = 1, y = 2 } }
+    for _, c in ipairs(repl.complete("cuda.", "", env)) do assert.is_nil(c:find("^cuda%._"), c) end
+    assert.are.same({ "cuda._live" }, repl.complete("cuda._li", "", env))
+    assert.are.same({ "t.y" }, repl.complete("t.", "", env))
+    assert.are.same({ "t._x" }, repl.complete("t._", "", env))
+    for _, c in ipairs(repl.complete("", "", env)) do assert.are_not.equal("_secret", c) end
+    assert.are.same({ "_secret" }, repl.complete("_se", "", env))
+    assert.are.same({ "a:fill" }, repl.complete("a.fi", "", env))   -- a method: called with ':'
+    assert.are.same({ "a:free" }, repl.complete("a.fr", "", env))
+    assert.are.same({ "a.dtype" }, repl.complete("a.dt", "", env))
+  end)
+
+  it("rewrites top-level locals so they persist, and leaves the rest alone", function()
+    local function rw(s) return (repl.rewrite_locals(s)) end
+    assert.are.equal("x = 1", rw("local x = 1"))
+    assert.are.same({ "a", "b" }, select(2, repl.rewrite_locals("local a, b = 1, 2")))
+    assert.are.equal("a, b = 1, 2 print(a)", rw("local a, b = 1, 2 print(a)"))
+    assert.are.equal("function f(n) local y = n return y end", rw("local function f(n) local y = n return y end"))
+    assert.are.equal("n = nil", rw("local n"))
+    assert.are.equal("c = 5", rw("local c <const> = 5"))
+    assert.are.equal("local h <close> = nil", rw("local h <close> = nil"))
+    assert.are.equal('do local z = 1 end w = "local q" -- local r', rw('do local z = 1 end local w = "local q" -- local r'))
+    assert.are.equal("for i = 1, 2 do local k = i end m = [[local]]", rw("for i = 1, 2 do local k = i end local m = [[local]]"))
+    assert.are.equal("if x then local u = 1 elseif y then local w = 2 end; v = 3",
+      rw("if x then local u = 1 elseif y then local w = 2 end; local v = 3"))
+    assert.are.equal("repeat local r = 1 until r; q = 1", rw("repeat local r = 1 until r; local q = 1"))
+    assert.are.equal("t.local_y = 1", rw("t.local_y = 1"))
+  end)
+
+  it("finds the manual's entries by name and by function", function()
+    local text = assert(repl.doc("cd.now"))
+    assert.truthy(text:find("^### `cd%.now%(%)`\n"), text)
+    assert.are.equal(text, repl.doc(cd.now))
+    assert.are.equal(text, repl.doc("cuda.now"))
+    assert.truthy(assert(repl.doc(cd.zeros(1).astype)):find("### `a:astype(dtype [, opts])`", 1, true))
+    assert.are.same({ nil, "no manual entry for 'cd.nothing'" }, { repl.doc("cd.nothing") })
+    assert.are.same({ nil, "no manual entry: help() takes a name (\"cd.zeros\") or a cudadev function" },
+      { repl.doc(print) })
+  end)
+
+  it("runs for a host that gives nothing but lines: :time works there", function()
+    local lines = { "1 + 1", ":time 2 * 3", "local q = 5", "q", "for i = 1, 2 do", "  q = q + i", "end", ":quit" }
+    local history = {}
+    local out = {}
+    local stdout = io.stdout
+    local fake = setmetatable({ write = function(self, ...) for _, s in ipairs({ ... }) do out[#out + 1] = s end return self end,
+      flush = function() end }, {})
+    io.stdout = fake   -- luacheck: ignore
+    local ok, err = pcall(repl.run, { readline = function() return table.remove(lines, 1) end,
+      add_history = function(entry) history[#history + 1] = entry end })
+    io.stdout = stdout
+    rawset(_G, "q", nil)
+    assert(ok, err)
+    local text = table.concat(out)
+    assert.truthy(text:find("2\n", 1, true), text)
+    assert.truthy(text:find("6\nwall ", 1, true), text)
+    assert.is_nil(text:find("attempt to call", 1, true), text)
+    assert.truthy(text:find("\n5\n", 1, true), text)
+    -- a multi-line entry is one history item
+    assert.are.same({ "1 + 1", ":time 2 * 3", "local q = 5", "q", "for i = 1, 2 do\n  q = q + i\nend", ":quit" }, history)
   end)
 
   it("offers the known field names of every cudadev type", function()

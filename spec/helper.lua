@@ -43,6 +43,19 @@ function helper.each_device(fn)
   for _, dev in ipairs(helper.devices) do fn(dev) end
 end
 
+-- The text of "no device 'SPEC' (...)" for a string of no spec form ("gpu", "CPU", "nope"), with the device it
+-- guesses when there is one (NOTE [device specs] in src/device.c).
+function helper.unknown_device_text(spec, guess)
+  local names = {}
+  for i, d in ipairs(cd.devices()) do
+    if i > 8 then names[#names] = names[#names] .. ", ..."; break end
+    names[#names + 1] = '"' .. d.alias .. '"'
+  end
+  return ("no device '%s' (%sdevices: %s; %s)"):format(spec, guess and ('did you mean "' .. guess .. '"? ') or "",
+    table.concat(names, ", "), cd.device_count() > 0 and '"cuda" is the current CUDA device'
+      or "no CUDA device, cd.is_available() says why")
+end
+
 -- `s` as one word for /bin/sh, in single quotes
 function helper.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 

@@ -130,6 +130,19 @@ void *cdv_check_udata(lua_State *L, int arg, const char *tname, uint64_t magic, 
   return p;
 }
 
+/* NOTE [self errors]: an object that can no longer be used (freed, destroyed, released, stale) is argument #1
+ * of the method called on it, in every type's words: `bad argument #1 to 'free' (attempt to use a freed array)`,
+ * `bad argument #1 to 'destroy' (attempt to use a destroyed stream)`. luaL_argerror would say "calling 'free'
+ * on bad self", and a type whose __index checked the object first would name 'index' instead of the method:
+ * each __index finds methods before it checks, and the checks word the error here. */
+int cdv_self_error(lua_State *L, int arg, const char *why) {
+  lua_Debug ar;
+  if (arg != 1 || !lua_getstack(L, 0, &ar)) return luaL_argerror(L, arg, why);
+  lua_getinfo(L, "n", &ar);
+  if (ar.namewhat == NULL || strcmp(ar.namewhat, "method") != 0 || ar.name == NULL) return luaL_argerror(L, arg, why);
+  return luaL_error(L, "bad argument #1 to '%s' (%s)", ar.name, why);
+}
+
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why) {
   return luaL_error(L, "bad option '%s' to '%s' (%s)", key, fname, why);
 }

@@ -142,6 +142,7 @@ static void oom(lua_State *L, cdv_device *d, size_t bytes) {
   cdv_err e;
   char req[32], fr[32];
   d->be->mem_info(d, &free_b, &total, &e);
+  if (d->is_cpu) free_b = cdv_cpu_available();   /* free_memory is 0 on cpu: the host's available memory */
   luaL_error(L, "out of memory on %s (requested %s, free %s)", d->alias,
              cdv_fmt_bytes(req, sizeof req, (double)bytes), cdv_fmt_bytes(fr, sizeof fr, (double)free_b));
 }
@@ -272,8 +273,8 @@ static cdv_array *check_any(lua_State *L, int arg) {
 
 cdv_array *cdv_check_array(lua_State *L, int arg) {
   cdv_array *a = check_any(L, arg);
-  if (a->block == NULL) luaL_argerror(L, arg, "attempt to use a freed array");
-  if (a->block->generation != a->block->dev->generation) luaL_argerror(L, arg, "stale Array: device was reset");
+  if (a->block == NULL) cdv_self_error(L, arg, "attempt to use a freed array");   /* NOTE [self errors] */
+  if (a->block->generation != a->block->dev->generation) cdv_self_error(L, arg, "stale Array: device was reset");
   return a;
 }
 
@@ -526,8 +527,9 @@ static void copy_source(lua_State *L, int arg, cdv_array *dst, int64_t doff, int
   }
   cdv_array *src = cdv_check_array(L, arg);
   if (src->dtype != dst->dtype)
-    luaL_argerror(L, arg, lua_pushfstring(L, "dtype mismatch: %s into %s (use a:view(dtype) to reinterpret)",
-                                          cdv_dtypes[src->dtype].name, cdv_dtypes[dst->dtype].name));
+    luaL_argerror(L, arg, lua_pushfstring(L, "dtype mismatch: %s into %s (convert the source first: src:astype(\"%s\"))",
+                                          cdv_dtypes[src->dtype].name, cdv_dtypes[dst->dtype].name,
+                                          cdv_dtypes[dst->dtype].name));
   copy_bytes(L, dst, (size_t)doff * is, src, (size_t)soff * is, (size_t)count * is, s);
 }
 
@@ -569,8 +571,8 @@ static int array_copy_from(lua_State *L) {
   cdv_stream *s = cdv_opt_stream_field(L, 3, "copy_from");
   int64_t srcn = lua_isuserdata(L, 2) ? cdv_check_array(L, 2)->size : lua_source_count(L, 2, dst->dtype);
   if (srcn != dst->size)
-    luaL_argerror(L, 2, lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size,
-                                        cdv_dtypes[dst->dtype].name, srcn));
+    luaL_argerror(L, 2, lua_pushfstring(L, "size mismatch: the source has %I elements, the array %I", srcn,
+                                        dst->size));
   copy_source(L, 2, dst, 0, 0, srcn, srcn, s);
   lua_settop(L, 1);
   return 1;
@@ -958,6 +960,85 @@ static int array_view(lua_State *L) {
   return 1;
 }
 
+/* ------------------------------------------------------------ conversion (a:astype) */
+
+/* NOTE [astype]: a:astype(dtype) converts element by element as NumPy's astype does (casting="unsafe"), with
+ * the cases C leaves undefined made definite: a float into an integer dtype truncates toward zero and
+ * saturates at the dtype's range (NaN gives 0, as CUDA's __float2int_rz does); an integer into a narrower
+ * integer dtype wraps (keeps the low bits); anything into bool is `value ~= 0` (NaN is true); bool is 0 or 1.
+ * It runs on the host: a CUDA array's elements come over, are converted in one C loop, and go back to a new
+ * array on the same device. A later issue's kernels can replace the round trip; the results will not change. */
+typedef struct scalar { int is_float; double f; uint64_t u; } scalar;   /* u: an integer's two's complement */
+
+static scalar load_scalar(cdv_dtype t, const char *p) {
+  scalar v = {0, 0, 0};
+  switch (t) {
+    case CDV_F16: { uint16_t h; memcpy(&h, p, 2); v.is_float = 1; v.f = cdv_f16_to_f32(h); break; }
+    case CDV_F32: { float f; memcpy(&f, p, 4); v.is_float = 1; v.f = f; break; }
+    case CDV_F64: memcpy(&v.f, p, 8); v.is_float = 1; break;
+    case CDV_I8: v.u = (uint64_t)(int64_t)*(const int8_t *)p; break;
+    case CDV_I16: { int16_t x; memcpy(&x, p, 2); v.u = (uint64_t)(int64_t)x; break; }
+    case CDV_I32: { int32_t x; memcpy(&x, p, 4); v.u = (uint64_t)(int64_t)x; break; }
+    case CDV_U16: { uint16_t x; memcpy(&x, p, 2); v.u = x; break; }
+    case CDV_U32: { uint32_t x; memcpy(&x, p, 4); v.u = x; break; }
+    case CDV_I64: case CDV_U64: memcpy(&v.u, p, 8); break;
+    default: v.u = *(const uint8_t *)p;   /* uint8, bool */
+  }
+  return v;
+}
+
+static void store_scalar(cdv_dtype t, char *p, scalar v, cdv_dtype from) {
+  if (t == CDV_BOOL) {
+    *(uint8_t *)p = v.is_float ? v.f != 0 : v.u != 0;
+    return;
+  }
+  if (cdv_dtypes[t].is_float) {
+    double d = v.is_float ? v.f : cdv_dtypes[from].is_signed ? (double)(int64_t)v.u : (double)v.u;
+    if (t == CDV_F64) memcpy(p, &d, 8);
+    else if (t == CDV_F32) { float f = (float)d; memcpy(p, &f, 4); }
+    else { uint16_t h = cdv_f32_to_f16((float)d); memcpy(p, &h, 2); }
+    return;
+  }
+  uint64_t u = v.u;
+  if (v.is_float) {
+    double d = v.f;
+    if (d != d) u = 0;
+    else if (cdv_dtypes[t].is_signed)
+      u = d <= (double)int_min[t] ? (uint64_t)int_min[t] : d >= (double)int_max[t] ? int_max[t] : (uint64_t)(int64_t)d;
+    else
+      u = d <= 0 ? 0 : d >= (double)int_max[t] ? int_max[t] : (uint64_t)d;
+  }
+  switch (cdv_dtypes[t].size) {   /* little-endian: the low bytes of u are the value */
+    case 1: { uint8_t b = (uint8_t)u; memcpy(p, &b, 1); break; }
+    case 2: { uint16_t b = (uint16_t)u; memcpy(p, &b, 2); break; }
+    case 4: { uint32_t b = (uint32_t)u; memcpy(p, &b, 4); break; }
+    default: memcpy(p, &u, 8);
+  }
+}
+
+/* a:astype(dtype [, {stream=}]) -> a converted copy on a's device (NOTE [astype]); a copy also when the
+ * dtype is a's own, as NumPy's astype */
+static int array_astype(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  luaL_checkany(L, 2);
+  cdv_dtype t = cdv_check_dtype(L, 2, a->dtype);
+  cdv_check_options(L, 3, copy_opts, "astype");
+  cdv_stream *s = cdv_opt_stream_field(L, 3, "astype");
+  lua_settop(L, 3);
+  const char *src = a->size > 0 ? host_view(L, a) : NULL;   /* may push a temporary host copy */
+  size_t is = cdv_dtypes[a->dtype].size, os = cdv_dtypes[t].size;
+  luaL_Buffer b;
+  char *out = luaL_buffinitsize(L, &b, (size_t)a->size * os);
+  for (int64_t i = 0; i < a->size; i++)
+    store_scalar(t, out + (size_t)i * os, load_scalar(a->dtype, src + (size_t)i * is), a->dtype);
+  luaL_pushresultsize(&b, (size_t)a->size * os);
+  int bytes = lua_gettop(L);
+  cdv_stream *alloc_s = s != NULL && s->dev == a->block->dev ? s : NULL;
+  cdv_array *r = cdv_push_array(L, a->block->dev, t, a->ndim, a->shape, CDV_MEM_DEVICE, alloc_s);
+  if (a->size > 0) copy_lua(L, bytes, r, 0, 0, a->size, a->size, s);
+  return 1;
+}
+
 /* ------------------------------------------------------------ element access */
 
 /* Element i (1-based) of a 1-d array, or row i of an N-d array as a view. */
@@ -1214,6 +1295,7 @@ static const luaL_Reg methods[] = {
   {"slice", array_slice},
   {"reshape", array_reshape},
   {"view", array_view},
+  {"astype", array_astype},
   {"fill", array_fill},
   {"zero", array_zero},
   {"free", array_free},

@@ -43,6 +43,24 @@ static int cpu_mem_info(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err 
   return 0;
 }
 
+/* The host memory available for new allocations, as the kernel estimates it (MemAvailable in /proc/meminfo;
+ * else the free pages): what the cpu device's out-of-memory message reports, since free_memory is 0 on cpu. */
+size_t cdv_cpu_available(void)
+{
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[128];
+  unsigned long long kib = 0;
+  int found = 0;
+  while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
+    found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+  if (f != NULL)
+    fclose(f);
+  if (found)
+    return (size_t)kib * 1024;
+  long pages = sysconf(_SC_AVPHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+  return pages > 0 && pg > 0 ? (size_t)pages * (size_t)pg : 0;
+}
+
 /* ---------------------------------------------------------------- memory */
 /* NOTE [cpu memory]: arrays are MAP_SHARED|MAP_ANONYMOUS memory, so that a launch run in a forked child (NOTE
  * [fault containment] in cpu_run.c) writes memory the parent sees. Two layouts:

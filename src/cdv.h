@@ -262,6 +262,7 @@ const char *cdv_nvrtc_file(void);        /* the file NVRTC was loaded from (load
 int cdv_device_count_all(void);              /* registry size (cpu + CUDA devices + mapped) */
 cdv_device *cdv_device_at(int index);
 cdv_device *cdv_cpu(void);
+size_t cdv_cpu_available(void);   /* backend_cpu.c: host memory available now (MemAvailable), in bytes */
 cdv_device *cdv_device_add(const cdv_device *proto);      /* a mapped context; NULL when full */
 int cdv_cubin_supported(int arch);                       /* NVRTC can emit cubin for sm_<arch> */
 int cdv_cuda_count(void);                    /* CUDA devices (0 without a driver) */
@@ -386,6 +387,7 @@ int cdv_push_method(lua_State *L);                               /* NOTE [method
 void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
 const char *cdv_typename(lua_State *L, int idx);    /* __name of its metatable, else the basic type */
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why);   /* raises */
+int cdv_self_error(lua_State *L, int arg, const char *why);      /* raises; NOTE [self errors] */
 
 typedef struct cdv_array {
   uint64_t magic;         /* CDV_ARRAY_MAGIC (NOTE [magic]) */

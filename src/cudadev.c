@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cdv.h"
 #include "cudadev.h"
@@ -31,6 +32,27 @@ static int l_live(lua_State *L) {
   }
   lua_pushinteger(L, total);
   lua_setfield(L, -2, "total");
+  return 1;
+}
+
+/* cd.now() -> seconds of CLOCK_MONOTONIC, a double: wall time for scripts (os.clock is CPU time). cd.time
+ * (extra.lua) and the REPL's :time read it. */
+static int l_now(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+/* cd._doc_files() -> {["doc/NAME.md"] = text}: the manual built into the library (cmake/embed.cmake), which
+ * the REPL's help() and :doc read, so that they work wherever the library goes. */
+static int l_doc_files(lua_State *L) {
+  lua_newtable(L);
+  for (const struct cdv_embedded *f = cdv_embedded_files; f->name != NULL; f++) {
+    if (strncmp(f->name, "doc/", 4) != 0) continue;
+    lua_pushlstring(L, f->data, f->len);
+    lua_setfield(L, -2, f->name);
+  }
   return 1;
 }
 
@@ -192,6 +214,10 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);
   lua_setfield(L, -2, "_hooks");
+  lua_pushcfunction(L, l_now);
+  lua_setfield(L, -2, "now");
+  lua_pushcfunction(L, l_doc_files);
+  lua_setfield(L, -2, "_doc_files");
   lua_pushliteral(L, CDV_VERSION);
   lua_setfield(L, -2, "version");
   load_embedded(L);

@@ -5,10 +5,12 @@
  * Devices are process-wide C structs (contexts are process-wide); a Device value is a small userdata
  * that points at one, cached per lua_State so that two Device values for one device are the same value.
  */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cdv.h"
@@ -136,6 +138,56 @@ static const char *no_device(lua_State *L, const char *spec) {
                          n > 1 ? " to cuda:" : "", n > 1 ? lua_pushfstring(L, "%d", n - 1) : "");
 }
 
+/* A spec as compare_spec reads it: lowercase, letters and digits only, "gpu" read as "cuda". */
+static void spec_key(const char *s, char *out, size_t n) {
+  size_t j = 0;
+  if (strncasecmp(s, "gpu", 3) == 0) {
+    snprintf(out, n, "cuda");
+    j = strlen(out);
+    s += 3;
+  }
+  for (; *s && j + 1 < n; s++)
+    if (isalnum((unsigned char)*s)) out[j++] = (char)tolower((unsigned char)*s);
+  out[j] = '\0';
+}
+
+/* NOTE [device specs]: a string of no spec form at all ("gpu", "CPU", "cuda0", a mistyped alias) is answered
+ * with the devices that exist and the one it most likely meant, not with the driver search that a missing
+ * "cuda:N" gets (no_device): `no device 'CPU' (did you mean "cpu"? devices: "cpu", "cuda:0"; "cuda" is the
+ * current CUDA device)`. */
+static const char *unknown_spec(lua_State *L, const char *spec) {
+  char want[64], key[64];
+  const char *guess = NULL;
+  int n = cdv_cuda_count(), listed = 0;
+  luaL_Buffer b;
+  spec_key(spec, want, sizeof want);
+  if (n > 0 && strcmp(want, "cuda") == 0) guess = "cuda";
+  for (int i = 0; guess == NULL && *want && i < cdv_device_count_all(); i++) {
+    spec_key(registry[i]->alias, key, sizeof key);
+    if (!registry[i]->unmapped && strcmp(key, want) == 0) guess = registry[i]->alias;
+  }
+  luaL_buffinit(L, &b);
+  lua_pushfstring(L, "no device '%s' (", spec);
+  luaL_addvalue(&b);
+  if (guess != NULL) {
+    lua_pushfstring(L, "did you mean \"%s\"? ", guess);
+    luaL_addvalue(&b);
+  }
+  luaL_addstring(&b, "devices: ");
+  for (int i = 0; i < cdv_device_count_all(); i++) {
+    if (registry[i]->unmapped) continue;
+    if (listed++ == 8) {
+      luaL_addstring(&b, ", ...");
+      break;
+    }
+    lua_pushfstring(L, "%s\"%s\"", listed > 1 ? ", " : "", registry[i]->alias);
+    luaL_addvalue(&b);
+  }
+  luaL_addstring(&b, n > 0 ? "; \"cuda\" is the current CUDA device)" : "; no CUDA device, cd.is_available() says why)");
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
 /* Resolves a spec string; NULL with a message pushed when there is no such device. */
 static cdv_device *resolve_string(lua_State *L, const char *s) {
   cdv_device *d = NULL;
@@ -145,7 +197,10 @@ static cdv_device *resolve_string(lua_State *L, const char *s) {
     long o = strtol(s + 5, &end, 10);
     if (*end == '\0' && end != s + 5 && o >= 0 && o < MAXDEV) d = cuda_by_ordinal((int)o);
     if (d == NULL) d = by_alias(s);
-  } else d = by_alias(s);
+  } else if ((d = by_alias(s)) == NULL) {
+    unknown_spec(L, s);   /* NOTE [device specs] */
+    return NULL;
+  }
   if (d == NULL) no_device(L, s);
   return d;
 }
@@ -237,16 +292,18 @@ static cdv_device *from_env(lua_State *L, const char *var, const char *v, int or
 }
 
 /* NOTE [default device]: CUDADEV_DEVICE (any spec), else CUDA_DEVICE (an ordinal), else the integer in
- * ~/.cuda-device, else the first CUDA device whose context can be created, else cpu. Decided on first
- * need, so that `require` never touches the driver. */
+ * ~/.cuda-device, else the one in ~/.cuda_device (PyCUDA's name for the same file), else the first CUDA
+ * device whose context can be created, else cpu. Decided on first need, so that `require` never touches the
+ * driver. */
 static cdv_device *initial_default(lua_State *L) {
   const char *v = getenv("CUDADEV_DEVICE");
   if (v != NULL && *v) return from_env(L, "CUDADEV_DEVICE", v, 0);
   if ((v = getenv("CUDA_DEVICE")) != NULL && *v) return from_env(L, "CUDA_DEVICE", v, 1);
   const char *home = getenv("HOME");
-  if (home != NULL) {
+  static const char *const files[] = {".cuda-device", ".cuda_device"};
+  for (int k = 0; home != NULL && k < 2; k++) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/.cuda-device", home);
+    snprintf(path, sizeof path, "%s/%s", home, files[k]);
     FILE *f = fopen(path, "r");
     int o;
     if (f != NULL) {

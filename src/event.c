@@ -14,8 +14,8 @@ static cdv_event *check_any(lua_State *L, int arg) {
 
 cdv_event *cdv_check_event(lua_State *L, int arg) {
   cdv_event *ev = check_any(L, arg);
-  if (ev->dev == NULL) luaL_argerror(L, arg, "attempt to use a destroyed event");
-  if (ev->generation != ev->dev->generation) luaL_argerror(L, arg, "stale Event: device was reset");
+  if (ev->dev == NULL) cdv_self_error(L, arg, "attempt to use a destroyed event");   /* NOTE [self errors] */
+  if (ev->generation != ev->dev->generation) cdv_self_error(L, arg, "stale Event: device was reset");
   return ev;
 }
 
@@ -53,6 +53,12 @@ static void release(lua_State *L, cdv_event *ev) {
 
 static int event_release(lua_State *L) {
   release(L, check_any(L, 1));
+  return 0;
+}
+
+/* e:destroy(): a second destroy is an error, as a second a:free() (NOTE [self errors]); __close is quiet */
+static int event_destroy(lua_State *L) {
+  release(L, cdv_check_event(L, 1));
   return 0;
 }
 
@@ -132,13 +138,13 @@ static int event_tostring(lua_State *L) {
 }
 
 static int event_index(lua_State *L) {
+  check_any(L, 1);
+  if (lua_type(L, 2) == LUA_TSTRING && cdv_push_method(L)) return 1;   /* methods check the event themselves */
   cdv_event *ev = cdv_check_event(L, 1);
   const char *k = luaL_checkstring(L, 2);
   if (strcmp(k, "device") == 0) cdv_push_device(L, ev->dev);
   else if (strcmp(k, "timing") == 0) lua_pushboolean(L, ev->timing);
-  else {
-    if (!cdv_push_method(L)) return luaL_error(L, "Event has no field or method '%s'", k);
-  }
+  else return luaL_error(L, "Event has no field or method '%s'", k);
   return 1;
 }
 
@@ -148,7 +154,7 @@ static const luaL_Reg methods[] = {
   {"synchronize", event_synchronize},
   {"wait", event_wait},
   {"elapsed", event_elapsed},
-  {"destroy", event_release},
+  {"destroy", event_destroy},
   {NULL, NULL}
 };
 

@@ -25,8 +25,8 @@ static graph *check_any(lua_State *L, int arg) {
 
 static graph *check_graph(lua_State *L, int arg) {
   graph *g = check_any(L, arg);
-  if (g->exec == NULL) luaL_argerror(L, arg, "attempt to use a released graph");
-  if (g->generation != g->dev->generation) luaL_argerror(L, arg, "stale Graph: device was reset");
+  if (g->exec == NULL) cdv_self_error(L, arg, "attempt to use a released graph");   /* NOTE [self errors] */
+  if (g->generation != g->dev->generation) cdv_self_error(L, arg, "stale Graph: device was reset");
   return g;
 }
 
@@ -98,6 +98,12 @@ static int graph_release(lua_State *L) {
   return 0;
 }
 
+/* g:free(): a second free is an error, as a second a:free() (NOTE [self errors]); __close is quiet */
+static int graph_free(lua_State *L) {
+  release(L, check_graph(L, 1));
+  return 0;
+}
+
 static int graph_gc(lua_State *L) {
   graph *g = cdv_test_magic(L, 1, sizeof *g, CDV_GRAPH_MAGIC);
   if (g != NULL) release(L, g);   /* __gc never raises (NOTE [magic]) */
@@ -112,13 +118,16 @@ static int graph_tostring(lua_State *L) {
 }
 
 static int graph_index(lua_State *L) {
-  graph *g = check_graph(L, 1);
+  check_any(L, 1);
   const char *k = luaL_checkstring(L, 2);
-  if (strcmp(k, "launch") == 0) lua_pushcfunction(L, graph_launch);
-  else if (strcmp(k, "free") == 0) lua_pushcfunction(L, graph_release);
-  else if (strcmp(k, "device") == 0) cdv_push_device(L, g->dev);
-  else if (strcmp(k, "num_nodes") == 0) lua_pushinteger(L, g->nodes);
-  else return luaL_error(L, "Graph has no field or method '%s'", k);
+  if (strcmp(k, "launch") == 0) lua_pushcfunction(L, graph_launch);   /* methods check the graph themselves */
+  else if (strcmp(k, "free") == 0) lua_pushcfunction(L, graph_free);
+  else {
+    graph *g = check_graph(L, 1);
+    if (strcmp(k, "device") == 0) cdv_push_device(L, g->dev);
+    else if (strcmp(k, "num_nodes") == 0) lua_pushinteger(L, g->nodes);
+    else return luaL_error(L, "Graph has no field or method '%s'", k);
+  }
   return 1;
 }
 

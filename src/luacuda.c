@@ -7,7 +7,7 @@
  *     -e stat   execute the string stat        -l mod    require mod into global mod (-l g=mod: into g)
  *     -i        interactive mode after script  -v        print version information
  *     -E        ignore LUA_INIT and LUA_PATH   -W        turn warnings on
- *     -q        no banner in interactive mode
+ *     -q        no banner in interactive mode    -h, --help  print the usage and exit
  *     --        stop handling options          -         run stdin and stop handling options
  * The script's arguments are in `arg` (arg[0] the script, negative indices the interpreter and options) and
  * in `...`. Errors print `luacuda: message` and a traceback; the exit status is 1 on an error, else 0 (or
@@ -57,12 +57,14 @@
 static const char *progname = "luacuda";
 
 /* ---------------------------------------------------------------- messages */
+/* The usage text: on stderr after a bad option (bad), on stdout for -h / --help (bad NULL). */
 static void print_usage(const char *bad) {
-  if (bad[1] == 'e' || bad[1] == 'l')
+  FILE *out = bad != NULL ? stderr : stdout;
+  if (bad != NULL && (bad[1] == 'e' || bad[1] == 'l'))
     fprintf(stderr, "%s: '%s' needs argument\n", progname, bad);
-  else
+  else if (bad != NULL)
     fprintf(stderr, "%s: unrecognized option '%s'\n", progname, bad);
-  fprintf(stderr,
+  fprintf(out,
           "usage: %s [options] [script [args]]\n"
           "Available options are:\n"
           "  -e stat   execute string 'stat'\n"
@@ -73,9 +75,13 @@ static void print_usage(const char *bad) {
           "  -E        ignore environment variables\n"
           "  -W        turn warnings on\n"
           "  -q        no banner in interactive mode\n"
+          "  -h, --help  show this text and exit\n"
           "  --        stop handling options\n"
-          "  -         stop handling options and execute stdin\n",
+          "  -         stop handling options and execute stdin\n"
+          "With no script and a terminal, the interactive console starts (:help there lists its commands).\n"
+          "The module is the global `cuda`; `require \"cudadev\"` returns the same table.\n",
           progname);
+  fflush(out);
 }
 
 static const char *version_line(void) {
@@ -472,7 +478,7 @@ typedef struct cmdline {
   char **argv;
   int script;             /* index of the script in argv; argc when there is none */
   int bad;                /* index of a malformed option, or 0 */
-  int run_e, interactive, version, ignore_env, quiet;
+  int run_e, interactive, version, ignore_env, quiet, help;
 } cmdline;
 
 /* Scan the options (they run later, in order, by run_options); stop at the script name. */
@@ -487,6 +493,10 @@ static void scan_options(cmdline *c) {
     if (a[1] == '-' && a[2] == '\0') {
       i++;                /* "--": what follows is the script */
       break;
+    }
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      c->help = 1;        /* before anything runs, as other tools' --help */
+      continue;
     }
     if (a[1] == 'e' || a[1] == 'l') {
       c->run_e |= a[1] == 'e';
@@ -546,6 +556,11 @@ static int pmain(lua_State *L) {
   if (c->bad) {
     print_usage(c->argv[c->bad]);
     return 0;
+  }
+  if (c->help) {
+    print_usage(NULL);
+    lua_pushboolean(L, 1);
+    return 1;
   }
   /* as lua: -i shows the version; here the banner does, unless -q */
   if (c->version)

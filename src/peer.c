@@ -109,10 +109,11 @@ static int query(lua_State *L, int q, cdv_device *t, cdv_device *p) {
   }
 }
 
-/* cd.is_peer_access_supported & co: the question is the closure's upvalue */
+/* cd.is_peer_access_supported & co: the question is the closure's upvalue. A question about the cpu device is
+ * answered false, as Warp's are: these are queries, and only setting access raises for cpu. */
 static int l_query(lua_State *L) {
-  cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);   /* in order: errors name #1 first */
-  lua_pushboolean(L, query(L, (int)lua_tointeger(L, lua_upvalueindex(1)), t, p));
+  cdv_device *t = cdv_check_device(L, 1), *p = cdv_check_device(L, 2);   /* in order: errors name #1 first */
+  lua_pushboolean(L, !t->is_cpu && !p->is_cpu && query(L, (int)lua_tointeger(L, lua_upvalueindex(1)), t, p));
   return 1;
 }
 

@@ -111,7 +111,7 @@ const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out) {
 cdv_stream *cdv_check_stream(lua_State *L, int arg) {
   cdv_stream *s;
   const char *why = cdv_stream_problem(L, arg, &s);
-  if (why != NULL) luaL_argerror(L, arg, why);
+  if (why != NULL) cdv_self_error(L, arg, why);   /* NOTE [self errors] */
   return s;
 }
 
@@ -181,6 +181,12 @@ static void release(lua_State *L, cdv_stream *s) {
 
 static int stream_release(lua_State *L) {
   release(L, check_any(L, 1));
+  return 0;
+}
+
+/* s:destroy(): a second destroy is an error, as a second a:free() (NOTE [self errors]); __close is quiet */
+static int stream_destroy(lua_State *L) {
+  release(L, cdv_check_stream(L, 1));
   return 0;
 }
 
@@ -259,6 +265,8 @@ static int stream_tostring(lua_State *L) {
 }
 
 static int stream_index(lua_State *L) {
+  check_any(L, 1);
+  if (lua_type(L, 2) == LUA_TSTRING && cdv_push_method(L)) return 1;   /* methods check the stream themselves */
   cdv_stream *s = cdv_check_stream(L, 1);
   const char *k = luaL_checkstring(L, 2);
   if (strcmp(k, "device") == 0) cdv_push_device(L, s->dev);
@@ -268,9 +276,7 @@ static int stream_index(lua_State *L) {
     if (cdv_get_state(L)->sandbox) return luaL_error(L, "raw addresses are not available in this sandbox");
     lua_pushinteger(L, (lua_Integer)(intptr_t)s->handle);
   }
-  else {
-    if (!cdv_push_method(L)) return luaL_error(L, "Stream has no field or method '%s'", k);
-  }
+  else return luaL_error(L, "Stream has no field or method '%s'", k);
   return 1;
 }
 
@@ -330,7 +336,7 @@ static const luaL_Reg methods[] = {
   {"wait_event", stream_wait_event},
   {"wait_stream", stream_wait_stream},
   {"record_event", stream_record_event},
-  {"destroy", stream_release},
+  {"destroy", stream_destroy},
   {NULL, NULL}
 };
 

@@ -47,6 +47,18 @@ function cd.detect()
   return ok
 end
 
+-- cd.time(fn, ...) -> the seconds fn(...) took (wall time, cd.now), then fn's results. Work that fn queues on a
+-- GPU runs asynchronously: synchronize inside fn to time it. An error in fn passes through untimed.
+function cd.time(fn, ...)
+  if type(fn) ~= "function" and not (type(getmetatable(fn)) == "table" and getmetatable(fn).__call) then
+    error(("bad argument #1 to 'time' (function expected, got %s)"):format(type(fn)), 2)
+  end
+  local now = cd.now
+  local t0 = now()
+  local function done(...) return now() - t0, ... end
+  return done(fn(...))
+end
+
 -- Multi-device helpers ---------------------------------------------------------------------------------
 
 -- Raises Lua's own "bad argument #n to 'fname' (why)" at the caller of the public helper (depth: how many

@@ -699,7 +699,7 @@ function cd.reduction(in_params, out_params, map_expr, reduce_expr, post_map_exp
       local t = p.generic and bound[p.type] or (not p.generic and p.type)
       if not t then raise(fmt("%s: cannot tell the type %s of '%s' from the arguments", name, p.type, p.name)) end
       if is_array(args[i]) and args[i].dtype ~= t then
-        argerror(name, i, fmt("'%s' is %s but the kernel takes %s (convert with a:astype(\"%s\"))", args[i].dtype, t, t))
+        argerror(name, i, fmt("'%s' is %s but the kernel takes %s (convert with a:astype(\"%s\"))", p.name, args[i].dtype, t, t))
       end
       sin[i] = { name = p.name, dtype = t, value = args[i], raw = p.raw }
     end
@@ -1008,19 +1008,6 @@ function cd.where(c, x, y, opts)
     outs = { { name = "z", dtype = r, value = out } }, body = body })[1]
 end
 
--- a:astype(dtype [, {stream=}]) -> a new Array of that dtype on the same device (C's conversions: floats to
--- integers truncate toward zero; anything to bool is "nonzero")
-local function astype(a, dtype, opts)
-  if not is_array(a) then argerror("astype", 1, "Array expected, got " .. typename(a)) end
-  local d = type(dtype) == "string" and dtype_of_name(dtype)
-  if not d or not DT[d] then argerror("astype", 2, "dtype expected (\"float32\", \"int64\", ...), got " .. tostring(dtype)) end
-  opts = check_opts(opts, { stream = true }, "astype", 3)
-  local C = DT[a.dtype].calc
-  local body = d == "bool" and fmt("z = ((%s)x != 0)", C) or fmt("z = (%s)(%s)(%s)x", DT[d].ctype, DT[d].calc, C)
-  return run_elementwise({ fname = "astype", name = "cdv_astype", stream = opts.stream, key = "astype:" .. d,
-    ins = { { name = "x", dtype = a.dtype, value = a } }, outs = { { name = "z", dtype = d } }, body = body })[1]
-end
-methods.astype = methods.astype or astype
 
 -- ------------------------------------------------------------------------------------------ array reductions
 -- The largest and smallest values of a dtype as C expressions (floats: the infinities), for identities.

@@ -6,7 +6,9 @@
 --   repl.complete(word [, before]) -> sorted candidates for tab completion of globals, fields and methods
 --   repl.fields                    -> the field names of each cudadev type (what completion offers after '.')
 --   repl.banner([version_line])    -> the start-up banner: version, devices, peer access
---   repl.run(host)                 -> the loop; host is what luacuda.c provides (readline, call, now, ...)
+--   repl.doc(name_or_value)        -> the manual's entry for a name or a function (nil, why when none)
+--   repl.rewrite_locals(src)       -> src with its top-level `local`s made REPL locals, and their names
+--   repl.run([host])               -> the loop; every field of host is optional (doc/repl-install.md)
 --
 -- The loop works as lua.c's: a line is first tried as an expression (`return <line>`), then as a statement;
 -- an incomplete statement continues with the ">> " prompt; results are printed (here, pretty). Lines
@@ -270,7 +272,9 @@ function M.complete(word, before, env)
     partial = word
     if not partial:match("^[%a_][%w_]*$") and partial ~= "" then return out end
     for k in pairs(keywords) do if k:sub(1, #partial) == partial then out[#out + 1] = k end end
-    for _, k in ipairs(members(env)) do if k:sub(1, #partial) == partial then out[#out + 1] = k end end
+    for _, k in ipairs(members(env)) do
+      if k:sub(1, #partial) == partial and (partial:sub(1, 1) == "_" or k:sub(1, 1) ~= "_") then out[#out + 1] = k end
+    end
   else
     if path:find(":", 1, true) or not path:match("^[%a_][%w_]*[%w_.]*$") or path:find("..", 1, true) then
       return out
@@ -280,14 +284,168 @@ function M.complete(word, before, env)
       v = safe_index(v, k)
       if v == nil then return out end
     end
+    local methods = sep == "." and type(v) == "userdata" and cd.type(v) and members(v, true) or {}
+    local is_method = {}
+    for _, k in ipairs(methods) do is_method[k] = true end
     for _, k in ipairs(members(v, sep == ":")) do
-      if k:sub(1, #partial) == partial then out[#out + 1] = path .. sep .. k end
+      if k:sub(1, #partial) == partial and (partial:sub(1, 1) == "_" or k:sub(1, 1) ~= "_") then
+        -- a method of a cudadev object is called with ':' (a.fi<Tab> offers a:fill)
+        out[#out + 1] = path .. (is_method[k] and ":" or sep) .. k
+      end
     end
   end
   sort(out)
   local uniq = {}
   for i, k in ipairs(out) do if k ~= out[i - 1] then uniq[#uniq + 1] = k end end
   return uniq
+end
+
+-- ---------------------------------------------------------------- locals that persist
+-- NOTE [REPL locals]: each entry is a chunk of its own, so `local x = 1` would be gone on the next line. As
+-- IPython keeps every name typed at its prompt, the loop rewrites the entry's top-level `local` statements
+-- (outside any function, do, if, loop) into assignments to globals before compiling it: `local x, y = 1, 2`
+-- becomes `x, y = 1, 2`, `local n` becomes `n = nil`, `local function f` becomes `function f` (f still sees
+-- itself), `<const>` is dropped. `<close>` keeps its `local`, since closing at the end of the entry is what it
+-- asks for. Strings and comments are skipped, so a "local" inside them is left alone.
+local block_open = { ["function"] = 1, ["do"] = 1, ["repeat"] = 1, ["if"] = 1, ["end"] = -1, ["until"] = -1 }
+
+-- the end of the string, long string or comment starting at i, or nil when none starts there
+local function skip_literal(src, i)
+  local c = src:sub(i, i)
+  if c == "-" and src:sub(i + 1, i + 1) == "-" then
+    local eq = src:match("^%[(=*)%[", i + 2)
+    local e = eq and select(2, src:find("]" .. eq .. "]", i + 2, true)) or (not eq and src:find("\n", i, true))
+    return e or #src
+  elseif c == '"' or c == "'" then
+    local j = i + 1
+    while j <= #src do
+      local d = src:sub(j, j)
+      if d == "\\" then j = j + 2 elseif d == c or d == "\n" then break else j = j + 1 end
+    end
+    return j
+  elseif c == "[" then
+    local eq = src:match("^%[(=*)%[", i)
+    if eq then return select(2, src:find("]" .. eq .. "]", i, true)) or #src end
+  end
+end
+
+-- the local statement at i (the word `local`): its replacement text, where it ends, and its names
+local function rewrite_local(src, i)
+  local k = i + 5 + #src:match("^%s*", i + 5)
+  local fname = src:match("^function%s+([%a_][%w_]*)", k)
+  if fname then return "", k, { fname } end
+  if not src:match("^[%a_]", k) then return nil end
+  local names = {}
+  repeat
+    local nm = src:match("^[%a_][%w_]*", k)
+    if not nm then return nil end
+    names[#names + 1] = nm
+    k = k + #nm
+    local attr = src:match("^%s*<%s*([%a_][%w_]*)%s*>", k)
+    if attr == "close" then return nil end
+    if attr then k = k + #src:match("^%s*<[^>]*>", k) end
+    local comma = src:match("^%s*,%s*", k)
+    if comma then k = k + #comma end
+  until not comma
+  return concat(names, ", ") .. (src:match("^%s*=", k) and "" or " = nil"), k, names
+end
+
+function M.rewrite_locals(src)
+  local out, names, depth, last, i = {}, {}, 0, 1, 1
+  while i <= #src do
+    local e = skip_literal(src, i)
+    if e then
+      i = e + 1
+    elseif src:match("^[%a_]", i) and not src:sub(i - 1, i - 1):match("[%w_.:]") then
+      local w = src:match("^[%w_]+", i)
+      local text, stop, declared
+      if w == "local" and depth == 0 then text, stop, declared = rewrite_local(src, i) end
+      if text then
+        out[#out + 1] = src:sub(last, i - 1) .. text
+        for _, nm in ipairs(declared) do names[#names + 1] = nm end
+        last, i = stop, stop
+      else
+        depth = depth + (block_open[w] or 0)
+        i = i + #w
+      end
+    else
+      i = i + 1
+    end
+  end
+  out[#out + 1] = src:sub(last)
+  return concat(out), names
+end
+
+-- ---------------------------------------------------------------- the manual: help() and :doc
+-- NOTE [REPL help]: the manual's entries are its `### \`name\`` headings (doc/*.md, built into the library:
+-- cd._doc_files). An entry is its heading and what follows, up to the next heading of level 1 to 3.
+local doc_index
+local function entries()
+  if doc_index then return doc_index end
+  doc_index = {}
+  local files = cd._doc_files and cd._doc_files() or {}
+  local names = {}
+  for name in pairs(files) do names[#names + 1] = name end
+  sort(names)
+  for _, file in ipairs(names) do
+    local cur
+    for line in (files[file] .. "\n"):gmatch("([^\n]*)\n") do
+      local title = line:match("^###%s+`([^`]+)`")
+      if title or line:match("^#%s") or line:match("^##%s") or line:match("^###%s") then
+        cur = nil
+        if title then
+          cur = { title = title, key = title:match("^[^%s(%[]+"), file = file, lines = { line } }
+          doc_index[#doc_index + 1] = cur
+        end
+      elseif cur then
+        cur.lines[#cur.lines + 1] = line
+      end
+    end
+  end
+  return doc_index
+end
+
+-- the name a function has in the module (cd.now) or among a type's methods (a:astype -> ":astype")
+local function name_of(v)
+  for k, f in pairs(cd) do if f == v then return "cd." .. k end end
+  for _, t in ipairs({ "Array", "Stream", "Event", "Device", "Module", "Kernel", "Graph", "LaunchConfig" }) do
+    local mt = debug.getregistry()["cudadev." .. t]
+    local methods = type(mt) == "table" and rawget(mt, "methods")
+    if type(methods) == "table" then
+      for k, f in pairs(methods) do if f == v then return ":" .. k end end
+    end
+  end
+end
+
+-- the entries whose heading names `want`: exactly, or by its last part (astype, :astype, a:astype, now)
+local function find_entries(want)
+  local found, last = {}, want:match("[.:]([%w_]+)$") or want
+  want = want:gsub("^cuda%.", "cd."):gsub("^cudadev%.", "cd.")
+  for _, e in ipairs(entries()) do
+    local key = e.key
+    if key == want or key:match("[.:]([%w_]+)$") == last and (want == last or want:sub(1, 1) == ":" and key:find(want, 1, true))
+       or key == last then
+      found[#found + 1] = e
+    end
+  end
+  return found
+end
+
+function M.doc(v)
+  local want = type(v) == "string" and v or name_of(v)
+  if want == nil then return nil, "no manual entry: help() takes a name (\"cd.zeros\") or a cudadev function" end
+  want = want:gsub("%(.*$", ""):gsub("^%s+", ""):gsub("%s+$", "")
+  if #entries() == 0 then return nil, "the manual (doc/*.md) was not built into this cudadev" end
+  local found = find_entries(want)
+  if #found == 0 then return nil, ("no manual entry for '%s'"):format(want) end
+  local out = {}
+  for i, e in ipairs(found) do
+    local lines = e.lines
+    local n = #lines
+    while n > 1 and lines[n]:match("^%s*$") do n = n - 1 end
+    out[i] = concat(lines, "\n", 1, n) .. "\n(" .. e.file .. ")"
+  end
+  return concat(out, "\n\n")
 end
 
 -- ---------------------------------------------------------------- banner and commands
@@ -345,12 +503,15 @@ local help = [[
 Commands:
   :devices        the devices, the default one and its current stream
   :mem            free/total memory per device, and cudadev's allocation statistics
-  :time <code>    run an expression or statement; wall time and GPU time (events on the current stream)
+  :time <code>    run an expression or statement; wall time, and GPU time on a CUDA device (events on the
+                  current stream)
+  :doc <name>     the manual's entry for a name (:doc cd.zeros, :doc astype); help(f) for a function
   :sync           wait for every device (Ctrl-C stops waiting; the GPU work keeps running)
   :help           this text
   :quit           leave (Ctrl-D too)
 Expressions print their values; an incomplete statement continues on the next line (>>).
-Tab completes globals, fields and methods (cuda.dev<Tab>, a:<Tab>). Ctrl-C stops a running command, a loop
+Tab completes globals, fields and methods (cuda.dev<Tab>, a:<Tab>). A `local` typed at the prompt is kept
+for the lines after it. Ctrl-C stops a running command, a loop
 or a wait for the GPU; at the prompt it drops the line. The module is the global `cuda`.]]
 
 local commands = {}
@@ -389,6 +550,12 @@ function commands.mem(_, ctx)
   ctx.print(concat(out, "\n"))
 end
 
+function commands.doc(arg, ctx)
+  if arg == "" then return ctx.print("usage: :doc <name> (for example :doc cd.zeros)") end
+  local text, why = M.doc(arg)
+  ctx.print(text or why)
+end
+
 function commands.sync(_, ctx)
   local t0 = ctx.host.now()
   if ctx.eval_fn(cd.synchronize) then ctx.print("synchronized in " .. fmt_time(ctx.host.now() - t0)) end
@@ -408,8 +575,11 @@ function commands.time(arg, ctx)
   e1:record(stream)
   if not ctx.eval_fn(e1.synchronize, e1) then return end
   local wall = ctx.host.now() - t0
-  local okg, gpu = pcall(e0.elapsed, e0, e1)
   ctx.show(table.unpack(r, 2, r.n))
+  if dev.is_cpu then   -- the cpu device's events time the host: no second, "gpu" figure
+    return ctx.print(fmt("wall %s (on cpu)", fmt_time(wall)))
+  end
+  local okg, gpu = pcall(e0.elapsed, e0, e1)
   ctx.print(fmt("wall %s, gpu %s (events on %s)", fmt_time(wall), okg and fmt_time(gpu / 1e3) or "?",
     tostring(stream)))
 end
@@ -424,12 +594,27 @@ local function compile(src)
   if src:sub(1, 1) == "=" then src = "return " .. src:sub(2) end
   local f = load("return " .. src, "=stdin")
   if f then return f end
-  return load(src, "=stdin")
+  return load((M.rewrite_locals(src)), "=stdin")   -- NOTE [REPL locals]
 end
 
 local function incomplete(err) return err and err:sub(-5) == "<eof>" end
 
+-- What a host leaves out (doc/repl-install.md): lines from io.read, no history or completion, plain pcall.
+local function plain_readline(prompt)
+  io.stdout:write(prompt)
+  io.stdout:flush()
+  return io.read("l")
+end
+
+local host_defaults = {
+  readline = plain_readline,
+  add_history = function() end,
+  call = function(handler, f, ...) return xpcall(f, handler, ...) end,
+  now = function() return cd.now() end,
+}
+
 function M.run(host)
+  host = setmetatable(host or {}, { __index = host_defaults })
   local function out(s)
     io.stdout:write(s, "\n")
     io.stdout:flush()
@@ -459,6 +644,12 @@ function M.run(host)
   ctx.show = show
 
   if host.set_completer then host.set_completer(function(word, before) return M.complete(word, before) end) end
+  if rawget(_G, "help") == nil then   -- help(f) / help("cd.zeros"): the manual's entry (NOTE [REPL help])
+    rawset(_G, "help", function(v)
+      local text, why = M.doc(v == nil and "cd" or v)
+      out(text or why)
+    end)
+  end
   if host.banner then
     local ok, b = pcall(M.banner, not host.version_printed and host.version or nil)
     out(ok and b or ("banner: " .. tostring(b)))
@@ -468,8 +659,8 @@ function M.run(host)
     local line = host.readline("> ")
     if line == nil then break end                       -- end of input
     if line ~= false then
-      host.add_history(line)
       local cmd, arg = line:match("^%s*:([%a?]%w*)%s*(.-)%s*$")
+      if cmd or not line:match("%S") then host.add_history(line) end
       if cmd then
         local c = commands[cmd]
         if not c then out(fmt("unknown command ':%s' (:help lists them)", cmd))
@@ -483,10 +674,10 @@ function M.run(host)
         while not f and incomplete(err) do                 -- lua.c's multiline: wait for the rest
           local more = host.readline(">> ")
           if more == nil or more == false then break end
-          host.add_history(more)
           src = src .. "\n" .. more
-          f, err = load(src, "=stdin")
+          f, err = load((M.rewrite_locals(src)), "=stdin")
         end
+        host.add_history(src)                              -- a multi-line entry is one history item
         if f then
           local ok, msg = pcall(function(...) if ... then show(select(2, ...)) end end, ctx.eval_fn(f))
           if not ok then out(M.format_error(msg)) end
