@@ -166,6 +166,13 @@ static void release_record(state_anchor *a) {
 static int anchor_gc(lua_State *L) {
   state_anchor *a = cdv_test_magic(L, 1, sizeof *a, STATE_ANCHOR_MAGIC);
   if (a == NULL || a->st == NULL || a->st->anchor != a) return 0;   /* __gc never raises */
+  if (a->st->released || a->st->reg != lua_topointer(L, LUA_REGISTRYINDEX)) {   /* a record made since replaced it */
+    cdv_state *st = a->st;
+    a->st = NULL;
+    st->anchor = NULL;
+    cdv_state_unref(st);
+    return 0;
+  }
   lua_Debug ar;
   int main = lua_pushthread(L);
   lua_pop(L, 1);
