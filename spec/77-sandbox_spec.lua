@@ -140,6 +140,10 @@ describe("tostring in a sandbox", function()
         tostring(cd.launch_config{grid = 1, block = 1, stream = s})]]))
     assert.truthy(tostring(cd.stream("cpu")):find("0x", 1, true))   -- outside a sandbox, it does
   end)
+
+  it("shows no address of a value without a __tostring of its own (a device scope)", function()
+    assert.are.equal("cudadev.Scope", sandboxed("return tostring(cd.scope('cpu'))"))
+  end)
 end)
 
 describe("the limits of a sandboxed state", function()
@@ -150,6 +154,26 @@ describe("the limits of a sandboxed state", function()
       keep[17] = cd.empty(1, 'u8', {device = 'cpu'})]],
       "device memory quota of 64.0 KiB exceeded on cpu (requested 4.0 KiB, in use 64.0 KiB)",
       { memory_quota = 64 * 1024 })
+  end)
+
+  helper.gpu_it("count device memory in the block cache's 512-byte classes on a GPU", function()
+    refused([[
+      local keep = {}
+      for i = 1, 8 do keep[i] = cd.empty(1, 'u8', {device = 'cuda:0'}) end
+      keep[9] = cd.empty(1, 'u8', {device = 'cuda:0'})]],
+      "device memory quota of 4.0 KiB exceeded on cuda:0 (requested 512 B, in use 4.0 KiB)",
+      { memory_quota = 4096 })
+  end)
+
+  helper.gpu_it("let a sandboxed script compile with the toolkit's headers and launch on a GPU", function()
+    assert.are.equal("Stream(cuda:0 priority 0) 3.0", sandboxed([[
+      local s = cd.stream('cuda:0')
+      local m = cd.compile('#include <cuda_fp16.h>\nextern "C" __global__ void k(float *x) { x[0] = __half2float(__float2half(3.0f)); }',
+        {device = 'cuda:0'})
+      local a = cd.zeros(1, 'f32', {device = 'cuda:0'})
+      m.k({grid = 1, block = 1, stream = s}, a)
+      s:synchronize()
+      return tostring(s) .. ' ' .. a[1] ]]))
   end)
 
   it("cap the live arrays of a state, views not counted, and give the count back on free and collection", function()

@@ -307,18 +307,30 @@ void cdv_check_includes(lua_State *L, const cdv_compile_req *req) {
 /* ------------------------------------------------------------ NOTE [protected metatables] */
 /* NOTE [protected metatables]: in a sandbox, getmetatable(v) of a cudadev value answers its type's name, and
  * setmetatable on it fails: a script cannot change `__gc` (and stop a host's release callback), `__index` or
- * `__close`. Outside a sandbox the metatables stay readable (the REPL and cudadev.extra read `methods`, and
+ * `__close`. The types without a __tostring get one that shows their name without the userdata's address. Outside a sandbox the metatables stay readable (the REPL and cudadev.extra read `methods`, and
  * cd.Error is the Error metatable). The debug library reads past __metatable: NOTE [state record] and the
  * threat model in cudadev.h say what a host must remove. */
 static const char *const TYPES[] = {CDV_ARRAY, CDV_DEVICE, CDV_STREAM, CDV_EVENT, CDV_MODULE, CDV_KERNEL, CDV_GRAPH,
                                     CDV_LAUNCH_CONFIG, CDV_ERROR, "cudadev.Scope", "cudadev.StreamScope",
                                     "cudadev.AccessScope", "cudadev.Stage", NULL};
 
+/* __tostring of the types that have none (the scopes): their name, not Lua's "cudadev.Scope: 0x55d0..." */
+static int name_only(lua_State *L) {
+  lua_pushstring(L, lua_tostring(L, lua_upvalueindex(1)));
+  return 1;
+}
+
 void cdv_protect_metatables(lua_State *L) {
   for (int i = 0; TYPES[i] != NULL; i++) {
     if (luaL_getmetatable(L, TYPES[i]) == LUA_TTABLE) {
       lua_pushstring(L, TYPES[i]);
       lua_setfield(L, -2, "__metatable");
+      if (lua_getfield(L, -1, "__tostring") == LUA_TNIL) {
+        lua_pushstring(L, TYPES[i]);
+        lua_pushcclosure(L, name_only, 1);
+        lua_setfield(L, -3, "__tostring");
+      }
+      lua_pop(L, 1);
     }
     lua_pop(L, 1);
   }
