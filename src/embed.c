@@ -120,7 +120,8 @@ size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
   size_t c = kind == CDV_MEM_PINNED ? cdv_pinned_class(bytes) : kind == CDV_MEM_DEVICE ? cdv_block_class(bytes) : bytes;
   if (c < bytes) return SIZE_MAX;   /* no class holds it: the allocation fails anyway */
   if (d->is_cpu || kind == CDV_MEM_PINNED) {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    static size_t pg;   /* a benign race: every thread writes the same value */
+    if (pg == 0) pg = (size_t)sysconf(_SC_PAGESIZE);
     c = c > SIZE_MAX - (pg - 1) ? SIZE_MAX : (c + pg - 1) & ~(pg - 1);
   }
   return c;
