@@ -89,6 +89,8 @@ for _, r in ipairs(runs) do
         "available in this sandbox")
       has_line(out, ("sandbox: refused memory beyond the quota: device memory quota of 128.0 KiB exceeded on %s " ..
         "(requested 256.0 KiB, in use 0 B)"):format(default_dev))
+      has_line(out, "sandbox: refused the debug library: attempt to index a nil value (global 'debug')")
+      has_line(out, "sandbox: refused a metatable change: attempt to index a string value")
       has_line(out, "sandbox: allowed: arrays within the quota, and again after frees")
       if r.gpu then
         has_line(out, "sandbox: allowed: compiling on host with allowed options")
@@ -97,7 +99,7 @@ for _, r in ipairs(runs) do
       end
       has_line(out, "sandbox: host callback raised Error: host: frame 7 is not ready")
       has_line(out, "host: check ok: buf[i] == 3 for all 1024 elements")
-      has_line(out, ("host: still running after %d refusals; quota in use: 0 bytes"):format(r.gpu and 8 or 7))
+      has_line(out, ("host: still running after %d refusals; quota in use: 0 bytes"):format(r.gpu and 10 or 9))
       has_line(out, "host: release callback called once, at lua_close")
       has_line(out, "embed_host: ok")
     end)

@@ -176,7 +176,8 @@ static int mem_alloc(cdv_state *st, cdv_device *d, int kind, size_t bytes, void 
 /* Allocates a block; on out of memory collects garbage (which may free blocks), retries once, then
  * raises `out of memory on cuda:0 (requested X, free Y)`. */
 static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int kind, size_t bytes, void *stream) {
-  cdv_state *quota = cdv_quota_check(L, st, d, bytes);   /* NOTE [state limits]: raises when over */
+  size_t charged = cdv_footprint(d, kind, bytes);
+  cdv_state *quota = cdv_quota_check(L, st, d, charged);   /* NOTE [state limits]: raises when over */
   cdv_block *b = calloc(1, sizeof *b);
   cdv_err e;
   if (b == NULL) luaL_error(L, "not enough host memory");
@@ -204,8 +205,11 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
   b->last_dev = d;
   b->last_stream = stream;
   b->quota = quota;
+  b->charged = charged;
   b->owner = st;
-  if (quota != NULL) quota->quota_used += bytes;
+  cdv_state_ref(st);   /* NOTE [state record]: the block counts against it until freed */
+  st->live_arrays++;
+  if (quota != NULL) quota->quota_used += charged;
   cdv_mem_account(d, (int64_t)bytes, 1);
   gc_pressure(L, st, bytes);
   return b;
@@ -231,7 +235,8 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   int rc = 0;
   cdv_device *d = b->dev;
   if (b->release == NULL && !b->borrowed) cdv_mem_account(d, -(int64_t)b->bytes, -1);
-  if (b->quota != NULL) b->quota->quota_used -= b->bytes;
+  if (b->quota != NULL) b->quota->quota_used -= b->charged;
+  if (b->owner != NULL) b->owner->live_arrays--;
   if (b->owner != NULL) b->owner->gc_pressure -= b->owner->gc_pressure < b->bytes ? b->owner->gc_pressure : b->bytes;
   if (b->release != NULL) {   /* the host's memory: hand it back once the work queued on it is done */
     cdv_device *ld = b->last_dev;
@@ -253,6 +258,7 @@ static int block_unref(cdv_block *b, cdv_err *e) {
     else if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
   }
   cdv_live_add(CDV_LIVE_BLOCK, -1);
+  if (b->owner != NULL) cdv_state_unref(b->owner);
   free(b);
   return rc;
 }

@@ -294,9 +294,22 @@ typedef struct cdv_state {
   int nheld;
   int closing;                               /* the state is closing: freed blocks go straight back */
   cdv_held_block held[CDV_BLOCK_SLOTS];
+  /* NOTE [state record] (cudadev.c): the record is C memory, found by the state's registry table */
+  const void *reg;                           /* lua_topointer(L, LUA_REGISTRYINDEX): the state's identity */
+  void *anchor;                              /* the registry's userdata that finds it (NULL once released) */
+  int refs;                                  /* the state itself, each block it owns, each Kernel */
+  int released;                              /* its state closed: no longer found by reg */
+  size_t max_arrays, live_arrays;            /* NOTE [state limits]: allocations the state may hold at once */
+  char **allowed_options;                    /* cudadev_options.allowed_compile_options (NULL: any) */
+  char **include_dirs;                       /* cudadev_options.include_dirs, resolved (NULL: the toolkit's) */
 } cdv_state;
 
+#define CDV_DEFAULT_MAX_ARRAYS ((size_t)1 << 20)   /* NOTE [state limits]: cudadev_options.max_arrays 0 */
 cdv_state *cdv_get_state(lua_State *L);
+/* The record without creating one, for finalizers (never raises; NULL when there is none) */
+cdv_state *cdv_peek_state(lua_State *L);
+void cdv_state_ref(cdv_state *st);
+void cdv_state_unref(cdv_state *st);          /* the last reference frees the record of a closed state */
 
 /* NOTE [stale release]: a reset of a CUDA device destroys its context, and with it the memory, streams,
  * events, modules and graphs made before: releasing such a stale object must not call the driver on a dead
@@ -350,6 +363,7 @@ typedef struct cdv_block {
   void *release_ud;
   int borrowed;           /* host memory we must not free */
   cdv_state *quota;       /* the state whose quota counts the block (NULL: none); NOTE [state limits] */
+  size_t charged;         /* what the quota counts for it: what the allocation really holds (cdv_footprint) */
   cdv_state *owner;       /* the state that allocated it, whose cache keeps it when freed (NOTE [block cache]) */
 } cdv_block;
 
@@ -366,6 +380,17 @@ typedef struct cdv_block {
 #define CDV_GRAPH_MAGIC 0x63647647726170ULL    /* "cdvGrap" */
 #define CDV_SCOPE_MAGIC 0x63647653636f70ULL    /* "cdvScop"; + 1 for access scopes (peer.c) */
 #define CDV_LCFG_MAGIC 0x6364764c436667ULL     /* "cdvLCfg" */
+
+/* luaL_setmetatable, safe when a script (with the debug library) put something else than a table at the type's
+ * name in the registry: the value then gets no metatable (no methods, no finalizer), never a bad pointer */
+static inline void cdv_setmetatable(lua_State *L, const char *tname) {
+  if (luaL_getmetatable(L, tname) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+  }
+  lua_setmetatable(L, -2);
+}
+#define luaL_setmetatable(L, tname) cdv_setmetatable((L), (tname))
 
 /* the full userdata at idx when it is at least size bytes and starts with magic, else NULL */
 static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t magic) {
@@ -539,7 +564,15 @@ cdv_hooks cdv_get_hooks(void);
 /* NOTE [state limits]: raises when `bytes` more would exceed the state's quota (after a collection); returns
  * the state to charge (block->quota; the caller adds to quota_used), or NULL when there is no quota. */
 cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes);
+/* what an allocation of `bytes` of that kind on d really holds: its class, whole pages on the cpu device */
+size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes);
+size_t cdv_pinned_class(size_t bytes);        /* memory.c: NOTE [pinned pool]'s class of a request (> 0) */
 void cdv_check_compile_options(lua_State *L, int n, const char *const *opts);   /* the allow-list; raises */
+/* NOTE [sandboxed includes]: in a sandbox, refuses what NVRTC would read outside the allowed directories */
+void cdv_check_includes(lua_State *L, const cdv_compile_req *req);
+void cdv_free_state_options(cdv_state *st);   /* the lists of the options (the record's end) */
+void cdv_protect_metatables(lua_State *L);    /* NOTE [protected metatables]: in a sandbox */
+int cdv_sandbox_run(lua_State *L);            /* cd._sandbox(script [, options]) */
 /* NOTE [interruptible waits]: synchronize on a device / stream / event; in an interruptible state they
  * poll and raise "interrupted!" on cudadev_interrupt(). -1 with *e on a backend failure. */
 int cdv_wait_device(lua_State *L, cdv_device *d, cdv_err *e);

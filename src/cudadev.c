@@ -13,9 +13,32 @@
 struct cdv_embedded { const char *name; const char *data; size_t len; };
 extern const struct cdv_embedded cdv_embedded_files[];
 
-/* The registry key of the state record: this variable's address, a light userdata, so the lookup hashes a
- * pointer instead of interning a C string (cdv_get_state runs several times per allocation). */
-static const char STATE_KEY = 0;
+/* NOTE [state record]: each lua_State has one record (cdv_state) of cudadev's per-state settings and caches:
+ * the sandbox and its limits, the default device, the current streams, the blocks kept for reuse. It is C
+ * memory, not a Lua value, so that a script cannot delete or replace it, even with the debug library (a record
+ * in the registry could be removed, and cudadev would then have made a fresh, unsandboxed one). The state finds
+ * it through an anchor: a small userdata in the registry that points at the record and that the record points
+ * back at; cdv_get_state checks both directions, and the registry table's address (which no script can change),
+ * before it trusts the anchor. The record also sits in a process-wide table (`records`, under a lock) keyed by
+ * that address, which is what makes it fail closed: when the anchor is gone or not the record's, a new record
+ * for the same state inherits the options of every record still listed for that address (a sandboxed state stays
+ * sandboxed, with its limits), and those records leave the table.
+ * The record is freed when nothing needs it: the anchor holds one reference, each block the state allocated one
+ * (blocks remember the state whose quota and cache they count against), and each Kernel one (its launch path
+ * reads the state's record). The anchor's finalizer releases its reference only at lua_close: on the main
+ * thread with no function running below it, while the registry still holds it. lua_close unwinds every call
+ * first, while a script's code always has a frame of its own; at any other time (a script removed the anchor from
+ * the registry and the collector found it) the anchor is put back and its finalizer armed again. */
+static const char ANCHOR_KEY = 0;
+#define STATE_ANCHOR_MAGIC 0x63647653746174ULL    /* "cdvStat" (NOTE [magic]) */
+typedef struct state_anchor {
+  uint64_t magic;
+  cdv_state *st;   /* NULL once released */
+} state_anchor;
+
+static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
+static cdv_state **records;
+static int nrecords, caprecords;
 
 long cdv_live[CDV_LIVE_N];   /* NOTE [live objects] */
 
@@ -126,34 +149,142 @@ static int l_hooks(lua_State *L) {
   return 1;
 }
 
-/* The state closes: the device blocks it kept for reuse go back (NOTE [block cache]). Its finalizer was set
- * before any object of the module existed, so it runs after theirs; a block freed later still goes back. */
-static int state_gc(lua_State *L) {
-  cdv_state *st = lua_touserdata(L, 1);
+/* takes st out of the table (records_lock held) */
+static void unlist(cdv_state *st) {
+  for (int i = 0; i < nrecords; i++)
+    if (records[i] == st) {
+      records[i] = records[--nrecords];
+      break;
+    }
+}
+
+void cdv_state_ref(cdv_state *st) { __atomic_add_fetch(&st->refs, 1, __ATOMIC_RELAXED); }
+
+void cdv_state_unref(cdv_state *st) {
+  if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+  pthread_mutex_lock(&records_lock);
+  unlist(st);
+  pthread_mutex_unlock(&records_lock);
+  cdv_free_state_options(st);
+  free(st);
+}
+
+/* NOTE [state record]: the close of the state gives the kept blocks back (errors are moot: the state is
+ * going). The anchor was made before any object of the module, so its finalizer runs after theirs; a block
+ * freed later still goes back, and what still holds the record keeps it. */
+static void release_record(state_anchor *a) {
+  cdv_state *st = a->st;
   cdv_err e;
-  cdv_block_release(st, NULL, NULL, 1, &e);   /* errors are moot: the state is going */
+  a->st = NULL;
+  st->anchor = NULL;
+  cdv_block_release(st, NULL, NULL, 1, &e);
   st->closing = 1;
+  pthread_mutex_lock(&records_lock);
+  st->released = 1;
+  pthread_mutex_unlock(&records_lock);
+  cdv_state_unref(st);
+}
+
+static int anchor_gc(lua_State *L) {
+  state_anchor *a = cdv_test_magic(L, 1, sizeof *a, STATE_ANCHOR_MAGIC);
+  if (a == NULL || a->st == NULL || a->st->anchor != a) return 0;   /* __gc never raises */
+  if (a->st->released || a->st->reg != lua_topointer(L, LUA_REGISTRYINDEX)) {   /* a record made since replaced it */
+    cdv_state *st = a->st;
+    a->st = NULL;
+    st->anchor = NULL;
+    cdv_state_unref(st);
+    return 0;
+  }
+  lua_Debug ar;
+  int main = lua_pushthread(L);
+  lua_pop(L, 1);
+  int held = lua_rawgetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY) == LUA_TUSERDATA && lua_touserdata(L, -1) == a;
+  lua_pop(L, 1);
+  if (main && held && !lua_getstack(L, 1, &ar)) {   /* lua_close */
+    release_record(a);
+    return 0;
+  }
+  if (!held) {   /* removed from the registry by a script: back it goes, its finalizer armed again */
+    lua_pushvalue(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY);
+    if (lua_getmetatable(L, 1)) lua_setmetatable(L, 1);
+  }
   return 0;
 }
 
-/* The state record lives in the registry as a userdata, so it dies with the lua_State. */
-cdv_state *cdv_get_state(lua_State *L) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &STATE_KEY) == LUA_TUSERDATA) {
-    cdv_state *st = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    return st;
+/* the record that the registry's anchor names, when the anchor is genuine and the record this state's */
+static cdv_state *anchored(lua_State *L) {
+  cdv_state *st = NULL;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY) == LUA_TUSERDATA) {
+    state_anchor *a = cdv_test_magic(L, -1, sizeof *a, STATE_ANCHOR_MAGIC);
+    if (a != NULL && a->st != NULL && a->st->anchor == a && a->st->reg == lua_topointer(L, LUA_REGISTRYINDEX))
+      st = a->st;
   }
   lua_pop(L, 1);
-  cdv_state *st = lua_newuserdatauv(L, sizeof *st, 0);
-  memset(st, 0, sizeof *st);
+  return st;
+}
+
+cdv_state *cdv_peek_state(lua_State *L) { return anchored(L); }
+
+/* NOTE [state record]: a new record for this state, failing closed over the ones still listed for it */
+static cdv_state *new_record(lua_State *L) {
+  const void *reg = lua_topointer(L, LUA_REGISTRYINDEX);
+  state_anchor *a = lua_newuserdatauv(L, sizeof *a, 0);   /* closed until the record exists */
+  a->magic = STATE_ANCHOR_MAGIC;
+  a->st = NULL;
+  lua_createtable(L, 0, 2);   /* its own, not one in the registry that a script could replace */
+  lua_pushcfunction(L, anchor_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushliteral(L, "cudadev.StateAnchor");
+  lua_setfield(L, -2, "__metatable");   /* NOTE [protected metatables] */
+  lua_setmetatable(L, -2);
+  cdv_state *st = calloc(1, sizeof *st);
+  if (st == NULL) luaL_error(L, "not enough memory");
   st->default_device = -1;
   const char *lb = getenv("CUDA_LAUNCH_BLOCKING");
   st->launch_blocking = lb != NULL && strcmp(lb, "1") == 0;
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, state_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
+  st->reg = reg;
+  st->refs = 1;
+  st->anchor = a;
+  a->st = st;
+  pthread_mutex_lock(&records_lock);
+  int grow = nrecords == caprecords;
+  cdv_state **more = grow ? realloc(records, sizeof *records * (size_t)(caprecords ? 2 * caprecords : 16)) : records;
+  if (more == NULL) {
+    pthread_mutex_unlock(&records_lock);
+    a->st = NULL;
+    free(st);
+    luaL_error(L, "not enough memory");
+  }
+  if (grow) caprecords = caprecords ? 2 * caprecords : 16;
+  records = more;
+  for (int i = 0; i < nrecords;) {   /* the state's earlier records: their anchor is gone, or not theirs */
+    cdv_state *old = records[i];
+    if (old->reg != reg) {
+      i++;
+      continue;
+    }
+    if (old->sandbox) st->sandbox = 1;   /* the strictest of each limit */
+    if (old->quota != 0 && (st->quota == 0 || old->quota < st->quota)) st->quota = old->quota;
+    if (old->max_arrays != 0 && (st->max_arrays == 0 || old->max_arrays < st->max_arrays))
+      st->max_arrays = old->max_arrays;
+    st->quota_used += old->quota_used;   /* its blocks give back to it: counted twice, never less */
+    st->live_arrays += old->live_arrays;
+    if (st->allowed_options == NULL) {
+      st->allowed_options = old->allowed_options;
+      old->allowed_options = NULL;
+    }
+    if (st->include_dirs == NULL) {
+      st->include_dirs = old->include_dirs;
+      old->include_dirs = NULL;
+    }
+    old->reg = NULL;
+    old->released = 1;
+    records[i] = records[--nrecords];
+  }
+  records[nrecords++] = st;
+  pthread_mutex_unlock(&records_lock);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY);
   const char **keys[] = {&st->key_grid, &st->key_block, &st->key_dim, &st->key_shared, &st->key_stream, &st->key_device,
                          &st->key_cooperative};
   static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative"};
@@ -165,6 +296,12 @@ cdv_state *cdv_get_state(lua_State *L) {
   lua_setfield(L, LUA_REGISTRYINDEX, "cudadev.launch_keys");
   return st;
 }
+
+cdv_state *cdv_get_state(lua_State *L) {
+  cdv_state *st = anchored(L);
+  return st != NULL ? st : new_record(L);
+}
+
 
 /* The parts of the module written in Lua, run at open in this order (the embedded files come sorted by name):
  * each gets the module table, the Array metatable (whose methods table it may extend) and a table the parts
@@ -197,7 +334,7 @@ static void load_embedded(lua_State *L) {
 
 CUDADEV_API int luaopen_cudadev(lua_State *L) {
   luaL_checkversion(L);
-  cdv_get_state(L);
+  cdv_get_state(L);   /* NOTE [state record]: the anchor is made before any object of the module */
   lua_newtable(L);
   cdv_error_open(L);
   cdv_device_open(L);
@@ -218,8 +355,11 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   lua_setfield(L, -2, "now");
   lua_pushcfunction(L, l_doc_files);
   lua_setfield(L, -2, "_doc_files");
+  lua_pushcfunction(L, cdv_sandbox_run);
+  lua_setfield(L, -2, "_sandbox");
   lua_pushliteral(L, CDV_VERSION);
   lua_setfield(L, -2, "version");
   load_embedded(L);
+  if (cdv_get_state(L)->sandbox) cdv_protect_metatables(L);   /* NOTE [protected metatables] */
   return 1;
 }

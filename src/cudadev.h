@@ -15,6 +15,19 @@
  * call them from a C function that Lua runs, or under lua_pcall, as with luaL_checkinteger. The option
  * setters never raise. Each lua_State has its own options; several states may use cudadev at the same
  * time from different threads (one thread per state at a time, as Lua requires).
+ *
+ * The sandbox's threat model (doc/sandbox.md): a sandboxed state's script, even one that has the debug library,
+ * gets and gives no raw address (pointers, stream handles, contexts; none in tostring), runs no native host code
+ * (no cd.load_module, no cpu kernels), makes NVRTC (which runs in the host process) read no file outside the
+ * allowed include directories (include_dirs; the toolkit's by default) nor take options that name files, holds
+ * at most memory_quota bytes as its allocations really hold them and at most max_arrays allocations, and cannot
+ * read or change the metatables of cudadev values. Its sandbox record is C memory keyed by the state, out of the
+ * script's reach: a record found removed or replaced is made again with the same limits. The rest is the host's:
+ * remove from the state what the script must not have (debug, package.loadlib and the C searchers, io, os, as
+ * needed), bound its CPU time (lua_sethook with a count; interruptible for waits on the GPU), its host memory (a
+ * lua_Alloc with a budget) and its GPU time. With the debug library a script can still stop finalizers, its own
+ * and cudadev's: memory it held stays allocated, and a host's release callback is not called; a host that relies
+ * on those, or runs scripts one after another in one process, removes debug (examples/embed/host.c does).
  */
 #ifndef CUDADEV_H
 #define CUDADEV_H
@@ -44,10 +57,12 @@ CUDADEV_API const char *cudadev_version(void);
  * They raise only when Lua runs out of memory. cudadev_set_options(L, NULL) restores the defaults. */
 typedef struct cudadev_options {
   /* No raw addresses (a.ptr, s.handle, integers as pointer arguments, map_cuda_device with a context
-   * pointer), no cd.load_module, no kernel compilation for the cpu device (it runs native host code). */
+   * pointer, handles in tostring), no cd.load_module, no kernel compilation for the cpu device (it runs
+   * native host code), CUDA compiles that read only allowed files (include_dirs), protected metatables. */
   int sandbox;
   /* Bytes of memory that the state's arrays may hold at once, on all devices together, the cpu device's
-   * host memory included (0: no limit). An allocation beyond it raises `device memory quota of X exceeded
+   * host memory included (0: no limit), each allocation counted as what it really holds (its size class;
+   * whole pages on the cpu device). An allocation beyond it raises `device memory quota of X exceeded
    * on cuda:0 (requested Y, in use Z)` once a garbage collection found nothing to give back; freed and
    * collected arrays give their bytes back. Staging copies (printing a GPU array, a[i], a:totable(),
    * copies from Lua tables) count while they exist. Arrays over host memory (cudadev_push_array) do not. */
@@ -58,6 +73,15 @@ typedef struct cudadev_options {
   const char *const *allowed_compile_options;
   /* Waits for a device, stream or event (synchronize) poll and can be cut short by cudadev_interrupt. */
   int interruptible;
+  /* NULL-terminated list of the directories whose files a sandboxed state's CUDA compiles may #include and
+   * name in include_paths (NULL: the CUDA toolkit's include directories only). Resolved (realpath) and copied
+   * when set; a directory that does not exist allows nothing. Outside a sandbox, any. */
+  const char *const *include_dirs;
+  /* Arrays that own memory which the state may hold at once (views do not count; 0: 1 << 20, 1048576). Each
+   * allocation of the cpu device is a mapping of the process, and the process has about 65k
+   * (vm.max_map_count): a script that holds more makes unrelated allocations fail. Beyond it, allocations raise
+   * `too many live arrays in this state (the limit is N; ...)` once a garbage collection freed nothing. */
+  size_t max_arrays;
 } cudadev_options;
 
 CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *opts);
@@ -65,6 +89,8 @@ CUDADEV_API void cudadev_set_sandbox(lua_State *L, int on);
 CUDADEV_API void cudadev_set_memory_quota(lua_State *L, size_t bytes);
 CUDADEV_API void cudadev_set_allowed_compile_options(lua_State *L, const char *const *options);
 CUDADEV_API void cudadev_set_interruptible(lua_State *L, int on);
+CUDADEV_API void cudadev_set_include_dirs(lua_State *L, const char *const *dirs);
+CUDADEV_API void cudadev_set_max_arrays(lua_State *L, size_t n);
 /* Bytes the state's arrays hold now under its quota. */
 CUDADEV_API size_t cudadev_memory_quota_used(lua_State *L);
 

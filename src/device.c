@@ -356,7 +356,7 @@ void cdv_device_use(lua_State *L, cdv_device *d) {
 /* ------------------------------------------------------------ Device values */
 
 void cdv_push_device(lua_State *L, cdv_device *d) {
-  lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.device_values");
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.device_values");   /* made anew if a script removed it */
   if (lua_rawgeti(L, -1, d->index) == LUA_TNIL) {
     lua_pop(L, 1);
     device_ud *p = lua_newuserdatauv(L, sizeof *p, 0);

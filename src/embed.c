@@ -9,8 +9,11 @@
  * against: every block dies before its state, since lua_close runs all finalizers before freeing
  * anything); module.c asks cdv_check_compile_options and refuses cpu compiles in a sandbox; array.c
  * (a.ptr), stream.c (s.handle), module.c (integers as pointers, load_module) and peer.c (map_cuda_device
- * with a context pointer) refuse raw addresses in a sandbox. The allow-list is a table in the registry, so
- * it dies with the state and needs no finalizer.
+ * with a context pointer) refuse raw addresses in a sandbox. The quota counts what an allocation really holds
+ * (cdv_footprint), and every state has a cap on the allocations it holds at once (max_arrays, by default
+ * CDV_DEFAULT_MAX_ARRAYS): on the cpu device each is a mapping, and the process has about 65k. The lists
+ * (allowed compile options, include directories) are C copies in the record, out of a script's reach
+ * (NOTE [state record]); NOTE [sandboxed includes] (sandbox.c) says what a sandbox lets NVRTC read.
  *
  * NOTE [interruptible waits]: a REPL (luacuda) wants Ctrl-C to stop a wait for the GPU, not only a Lua
  * loop. In a state marked interruptible, synchronize on a device, stream or event polls the backend's
@@ -22,24 +25,27 @@
  * the helper to finish on its own. States that are not interruptible (the default) wait with the
  * backend's blocking call, on the calling thread.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cdv.h"
 #include "cpu.h"
 #include "cudadev.h"
 
-static const char ALLOWED_KEY[] = "cudadev.allowed_compile_options";
-
 CUDADEV_API const char *cudadev_version(void) { return CDV_VERSION; }
 
 /* ------------------------------------------------------------ options */
 
-CUDADEV_API void cudadev_set_sandbox(lua_State *L, int on) { cdv_get_state(L)->sandbox = on != 0; }
+CUDADEV_API void cudadev_set_sandbox(lua_State *L, int on) {
+  cdv_get_state(L)->sandbox = on != 0;
+  if (on) cdv_protect_metatables(L);   /* NOTE [protected metatables]: those already made */
+}
 
 CUDADEV_API void cudadev_set_memory_quota(lua_State *L, size_t bytes) { cdv_get_state(L)->quota = bytes; }
 
@@ -47,30 +53,91 @@ CUDADEV_API void cudadev_set_interruptible(lua_State *L, int on) { cdv_get_state
 
 CUDADEV_API size_t cudadev_memory_quota_used(lua_State *L) { return cdv_get_state(L)->quota_used; }
 
-CUDADEV_API void cudadev_set_allowed_compile_options(lua_State *L, const char *const *options) {
-  if (options == NULL) {
-    lua_pushnil(L);
-  } else {
-    lua_newtable(L);
-    for (int i = 0; options[i] != NULL; i++) {
-      lua_pushstring(L, options[i]);
-      lua_rawseti(L, -2, i + 1);
-    }
-  }
-  lua_setfield(L, LUA_REGISTRYINDEX, ALLOWED_KEY);
+CUDADEV_API void cudadev_set_max_arrays(lua_State *L, size_t n) { cdv_get_state(L)->max_arrays = n; }
+
+static void free_list(char **v) {
+  for (size_t i = 0; v != NULL && v[i] != NULL; i++) free(v[i]);
+  free(v);
 }
 
+void cdv_free_state_options(cdv_state *st) {
+  free_list(st->allowed_options);
+  free_list(st->include_dirs);
+  st->allowed_options = st->include_dirs = NULL;
+}
+
+/* A copy of a NULL-terminated list (NULL for NULL); with `resolve`, each entry as realpath gives it, and those
+ * realpath cannot resolve left out (a directory that does not exist allows nothing). NULL when out of memory. */
+static char **copy_list(const char *const *v, int resolve, int *oom) {
+  size_t n = 0;
+  *oom = 0;
+  if (v == NULL) return NULL;
+  while (v[n] != NULL) n++;
+  char **out = calloc(n + 1, sizeof *out);
+  if (out == NULL) goto fail;
+  for (size_t i = 0, k = 0; i < n; i++) {
+    char *c = resolve ? realpath(v[i], NULL) : strdup(v[i]);
+    if (c == NULL && (!resolve || errno == ENOMEM)) goto fail;
+    if (c != NULL) out[k++] = c;
+  }
+  return out;
+fail:
+  free_list(out);
+  *oom = 1;
+  return NULL;
+}
+
+/* The lists are copied into the state's record (C memory a script cannot reach: NOTE [state record]). */
+static void set_list(lua_State *L, int which, const char *const *list) {
+  cdv_state *st = cdv_get_state(L);
+  int oom;
+  char **v = copy_list(list, which, &oom), ***slot = which ? &st->include_dirs : &st->allowed_options;
+  if (oom) luaL_error(L, "not enough memory");
+  free_list(*slot);
+  *slot = v;
+}
+
+CUDADEV_API void cudadev_set_allowed_compile_options(lua_State *L, const char *const *options) {
+  set_list(L, 0, options);
+}
+
+CUDADEV_API void cudadev_set_include_dirs(lua_State *L, const char *const *dirs) { set_list(L, 1, dirs); }
+
 CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *o) {
-  static const cudadev_options defaults = {0, 0, NULL, 0};
+  static const cudadev_options defaults = {0, 0, NULL, 0, NULL, 0};
   if (o == NULL) o = &defaults;
-  cudadev_set_sandbox(L, o->sandbox);
   cudadev_set_memory_quota(L, o->memory_quota);
   cudadev_set_allowed_compile_options(L, o->allowed_compile_options);
   cudadev_set_interruptible(L, o->interruptible);
+  cudadev_set_include_dirs(L, o->include_dirs);
+  cudadev_set_max_arrays(L, o->max_arrays);
+  cudadev_set_sandbox(L, o->sandbox);
 }
 
-/* NOTE [state limits] */
+/* NOTE [state limits]: an allocation really holds its size class (the block cache's, or the pinned pool's),
+ * and the cpu device maps whole pages for it. */
+size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
+  if (bytes == 0) return 0;
+  size_t c = kind == CDV_MEM_PINNED ? cdv_pinned_class(bytes) : kind == CDV_MEM_DEVICE ? cdv_block_class(bytes) : bytes;
+  if (c < bytes) return SIZE_MAX;   /* no class holds it: the allocation fails anyway */
+  if (d->is_cpu || kind == CDV_MEM_PINNED) {
+    static size_t pg;   /* a benign race: every thread writes the same value */
+    if (pg == 0) pg = (size_t)sysconf(_SC_PAGESIZE);
+    c = c > SIZE_MAX - (pg - 1) ? SIZE_MAX : (c + pg - 1) & ~(pg - 1);
+  }
+  return c;
+}
+
+/* NOTE [state limits]: a cap on the allocations a state holds at once (each is at least one mapping of the
+ * process on the cpu device, whose count the kernel limits: vm.max_map_count, about 65k), then the quota */
 cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes) {
+  size_t max_arrays = st->max_arrays ? st->max_arrays : CDV_DEFAULT_MAX_ARRAYS;
+  if (st->live_arrays >= max_arrays) {
+    lua_gc(L, LUA_GCCOLLECT);   /* arrays nobody holds any more go */
+    if (st->live_arrays >= max_arrays)
+      luaL_error(L, "too many live arrays in this state (the limit is %I; free some, or raise max_arrays in "
+                 "cudadev_options)", (lua_Integer)max_arrays);
+  }
   if (st->quota == 0) return NULL;
   if (st->quota_used + bytes > st->quota || st->quota_used + bytes < bytes) {
     lua_gc(L, LUA_GCCOLLECT);   /* arrays nobody holds any more give their bytes back */
@@ -84,42 +151,31 @@ cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t by
   return st;
 }
 
-static int option_allowed(lua_State *L, int list, const char *opt) {
-  lua_Integer n = (lua_Integer)lua_rawlen(L, list);
-  for (lua_Integer i = 1; i <= n; i++) {
-    lua_rawgeti(L, list, i);
-    size_t len;
-    const char *a = lua_tolstring(L, -1, &len);
-    int ok = a != NULL && (strcmp(a, opt) == 0 || (len > 0 && a[len - 1] == '*' && strncmp(a, opt, len - 1) == 0));
-    lua_pop(L, 1);
-    if (ok) return 1;
+static int option_allowed(char **list, const char *opt) {
+  for (size_t i = 0; list[i] != NULL; i++) {
+    size_t len = strlen(list[i]);
+    if (strcmp(list[i], opt) == 0 || (len > 0 && list[i][len - 1] == '*' && strncmp(list[i], opt, len - 1) == 0))
+      return 1;
   }
   return 0;
 }
 
 void cdv_check_compile_options(lua_State *L, int n, const char *const *opts) {
-  if (n == 0) return;
-  if (lua_getfield(L, LUA_REGISTRYINDEX, ALLOWED_KEY) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return;
-  }
-  int list = lua_gettop(L);
+  char **list = cdv_get_state(L)->allowed_options;
+  if (n == 0 || list == NULL) return;
   for (int i = 0; i < n; i++) {
-    if (option_allowed(L, list, opts[i])) continue;
+    if (option_allowed(list, opts[i])) continue;
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    lua_Integer k = (lua_Integer)lua_rawlen(L, list);
-    for (lua_Integer j = 1; j <= k; j++) {
-      if (j > 1) luaL_addstring(&b, ", ");
-      lua_rawgeti(L, list, j);
-      luaL_addvalue(&b);
+    for (size_t j = 0; list[j] != NULL; j++) {
+      if (j > 0) luaL_addstring(&b, ", ");
+      luaL_addstring(&b, list[j]);
     }
-    if (k == 0) luaL_addstring(&b, "none");
+    if (list[0] == NULL) luaL_addstring(&b, "none");
     luaL_pushresult(&b);
     luaL_error(L, "bad option 'options' to 'compile' (compile option '%s' is not allowed here; allowed: %s)", opts[i],
                lua_tostring(L, -1));
   }
-  lua_pop(L, 1);
 }
 
 /* ------------------------------------------------------------ interruptible waits */
@@ -209,8 +265,8 @@ static int device_wait_query(cdv_device *d, void *h, int *done, cdv_err *e) {
 
 /* poll_until_done's unwinding would lose the record: abandon it to the helper first (a to-be-closed value) */
 static int device_wait_close(lua_State *L) {
-  device_wait **pw = lua_touserdata(L, 1), *w = *pw;
-  if (w == NULL) return 0;
+  device_wait **pw = lua_touserdata(L, 1), *w;
+  if (pw == NULL || lua_rawlen(L, 1) != sizeof *pw || (w = *pw) == NULL) return 0;   /* the debug library */
   *pw = NULL;
   pthread_mutex_lock(&w->lock);
   int done = w->done;

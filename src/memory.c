@@ -53,6 +53,11 @@ static size_t pinned_class(size_t bytes, int *bin) {
   return c;
 }
 
+size_t cdv_pinned_class(size_t bytes) {
+  int bin;
+  return pinned_class(bytes, &bin);
+}
+
 static size_t bin_bytes(int bin) {
   if (bin == 0) return (size_t)1 << PINNED_MIN_LOG2;
   int k = PINNED_MIN_LOG2 + (bin - 1) / 4;

@@ -338,6 +338,16 @@ static int l_compile(lua_State *L) {
   if (d != NULL && d->is_cpu && cdv_get_state(L)->sandbox)   /* a cpu kernel is native host code */
     return luaL_error(L, "compiling kernels for the cpu device is not available in this sandbox");
   if (!arch && d != NULL) arch = d->arch;
+  strlist nvopts = opts;   /* what NVRTC gets */
+  if (cdv_get_state(L)->sandbox) {   /* NOTE [sandboxed includes]: before any cache is asked */
+    cdv_compile_req chk = {src, srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n, incs.v,
+                           0, NULL, NULL, arch, 0, 0};
+    cdv_check_includes(L, &chk);
+    nvopts.v = lua_newuserdatauv(L, sizeof(char *) * (size_t)(opts.n + 2), 0);
+    memcpy(nvopts.v, opts.v, sizeof(char *) * (size_t)opts.n);
+    nvopts.v[nvopts.n++] = "--no-source-include";
+    nvopts.v[nvopts.n] = NULL;
+  }
   const cdv_backend *be = d != NULL ? d->be : &cdv_backend_cuda;
   if (d != NULL) cdv_device_use(L, d);
 
@@ -345,7 +355,7 @@ static int l_compile(lua_State *L) {
   hash_str(&h, be->kind);
   hash_bytes(&h, src, srclen);
   hash_str(&h, name);
-  for (int i = 0; i < opts.n; i++) hash_str(&h, opts.v[i]);
+  for (int i = 0; i < nvopts.n; i++) hash_str(&h, nvopts.v[i]);
   hash_str(&h, "\1");
   for (int i = 0; i < incs.n; i++) hash_str(&h, incs.v[i]);
   hash_str(&h, "\1");
@@ -366,7 +376,7 @@ static int l_compile(lua_State *L) {
   m->have_sigs = cdv_sig_parse(src, srclen, &m->sigs, m->sig_error, sizeof m->sig_error) == 0;
   unsigned char *is_expr;
   make_entries(m, &exprs, &is_expr);
-  cdv_compile_req req = {src, srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n, incs.v,
+  cdv_compile_req req = {src, srclen, name, nvopts.n, nvopts.v, nh, hnames, htexts, incs.n, incs.v,
                          m->nentries, (const char *const *)m->entries, is_expr, arch, want_ptx, want_cubin};
   cdv_err e;
   char bad_target[160];
@@ -779,6 +789,7 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   k->dev = m->dev;
   k->generation = m->generation;
   k->st = cdv_get_state(L);
+  cdv_state_ref(k->st);   /* NOTE [state record]: its launch path reads the record */
   static uint64_t serials;
   k->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
   snprintf(k->name, sizeof k->name, "%s", name);
@@ -819,6 +830,8 @@ static int kernel_gc(lua_State *L) {
   k->fn = NULL;
   if (k->m != NULL) module_unref(k->m);
   k->m = NULL;
+  if (k->st != NULL) cdv_state_unref(k->st);
+  k->st = NULL;
   return 0;
 }
 

@@ -60,7 +60,7 @@ cdv_stream *cdv_new_stream(lua_State *L, cdv_device *d) {
 /* Anchors the current streams so the collector keeps them while the state points at them. */
 static void anchor(lua_State *L, cdv_device *d, int idx) {
   idx = lua_absindex(L, idx);
-  lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.current_streams");   /* made anew if a script removed it */
   lua_pushvalue(L, idx);
   lua_rawseti(L, -2, d->index);
   lua_pop(L, 1);
@@ -82,9 +82,15 @@ cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d) {
 }
 
 void cdv_push_current_stream(lua_State *L, cdv_device *d) {
-  cdv_current_stream(L, d);
-  lua_getfield(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
-  lua_rawgeti(L, -1, d->index);
+  cdv_state *st = cdv_get_state(L);
+  cdv_state_stream(L, st, d);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
+  if (lua_rawgeti(L, -1, d->index) != LUA_TUSERDATA || lua_touserdata(L, -1) != st->cur_stream[d->index]) {
+    lua_pop(L, 1);   /* a script emptied the table (the debug library): the default stream again */
+    st->cur_stream[d->index] = NULL;
+    cdv_state_stream(L, st, d);
+    lua_rawgeti(L, -1, d->index);
+  }
   lua_remove(L, -2);
 }
 
@@ -163,10 +169,12 @@ static int l_stream(lua_State *L) {
 /* __gc/__close and :destroy(): waits for the stream's work (arrays may still name it: NOTE [stream
  * lifetime]), then cuStreamDestroy. */
 static void release(lua_State *L, cdv_stream *s) {
+  cdv_state *st = cdv_peek_state(L);   /* from __gc too: never made anew here (NOTE [state record]) */
+  if (st != NULL && s->dev != NULL && st->cur_stream[s->dev->index] == s) st->cur_stream[s->dev->index] = NULL;
   if (s->owned && s->dev != NULL && cdv_still_owned(s->dev, s->generation)) {
     cdv_err e;   /* the blocks kept for reuse on it are freed on it first (NOTE [block cache]) */
     if (s->dev->be->stream_synchronize(s->dev, s->handle, &e) != 0 ||
-        cdv_block_release(cdv_get_state(L), s->dev, s->handle, 0, &e) != 0 ||
+        (st != NULL && cdv_block_release(st, s->dev, s->handle, 0, &e) != 0) ||
         s->dev->be->stream_destroy(s->dev, s->handle, &e) != 0)
       cdv_warn_release(L, "destroying a stream", s->dev, &e);
   }
@@ -260,6 +268,8 @@ static int stream_tostring(lua_State *L) {
   cdv_stream *s = check_any(L, 1);
   if (s->dev == NULL) lua_pushliteral(L, "Stream(destroyed)");
   else if (s->handle == NULL) lua_pushfstring(L, "Stream(%s default)", s->dev->alias);
+  else if (cdv_get_state(L)->sandbox)   /* no raw handle in a sandbox (NOTE [state limits]) */
+    lua_pushfstring(L, "Stream(%s priority %d)", s->dev->alias, s->priority);
   else lua_pushfstring(L, "Stream(%s %p priority %d)", s->dev->alias, s->handle, s->priority);
   return 1;
 }
@@ -304,6 +314,7 @@ static int l_set_stream(lua_State *L) {
 
 /* The stream scope restores the previous current stream of the device when closed. */
 static int stream_scope_close(lua_State *L) {
+  luaL_checkudata(L, 1, "cudadev.StreamScope");   /* the debug library can call it with anything */
   lua_getiuservalue(L, 1, 1);
   if (!lua_isnil(L, -1)) {
     set_current(L, -1);

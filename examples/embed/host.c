@@ -225,6 +225,8 @@ static const char sandbox_script[] =
   "try('a disallowed compile option', cd.compile, src, {options = {'-G'}})\n"
   "try('map_cuda_device with a pointer', cd.map_cuda_device, 'mine', 0x1234)\n"
   "try('memory beyond the quota', cd.empty, 64 * 1024)\n"
+  "try('the debug library', function() return debug.getregistry() end)\n"
+  "try('a metatable change', function() getmetatable(buf).__gc = nil end)\n"
   "local a = cd.zeros(24 * 1024)                 -- 96 KiB of the 128 KiB quota\n"
   "a:free()\n"
   "local b = cd.zeros(24 * 1024)                 -- fits again: the free gave the bytes back\n"
@@ -255,6 +257,22 @@ static int setup(lua_State *L) {
   int sandbox = (int)lua_toboolean(L, 1);
   luaL_openlibs(L);
   if (sandbox) {
+    /* The sandbox (doc/sandbox.md, the threat model in cudadev.h) limits what cudadev lets a script do; the rest
+     * of the state is the host's to trim. The debug library goes: with it a script reads and rewrites any
+     * metatable, upvalue and registry entry, so it can stop finalizers (our release_buffer would never be called)
+     * and undo what other libraries protect. package.loadlib and the C searchers load native code; io and os
+     * reach files and processes. A real host would also bound CPU time (lua_sethook) and memory (lua_Alloc). */
+    static const char *const removed[] = {"debug", "io", "os", NULL};
+    for (int i = 0; removed[i] != NULL; i++) {
+      lua_pushnil(L);
+      lua_setglobal(L, removed[i]);
+    }
+    lua_getglobal(L, "package");
+    lua_pushnil(L);
+    lua_setfield(L, -2, "loadlib");
+    lua_pushliteral(L, "");
+    lua_setfield(L, -2, "cpath");
+    lua_pop(L, 1);
     static const char *const allowed[] = {"-O3", "--use_fast_math", "-D*", NULL};
     cudadev_options o = {.sandbox = 1, .memory_quota = 128 * 1024, .allowed_compile_options = allowed};
     cudadev_set_options(L, &o);
