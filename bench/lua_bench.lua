@@ -401,6 +401,88 @@ do
   for _, arr in ipairs { h1, h2, d1, d2, hp } do arr:free() end
 end
 
+------------------------------------------------------------------------------------------ computing with arrays
+-- a + b, a:sum() and cd.random.uniform on 2^26 float32 (issue 17's rows, against CuPy's and PyTorch's same
+-- calls in py_peers.py), each timed by events around the call, allocation of the result included (as the
+-- peers allocate theirs), median of 20 after 3 warm-ups; results checked. Then the first call of a generated
+-- kernel in a new process whose disk cache holds it.
+do
+  local n = 1 << 26
+  local function timed(fn)
+    local t = {}
+    for r = -2, 20 do
+      e0:record()
+      local res = fn()
+      e1:record()
+      local ms = event_ms()
+      if r > 0 then t[r] = ms * 1e3 end
+      res = nil
+    end
+    return median(t)
+  end
+  -- i % 1024 and (i * 7) % 1000 / 8: not zeros, exact in float32, with a known sum
+  local a = cd.arange(n, "float32") % 1024
+  local b = (cd.arange(n, "float32") * 7) % 1000 / 8
+  local c = a + b
+  for _, i in ipairs { 1, 2, 1025, n // 2 + 3, n } do
+    if c[i] ~= a[i] + b[i] or a[i] ~= (i - 1) % 1024 then fail(("a + b is wrong at element %d"):format(i)) end
+  end
+  c = nil
+  local us = timed(function() return a + b end)
+  out("add_2p26", us, "us")
+  out("add_2p26_traffic", 3 * 4 * n / (us * 1e-6) / 1e9, "GB/s", "%.1f")
+  local expect = 523776.0 * (n // 1024)
+  local got = a:sum()
+  if math.abs(got - expect) > 1e-5 * expect then fail(("a:sum() gave %.17g, expected %.17g"):format(got, expect)) end
+  local o = cd.empty({}, "float32")
+  out("sum_2p26", timed(function() return a:sum({ out = o }) end), "us")
+  local u = cd.random.uniform(n, "float32")
+  local umin, umax, umean = u:min(), u:max(), u:mean()
+  if umin < 0 or umax >= 1 or math.abs(umean - 0.5) > 1e-3 then
+    fail(("cd.random.uniform gave min %g, max %g, mean %g"):format(umin, umax, umean))
+  end
+  u = nil
+  out("uniform_2p26", timed(function() return cd.random.uniform(n, "float32") end), "us")
+  a, b, o = nil, nil, nil
+  collectgarbage()
+
+  -- the first a + b of a new process, whose disk cache holds the kernel (this process compiled it)
+  local child = ([==[
+local cd = require "cudadev"
+local dev = cd.device("cuda:0")
+cd.set_device(dev)
+local x, y = cd.ones(1024, "float32"), cd.ones(1024, "float32")
+dev:synchronize()
+local now = load(%q)(cd)
+local t0 = now()
+local z = x + y
+local t1 = now()
+assert(z[1024] == 2)
+io.write(("%%.3f %%d
+"):format((t1 - t0) * 1e6, cd.kernel_cache_stats().disk_hits))
+]==]):format(CLOCK)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(child)
+  f:close()
+  local t, hits, err = {}, 0, nil
+  for r = 1, REPS do
+    local p = assert(io.popen(("%s %s 2>&1"):format(arg and arg[-1] or "lua5.4", path)))
+    local text = p:read("a")
+    p:close()
+    local v, hit = text:match("^(%S+) (%d+)\n$")
+    if not v then err = text break end
+    t[r], hits = tonumber(v), hits + tonumber(hit)
+  end
+  os.remove(path)
+  if err then
+    io.stderr:write("lua_bench: the first-generated-kernel child failed: ", err, "\n")
+  else
+    out("ew_first_warm_disk", median(t), "us", "%.0f")
+    print(("info ew_first_warm_disk_hits %d/%d"):format(hits, REPS))
+  end
+end
+
 -------------------------------------------------------------------------------------------------- peer copy
 -- 256 MiB from cuda:0 to cuda:1 with cd.copy on cuda:1's default stream, timed by events there, before and
 -- after peer access is enabled both ways: c_driver.c's peer_copies, in the same order.

@@ -47,6 +47,24 @@ local function torch_or_less(_, v)
   return "≤ torch", v <= t
 end
 
+-- a time against CuPy's for the same call: cudadev's speed (CuPy's time / cudadev's) at least x
+local function vs_cupy(key, x)
+  return function(_, v)
+    local c = py["cupy " .. key]
+    if not c then return ("≥ %.2f× CuPy's speed (no CuPy value)"):format(x), nil end
+    return ("≥ %.2f× CuPy's speed (%.2f×)"):format(x, c / v), c / v >= x
+  end
+end
+-- a + b's memory traffic (2 reads, 1 write) against the C D2D copy's (a read and a write per byte copied)
+local function vs_copy(x)
+  return function(_, v)
+    local a, b = c1.d2d, c2.d2d
+    local d = a and b and (a + b) / 2 or a or b
+    if not d then return ("≥ %.0f%% of C's copy traffic (no C value)"):format(x * 100), nil end
+    return ("≥ %.0f%% of C's copy traffic (%.0f%%)"):format(x * 100, v / (2 * d) * 100), v >= x * 2 * d
+  end
+end
+
 local rows = {
   { "empty kernel launch", "launch_empty", "launch_empty", "µs", peers = "launch_empty" },
   { "5-argument launch", "launch_5arg", "launch_5arg", "µs", peers = "launch_5arg" },
@@ -85,6 +103,13 @@ local rows = {
   { "compile saxpy, first in process", "compile", "compile_first", "µs" },
   { "compile saxpy, repeat (kernel cache)", "compile", "compile_repeat", "µs" },
   { "compile saxpy, first in a new process, warm disk cache", nil, "compile_warm_disk", "µs",
+    function(_, v) return "≤ 2000 µs", v <= 2000 end },
+  { "a + b, 2^26 float32 (events)", nil, "add_2p26", "µs", vs_cupy("add_2p26", 0.9), peers = "add_2p26" },
+  { "a + b, 2^26 float32: memory traffic", nil, "add_2p26_traffic", "GB/s", vs_copy(0.85) },
+  { "a:sum(), 2^26 float32 (events)", nil, "sum_2p26", "µs", vs_cupy("sum_2p26", 0.9), peers = "sum_2p26" },
+  { "cd.random.uniform, 2^26 float32 (events)", nil, "uniform_2p26", "µs", vs_cupy("uniform_2p26", 0.9),
+    peers = "uniform_2p26" },
+  { "first a + b in a new process, warm disk cache", nil, "ew_first_warm_disk", "µs",
     function(_, v) return "≤ 2000 µs", v <= 2000 end },
   { "Lua memory over 10^5 launches", nil, "launch_alloc_kb", "KB",
     function(_, v) return "< 1 KB (none per launch)", v < 1 end },
