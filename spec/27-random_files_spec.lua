@@ -157,6 +157,20 @@ helper.each_device(function(dev)
   end)
 end)
 
+describe("files without the io library", function()
+  it("are a clear error, and the module loads without os and io", function()
+    local out = helper.run_child([[
+local save_io = io
+io, os = nil, nil
+package.loaded.cudadev = nil
+local cd2 = require "cudadev"
+local ok, err = pcall(cd2.save, "x.npy", cd2.zeros(2))
+save_io.write(tostring(ok), " ", tostring(err):gsub("^.-:%d+: ", ""), "\n")
+]])
+    assert.are.equal("false save: files cannot be opened here (this Lua state has no io library)\nexit 0\n", out)
+  end)
+end)
+
 describe("cd.random across devices", function()
   helper.gpu_it("gives the cpu device's numbers on cuda:0, bit for bit", function()
     for _, d in ipairs({ "float32", "float64" }) do

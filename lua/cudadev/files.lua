@@ -30,6 +30,9 @@ local function check_path(p, fname, n)
 end
 
 local function open(path, mode, fname)
+  if type(io) ~= "table" or type(io.open) ~= "function" then
+    raise(fmt("%s: files cannot be opened here (this Lua state has no io library)", fname))
+  end
   local f, err = io.open(path, mode)
   if not f then raise(fmt("%s: cannot open %s", fname, err)) end
   return f

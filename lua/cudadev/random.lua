@@ -17,9 +17,10 @@ cd.random = random
 
 local state = { seed = 0, offset = 0 }
 
--- cd.random.seed([n]): restarts the generator at seed n (an integer; default: one from the clock)
+-- cd.random.seed([n]): restarts the generator at seed n (an integer; default: one from the clock, cd.now's
+-- nanoseconds: a host may have removed the os library)
 function random.seed(n)
-  if n == nil then n = os.time() ~ math.floor(os.clock() * 1e6) end
+  if n == nil then n = math.floor(cd.now() * 1e9) ~ 0x5DEECE66D end
   if math.type(n) ~= "integer" then argerror("seed", 1, "integer expected, got " .. (math.type(n) or typename(n))) end
   state.seed, state.offset = n, 0
 end
