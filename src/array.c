@@ -317,6 +317,8 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
   return ndim;
 }
 
+int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) { return check_shape(L, arg, shape, t); }
+
 static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
   a->ndim = ndim;
   a->size = 1;
