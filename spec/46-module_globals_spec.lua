@@ -160,6 +160,25 @@ helper.each_device(function(dev)
       assert.are.same({ 1 }, m:get_global("tv<int>", "int32").shape)
     end)
 
+    it("a variable in a branch the preprocessor drops is left out; name expressions still name the others", function()
+      local src = [[
+#ifdef WITH_SCRATCH
+__device__ float scratch[8];
+#endif
+__constant__ int lut[4];
+extern "C" __global__ void k(int *o) { o[threadIdx.x] = lut[threadIdx.x]; }
+]]
+      assert.are.same({}, cd.compile(src, { device = dev }).globals)
+      assert.are.same({ "scratch", "lut" }, cd.compile(src, { device = dev, options = { "-DWITH_SCRATCH" } }).globals)
+      local m = cd.compile(src, { device = dev, name_expressions = { "lut" } })
+      assert.are.same({ "lut" }, m.globals)
+      local lut = m:get_global("lut", "int32")
+      cd.copy(lut, cd.array({ 5, 6, 7, 8 }, "int32"))
+      local o = cd.zeros(4, "int32", { device = dev })
+      m.k({ grid = 1, block = 4 }, o)
+      assert.are.same({ 5, 6, 7, 8 }, o:totable())
+    end)
+
     it("a view is a kernel argument, a copy source and destination, and works on a stream", function()
       local m = compile()
       local b = m:get_global("b", "float32")
@@ -201,6 +220,29 @@ describe("module globals on the GPU", function()
     assert.are.equal("cuda:0", t.device.alias)
     assert.are.equal(64, t.nbytes)
     assert.is_true(m.lookup.attributes.const_size_bytes >= 64)
+  end)
+
+  helper.gpu_it("a module loaded from PTX lists its variables by lowered name; one from a cubin asks the driver", function()
+    local ptx = cd.compile(GLOBALS, { arch = "sm_90", target = "ptx" }).ptx
+    local m = cd.load_module(ptx, { device = "cuda:0" })
+    assert.are.same({ "table", "hidden", "a", "b", "_ZN2ns7counterE" }, (function()
+      local t = m.globals
+      table.sort(t, function(x, y)
+        local order = { table = 1, hidden = 2, a = 3, b = 4, _ZN2ns7counterE = 5 }
+        return (order[x] or 9) < (order[y] or 9)
+      end)
+      return t
+    end)())
+    assert.are.equal(16, m:get_global("table", "float32").size)
+    assert.are.same({ 7 }, m:get_global("hidden", "int32"):totable())
+    local cubin = cd.compile(GLOBALS, { device = "cuda:0", target = "cubin" }).cubin
+    local c = cd.load_module(cubin, { device = "cuda:0" })
+    assert.are.same({}, c.globals)
+    assert.are.same({ 1, 2, 3 }, c:get_global("b", "float32"):totable())
+    local ok, err = pcall(c.get_global, c, "nope")
+    assert.is_false(ok)
+    assert.are.equal("cuModuleGetGlobal", err.api)
+    assert.is_truthy(err.message:find("('nope')", 1, true))
   end)
 
   helper.gpu_it("__constant__ copies queued on a stream between launches are seen by each next launch", function()

@@ -31,7 +31,7 @@ typedef struct cdv_module {
   void *handle;               /* backend module */
   int nentries;
   char **entries;             /* the names kernels are looked up by ("saxpy", "axpy<float>") */
-  int nglobals;
+  int nglobals, nauto;        /* nauto: the globals the scanner found (the first ones), not named by expressions */
   char **globals;             /* NOTE [module globals]: the names get_global takes ("table", "ns::counter"); their
                                * lowered names follow the kernels' in img.lowered */
   cdv_sigs sigs;
@@ -51,6 +51,17 @@ static void module_ref(cdv_module_t *m) {
   pthread_mutex_unlock(&cache_lock);
 }
 
+/* The entries, the globals and the image (a compile that is tried again, and the last reference). */
+static void clear_entries(cdv_module_t *m) {
+  for (int i = 0; i < m->nentries; i++) free(m->entries[i]);
+  for (int i = 0; i < m->nglobals; i++) free(m->globals[i]);
+  free(m->entries);
+  free(m->globals);
+  m->entries = m->globals = NULL;
+  m->nentries = m->nglobals = m->nauto = 0;
+  cdv_image_free(&m->img);
+}
+
 static void module_unref(cdv_module_t *m) {
   pthread_mutex_lock(&cache_lock);
   int last = --m->refs == 0;
@@ -62,11 +73,7 @@ static void module_unref(cdv_module_t *m) {
     cdv_err e;
     m->dev->be->module_unload(m->dev, m->handle, &e);
   }
-  cdv_image_free(&m->img);
-  for (int i = 0; i < m->nentries; i++) free(m->entries[i]);
-  free(m->entries);
-  for (int i = 0; i < m->nglobals; i++) free(m->globals[i]);
-  free(m->globals);
+  clear_entries(m);
   if (m->have_sigs) cdv_sigs_free(&m->sigs);
   free(m);
 }
@@ -285,8 +292,9 @@ static void add_name(char ***v, int *n, const char *s) {
 }
 
 /* Entries: every non-template kernel the parser found (extern "C" ones by symbol, others lowered as a
- * name expression), then the name expressions asked for; globals (NOTE [module globals]) apart. */
-static void make_entries(cdv_module_t *m, const strlist *exprs, unsigned char **is_expr) {
+ * name expression), then the name expressions asked for; globals (NOTE [module globals]) apart, those the
+ * scanner found first unless with_auto is 0. */
+static void make_entries(cdv_module_t *m, const strlist *exprs, int with_auto, unsigned char **is_expr) {
   int cap = m->sigs.n + exprs->n, gcap = m->sigs.nglobals + exprs->n;
   m->entries = calloc((size_t)cap + 1, sizeof *m->entries);
   m->globals = calloc((size_t)gcap + 1, sizeof *m->globals);
@@ -297,8 +305,9 @@ static void make_entries(cdv_module_t *m, const strlist *exprs, unsigned char **
       (*is_expr)[m->nentries] = !m->sigs.v[i].extern_c;
       m->entries[m->nentries++] = strdup(m->sigs.v[i].name);
     }
-  for (int i = 0; m->have_sigs && i < m->sigs.nglobals; i++)
+  for (int i = 0; with_auto && m->have_sigs && i < m->sigs.nglobals; i++)
     if (!m->sigs.globals[i].is_template) add_name(&m->globals, &m->nglobals, m->sigs.globals[i].name);
+  m->nauto = m->nglobals;
   for (int i = 0; i < exprs->n; i++) {
     if (m->have_sigs && names_global(&m->sigs, exprs->v[i])) {
       add_name(&m->globals, &m->nglobals, expr_name(exprs->v[i]));
@@ -357,6 +366,26 @@ static int compile_image(const cdv_backend *be, cdv_device *d, cdv_compile_req *
   return rc;
 }
 
+/* The module's entries (make_entries) into req, then compile_image. */
+static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m, cdv_compile_req *req,
+                           const strlist *exprs, int with_auto, cdv_err *e, char *msg, size_t n) {
+  unsigned char *is_expr;
+  make_entries(m, exprs, with_auto, &is_expr);
+  const char **all = malloc(sizeof *all * (size_t)(m->nentries + m->nglobals + 1));   /* kernels, then globals */
+  if (all == NULL) abort();
+  for (int i = 0; i < m->nentries; i++) all[i] = m->entries[i];
+  for (int i = 0; i < m->nglobals; i++) all[m->nentries + i] = m->globals[i];
+  req->nentries = m->nentries + m->nglobals;
+  req->entries = all;
+  req->is_expr = is_expr;
+  int rc = compile_image(be, d, req, &m->img, e, msg, n);
+  req->entries = NULL;
+  req->is_expr = NULL;
+  free(is_expr);
+  free(all);
+  return rc;
+}
+
 /* cd.compile(source [, opts]) -> Module (NOTE [kernel cache]) */
 static int l_compile(lua_State *L) {
   size_t srclen;
@@ -411,20 +440,21 @@ static int l_compile(lua_State *L) {
   m = calloc(1, sizeof *m);
   if (m == NULL) return luaL_error(L, "not enough memory");
   m->have_sigs = cdv_sig_parse(src, srclen, &m->sigs, m->sig_error, sizeof m->sig_error) == 0;
-  unsigned char *is_expr;
-  make_entries(m, &exprs, &is_expr);
-  const char **all = malloc(sizeof *all * (size_t)(m->nentries + m->nglobals + 1));   /* kernels, then globals */
-  if (all == NULL) abort();
-  for (int i = 0; i < m->nentries; i++) all[i] = m->entries[i];
-  for (int i = 0; i < m->nglobals; i++) all[m->nentries + i] = m->globals[i];
   cdv_compile_req req = {src, srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n, incs.v,
-                         m->nentries + m->nglobals, all, is_expr, arch, want_ptx, want_cubin};
+                         0, NULL, NULL, arch, want_ptx, want_cubin};
   cdv_err e;
   char bad_target[160];
   memset(&e, 0, sizeof e);
-  int rc = compile_image(be, d, &req, &m->img, &e, bad_target, sizeof bad_target);
-  free(is_expr);
-  free(all);
+  int rc = compile_entries(be, d, m, &req, &exprs, 1, &e, bad_target, sizeof bad_target);
+  if (rc < 0 && m->nauto > 0 && e.log != NULL &&
+      (strstr(e.log, "__nv_name_map") != NULL || strstr(e.log, "<cudadev entries>") != NULL)) {
+    /* NOTE [module globals]: a variable the scanner found in a branch the preprocessor drops (it reads both
+     * branches of an #ifdef) cannot be named: compile again with only the globals named by expressions */
+    free(e.log);
+    memset(&e, 0, sizeof e);
+    clear_entries(m);
+    rc = compile_entries(be, d, m, &req, &exprs, 0, &e, bad_target, sizeof bad_target);
+  }
   if (rc > 0) {
     m->refs = 1;
     module_unref(m);
@@ -611,6 +641,30 @@ static void ptx_entries(cdv_module_t *m) {
   }
 }
 
+/* PTX's module-scope variables, ".global" and ".const" (".visible" or ".weak" before them, not ".extern"), by
+ * their lowered names: the globals of a module loaded from PTX (NOTE [module globals]) */
+static void ptx_globals(cdv_module_t *m) {
+  int cap = 0;
+  for (const char *p = m->img.ptx; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    const char *q = p;
+    while (strncmp(q, ".visible ", 9) == 0 || strncmp(q, ".weak ", 6) == 0) q = strchr(q, ' ') + 1;
+    if (strncmp(q, ".global ", 8) != 0 && strncmp(q, ".const ", 7) != 0) continue;
+    size_t len = strcspn(q, "[=;\n");
+    if (q[len] == '\n' || q[len] == '\0') continue;
+    while (len > 0 && q[len - 1] == ' ') len--;
+    size_t start = len;
+    while (start > 0 && q[start - 1] != ' ' && q[start - 1] != '\t') start--;
+    if (start == len || q[start] == '.') continue;
+    if (m->nglobals == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **v = realloc(m->globals, sizeof *v * (size_t)cap);
+      if (v == NULL) abort();
+      m->globals = v;
+    }
+    m->globals[m->nglobals++] = strndup(q + start, len - start);
+  }
+}
+
 /* cd.load_module(ptx_or_cubin [, {device=}]): code compiled elsewhere (nvcc -ptx / -cubin) */
 static int l_load_module(lua_State *L) {
   static const char *const known[] = {"device", NULL};
@@ -631,7 +685,7 @@ static int l_load_module(lua_State *L) {
   memcpy(copy, img, n);
   copy[n] = '\0';
   if (is_elf) { m->img.cubin = copy; m->img.cubin_len = n; }
-  else { m->img.ptx = copy; m->img.ptx_len = n; ptx_entries(m); }
+  else { m->img.ptx = copy; m->img.ptx_len = n; ptx_entries(m); ptx_globals(m); }
   cdv_err e;
   m->refs = 1;
   if (d->be->module_load(d, &m->img, &m->handle, &e) != 0) {
