@@ -999,6 +999,7 @@ typedef struct parser {
   int extern_c;       /* inside extern "C" { } */
   int code_depth;     /* open braces that are not namespaces or linkage blocks: 0 at namespace scope */
   int gcap;
+  int pre_stmt, pre_pos, pre_flags;   /* global_at's look at the declaration so far, kept while stmt stays */
   int stmt;           /* first token of the current declaration */
   cdv_sigs *out;
   int cap;
@@ -1251,6 +1252,9 @@ static int kernel_at(parser *ps, int g) {
   return record(ps, g, q, cand, cand + 2, pe, &d, is_def) != 0 ? -1 : e;
 }
 
+#define MAX_DECL_TOKENS 4096   /* tokens (a bracketed group counts as one) a global's declaration may span */
+#define MAX_GLOBALS 4096       /* globals recorded (each is compared with those before it) */
+
 /* Record the global variable named by t[nm] (qualified with the enclosing namespaces) unless it is there. */
 static int record_global(parser *ps, const tok *nm, int is_template) {
   cdv_sigs *o = ps->out;
@@ -1260,7 +1264,7 @@ static int record_global(parser *ps, const tok *nm, int is_template) {
   sbuf nb = sb_fixed(g.name, sizeof g.name);
   if (ps->prefix.n > 0) sb_put(&nb, ps->prefix.p, ps->prefix.n), sb_put(&nb, "::", 2);
   sb_put(&nb, nm->p, nm->len);
-  if (nb.trunc) return 0;   /* too long to name: left out (a name expression can still reach it) */
+  if (nb.trunc || o->nglobals >= MAX_GLOBALS) return 0;   /* left out: too long to name, or one too many */
   for (int k = 0; k < o->nglobals; k++)
     if (strcmp(o->globals[k].name, g.name) == 0) return 0;
   if (grow(&o->globals, &ps->gcap, o->nglobals + 1, sizeof g) != 0) return fail(ps->err, ps->errlen, OOM);
@@ -1273,18 +1277,28 @@ static int record_global(parser *ps, const tok *nm, int is_template) {
  * '{', ',' or ';' (initialisers and brackets skipped, '<' '>' nesting template arguments). Returns the index
  * of its ';' for the scan to go on from, 0 when it is not a variable definition (a function, an extern
  * declaration), -1 on error. */
+static int is_space_word(const tok *x) {
+  return tid(x, "__constant__") || tid(x, "__device__") || tid(x, "__managed__") || tid(x, "__global__");
+}
+
 static int global_at(parser *ps, int g) {
   const tok *t = ps->t;
-  int is_template = 0;
-  for (int k = ps->stmt; k < g; k++) {
-    if (tid(&t[k], "extern")) return 0;
-    if (tid(&t[k], "template")) is_template = 1;
-    if (tid(&t[k], "typedef") || tid(&t[k], "using")) return 0;
+  enum { F_SKIP = 1, F_TEMPLATE = 2 };
+  /* what the declaration says before t[g], read on from where the last look stopped (linear in the source) */
+  if (ps->pre_stmt != ps->stmt || ps->pre_pos < ps->stmt) ps->pre_stmt = ps->pre_pos = ps->stmt, ps->pre_flags = 0;
+  for (int k = ps->pre_pos; k < g; k++) {
+    if (tid(&t[k], "extern") || tid(&t[k], "typedef") || tid(&t[k], "using")) ps->pre_flags |= F_SKIP;
+    if (tid(&t[k], "template")) ps->pre_flags |= F_TEMPLATE;
   }
-  int angle = 0, named = 0;
-  for (int i = g + 1; i < ps->n; i++) {
+  ps->pre_pos = g;
+  if (ps->pre_flags & F_SKIP) return 0;
+  int is_template = (ps->pre_flags & F_TEMPLATE) != 0;
+  int angle = 0, named = 0, steps = 0;
+  /* a bounded look that stops at the next memory-space word (which gets its own): runs of them, or of
+   * declarations with no end, must not make the scan quadratic */
+  for (int i = g + 1; i < ps->n && steps++ < MAX_DECL_TOKENS; i++) {
     const tok *x = &t[i];
-    if (tid(x, "extern") || tid(x, "typedef")) return 0;
+    if (tid(x, "extern") || tid(x, "typedef") || is_space_word(x)) return 0;
     if (tpunct(x, '<')) angle++;
     else if (tpunct(x, '>')) angle -= angle > 0;
     else if (angle > 0 && topen(x)) i = group_end(t, i, ps->n) - 1;
@@ -1299,7 +1313,7 @@ static int global_at(parser *ps, int g) {
       if (tpunct(x, ',')) named = 0;
       else if (topen(x)) i = group_end(t, i, ps->n) - 1;
       else {   /* '=': the initialiser, to the ',' or ';' that ends it */
-        while (i + 1 < ps->n && !tpunct(&t[i + 1], ',') && !tpunct(&t[i + 1], ';')) {
+        while (i + 1 < ps->n && !tpunct(&t[i + 1], ',') && !tpunct(&t[i + 1], ';') && steps++ < MAX_DECL_TOKENS) {
           i++;
           if (topen(&t[i])) i = group_end(t, i, ps->n) - 1;
         }
@@ -1330,8 +1344,7 @@ static int scan(parser *ps) {
       if (e < 0) return -1;
       i = e;
       continue;
-    } else if (ps->pdepth == 0 && ps->code_depth == 0 &&
-               (tid(x, "__constant__") || tid(x, "__device__") || tid(x, "__managed__"))) {
+    } else if (ps->pdepth == 0 && ps->code_depth == 0 && is_space_word(x) && !tid(x, "__global__")) {
       int e = global_at(ps, i);
       if (e < 0) return -1;
       if (e > 0) {

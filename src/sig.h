@@ -68,7 +68,7 @@ typedef struct cdv_sig {
 /* A variable at namespace scope declared __constant__, __device__ or __managed__ (NOTE [module globals] in
  * module.c): its name qualified like a kernel's, whether it is a variable template (then only a name
  * expression such as "table<float>" names one), and its line. `extern` declarations are not definitions and
- * are left out. */
+ * are left out; so are globals past the 4096th. */
 typedef struct cdv_global {
   char name[128];
   int is_template, line;
