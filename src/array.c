@@ -240,8 +240,9 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   if (b->owner != NULL) b->owner->gc_pressure -= b->owner->gc_pressure < b->bytes ? b->owner->gc_pressure : b->bytes;
   if (b->release != NULL) {   /* the host's memory: hand it back once the work queued on it is done */
     cdv_device *ld = b->last_dev;
+    void *ls = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL;   /* NOTE [stream lifetime] */
     if (ld != NULL && cdv_still_owned(ld, b->generation))
-      rc = ld->be->stream_synchronize(ld, b->last_stream, e);
+      rc = ld->be->stream_synchronize(ld, ls, e);
     b->release(b->release_ud, b->ptr);
   } else if (b->borrowed || b->ptr == NULL) {
   } else if (!cdv_still_owned(d, b->generation)) {
@@ -324,6 +325,8 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
   }
   return ndim;
 }
+
+int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) { return check_shape(L, arg, shape, t); }
 
 static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
   a->ndim = ndim;

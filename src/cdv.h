@@ -94,7 +94,8 @@ typedef struct cdv_compile_req {
                                             * cache keys do not follow Lua's table order (module.c) */
   int nincludes; const char *const *include_paths;
   int nentries; const char *const *entries; /* kernels to expose: "saxpy", "axpy<float>" */
-  const unsigned char *is_expr;             /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol */
+  const unsigned char *is_expr;             /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol;
+                                            * 2 = a global variable (NOTE [module globals] in module.c) */
   int arch;                                 /* CUDA: 90 for sm_90; ignored by cpu */
   int want_ptx, want_cubin;                 /* CUDA targets asked for */
 } cdv_compile_req;
@@ -165,6 +166,8 @@ struct cdv_backend {
   int (*module_load)(cdv_device *d, const cdv_image *img, void **mod, cdv_err *e);
   int (*module_unload)(cdv_device *d, void *mod, cdv_err *e);
   int (*module_function)(cdv_device *d, void *mod, const char *symbol, void **fn, cdv_err *e);
+  /* the address and size of a global variable (an entry with is_expr 2) by its lowered name */
+  int (*module_global)(cdv_device *d, void *mod, const char *symbol, void **ptr, size_t *bytes, cdv_err *e);
   int (*func_info)(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e);
   /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) */
   int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
@@ -214,7 +217,7 @@ int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch,
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
 int cdv_cuda_driver_version(void);                           /* cuDriverGetVersion, 0 without a driver */
 int cdv_nvrtc_version(int *major, int *minor);               /* 0 on success */
-const char *cdv_nvrtc_toolkit_include(void);                 /* "-I<toolkit>/include" NVRTC gets, or "" */
+const char *cdv_nvrtc_toolkit_include(int which);  /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
 int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky faults] */
 int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
 int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
@@ -247,8 +250,10 @@ int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce);
 int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv_image *out);  /* 0: a hit */
 void cdv_cuda_cache_put(const cdv_cuda_entry *ce, const cdv_compile_req *req, const cdv_image *img);
 enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DISK_NSTATS };
-/* the counters, the directory ("" when the cache is off) and the last error's text ("" when none) */
-void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast);
+/* the counters, the directory ("" when the cache is off), the last error's text and why the last compile did
+ * not come from the disk ("" when none) */
+void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast, char *miss,
+                          size_t nmiss);
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
 
 /* ---------------------------------------------------------------- loader (loader.c) */
@@ -468,6 +473,7 @@ cdv_array *cdv_check_array(lua_State *L, int arg);          /* live (not freed, 
 cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
                           int kind, cdv_stream *s);
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
+int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t);   /* integer or table; returns ndim */
 void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
 /* memory the host owns as an Array (embed.c): borrowed when release is NULL, else release(ud, ptr) frees it */
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,

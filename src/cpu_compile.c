@@ -556,8 +556,9 @@ static void note_include(const char *orig, size_t n, const toks *t, int i, scanr
 /* NOTE [refused constructs]: the first construct the cpu device cannot run is noted with its line. It is
  * reported only if the host compiler then fails (it does on PTX asm, textures, wmma...), so that such code in
  * a preprocessor branch the cpu device does not take (#ifdef __CUDADEV_CPU__ ... #else ... #endif), or an
- * asm statement the host understands too (asm volatile("" ::: "memory")), is no obstacle. */
-static void note_refusal(const char *fname, const char *s, const toks *t, int i, scanres *r)
+ * asm statement the host understands too (asm volatile("" ::: "memory")), is no obstacle. The file and line
+ * are those the compilers would report: `#line N "file"` (and gcc's `# N "file"`) directives move them. */
+static void note_refusal(const char *fname, int line, const char *s, const toks *t, int i, scanres *r)
 {
   const tok *k = &t->v[i];
   const struct refusal *f;
@@ -573,11 +574,42 @@ static void note_refusal(const char *fname, const char *s, const toks *t, int i,
     return;
   }
   if (!strcmp(what, "inline PTX asm"))
-    snprintf(r->refusal, sizeof r->refusal, "%s:%d: inline PTX asm is not supported on the cpu device", fname,
-             k->line);
+    snprintf(r->refusal, sizeof r->refusal, "%s:%d: inline PTX asm is not supported on the cpu device", fname, line);
   else
-    snprintf(r->refusal, sizeof r->refusal, "%s:%d: %s '%s' is not supported on the cpu device", fname, k->line,
-             what, word);
+    snprintf(r->refusal, sizeof r->refusal, "%s:%d: %s '%s' is not supported on the cpu device", fname, line, what,
+             word);
+}
+
+/* Where the lines of a file are said to come from: `#line N ["file"]` or `# N ["file"]` at t[i] (a '#' that
+ * starts its line) makes the next line N of that file. The name is read from the original text (the scanner
+ * blanked literals); it is kept when it has no quote or backslash to undo. */
+typedef struct linemap {
+  int delta;              /* reported line = physical line + delta */
+  char file[256];
+} linemap;
+
+static void note_line_directive(const char *orig, size_t size, const char *s, const toks *t, int i, linemap *lm)
+{
+  int j = i + 1;
+  if (j < t->n && tok_is(s, &t->v[j], "line") && t->v[j].line == t->v[i].line)
+    j++;
+  if (j >= t->n || t->v[j].kind != T_NUM || t->v[j].line != t->v[i].line)
+    return;
+  long n = 0;
+  for (size_t k = 0; k < t->v[j].len && n >= 0 && n <= INT_MAX / 20; k++)
+    n = isdigit((unsigned char)s[t->v[j].off + k]) ? n * 10 + (s[t->v[j].off + k] - '0') : -1;
+  if (n <= 0 || n > INT_MAX / 2)
+    return;
+  lm->delta = (int)n - (t->v[i].line + 1);
+  size_t p = t->v[j].off + t->v[j].len, q;
+  while (p < size && (orig[p] == ' ' || orig[p] == '\t'))
+    p++;
+  if (p >= size || orig[p] != '"')
+    return;
+  for (q = p + 1; q < size && !strchr("\"\\\n", orig[q]); q++)
+    ;
+  if (q < size && orig[q] == '"' && q - p - 1 < sizeof lm->file)
+    snprintf(lm->file, sizeof lm->file, "%.*s", (int)(q - p - 1), orig + p + 1);
 }
 
 /* `extern ... __shared__ ... ;` starting at t[i]: rewritten (rewrite_extern_shared); -1 when out of memory. */
@@ -604,10 +636,13 @@ static int scan_text(const char *fname, const char *orig, size_t n, int full, sc
   }
   int rc = 0, code_depth = 0, nsdepth = 0;
   unsigned char stack[256];   /* brace kinds: 1 = namespace-like */
+  linemap lm = {0, ""};
+  snprintf(lm.file, sizeof lm.file, "%s", fname);
   for (int i = 0; i < t.n && rc == 0; i++) {
     const tok *k = &t.v[i];
     if (k->bol && tok_is(s, k, "#")) {
       note_include(orig, n, &t, i, r);
+      note_line_directive(orig, n, s, &t, i, &lm);
     } else if (tok_is(s, k, "{")) {
       int ns = ns_brace(s, &t, i);
       if (nsdepth < 256)
@@ -621,7 +656,7 @@ static int scan_text(const char *fname, const char *orig, size_t n, int full, sc
       r->fibers = 1;
     }
     if (full) {
-      note_refusal(fname, s, &t, i, r);
+      note_refusal(lm.file, k->line + lm.delta, s, &t, i, r);
       if (tok_is(s, k, "extern") && note_extern(orig, s, &t, i, code_depth == 0, r))
         rc = oom(e);
     }
@@ -715,6 +750,11 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
 {
   buf_adds(b, "\n#line 1 \"<cudadev entries>\"\n");
   for (int i = 0; i < req->nentries; i++) {
+    if (req->is_expr && req->is_expr[i] == 2) {   /* a global's accessor: NOTE [module globals] in module.c */
+      buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) void *%s(unsigned long *n) "
+                  "{ *n = sizeof(%s); return (void *)&(%s); }\n", syms[i], req->entries[i], req->entries[i]);
+      continue;
+    }
     buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) void %s(cdv_cpu_ctx *c, void **a, int m) "
                 "{ cdv_run<(%s)>(c, a, m); }\n", syms[i], req->entries[i]);
     buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const char %s_name[] = ", syms[i]);
@@ -1146,6 +1186,48 @@ static void first_error(const char *log, char *out, size_t n)
   }
 }
 
+/* NOTE [host compiler errors]: a failed compile on the cpu device is the host C++ compiler's failure, and says
+ * so: api "c++", name HOST_COMPILER_ERROR (never NVRTC's names: NVRTC did not run), the first error line in the
+ * message and the whole output in the log. A missing CUDA toolkit header (CUB, Thrust, libcu++, cuRAND...) is
+ * named as such: those headers hold GPU code the cpu device cannot compile, and the file and line are gcc's,
+ * which follow #line directives. */
+#define HOST_COMPILER_ERROR "HOST_COMPILER_ERROR"
+
+/* The toolkit header in gcc's "fatal error: NAME: No such file or directory", or 0. */
+static int missing_toolkit_header(const char *first, char *name, size_t n)
+{
+  const char *p = strstr(first, "fatal error: "), *end = p ? strstr(p, ": No such file or directory") : NULL;
+  if (!end || (size_t)(end - p - 13) >= n)
+    return 0;
+  snprintf(name, n, "%.*s", (int)(end - p - 13), p + 13);
+  static const char *const prefixes[] = {"cub/", "thrust/", "cuda/", "nv/", "cooperative_groups/", "curand",
+                                         "cublas", "cufft", "cusparse", "cusolver", "mma.h", "cuda_", "sm_", "crt/",
+                                         "nvtx3/", "cuComplex.h", "texture_", "surface_", NULL};
+  for (int i = 0; prefixes[i]; i++)
+    if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+      return 1;
+  return 0;
+}
+
+static int compile_failed(cdv_err *e, const cdv_compile_req *req, const char *log, const char *first)
+{
+  const char *file = req->name ? req->name : "kernel.cu";
+  char hdr[256];
+  if (missing_toolkit_header(first, hdr, sizeof hdr)) {
+    const char *at = first + 2, *colon = strstr(at, ": fatal error");   /* "file:line:col" */
+    const char *col = colon ? colon - 1 : NULL;
+    while (col && col > at && isdigit((unsigned char)*col))
+      col--;   /* drop the column: refusals name a file and a line */
+    cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%.*s: CUDA toolkit header <%s> is not available on "
+             "the cpu device (it holds GPU code); leave it out with #ifndef __CUDADEV_CPU__", col && *col == ':' ?
+             (int)(col - at) : (int)strlen(file), col && *col == ':' ? at : file, hdr);
+  } else {
+    cdv_fail(e, "c++", 6, HOST_COMPILER_ERROR, "compilation of %s failed%s", file, first);
+  }
+  e->log = strdup(log);
+  return -1;
+}
+
 /* Write the sources into a fresh directory inside the cache directory, compile, publish. */
 static int build(job *j, const char *dir, const char *path, char **log, cdv_err *e)
 {
@@ -1188,9 +1270,7 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
   else if (st != 0 && !(st == -1 && access(out, R_OK) == 0)) {
     char first[320];
     first_error(cout.p, first, sizeof first);
-    rc = cdv_fail(e, "c++", 6, "NVRTC_ERROR_COMPILATION", "compilation of %s failed%s",
-                  req->name ? req->name : "kernel.cu", first);
-    e->log = strdup(cout.p ? cout.p : "");
+    rc = compile_failed(e, req, cout.p ? cout.p : "", first);
   } else {
     rc = publish(out, path, e);
   }
@@ -1240,7 +1320,7 @@ int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e)
     cdv_err ignored;
     if (access(path, R_OK) == 0 && cdv_cpu_cache_verify(path, &ignored) == 0)
       rc = 0;   /* a whole entry from an earlier process */
-    else if ((rc = build(&j, dir, path, &log, e)) && j.refusal && !strcmp(e->name, "NVRTC_ERROR_COMPILATION")) {
+    else if ((rc = build(&j, dir, path, &log, e)) && j.refusal && !strcmp(e->name, HOST_COMPILER_ERROR)) {
       char *clog = e->log;   /* NOTE [refused constructs]: the construct is the likely cause; keep the log */
       cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%s", j.refusal);
       e->log = clog;
