@@ -158,12 +158,15 @@ struct cdv_backend {
   int (*module_unload)(cdv_device *d, void *mod, cdv_err *e);
   int (*module_function)(cdv_device *d, void *mod, const char *symbol, void **fn, cdv_err *e);
   int (*func_info)(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e);
-  /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) */
+  /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) or
+   * i is past the last parameter. A size of CDV_PARAM_HUGE means that size or more (the cpu object's field). */
   int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
   int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
                 void *stream, void **args, cdv_err *e);
 };
+
+#define CDV_PARAM_HUGE ((size_t)0xfffff)
 
 extern const cdv_backend cdv_backend_cuda;
 extern const cdv_backend cdv_backend_cpu;
@@ -181,6 +184,7 @@ int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky fau
 int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
 int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
 void cdv_cuda_unadopt(cdv_device *d);                         /* its canary freed (the context lives on) */
+int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
 /* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
@@ -245,6 +249,9 @@ typedef struct cdv_state {
 } cdv_state;
 
 cdv_state *cdv_get_state(lua_State *L);
+/* NOTE [objects made in finalizers]: called on each new userdata that holds a resource, after its metatable is set
+ * and before the resource is acquired (it raises once the state is closing) */
+void cdv_track_late(lua_State *L, int idx);
 
 /* NOTE [stale release]: a reset of a CUDA device destroys its context, and with it the memory, streams,
  * events, modules and graphs made before: releasing such a stale object must not call the driver on a dead
@@ -517,7 +524,12 @@ void cdv_check_options(lua_State *L, int arg, const char *const *known, const ch
 /* args.c: argument helpers shared by the Lua types */
 int64_t cdv_check_count(lua_State *L, int arg, const char *what);  /* integer >= 0 */
 const char *cdv_fmt_bytes(char *buf, size_t n, double bytes);       /* "79.1 GiB" */
-int cdv_opt_field(lua_State *L, int t, const char *k);  /* pushes t[k] when t is a table; type or LUA_TNIL */
+int cdv_opt_field(lua_State *L, int t, const char *k);
+int cdv_has_nul(lua_State *L, int idx);   /* the string at idx holds a NUL byte (NOTE [C strings]) */
+const char *cdv_check_cstring(lua_State *L, int arg, const char *what);   /* "<what> contains a NUL byte" */
+/* NOTE [scoped calls]: calls the function below nargs arguments, the scope to restore being the to-be-closed
+ * slot 1; returns the number of results (all the stack above slot 1) */
+int cdv_call_scoped(lua_State *L, int nargs);  /* pushes t[k] when t is a table; type or LUA_TNIL */
 int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname);
 
 #endif

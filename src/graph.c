@@ -42,6 +42,7 @@ static int l_capture(lua_State *L) {
   memset(g, 0, sizeof *g);
   g->magic = CDV_GRAPH_MAGIC;
   luaL_setmetatable(L, CDV_GRAPH);
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   lua_insert(L, 1);                          /* graph, stream, fn, args... */
   cdv_device_use(L, d);
   if (CDV_CU(&e, cuStreamBeginCapture, (CUstream)s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))

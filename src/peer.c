@@ -168,8 +168,7 @@ static int with_access(lua_State *L, int pool) {
   else set_peer(L, t, p, on);
   s->closed = 0;
   for (int i = 0; i < 3; i++) lua_remove(L, 2);   /* leave scope, fn, args... */
-  lua_call(L, nargs, LUA_MULTRET);
-  return lua_gettop(L) - 1;
+  return cdv_call_scoped(L, nargs);   /* NOTE [scoped calls] */
 }
 
 static int l_with_peer(lua_State *L) { return with_access(L, 0); }
