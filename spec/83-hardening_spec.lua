@@ -98,10 +98,9 @@ print("unexpected errors", odd)
     child_prints(PIN_SETUP .. [[
 local wrong = 0
 for _ = 1, 20 do
-  local a = cd.array(rows(), "int32", {device = "cuda:0"})
-  local r = a[7]
-  arm(a, "cuda:0")
-  for j = 1, 400 do local ok, v = pcall(function() return r[j] end) if ok and v ~= 7000 + j then wrong = wrong + 1 end end
+  local a = cd.array(rows()[7], "int32", {device = "cuda:0"})
+  arm(a, "cuda:0", 400)
+  for j = 1, 400 do local ok, v = pcall(function() return a[j] end) if ok and v ~= 7000 + j then wrong = wrong + 1 end end
 end
 print("wrong values", wrong)
 ]], "wrong values\t0\n")
