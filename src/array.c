@@ -620,16 +620,19 @@ static int pin_release(lua_State *L) {   /* __close and __gc; never raises */
   return 0;
 }
 
-/* Pins the block of the live Array at arg and fills *snap with it (NOTE [pinned reads]); pushes the pin. */
-static void pin_array(lua_State *L, int arg, cdv_array *snap) {
+/* Pins the block of the live Array at arg and fills *snap with it (NOTE [pinned reads]); pushes the pin.
+ * Returns 1, or 0 when the allocations here ran a finalizer that freed the array (nothing pinned). */
+static int pin_array(lua_State *L, int arg, cdv_array *snap) {
   arg = lua_absindex(L, arg);
   array_pin *p = lua_newuserdatauv(L, sizeof *p, 0);
   p->b = NULL;
   luaL_setmetatable(L, CDV_ARRAY_PIN);
   lua_toclose(L, -1);
-  *snap = *cdv_check_array(L, arg);   /* again: the allocations above may have run a finalizer that freed it */
+  *snap = *check_any(L, arg);   /* again: the allocations above may have run a finalizer that freed it */
+  if (snap->block == NULL) return 0;
   p->b = snap->block;
   p->b->refs++;
+  return 1;
 }
 
 /* Reads a's elements into host memory (the array's own memory when it is on the host). `a` is a pinned
@@ -1024,7 +1027,7 @@ static int array_get(lua_State *L, cdv_array *a) {
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(&v, tmp.data, is);
   } else {   /* the host copy allocates: NOTE [pinned reads] */
-    pin_array(L, 1, &tmp);
+    if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1);   /* freed meanwhile: raises */
     tmp.data += (size_t)(i - 1) * is;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     copy_bytes(L, h, 0, &tmp, 0, is, NULL);
@@ -1053,7 +1056,7 @@ static int array_newindex(lua_State *L) {
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(tmp.data, &v, is);
   } else {   /* the host copy allocates: NOTE [pinned reads] */
-    pin_array(L, 1, &tmp);
+    if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1);   /* freed meanwhile: raises */
     tmp.data += (size_t)(i - 1) * is;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     memcpy(h->data, &v, is);
@@ -1098,7 +1101,7 @@ static int array_totable(lua_State *L) {
     return luaL_error(L, "totable of %s would build more than %I empty tables", lua_tostring(L, -1),
                       (lua_Integer)TOTABLE_MAX_EMPTY);
   }
-  pin_array(L, 1, &a);   /* NOTE [pinned reads] */
+  if (!pin_array(L, 1, &a)) cdv_check_array(L, 1);   /* NOTE [pinned reads]; freed meanwhile: raises */
   const char *p = a.size > 0 ? host_view(L, &a) : NULL;
   push_nested(L, a.dtype, a.ndim, a.shape, p);
   return 1;
@@ -1172,7 +1175,10 @@ static int array_tostring(lua_State *L) {
   }
   int values = a->size <= PRINT_MAX;
   cdv_array snap;
-  pin_array(L, 1, &snap);   /* NOTE [pinned reads]: the buffer and the host copy allocate */
+  if (!pin_array(L, 1, &snap)) {   /* NOTE [pinned reads]: the buffer and the host copy allocate */
+    lua_pushliteral(L, "Array(freed)");
+    return 1;
+  }
   const char *p = values && snap.size > 0 ? host_view(L, &snap) : NULL;
   luaL_Buffer b;
   luaL_buffinit(L, &b);

@@ -816,11 +816,11 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   memset(k, 0, sizeof *k);
   k->magic = CDV_KERNEL_MAGIC;
   luaL_setmetatable(L, CDV_KERNEL);       /* closed (fn NULL) until everything below succeeded */
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   lua_pushvalue(L, mod_idx);
   lua_setiuservalue(L, -2, 1);
   k->sig = sig;                           /* owned by k from here: freed by __gc */
   k->has_sig = have;
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   module_ref(m);   /* a Module closed by hand must not unload the code under its Kernels */
   k->m = m;
   k->dev = m->dev;
