@@ -139,6 +139,10 @@ describe("NUL bytes in names", function()
     expect_error(function() cd.array({ 1 }, "i32\0") end, "bad argument #2 to 'array' (dtype contains a NUL byte)")
     expect_error(function() cd.zeros(3, { ["device\0x"] = "cpu" }) end,
       "bad argument #2 to 'zeros' (option name 'device' contains a NUL byte)")
+    expect_error(function() cd.map_cuda_device("gpu\0x") end,
+      "bad argument #1 to 'map_cuda_device' (alias contains a NUL byte)")
+    expect_error(function() cd.unmap_cuda_device("gpu\0x") end,
+      "bad argument #1 to 'unmap_cuda_device' (alias contains a NUL byte)")
   end)
 
   it("are refused in compile options, include paths, name expressions and headers", function()
@@ -209,6 +213,20 @@ extern "C" __global__ void k(PARAMS) { if (threadIdx.x < n) x[threadIdx.x] = 1; 
       .. "cudadev reads it (k(PARAMS)): cudadev does not expand macros in a kernel's parameter list; write the "
       .. "parameters out")
   end)
+
+  it("an Array freed by a vector argument's __index before the launch is refused (was: launched on freed memory)",
+    function()
+      local m = cd.compile([[
+extern "C" __global__ void k(float *x, float2 v) { x[threadIdx.x] = v.x + v.y; }
+]], { device = "cpu" })
+      local x = cd.zeros(4, { device = "cpu" })
+      local v = setmetatable({}, { __index = function(_, key) pcall(x.free, x) return key == "x" and 1 or 2 end })
+      expect_error(function() m.k({ grid = 1, block = 4 }, x, v) end,
+        "bad argument #1 to 'k' ('x': expected float *, got a freed Array)")
+      local y = cd.zeros(4, { device = "cpu" })
+      m.k({ grid = 1, block = 4 }, y, { x = 1, y = 2 })
+      assert.are.same({ 3, 3, 3, 3 }, y:totable())
+    end)
 
   local function struct_kernel(bytes)
     return cd.compile(([[

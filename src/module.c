@@ -612,6 +612,7 @@ typedef struct kernel {
   unsigned generation;
   void *fn;
   int nparams, has_sig, block_hint;
+  int reads_tables;             /* a vector parameter: its table is read with lua_getfield (NOTE [pinned reads]) */
   kparam *p;
   void **argv;                  /* kernelParams: argv[i] points at p[i]'s bytes in buf */
   char *buf;
@@ -691,6 +692,7 @@ static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t m
     kparam *p = &k->p[i];
     size_t asz = 0, aoff = 0;
     p->kind = sp->kind;
+    k->reads_tables |= sp->kind == CDV_P_VEC;
     p->elem = sp->elem;
     p->nelem = sp->nelem;
     p->size = sp->size ? (unsigned)sp->size : (unsigned)cdv_pkind_size(sp->kind);
@@ -1067,6 +1069,11 @@ static int launch(lua_State *L) {
   if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
   void *stream = c->stream ? cdv_stream_for(L, d, c->stream) : cur->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
+  /* NOTE [pinned reads]: a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array
+   * put before it (or a finalizer may): the pointers are checked again, so no freed memory reaches the kernel */
+  if (k->reads_tables)
+    for (int i = 0; i < k->nparams; i++)
+      if (k->p[i].kind == CDV_P_PTR) put_arg(L, k, i, i + 3, stream);
   cdv_device_check(L, d);   /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
   if (d->be->launch(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &e) != 0) return cdv_raise(L, d, &e);

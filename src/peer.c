@@ -252,7 +252,7 @@ cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void
 
 /* cd.map_cuda_device(alias [, context_ptr]); a sandbox may name the current context, not a raw pointer */
 static int l_map_cuda_device(lua_State *L) {
-  const char *alias = luaL_checkstring(L, 1);
+  const char *alias = cdv_check_cstring(L, 1, "alias");   /* NOTE [C strings] */
   void *ctx = NULL;
   if (!lua_isnoneornil(L, 2)) {
     if (cdv_get_state(L)->sandbox)
@@ -265,7 +265,7 @@ static int l_map_cuda_device(lua_State *L) {
 
 /* cd.unmap_cuda_device(alias): the alias no longer resolves; objects made on it become stale */
 static int l_unmap_cuda_device(lua_State *L) {
-  const char *alias = luaL_checkstring(L, 1);
+  const char *alias = cdv_check_cstring(L, 1, "alias");   /* NOTE [C strings] */
   for (int i = 1; i < cdv_device_count_all(); i++) {
     cdv_device *d = cdv_device_at(i);
     if (!d->is_primary && strcmp(d->alias, alias) == 0) {
