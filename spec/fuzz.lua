@@ -6,7 +6,9 @@
 -- negative, integers at the edges), strings ("" and garbage), tables (nested, shape-like, option tables with
 -- bad keys), booleans, nil, functions, and live, freed, destroyed and stale objects of every kind (arrays of
 -- every dtype and shape, 0-size and 0-d ones and views among them, streams, events, devices, modules,
--- kernels compiled once at the start on the cpu device). Every call runs inside pcall. The process must
+-- kernels compiled once at the start on the cpu device). Issue #14 adds reads of an Array that pending finalizers
+-- free meanwhile, with_stream / with_device in coroutines that fail or yield (the resumer's settings must be
+-- unchanged after), and kernels whose parameter lists are written with macros. Every call runs inside pcall. The process must
 -- never crash; an error must be a string or a cudadev.Error; an Array must describe itself consistently;
 -- and when the run ends and its objects are dropped, collectgarbage() must bring cd._live() back to where it
 -- started. Suspicious error texts (an argument number the call did not have, "got userdata", a raw Lua
