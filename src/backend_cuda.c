@@ -168,6 +168,18 @@ void cdv_cuda_unadopt(cdv_device *d) {
   d->canary = 0;
 }
 
+/* cuStreamGetCtx: a handle a host hands over as a stream of d (cudadev_push_stream) must be one of d's context.
+ * The driver reads what the handle points to, so this catches a stream of another device or context, a
+ * destroyed one it still recognises, and an event or context passed by mistake; not an arbitrary pointer. */
+int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e) {
+  CUcontext c = NULL;
+  if (cuda_activate(d, e)) return -1;
+  if (CDV_CU(e, cuStreamGetCtx, (CUstream)stream, &c)) return -1;
+  if (c != (CUcontext)d->ctx)
+    return cdv_fail(e, "cuStreamGetCtx", 1, "CUDA_ERROR_INVALID_HANDLE", "the stream belongs to another context");
+  return 0;
+}
+
 /* cuCtxSynchronize: wait for all work of the device's context. */
 static int cuda_synchronize(cdv_device *d, cdv_err *e) {
   return cuda_activate(d, e) ? -1 : CDV_CU(e, cuCtxSynchronize);

@@ -169,7 +169,8 @@ struct cdv_backend {
   /* the address and size of a global variable (an entry with is_expr 2) by its lowered name */
   int (*module_global)(cdv_device *d, void *mod, const char *symbol, void **ptr, size_t *bytes, cdv_err *e);
   int (*func_info)(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e);
-  /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) */
+  /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) or
+   * i is past the last parameter. A size of CDV_PARAM_HUGE means that size or more (the cpu object's field). */
   int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
   int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
@@ -206,6 +207,8 @@ struct cdv_backend {
   int (*pool_trim)(cdv_device *d, cdv_err *e);
 };
 
+#define CDV_PARAM_HUGE ((size_t)0xfffff)
+
 extern const cdv_backend cdv_backend_cuda;
 extern const cdv_backend cdv_backend_cpu;
 
@@ -235,6 +238,7 @@ int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e);
 int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e);
 int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e);
 int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e);
+int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
 /* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
@@ -315,6 +319,9 @@ cdv_state *cdv_get_state(lua_State *L);
 cdv_state *cdv_peek_state(lua_State *L);
 void cdv_state_ref(cdv_state *st);
 void cdv_state_unref(cdv_state *st);          /* the last reference frees the record of a closed state */
+/* NOTE [objects made in finalizers]: called on each new userdata that holds a resource, after its metatable is set
+ * and before the resource is acquired (it raises once the state is closing) */
+void cdv_track_late(lua_State *L, int idx);
 
 /* NOTE [stale release]: a reset of a CUDA device destroys its context, and with it the memory, streams,
  * events, modules and graphs made before: releasing such a stale object must not call the driver on a dead
@@ -613,7 +620,12 @@ void cdv_check_options(lua_State *L, int arg, const char *const *known, const ch
 /* args.c: argument helpers shared by the Lua types */
 int64_t cdv_check_count(lua_State *L, int arg, const char *what);  /* integer >= 0 */
 const char *cdv_fmt_bytes(char *buf, size_t n, double bytes);       /* "79.1 GiB" */
-int cdv_opt_field(lua_State *L, int t, const char *k);  /* pushes t[k] when t is a table; type or LUA_TNIL */
+int cdv_opt_field(lua_State *L, int t, const char *k);
+int cdv_has_nul(lua_State *L, int idx);   /* the string at idx holds a NUL byte (NOTE [C strings]) */
+const char *cdv_check_cstring(lua_State *L, int arg, const char *what);   /* "<what> contains a NUL byte" */
+/* NOTE [scoped calls]: calls the function below nargs arguments, the scope to restore being the to-be-closed
+ * slot 1; returns the number of results (all the stack above slot 1) */
+int cdv_call_scoped(lua_State *L, int nargs);  /* pushes t[k] when t is a table; type or LUA_TNIL */
 int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname);
 
 #endif

@@ -114,6 +114,8 @@ static strlist check_strlist(lua_State *L, int o, const char *k) {
   for (int i = 0; i < l.n; i++) {
     if (lua_rawgeti(L, tab, i + 1) != LUA_TSTRING)
       luaL_error(L, "bad option '%s' to 'compile' (item %d: string expected, got %s)", k, i + 1, cdv_typename(L, -1));
+    if (cdv_has_nul(L, -1))   /* NOTE [C strings] */
+      luaL_error(L, "bad option '%s' to 'compile' (item %d contains a NUL byte)", k, i + 1);
     l.v[i] = lua_tostring(L, -1);
     lua_pop(L, 1);
   }
@@ -131,6 +133,9 @@ static int check_headers(lua_State *L, int o, const char ***names, const char **
     while (lua_next(L, tab)) {
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "bad option 'headers' to 'compile' (expected {[\"name.h\"] = source text})");
+      if (cdv_has_nul(L, -2) || cdv_has_nul(L, -1))   /* NOTE [C strings] */
+        luaL_error(L, "bad option 'headers' to 'compile' (the %s of header '%s' contains a NUL byte)",
+                   cdv_has_nul(L, -2) ? "name" : "text", lua_tostring(L, -2));
       n++;
       lua_pop(L, 1);
     }
@@ -228,6 +233,7 @@ static void push_module(lua_State *L, cdv_module_t *m) {
   u->magic = CDV_MODULE_MAGIC;
   u->m = NULL;
   luaL_setmetatable(L, CDV_MODULE);
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   lua_newtable(L);                 /* Kernel values by name: one launch plan per kernel */
   lua_setiuservalue(L, -2, 1);
   module_ref(m);
@@ -396,6 +402,7 @@ static int l_compile(lua_State *L) {
   if (cdv_opt_field(L, 2, "name") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TSTRING)
       cdv_opt_error(L, "name", "compile", lua_pushfstring(L, "string expected, got %s", cdv_typename(L, -1)));
+    if (cdv_has_nul(L, -1)) cdv_opt_error(L, "name", "compile", "contains a NUL byte");   /* NOTE [C strings] */
     name = lua_tostring(L, -1);
   }
   strlist opts = check_strlist(L, 2, "options"), incs = check_strlist(L, 2, "include_paths");
@@ -501,7 +508,7 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
 /* m:get(name) -> Kernel; one Kernel (and launch plan) per name per Module value */
 static int module_get(lua_State *L) {
   cdv_module_t *m = check_module(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = cdv_check_cstring(L, 2, "kernel name");   /* NOTE [C strings] */
   lua_getiuservalue(L, 1, 1);
   if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
   lua_pop(L, 1);
@@ -585,7 +592,7 @@ static void push_lstring(lua_State *L, const char *p, size_t n) {
 
 static int module_index(lua_State *L) {
   cdv_module_t *m = check_module(L, 1);
-  const char *k = luaL_checkstring(L, 2);
+  const char *k = cdv_check_cstring(L, 2, "kernel name");   /* NOTE [C strings] */
   if (cdv_push_method(L)) return 1;
   if (strcmp(k, "ptx") == 0) push_lstring(L, m->img.ptx, m->img.ptx_len);
   else if (strcmp(k, "cubin") == 0) push_lstring(L, m->img.cubin, m->img.cubin_len);
@@ -794,6 +801,7 @@ typedef struct kernel {
   unsigned generation;
   void *fn;
   int nparams, has_sig, block_hint;
+  int reads_tables;             /* a vector parameter: its table is read with lua_getfield (NOTE [pinned reads]) */
   kparam *p;
   void **argv;                  /* kernelParams: argv[i] points at p[i]'s bytes in buf */
   char *buf;
@@ -834,17 +842,50 @@ static void plan_ranges(kparam *p) {
     p->elem_size = (unsigned)cdv_pkind_size(p->elem);
 }
 
+/* CUDA's limit on a kernel's parameters (32764 bytes on sm_70 and later with CUDA 12.1 and later; 4096 before),
+ * held on every device so that a kernel runs on the cpu device exactly when it may run on a GPU. */
+#define MAX_PARAM_BYTES 32764
+
+/* "k(PARAMS)": the parameter list as the source reader saw it, for messages (a static buffer) */
+static const char *sig_text(const cdv_sig *sig, const char *name) {
+  static _Thread_local char buf[200];
+  size_t at = (size_t)snprintf(buf, sizeof buf, "%.60s(", name);
+  for (int i = 0; i < sig->nparams && at < sizeof buf; i++)
+    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s%s%s", i ? ", " : "", sig->params[i].type,
+                           sig->params[i].name[0] ? " " : "", sig->params[i].name);
+  if (at < sizeof buf) snprintf(buf + at, sizeof buf - at, ")");
+  return buf;
+}
+
 /* Lays the parameters out in one buffer: argv, then each value at its alignment (NOTE [launch plan]). */
 static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t msglen) {
   size_t off = 0;
   k->nparams = sig ? sig->nparams : 0;
   k->p = calloc((size_t)k->nparams + 1, sizeof *k->p);
   if (k->p == NULL) return "not enough memory";
+  /* NOTE [verified signatures]: the source reader does not expand macros, so a parameter list written with one
+   * (`#define PARAMS float *x, int n` then `k(PARAMS)`) reads as one parameter of unknown type. A launch with a
+   * parameter list that is not the compiled kernel's would read past the argument buffer, so where the compiled
+   * object knows its parameters (the cpu object's table, cuFuncGetParamInfo on drivers 12.4+) their number and
+   * sizes must be the source's; where it does not, a parameter of unknown size is refused below. */
+  size_t xoff, xsz;
+  int first_known = k->nparams > 0 && k->dev->be->param_info(k->dev, k->fn, 0, &xoff, &xsz) == 0;
+  if (k->dev->be->param_info(k->dev, k->fn, k->nparams, &xoff, &xsz) == 0 ||
+      (first_known && k->dev->be->param_info(k->dev, k->fn, k->nparams - 1, &xoff, &xsz) != 0)) {
+    int n = k->nparams;
+    while (n < 4096 && k->dev->be->param_info(k->dev, k->fn, n, &xoff, &xsz) == 0) n++;
+    while (n > 0 && k->dev->be->param_info(k->dev, k->fn, n - 1, &xoff, &xsz) != 0) n--;
+    snprintf(msg, msglen, "'%.100s' has %d parameter%s in the compiled kernel but %d in its source as cudadev "
+             "reads it (%.100s): cudadev does not expand macros in a kernel's parameter list; write the "
+             "parameters out", k->name, n, n == 1 ? "" : "s", k->nparams, sig_text(sig, k->name));
+    return msg;
+  }
   for (int i = 0; i < k->nparams; i++) {
     const cdv_param *sp = &sig->params[i];
     kparam *p = &k->p[i];
     size_t asz = 0, aoff = 0;
     p->kind = sp->kind;
+    k->reads_tables |= sp->kind == CDV_P_VEC;
     p->elem = sp->elem;
     p->nelem = sp->nelem;
     p->size = sp->size ? (unsigned)sp->size : (unsigned)cdv_pkind_size(sp->kind);
@@ -855,12 +896,23 @@ static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t m
                "in the compiled kernel", i + 1, sp->name, k->name, sp->type, p->size, asz);
       return msg;
     }
+    if (p->size == 0 && asz > MAX_PARAM_BYTES) {   /* before it is narrowed */
+      snprintf(msg, msglen, "parameter %d ('%.60s') of '%.100s' is %zu bytes%s; a kernel's parameters may take "
+               "at most %d bytes together (CUDA's limit): pass large data in an Array", i + 1, sp->name, k->name,
+               asz, asz == CDV_PARAM_HUGE ? " or more" : "", MAX_PARAM_BYTES);
+      return msg;
+    }
     if (p->size == 0) p->size = (unsigned)asz;
     if (p->size == 0) return "a parameter of unknown type (a struct passed by value) needs a driver that reports parameter sizes";
     size_t align = sp->align > 0 ? (size_t)sp->align : p->size >= 8 ? 8 : p->size;
     off = (off + align - 1) / align * align;
     p->off = off;
     off += p->size;
+  }
+  if (off > MAX_PARAM_BYTES) {
+    snprintf(msg, msglen, "the parameters of '%.100s' take %zu bytes; a kernel's parameters may take at most %d "
+             "bytes together (CUDA's limit): pass large data in an Array", k->name, off, MAX_PARAM_BYTES);
+    return msg;
   }
   k->buf = calloc(1, off + 16);
   k->argv = calloc((size_t)k->nparams + 1, sizeof *k->argv);
@@ -955,6 +1007,7 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   lua_setiuservalue(L, -2, 1);
   k->sig = sig;                           /* owned by k from here: freed by __gc */
   k->has_sig = have;
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   module_ref(m);   /* a Module closed by hand must not unload the code under its Kernels */
   k->m = m;
   k->dev = m->dev;
@@ -968,6 +1021,10 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   void *fn = NULL;
   const char *symbol = idx >= 0 && m->img.lowered && m->img.lowered[idx] ? m->img.lowered[idx] : name;
   cdv_device_use(L, m->dev);
+  /* a source the reader refused (a kernel name over 127 bytes...) gave the cpu device no entry to look up:
+   * say why before the lookup fails with "not found" */
+  if (!have && m->sig_error[0] != '\0')
+    return luaL_error(L, "cannot read the parameter list of '%s': %s", name, m->sig_error);
   if (m->dev->be->module_function(m->dev, m->handle, symbol, &fn, &e) != 0) return cdv_raise(L, m->dev, &e);
   k->fn = fn;
   if (!have) {
@@ -1264,6 +1321,11 @@ static int launch(lua_State *L) {
   if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
   void *stream = c->stream ? cdv_stream_for(L, d, c->stream) : cur->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
+  /* NOTE [pinned reads]: a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array
+   * put before it (or a finalizer may): the pointers are checked again, so no freed memory reaches the kernel */
+  if (k->reads_tables)
+    for (int i = 0; i < k->nparams; i++)
+      if (k->p[i].kind == CDV_P_PTR) put_arg(L, k, i, i + 3, stream);
   cdv_device_check(L, d);   /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
   if (__builtin_expect(c->cooperative, 0)) return launch_cooperative(L, k, c, grid, block, stream);
