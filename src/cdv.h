@@ -199,6 +199,8 @@ enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DIS
 /* the counters, the directory ("" when the cache is off) and the last error's text ("" when none) */
 void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast);
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
+void cdv_cpu_cache_dir_used(char *out, size_t n);   /* the cpu kernel cache's directory, "" before a compile */
+void cdv_cache_refusal(char *out, size_t n);        /* NOTE [cache trust]: the last directory refused, "" if none */
 
 /* ---------------------------------------------------------------- loader (loader.c) */
 int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */

@@ -530,7 +530,7 @@ static int l_kernel_cache_stats(lua_State *L) {
   long hits = memory_hits, misses = memory_misses, entries = 0;
   for (cdv_module_t *m = cache; m != NULL; m = m->next) entries++;
   pthread_mutex_unlock(&cache_lock);
-  lua_createtable(L, 0, 9);
+  lua_createtable(L, 0, 11);
   lua_pushinteger(L, hits);
   lua_setfield(L, -2, "memory_hits");
   lua_pushinteger(L, misses);
@@ -552,6 +552,16 @@ static int l_kernel_cache_stats(lua_State *L) {
   if (last[0]) {
     lua_pushstring(L, last);
     lua_setfield(L, -2, "disk_last_error");
+  }
+  cdv_cpu_cache_dir_used(dir, sizeof dir);   /* NOTE [cache trust] */
+  if (dir[0]) {
+    lua_pushstring(L, dir);
+    lua_setfield(L, -2, "cpu_disk_dir");
+  }
+  cdv_cache_refusal(last, sizeof last);
+  if (last[0]) {
+    lua_pushstring(L, last);
+    lua_setfield(L, -2, "disk_refused");
   }
   return 1;
 }
