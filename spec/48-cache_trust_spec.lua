@@ -353,3 +353,13 @@ describe("the CUDA kernel cache", function()
     end))
   end
 end)
+
+describe("cd._selftest.cache_trust", function()
+  it("judges directories and entries in this process as the children above see them", function()
+    local cd = require "cudadev"
+    local d = capture("mktemp -d /tmp/cdv-trust-self.XXXXXX"):gsub("\n$", "")
+    d = capture("realpath " .. sh(d)):gsub("\n$", "")
+    finally(function() os.execute("rm -rf " .. sh(d)) end)
+    assert.are.same({ true }, { cd._selftest.cache_trust(d) })
+  end)
+end)

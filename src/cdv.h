@@ -201,6 +201,7 @@ void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, cha
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
 void cdv_cpu_cache_dir_used(char *out, size_t n);   /* the cpu kernel cache's directory, "" before a compile */
 void cdv_cache_refusal(char *out, size_t n);        /* NOTE [cache trust]: the last directory refused, "" if none */
+int cdv_cache_trust_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.cache_trust */
 
 /* ---------------------------------------------------------------- loader (loader.c) */
 int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */

@@ -677,3 +677,91 @@ const char *cdv_opt_value(const char *const *opts, int nopts, int *i, const char
     return "";
   return opts[++*i];
 }
+
+/* ---------------------------------------------------------------- cd._selftest.cache_trust */
+/* NOTE [cache trust] in this process (so memcheck sees it; spec/48 also runs every case end to end in child
+ * processes): in dir (an existing directory of ours, by its real path), a directory made here is trusted; a
+ * world-writable one, one under a world-writable one and a symbolic link are refused with their reasons; a
+ * FIFO and a symbolic link at an entry's name are refused without blocking; an entry over a megabyte is
+ * sealed and checked whole, and a change to its last byte is found; the private directory is one, trusted. */
+static const char *trust_is(const char *dir, const char *leaf, int want, const char *reason, char *why, size_t n)
+{
+  char path[PATH_MAX], text[PATH_MAX + 256];
+  snprintf(path, sizeof path, "%s/%s", dir, leaf);
+  int rc = cdv_cache_trust_dir(path, 0, why, n);
+  snprintf(text, sizeof text, "the kernel cache directory '%s' is not used: %s", path, reason ? reason : "");
+  if (rc != want || (reason && strcmp(why, text)))
+    return "a cache directory was judged wrongly";
+  return NULL;
+}
+
+static const char *entry_is(const char *path, int err)
+{
+  size_t n;
+  if (cdv_cache_check(path, "CDVTEST1") == 0 || errno != err)
+    return "an entry was checked wrongly";
+  char *data = cdv_cache_read(path, "CDVTEST1", &n);
+  free(data);
+  return data || errno != err ? "an entry was read wrongly" : NULL;
+}
+
+static const char *big_entry(const char *dir)
+{
+  char tmp[PATH_MAX], path[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/ok/big.tmp", dir);
+  snprintf(path, sizeof path, "%s/ok/big", dir);
+  size_t len = ((size_t)1 << 20) + 7;
+  char *p = malloc(len);
+  FILE *f = fopen(tmp, "wb");
+  for (size_t i = 0; p && i < len; i++)
+    p[i] = (char)(i * 131 + (i >> 16));
+  int ok = p && f && fwrite(p, 1, len, f) == len;
+  ok = f && fclose(f) == 0 && ok && cdv_cache_seal(tmp, path, "CDVTEST1") == 0 && cdv_cache_check(path, "CDVTEST1") == 0;
+  size_t n = 0;
+  char *back = ok ? cdv_cache_read(path, "CDVTEST1", &n) : NULL;
+  ok = back && n == len && !memcmp(back, p, len);
+  free(back);
+  free(p);
+  int fd = ok ? open(path, O_WRONLY | O_CLOEXEC) : -1;
+  ok = fd >= 0 && pwrite(fd, "!", 1, (off_t)len - 1) == 1;
+  if (fd >= 0)
+    close(fd);
+  if (!ok)
+    return "an entry over a megabyte was not sealed and read back whole";
+  return cdv_cache_check(path, "CDVTEST1") == -1 && errno == EBADMSG ? NULL : "a change to the last byte was not found";
+}
+
+int cdv_cache_trust_selftest(const char *dir, char *why, size_t n)
+{
+  char p[PATH_MAX], q[PATH_MAX], w[PATH_MAX + 256], reason[PATH_MAX + 64];
+  const char *bad = NULL;
+#define AT(s) (snprintf(p, sizeof p, "%s/%s", dir, s), p)
+  if (mkdir(AT("ww"), 0700) || chmod(p, 0777) || mkdir(AT("ww/sub"), 0700) || symlink("ok", AT("link")))
+    bad = "cannot make the fixtures";
+  if (!bad && (cdv_cache_trust_dir(AT("ok"), 1, w, sizeof w) != 0))
+    bad = "a directory made 0700 was not trusted";
+  if (!bad)
+    bad = trust_is(dir, "ww", -2, "it is writable by other users (mode 0777)", w, sizeof w);
+  snprintf(reason, sizeof reason, "'%s/ww' above it is writable by other users (mode 0777)", dir);
+  if (!bad)
+    bad = trust_is(dir, "ww/sub", -2, reason, w, sizeof w);
+  if (!bad)
+    bad = trust_is(dir, "link", -2, "it is a symbolic link", w, sizeof w);
+  if (!bad)
+    bad = trust_is(dir, "absent", -1, NULL, w, sizeof w);
+  if (!bad && (mkfifo(AT("ok/fifo"), 0600) || symlink("fifo", AT("ok/link"))))
+    bad = "cannot make the fixtures";
+  if (!bad)
+    bad = entry_is(AT("ok/fifo"), CDV_ENOTREG);
+  if (!bad)
+    bad = entry_is(AT("ok/link"), CDV_ESYMLINK);
+  if (!bad)
+    bad = big_entry(dir);
+  if (!bad && (cdv_cache_private_dir(p, sizeof p, w, sizeof w) || cdv_cache_private_dir(q, sizeof q, w, sizeof w) ||
+               strcmp(p, q) || cdv_cache_trust_dir(p, 0, w, sizeof w)))
+    bad = "the private directory is not one trusted directory";
+#undef AT
+  if (bad)
+    snprintf(why, n, "%s (%s)", bad, w);
+  return bad ? -1 : 0;
+}

@@ -582,6 +582,17 @@ static int l_disk_cache_selftest(lua_State *L) {
   return 2;
 }
 
+/* cd._selftest.cache_trust(dir) -> true | false, why: NOTE [cache trust] in this process (diskcache.c). */
+static int l_cache_trust_selftest(lua_State *L) {
+  char why[4400];
+  const char *dir = luaL_checkstring(L, 1);
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "_selftest is not available in this sandbox");
+  int ok = cdv_cache_trust_selftest(dir, why, sizeof why) == 0;
+  lua_pushboolean(L, ok);
+  if (!ok) lua_pushstring(L, why);
+  return ok ? 1 : 2;
+}
+
 /* Drops the in-memory cache; modules still held by Module values stay loaded until collected. */
 static int l_clear_kernel_cache(lua_State *L) {
   (void)L;
@@ -1214,6 +1225,8 @@ int cdv_module_open(lua_State *L) {
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, l_disk_cache_selftest);
   lua_setfield(L, -2, "disk_cache");
+  lua_pushcfunction(L, l_cache_trust_selftest);
+  lua_setfield(L, -2, "cache_trust");
   lua_setfield(L, -2, "_selftest");
   return 0;
 }
