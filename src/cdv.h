@@ -259,6 +259,9 @@ enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DIS
 void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast, char *miss,
                           size_t nmiss);
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
+void cdv_cpu_cache_dir_used(char *out, size_t n);   /* the cpu kernel cache's directory, "" before a compile */
+void cdv_cache_refusal(char *out, size_t n);        /* NOTE [cache trust]: the last directory refused, "" if none */
+int cdv_cache_trust_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.cache_trust */
 
 /* ---------------------------------------------------------------- loader (loader.c) */
 int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */

@@ -11,7 +11,7 @@
  * intrinsics decides whether the kernel's threads need fibers (cdv_cpu_flags in the object).
  *
  * NOTE [cpu kernel cache]: objects live in $CUDADEV_CACHE_DIR/cpu, else $XDG_CACHE_HOME/cudadev/cpu, else
- * ~/.cache/cudadev/cpu, named by a SHA-256 over everything that changes the output: the compiler's path and
+ * ~/.cache/cudadev/cpu (when NOTE [cache trust] in diskcache.c allows; else a private directory), named by a SHA-256 over everything that changes the output: the compiler's path and
  * --version, the options, the whole translation unit (prelude, rewritten source, trampolines), the headers
  * and the files the source includes from include paths. An object is written under a temporary name in the
  * cache directory, followed by a 32-byte trailer (magic, size, hash of the bytes before it), and renamed
@@ -24,7 +24,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <poll.h>
 #include <limits.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -35,6 +35,8 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include "cpu.h"
 #include "diskcache.h"
 
@@ -767,21 +769,56 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
 }
 
 /* ---------------------------------------------------------------- running the compiler */
-/* Run argv (argv[0] a path), collecting stdout and stderr. *status: the exit status, 128+signal, or -1 when
- * it cannot be known (a host that reaps children itself). */
-static int run_capture(char *const argv[], buf *out, int *status)
+/* NOTE [compile timeout]: a host compiler can run for ever: an #include of a FIFO blocks it, a template or
+ * constexpr recursion loops it. So each run has a deadline, $CUDADEV_COMPILE_TIMEOUT seconds (default
+ * DEFAULT_TIMEOUT; 0 for none). The compiler runs in a process group of its own, so that when the deadline
+ * passes the whole group (the driver, cc1plus, as, ld) is killed with SIGKILL; the compile then fails with
+ * ETIMEDOUT. (Being in its own group, the compiler does not see a terminal's Ctrl-C: the deadline ends it.) */
+#define DEFAULT_TIMEOUT 300.0
+
+/* The deadline in seconds (0: none), or -1 with *e for a value that is not a number of seconds. */
+static double compile_timeout(cdv_err *e)
+{
+  const char *v = getenv("CUDADEV_COMPILE_TIMEOUT");
+  if (!v || !*v)
+    return DEFAULT_TIMEOUT;
+  char *end;
+  double t = strtod(v, &end);
+  if (end == v || *end || !(t >= 0 && t <= 1e9))   /* also refuses NaN */
+    return cdv_fail(e, "cpu.compile", EINVAL, "EINVAL", "CUDADEV_COMPILE_TIMEOUT must be a number of seconds "
+                    "(0 for no limit), not '%s'", v), -1;
+  return t;
+}
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Run argv (argv[0] a path) in a process group of its own, collecting stdout and stderr, for at most
+ * timeout seconds (0: no limit). *status: the exit status, 128+signal, or -1 when it cannot be known (a host
+ * that reaps children itself); *timed_out: the deadline passed and the group was killed. */
+static int run_capture(char *const argv[], double timeout, buf *out, int *status, int *timed_out)
 {
   int fd[2];
+  *timed_out = 0;
   if (pipe2(fd, O_CLOEXEC))
     return -1;
   posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
   posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&at, 0);
   pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  int rc = posix_spawn(&pid, argv[0], &fa, &at, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
   close(fd[1]);
   if (rc) {
     close(fd[0]);
@@ -789,11 +826,27 @@ static int run_capture(char *const argv[], buf *out, int *status)
     return -1;
   }
   char tmp[8192];
-  ssize_t k;
-  while ((k = read(fd[0], tmp, sizeof tmp)) != 0) {
+  double deadline = timeout > 0 ? now_s() + timeout : 0;
+  for (;;) {
+    int ms = -1;
+    if (deadline) {
+      double left = deadline - now_s();
+      ms = left <= 0 ? 0 : left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
+    }
+    struct pollfd p = {fd[0], POLLIN, 0};
+    int r = poll(&p, 1, ms);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {   /* the deadline passed (or poll failed): end the whole group, before it is reaped */
+      *timed_out = r == 0;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      break;
+    }
+    ssize_t k = read(fd[0], tmp, sizeof tmp);
     if (k < 0 && errno == EINTR)
       continue;
-    if (k < 0)
+    if (k <= 0)
       break;
     buf_add(out, tmp, (size_t)k);
   }
@@ -866,9 +919,14 @@ static int get_compiler(cdv_strlist *argv, char **version, cdv_err *e)
       buf out = {0};
       int st;
       cdv_sl_add(&c.argv, "--version");
-      if (run_capture(c.argv.v, &out, &st) || st != 0)
-        rc = cdv_fail(e, "cpu.compile", errno, "ENOEXEC", "host C++ compiler '%s' does not run (%s --version "
-                      "failed)", spec, path);
+      double limit = compile_timeout(e);
+      int late = 0;
+      if (limit < 0)
+        rc = -1;
+      else if (run_capture(c.argv.v, limit, &out, &st, &late) || st != 0)
+        rc = cdv_fail(e, "cpu.compile", late ? ETIMEDOUT : errno, late ? "ETIMEDOUT" : "ENOEXEC",
+                      "host C++ compiler '%s' does not run (%s --version %s)", spec, path,
+                      late ? "timed out: CUDADEV_COMPILE_TIMEOUT" : "failed");
       free(c.argv.v[--c.argv.n]);
       c.argv.v[c.argv.n] = NULL;
       c.version = out.p ? out.p : strdup("");
@@ -894,18 +952,34 @@ static int get_compiler(cdv_strlist *argv, char **version, cdv_err *e)
 }
 
 /* ---------------------------------------------------------------- cache directory, memo, trailer */
-/* NOTE [cpu kernel cache]: the directory, created on demand; when it cannot be created, a private directory
- * under $TMPDIR keeps compiling possible (without persistence the user asked for, but without failing). */
+/* NOTE [cpu kernel cache]: the directory, created on demand and used only when NOTE [cache trust]
+ * (diskcache.c) allows it. When it cannot be created (HOME unset, absent or read-only) or is refused, the
+ * objects go to this process's private directory (a random name, 0700, removed at exit): compiling works,
+ * without the persistence the user asked for. The directory last used is kept for cd.kernel_cache_stats(). */
+static pthread_mutex_t dir_lock = PTHREAD_MUTEX_INITIALIZER;
+static char dir_used[PATH_MAX];
+
+void cdv_cpu_cache_dir_used(char *out, size_t n)
+{
+  pthread_mutex_lock(&dir_lock);
+  snprintf(out, n, "%s", dir_used);
+  pthread_mutex_unlock(&dir_lock);
+}
+
 static int cache_dir(char *out, size_t n, cdv_err *e)
 {
+  char why[PATH_MAX + 256];
   cdv_cache_dir("cpu", out, n);
-  if (out[0] && cdv_mkdirs(out) == 0 && access(out, W_OK) == 0)
-    return 0;
-  const char *t = getenv("TMPDIR");
-  snprintf(out, n, "%s/cudadev-%u/cpu", t && *t ? t : "/tmp", (unsigned)getuid());
-  if (cdv_mkdirs(out) == 0 && access(out, W_OK) == 0)
-    return 0;
-  return cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot create the kernel cache directory '%s'", out);
+  if (!out[0] || cdv_cache_trust_dir(out, 1, why, sizeof why) != 0) {
+    char first[PATH_MAX + 256];
+    snprintf(first, sizeof first, "%s", out[0] ? why : "");
+    if (cdv_cache_private_dir(out, n, why, sizeof why))
+      return cdv_fail(e, "cpu.compile", EACCES, "EACCES", "%s%s%s", first, first[0] ? "; " : "", why);
+  }
+  pthread_mutex_lock(&dir_lock);
+  snprintf(dir_used, sizeof dir_used, "%s", out);
+  pthread_mutex_unlock(&dir_lock);
+  return 0;
 }
 
 typedef struct memo {
@@ -956,16 +1030,19 @@ void cdv_cpu_cache_forget(void)
   pthread_mutex_unlock(&memo_lock);
 }
 
-/* NOTE [cpu kernel cache]: the object at path is whole (its trailer matches its bytes). */
+/* NOTE [cpu kernel cache]: the object at path is whole (its trailer matches all its bytes) and may be
+ * trusted (NOTE [cache trust]: a regular file of this user, not reached through a symbolic link). */
 int cdv_cpu_cache_verify(const char *path, cdv_err *e)
 {
-  size_t n;
-  char *data = cdv_cache_read(path, TRAILER_MAGIC, &n);
-  if (!data && errno != EBADMSG)
-    return cdv_cpu_fail_errno(e, "cpu.module_load", errno, "cannot read the kernel object '%s'", path);
-  free(data);
-  return data ? 0 : cdv_fail(e, "cpu.module_load", 0, "CUDA_ERROR_INVALID_IMAGE",
-                             "the kernel object '%s' is damaged (truncated or modified)", path);
+  if (cdv_cache_check(path, TRAILER_MAGIC) == 0)
+    return 0;
+  if (errno == EBADMSG)
+    return cdv_fail(e, "cpu.module_load", 0, "CUDA_ERROR_INVALID_IMAGE",
+                    "the kernel object '%s' is damaged (truncated or modified)", path);
+  if (errno == CDV_ENOTREG || errno == CDV_EOWNER || errno == CDV_ESYMLINK)
+    return cdv_fail(e, "cpu.module_load", 0, "CUDA_ERROR_INVALID_IMAGE", "the kernel object '%s' is not used: %s",
+                    path, cdv_cache_strerror(errno));
+  return cdv_cpu_fail_errno(e, "cpu.module_load", errno, "cannot read the kernel object '%s'", path);
 }
 
 /* Append the trailer to the freshly built object at tmp and rename it to path. */
@@ -974,7 +1051,9 @@ static int publish(const char *tmp, const char *path, cdv_err *e)
   if (access(tmp, R_OK))
     return cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot read the compiled object '%s'", tmp);
   if (cdv_cache_seal(tmp, path, TRAILER_MAGIC))
-    return cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot write the kernel cache entry '%s'", path);
+    return errno < 0 ? cdv_fail(e, "cpu.compile", 0, "CUDA_ERROR_INVALID_IMAGE", "cannot seal the compiled "
+                                "object '%s': %s", tmp, cdv_cache_strerror(errno))
+                     : cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot write the kernel cache entry '%s'", path);
   return 0;
 }
 
@@ -1061,11 +1140,14 @@ static int make_key(job *j, const char *version, cdv_err *e)
     cdv_sha256_add(&s, j->hdr_text[i], j->hdr_len[i]);
     cdv_sha256_str(&s, "");
   }
-  cdv_incscan is = {req, &j->co.idirs, &s, &j->fibers, {0}, 0};
+  cdv_incscan is = {req, &j->co.idirs, &s, &j->fibers, {0}, 0, ""};
   cdv_include_scan(&is, NULL, &j->src.includes);
   for (int i = 0; i < req->nheaders; i++)
     cdv_include_scan(&is, NULL, &j->hdr[i].includes);
   cdv_sl_free(&is.seen);
+  if (is.special[0])   /* NOTE [compile timeout]: refused before the compiler opens it */
+    return cdv_fail(e, "cpu.compile", 6, "NVRTC_ERROR_COMPILATION", "the included file '%s' is not a regular "
+                    "file (a FIFO or a device would block the compiler or never end)", is.special);
   /* the translation unit, trampolines included */
   size_t n;
   char *src = apply_rewrites(req->source, req->source_len, &j->src, &n);
@@ -1164,13 +1246,6 @@ static int write_file(const char *dir, const char *name, const char *text, size_
   return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static int unlink_cb(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-  (void)st, (void)flag, (void)ftw;
-  remove(p);
-  return 0;
-}
-
 /* The first line of the compiler output that reports an error, for the message. */
 static void first_error(const char *log, char *out, size_t n)
 {
@@ -1245,7 +1320,7 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
     rc = write_file(tmp, req->header_names[i], j->hdr_text[i], j->hdr_len[i]);
   if (rc) {
     rc = cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot write the sources into '%s'", tmp);
-    nftw(tmp, unlink_cb, 16, FTW_DEPTH | FTW_PHYS);
+    cdv_remove_tree(tmp);
     return rc;
   }
   char incl[PATH_MAX + 2], out[PATH_MAX + 16], src[PATH_MAX + 16];
@@ -1262,12 +1337,20 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
   for (int i = 0; tail[i]; i++)
     cdv_sl_add(&argv, tail[i]);
   buf cout = {0};
-  int st = -1;
+  int st = -1, late = 0;
+  double limit = compile_timeout(e);
   if (argv.oom)
     rc = oom(e);
-  else if (run_capture(argv.v, &cout, &st))
+  else if (limit < 0)
+    rc = -1;
+  else if (run_capture(argv.v, limit, &cout, &st, &late))
     rc = cdv_cpu_fail_errno(e, "c++", errno, "cannot run the host C++ compiler '%s'", argv.v[0]);
-  else if (st != 0 && !(st == -1 && access(out, R_OK) == 0)) {
+  else if (late) {   /* NOTE [compile timeout] */
+    rc = cdv_fail(e, "c++", ETIMEDOUT, "ETIMEDOUT", "compilation of %s timed out after %g s: the host C++ "
+                  "compiler was killed (CUDADEV_COMPILE_TIMEOUT sets the limit in seconds, 0 for none)",
+                  req->name ? req->name : "kernel.cu", limit);
+    e->log = strdup(cout.p ? cout.p : "");
+  } else if (st != 0 && !(st == -1 && access(out, R_OK) == 0)) {
     char first[320];
     first_error(cout.p, first, sizeof first);
     rc = compile_failed(e, req, cout.p ? cout.p : "", first);
@@ -1276,7 +1359,7 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
   }
   *log = cout.p ? cout.p : strdup("");
   cdv_sl_free(&argv);
-  nftw(tmp, unlink_cb, 16, FTW_DEPTH | FTW_PHYS);
+  cdv_remove_tree(tmp);
   return rc;
 }
 
@@ -1318,7 +1401,7 @@ int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e)
   } else if (rc == 0 && (rc = cache_dir(dir, sizeof dir, e)) == 0) {
     snprintf(path, sizeof path, "%s/%s.so", dir, j.key);
     cdv_err ignored;
-    if (access(path, R_OK) == 0 && cdv_cpu_cache_verify(path, &ignored) == 0)
+    if (cdv_cpu_cache_verify(path, &ignored) == 0)
       rc = 0;   /* a whole entry from an earlier process */
     else if ((rc = build(&j, dir, path, &log, e)) && j.refusal && !strcmp(e->name, HOST_COMPILER_ERROR)) {
       char *clog = e->log;   /* NOTE [refused constructs]: the construct is the likely cause; keep the log */

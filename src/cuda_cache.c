@@ -16,7 +16,8 @@
  * is sealed with a trailer and published by rename (diskcache.h). Reading it back checks the trailer, every
  * length against the bytes, and the key and the entries against the request; an entry that fails any check
  * is a miss, compiled and written again. Failed compiles are never stored: their error comes from NVRTC every
- * time. A directory that cannot be created or written is skipped quietly (disk_errors counts it and
+ * time. The directory and the entries are trusted only as NOTE [cache trust] (diskcache.c) says; one that is
+ * refused is skipped like one that cannot be created or written: quietly (disk_errors counts it and
  * disk_last_error says why in cd.kernel_cache_stats()): the cache saves time and never fails a compile.
  * module.c consults it around the backend's compile, before the target is resolved, because resolving the
  * default target asks NVRTC which architectures it supports, which would load it. Why the last lookup missed
@@ -217,13 +218,13 @@ static int hash_includes(cdv_sha256 *s, const cdv_compile_req *req) {
   if (slash == name) snprintf(dir, sizeof dir, "/");
   cdv_strlist dirs = {0};
   include_dirs(req, &dirs);
-  cdv_incscan is = {req, &dirs, s, NULL, {0}, dirs.oom};
+  cdv_incscan is = {req, &dirs, s, NULL, {0}, dirs.oom, ""};
   scan_text_includes(&is, dir, name, req->source, req->source_len);
   for (int i = 0; i < req->nheaders; i++) {
     const char *h = req->header_srcs[i];
     scan_text_includes(&is, dir, req->header_names[i], h, strlen(h));
   }
-  int rc = is.incomplete ? -1 : 0;
+  int rc = is.incomplete || is.special[0] ? -1 : 0;
   cdv_sl_free(&is.seen);
   cdv_sl_free(&dirs);
   return rc;
@@ -261,6 +262,11 @@ int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce) {
   if (disabled()) return miss_reason("the cache is off (CUDADEV_CACHE=%s)", getenv("CUDADEV_CACHE")), -1;
   cdv_cache_dir("cuda", ce->dir, sizeof ce->dir);
   if (!ce->dir[0]) return miss_reason("no cache directory (none of CUDADEV_CACHE_DIR, XDG_CACHE_HOME, HOME is set)"), -1;
+  char why[PATH_MAX + 256];
+  if (cdv_cache_trust_dir(ce->dir, 1, why, sizeof why) != 0) {   /* NOTE [cache trust]: no cache, not a failure */
+    disk_error("%s", why);
+    return miss_reason("the cache directory is not trusted: %s", why), -1;
+  }
   if (nvrtc_identity(ce->dir, ident, sizeof ident) != 0)   /* no NVRTC: the compile says why */
     return miss_reason("NVRTC could not be identified for the key"), -1;
   cdv_sha256_init(&s);
@@ -395,7 +401,7 @@ int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv
                       : !data ? "the entry '%s' could not be read" : "the entry '%s' does not match the compile", ce->path);
   errno = err;
   if (!data && errno == EBADMSG) disk_error("the kernel cache entry '%s' is damaged (truncated or modified)", ce->path);
-  else if (!data && errno != ENOENT && errno != ENOTDIR) disk_error("cannot read the kernel cache entry '%s': %s", ce->path, strerror(errno));
+  else if (!data && errno != ENOENT && errno != ENOTDIR) disk_error("cannot read the kernel cache entry '%s': %s", ce->path, cdv_cache_strerror(errno));
   else if (data && rc) disk_error("the kernel cache entry '%s' does not match the compile", ce->path);
   free(data);
   if (rc) cdv_image_free(out);

@@ -722,7 +722,7 @@ static int l_kernel_cache_stats(lua_State *L) {
   long hits = memory_hits, misses = memory_misses, entries = 0;
   for (cdv_module_t *m = cache; m != NULL; m = m->next) entries++;
   pthread_mutex_unlock(&cache_lock);
-  lua_createtable(L, 0, 9);
+  lua_createtable(L, 0, 11);
   lua_pushinteger(L, hits);
   lua_setfield(L, -2, "memory_hits");
   lua_pushinteger(L, misses);
@@ -749,6 +749,16 @@ static int l_kernel_cache_stats(lua_State *L) {
     lua_pushstring(L, miss);
     lua_setfield(L, -2, "disk_last_miss");
   }
+  cdv_cpu_cache_dir_used(dir, sizeof dir);   /* NOTE [cache trust] */
+  if (dir[0]) {
+    lua_pushstring(L, dir);
+    lua_setfield(L, -2, "cpu_disk_dir");
+  }
+  cdv_cache_refusal(last, sizeof last);
+  if (last[0]) {
+    lua_pushstring(L, last);
+    lua_setfield(L, -2, "disk_refused");
+  }
   return 1;
 }
 
@@ -766,6 +776,17 @@ static int l_disk_cache_selftest(lua_State *L) {
   lua_pushboolean(L, 0);
   lua_pushstring(L, why);
   return 2;
+}
+
+/* cd._selftest.cache_trust(dir) -> true | false, why: NOTE [cache trust] in this process (diskcache.c). */
+static int l_cache_trust_selftest(lua_State *L) {
+  char why[4400];
+  const char *dir = luaL_checkstring(L, 1);
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "_selftest is not available in this sandbox");
+  int ok = cdv_cache_trust_selftest(dir, why, sizeof why) == 0;
+  lua_pushboolean(L, ok);
+  if (!ok) lua_pushstring(L, why);
+  return ok ? 1 : 2;
 }
 
 /* Drops the in-memory cache; modules still held by Module values stay loaded until collected. */
@@ -1524,6 +1545,8 @@ int cdv_module_open(lua_State *L) {
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, l_disk_cache_selftest);
   lua_setfield(L, -2, "disk_cache");
+  lua_pushcfunction(L, l_cache_trust_selftest);
+  lua_setfield(L, -2, "cache_trust");
   lua_setfield(L, -2, "_selftest");
   return 0;
 }
