@@ -6,7 +6,9 @@
 -- negative, integers at the edges), strings ("" and garbage), tables (nested, shape-like, option tables with
 -- bad keys), booleans, nil, functions, and live, freed, destroyed and stale objects of every kind (arrays of
 -- every dtype and shape, 0-size and 0-d ones and views among them, streams, events, devices, modules,
--- kernels compiled once at the start on the cpu device). Every call runs inside pcall. The process must
+-- kernels compiled once at the start on the cpu device). Issue #14 adds reads of an Array that pending finalizers
+-- free meanwhile, with_stream / with_device in coroutines that fail or yield (the resumer's settings must be
+-- unchanged after), and kernels whose parameter lists are written with macros. Every call runs inside pcall. The process must
 -- never crash; an error must be a string or a cudadev.Error; an Array must describe itself consistently;
 -- and when the run ends and its objects are dropped, collectgarbage() must bring cd._live() back to where it
 -- started. Suspicious error texts (an argument number the call did not have, "got userdata", a raw Lua
@@ -126,6 +128,14 @@ __global__ void fz_axpy(T a, const T *x, T *y, int n)
 ]]
 local KEXPRS = { "fz_axpy<float>", "fz_axpy<double>", "fz_axpy<int>" }
 local SMALL_SRC = 'extern "C" __global__ void fz_one(int *x) { x[0] = 1; }\n'
+-- parameter lists written with macros (NOTE [verified signatures]): the first is refused when its kernel is
+-- looked up, the second is taken at the sizes the compiled kernel gives
+local MACRO_SRC = [[
+#define FZ_PARAMS float *x, int n
+#define FZ_REAL float
+extern "C" __global__ void fz_macro(FZ_PARAMS) { if (threadIdx.x < n) x[threadIdx.x] = 1; }
+extern "C" __global__ void fz_macro_type(FZ_REAL a, FZ_REAL *x) { x[0] = a; }
+]]
 
 -- ------------------------------------------------------------------------------------------------ the run
 
@@ -481,7 +491,7 @@ function M.run(opts)
       local c = r.pick(compiled)
       return { c[1], c[2] }
     end
-    local src = r.weighted({ { 5, r.pick({ KSRC, SMALL_SRC, "" }) }, { 1, "a\0b" }, { 1, gen(2) } })
+    local src = r.weighted({ { 5, r.pick({ KSRC, SMALL_SRC, MACRO_SRC, "" }) }, { 1, "a\0b" }, { 1, gen(2) } })
     local o = options("compile") or {}
     local bad = r.pick({ { "blok", 1 }, { "name", {} }, { "options", { 5 } }, { "headers", "x" }, { "arch", "bogus" },
                          { "target", "elf" }, { "device", "nope" }, { "include_paths", 5 }, { "name_expressions", { {} } },
@@ -902,11 +912,58 @@ function M.run(opts)
     return call(i, "__" .. op, mm, { r.chance(0.8) and o or gen(1) }, 1)
   end
 
+  -- NOTE [pinned reads]: finalizers that free the array being read (and take its memory back with an array of the
+  -- same size), while the collector runs all the time; the read must neither crash nor read freed memory (ASan)
+  local junk = setmetatable({}, { __mode = "v" })
+  local function finalizer_read(i)
+    local a = object("Array")
+    local ok, nb = pcall(function() return a.nbytes end)
+    if not ok then return false end
+    for _ = 1, r.range(1, 8) do
+      setmetatable({}, { __gc = function()
+        if pcall(a.free, a) then junk[#junk + 1] = select(2, pcall(cd.empty, nb, "uint8", { device = "cpu" })) end
+      end })
+    end
+    local op = r.pick({ "totable", "tostring", "index", "slice", "copy" })
+    local f = op == "totable" and function(x) return x:totable() end or op == "tostring" and tostring
+      or op == "index" and function(x) return x[1] end or op == "slice" and function(x) return x:slice(1) end
+      or function(x) return cd.copy(cd.empty_like(x), x) end
+    collectgarbage("incremental", 0, 100, 0)
+    local made = call(i, "read while a finalizer frees: " .. op, f, { a }, 1, "helper")
+    collectgarbage("incremental", 200, 100, 13)
+    return made
+  end
+
+  -- NOTE [scoped calls]: with_stream / with_device inside a coroutine whose function fails, yields or returns:
+  -- whatever happens, the resumer's stream and default device are what they were
+  local function coroutine_with(i)
+    local ok0, s0 = pcall(cd.get_stream, "cpu")
+    local d0 = cd.get_device()
+    local how = r.pick({ "error", "yield", "return" })
+    local function body()
+      if how == "error" then error("fz coroutine error", 0) elseif how == "yield" then coroutine.yield(1) end
+      return 1
+    end
+    local stream = r.chance(0.5) and (object("Stream") or gen(1))
+    local dev = not stream and devspec()
+    local co = coroutine.create(function()
+      if stream then return cd.with_stream(stream, body) end
+      return cd.with_device(dev, body)
+    end)
+    local made = call(i, "coroutine with_" .. (stream and "stream" or "device") .. " that " .. how .. "s",
+      coroutine.resume, { co }, 1, "helper")
+    local ok1, s1 = pcall(cd.get_stream, "cpu")
+    if ok0 ~= ok1 or (ok0 and s0 ~= s1) or cd.get_device() ~= d0 then
+      fail(i, "a coroutine's with_stream / with_device left its setting on for the resumer", how)
+    end
+    return made
+  end
+
   local actions = {
     { 40, call_function }, { 26, call_method }, { 10, read_field }, { 3, write_field }, { 6, metamethod },
     { 1, dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "spec/") .. "fuzz_sandbox.lua")
          .action(cd, r, call, fail) },   -- sandboxed states that have the debug library (issue 14)
-    { 8, launch }, { 1, function()
+    { 8, launch }, { 1, finalizer_read }, { 1, coroutine_with }, { 1, function()
       collectgarbage(r.chance(0.2) and "collect" or "step")
       return false
     end },

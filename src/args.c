@@ -16,9 +16,24 @@ const cdv_dtype_info cdv_dtypes[CDV_NDTYPES] = {
   [CDV_U64] = {"uint64", "u64", 8, 0, 0},  [CDV_BOOL] = {"bool", "bool", 1, 0, 0},
 };
 
+/* NOTE [C strings]: a Lua string may hold NUL bytes, which a C string ends at: "float32\0junk" would be read as
+ * "float32" and accepted. Every name that becomes a C string (dtypes, kernel names, compile options, header
+ * names, include paths, option keys) is refused when it holds one. */
+int cdv_has_nul(lua_State *L, int idx) {
+  size_t n;
+  const char *s = lua_tolstring(L, idx, &n);
+  return s != NULL && memchr(s, '\0', n) != NULL;
+}
+
+const char *cdv_check_cstring(lua_State *L, int arg, const char *what) {
+  const char *s = luaL_checkstring(L, arg);
+  if (cdv_has_nul(L, arg)) luaL_argerror(L, arg, lua_pushfstring(L, "%s contains a NUL byte", what));
+  return s;
+}
+
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def) {
   if (lua_isnoneornil(L, arg)) return def;
-  const char *s = luaL_checkstring(L, arg);
+  const char *s = cdv_check_cstring(L, arg, "dtype");
   for (int t = 0; t < CDV_NDTYPES; t++)
     if (strcmp(s, cdv_dtypes[t].name) == 0 || strcmp(s, cdv_dtypes[t].short_name) == 0) return t;
   return luaL_argerror(L, arg, lua_pushfstring(L, "unknown dtype '%s' (expected float32, int32, ...)", s));
@@ -33,6 +48,8 @@ void cdv_check_options(lua_State *L, int arg, const char *const *known, const ch
   while (lua_next(L, arg) != 0) {
     lua_pop(L, 1);
     const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (k != NULL && cdv_has_nul(L, -1))   /* NOTE [C strings]: "stream\0x" is no "stream" */
+      luaL_argerror(L, arg, lua_pushfstring(L, "option name '%s' contains a NUL byte", k));
     int ok = 0;
     for (int i = 0; k != NULL && known[i] != NULL && !ok; i++) ok = strcmp(k, known[i]) == 0;
     if (!ok) {
@@ -165,4 +182,26 @@ void cdv_set_index(lua_State *L, int mt, lua_CFunction index) {
   lua_setfield(L, mt, "methods");
   lua_pushcclosure(L, index, 1);
   lua_setfield(L, mt, "__index");
+}
+
+/* NOTE [scoped calls]: cd.with_device, cd.with_stream, cd.with_peer_access and cd.with_mempool_access keep the
+ * setting to restore in a to-be-closed slot (slot 1), so an error restores it as it unwinds, and its traceback
+ * passes through untouched (no pcall in between). Inside a coroutine that is not enough: an error that leaves
+ * the coroutine through coroutine.resume does not unwind its stack, and Lua closes the slot only when the
+ * coroutine is closed (coroutine.close; coroutine.wrap does it at once), so the setting would stay on for the
+ * code that resumed it. There the function is called under pcall, the slot is closed, and the error is raised
+ * again, unchanged. A yield inside the function is refused ("attempt to yield across a C-call boundary", Lua's
+ * own message), after the setting is restored: suspended, the coroutine would otherwise leave it on for its
+ * resumer. (Switching settings per coroutine, so that a yield keeps them, is left to the issue that asks for it;
+ * a continuation, lua_pcallk, is where it would start.) */
+int cdv_call_scoped(lua_State *L, int nargs) {
+  int main_thread = lua_pushthread(L);
+  lua_pop(L, 1);
+  if (main_thread) {
+    lua_call(L, nargs, LUA_MULTRET);
+  } else if (lua_pcall(L, nargs, LUA_MULTRET, 0) != LUA_OK) {
+    lua_closeslot(L, 1);   /* restore now: the error may leave the coroutine */
+    return lua_error(L);
+  }
+  return lua_gettop(L) - 1;
 }

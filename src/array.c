@@ -240,8 +240,9 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   if (b->owner != NULL) b->owner->gc_pressure -= b->owner->gc_pressure < b->bytes ? b->owner->gc_pressure : b->bytes;
   if (b->release != NULL) {   /* the host's memory: hand it back once the work queued on it is done */
     cdv_device *ld = b->last_dev;
+    void *ls = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL;   /* NOTE [stream lifetime] */
     if (ld != NULL && cdv_still_owned(ld, b->generation))
-      rc = ld->be->stream_synchronize(ld, b->last_stream, e);
+      rc = ld->be->stream_synchronize(ld, ls, e);
     b->release(b->release_ud, b->ptr);
   } else if (b->borrowed || b->ptr == NULL) {
   } else if (!cdv_still_owned(d, b->generation)) {
@@ -270,6 +271,7 @@ static cdv_array *new_array(lua_State *L) {
   memset(a, 0, sizeof *a);
   a->magic = CDV_ARRAY_MAGIC;
   luaL_setmetatable(L, CDV_ARRAY);   /* closed (no block) until the memory exists */
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   return a;
 }
 
@@ -325,13 +327,21 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
   return ndim;
 }
 
+int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) { return check_shape(L, arg, shape, t); }
+
+/* The size of a shape: its callers checked that a nonzero product fits (check_shape, shape_product), but a
+ * dimension of 0 makes the size 0 whatever the others are, and {2^62, 2^62, 0} must not be multiplied out in
+ * order (signed overflow before the 0). */
 static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
   a->ndim = ndim;
   a->size = 1;
+  int zero = 0;
   for (int i = 0; i < ndim; i++) {
     a->shape[i] = shape[i];
-    a->size *= shape[i];
+    zero |= shape[i] == 0;
   }
+  for (int i = 0; i < ndim && !zero; i++) a->size *= shape[i];
+  if (zero) a->size = 0;
 }
 
 static cdv_array *push_array(lua_State *L, cdv_state *st, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
@@ -600,7 +610,45 @@ static int array_to(lua_State *L) {
   return 1;
 }
 
-/* Reads a's elements into host memory (the array's own memory when it is on the host). */
+/* NOTE [pinned reads]: a finalizer may run at any Lua allocation, and one that frees an Array (a RAII wrapper's
+ * __gc calling a:free()) must not take the memory from under a reader that still uses it (a:totable() builds its
+ * tables from the array's own memory on the cpu device; a GPU read allocates a host copy before it copies).
+ * Such a reader first pins the block: an ArrayPin userdata on the stack, marked to-be-closed, holds one
+ * reference to it, and the reader works on a snapshot of the Array (its own cdv_array, with the block and the
+ * data pointer), never on the Array again. A free while pinned only drops the Array's reference; the pin's
+ * release, when the reader returns or raises, frees the block. The pin is allocated before the reference is
+ * taken, and the Array is checked again after that allocation, since the allocation may run the finalizer. */
+typedef struct array_pin { cdv_block *b; } array_pin;
+#define CDV_ARRAY_PIN "cudadev.ArrayPin"
+
+static int pin_release(lua_State *L) {   /* __close and __gc; never raises */
+  array_pin *p = luaL_testudata(L, 1, CDV_ARRAY_PIN);
+  cdv_block *b = p != NULL ? p->b : NULL;
+  cdv_err e;
+  if (b == NULL) return 0;
+  p->b = NULL;
+  cdv_device *d = b->dev;
+  if (block_unref(b, &e) != 0) cdv_warn_release(L, "freeing an array", d, &e);
+  return 0;
+}
+
+/* Pins the block of the live Array at arg and fills *snap with it (NOTE [pinned reads]); pushes the pin.
+ * Returns 1, or 0 when the allocations here ran a finalizer that freed the array (nothing pinned). */
+static int pin_array(lua_State *L, int arg, cdv_array *snap) {
+  arg = lua_absindex(L, arg);
+  array_pin *p = lua_newuserdatauv(L, sizeof *p, 0);
+  p->b = NULL;
+  luaL_setmetatable(L, CDV_ARRAY_PIN);
+  lua_toclose(L, -1);
+  *snap = *check_any(L, arg);   /* again: the allocations above may have run a finalizer that freed it */
+  if (snap->block == NULL) return 0;
+  p->b = snap->block;
+  p->b->refs++;
+  return 1;
+}
+
+/* Reads a's elements into host memory (the array's own memory when it is on the host). `a` is a pinned
+ * snapshot (NOTE [pinned reads]): the copy to the host allocates. */
 static const char *host_view(lua_State *L, cdv_array *a) {
   cdv_err e;
   if (a->block->dev->be->host_memory) {
@@ -869,6 +917,8 @@ static int array_zero(lua_State *L) {
 
 static cdv_array *push_view(lua_State *L, cdv_array *a, size_t byte_off, cdv_dtype t, int ndim, const int64_t *shape) {
   cdv_array *v = new_array(L);
+  /* the allocation may have run a finalizer that freed a (NOTE [pinned reads]) */
+  if (a->block == NULL) luaL_error(L, "attempt to use a freed array");
   v->dtype = t;
   set_shape(v, ndim, shape);
   v->block = a->block;
@@ -1067,7 +1117,9 @@ static int array_get(lua_State *L, cdv_array *a) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(&v, tmp.data, is);
-  } else {
+  } else {   /* the host copy allocates: NOTE [pinned reads] */
+    if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1);   /* freed meanwhile: raises */
+    tmp.data += (size_t)(i - 1) * is;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     copy_bytes(L, h, 0, &tmp, 0, is, NULL);
     memcpy(&v, h->data, is);
@@ -1094,7 +1146,9 @@ static int array_newindex(lua_State *L) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(tmp.data, &v, is);
-  } else {
+  } else {   /* the host copy allocates: NOTE [pinned reads] */
+    if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1);   /* freed meanwhile: raises */
+    tmp.data += (size_t)(i - 1) * is;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     memcpy(h->data, &v, is);
     copy_bytes(L, &tmp, 0, h, 0, is, NULL);
@@ -1117,10 +1171,30 @@ static const char *push_nested(lua_State *L, cdv_dtype t, int ndim, const int64_
   return p;
 }
 
+/* The tables push_nested builds for an array of no elements: one per row of each dimension before the first
+ * dimension of 0 (shape {3, 0} is {{}, {}, {}}), which is not bounded by the array's size. */
+#define TOTABLE_MAX_EMPTY ((int64_t)1 << 24)
+
+static void add_header(lua_State *L, luaL_Buffer *b, cdv_array *a);
+
 static int array_totable(lua_State *L) {
-  cdv_array *a = cdv_check_array(L, 1);
-  const char *p = host_view(L, a);
-  push_nested(L, a->dtype, a->ndim, a->shape, p);
+  cdv_array a, *z = cdv_check_array(L, 1);
+  int64_t tables = 1, rows = 1;
+  for (int i = 0; z->size == 0 && i < z->ndim - 1 && z->shape[i] != 0 && tables <= TOTABLE_MAX_EMPTY; i++) {
+    rows = z->shape[i] > TOTABLE_MAX_EMPTY / rows ? TOTABLE_MAX_EMPTY + 1 : rows * z->shape[i];
+    tables += rows;
+  }
+  if (tables > TOTABLE_MAX_EMPTY) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    add_header(L, &b, z);
+    luaL_pushresult(&b);
+    return luaL_error(L, "totable of %s would build more than %I empty tables", lua_tostring(L, -1),
+                      (lua_Integer)TOTABLE_MAX_EMPTY);
+  }
+  if (!pin_array(L, 1, &a)) cdv_check_array(L, 1);   /* NOTE [pinned reads]; freed meanwhile: raises */
+  const char *p = a.size > 0 ? host_view(L, &a) : NULL;
+  push_nested(L, a.dtype, a.ndim, a.shape, p);
   return 1;
 }
 
@@ -1191,14 +1265,19 @@ static int array_tostring(lua_State *L) {
     return 1;
   }
   int values = a->size <= PRINT_MAX;
-  const char *p = values && a->size > 0 ? host_view(L, a) : NULL;
+  cdv_array snap;
+  if (!pin_array(L, 1, &snap)) {   /* NOTE [pinned reads]: the buffer and the host copy allocate */
+    lua_pushliteral(L, "Array(freed)");
+    return 1;
+  }
+  const char *p = values && snap.size > 0 ? host_view(L, &snap) : NULL;
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, "Array(");
-  add_header(L, &b, a);
+  add_header(L, &b, &snap);
   if (values) {
     luaL_addstring(&b, ": ");
-    add_nested(&b, a->dtype, a->ndim, a->shape, p, nbytes(a));
+    add_nested(&b, snap.dtype, snap.ndim, snap.shape, p, nbytes(&snap));
   }
   luaL_addchar(&b, ')');
   luaL_pushresult(&b);
@@ -1325,6 +1404,10 @@ static const luaL_Reg functions[] = {
 };
 
 int cdv_array_open(lua_State *L) {
+  luaL_newmetatable(L, CDV_ARRAY_PIN);   /* NOTE [pinned reads] */
+  static const luaL_Reg pin_meta[] = {{"__close", pin_release}, {"__gc", pin_release}, {NULL, NULL}};
+  luaL_setfuncs(L, pin_meta, 0);
+  lua_pop(L, 1);
   luaL_newmetatable(L, CDV_ARRAY);
   static const luaL_Reg meta[] = {
     {"__newindex", array_newindex}, {"__len", array_len},

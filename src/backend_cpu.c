@@ -872,6 +872,25 @@ static int cpu_module_function(cdv_device *d, void *mod, const char *symbol, voi
   return 0;
 }
 
+/* A global's accessor (NOTE [module globals] in module.c; cpu_compile.c writes it): the variable's address in
+ * the object, whose writable data every forked launch shares (NOTE [shared module data]), and its size. */
+static int cpu_module_global(cdv_device *d, void *mod, const char *symbol, void **ptr, size_t *bytes, cdv_err *e)
+{
+  (void)d;
+  cpu_module *m = mod;
+  if (!m || !symbol)
+    return cdv_fail(e, "cpu.module_global", 400, INVALID_HANDLE, "invalid module handle");
+  void *(*get)(unsigned long *) = NULL;
+  *(void **)&get = dlsym(m->handle, symbol);
+  if (!get)
+    return cdv_fail(e, "cpu.module_global", 500, "CUDA_ERROR_NOT_FOUND", "global symbol '%s' not found in the "
+                    "module", symbol);
+  unsigned long n = 0;
+  *ptr = get(&n);
+  *bytes = n;
+  return 0;
+}
+
 /* ---------------------------------------------------------------- kernels */
 static int cpu_func_info(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e)
 {
@@ -977,6 +996,7 @@ const cdv_backend cdv_backend_cpu = {
   .module_load = cpu_module_load,
   .module_unload = cpu_module_unload,
   .module_function = cpu_module_function,
+  .module_global = cpu_module_global,
   .func_info = cpu_func_info,
   .param_info = cpu_param_info,
   .occupancy = cpu_occupancy,

@@ -168,6 +168,18 @@ void cdv_cuda_unadopt(cdv_device *d) {
   d->canary = 0;
 }
 
+/* cuStreamGetCtx: a handle a host hands over as a stream of d (cudadev_push_stream) must be one of d's context.
+ * The driver reads what the handle points to, so this catches a stream of another device or context, a
+ * destroyed one it still recognises, and an event or context passed by mistake; not an arbitrary pointer. */
+int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e) {
+  CUcontext c = NULL;
+  if (cuda_activate(d, e)) return -1;
+  if (CDV_CU(e, cuStreamGetCtx, (CUstream)stream, &c)) return -1;
+  if (c != (CUcontext)d->ctx)
+    return cdv_fail(e, "cuStreamGetCtx", 1, "CUDA_ERROR_INVALID_HANDLE", "the stream belongs to another context");
+  return 0;
+}
+
 /* cuCtxSynchronize: wait for all work of the device's context. */
 static int cuda_synchronize(cdv_device *d, cdv_err *e) {
   return cuda_activate(d, e) ? -1 : CDV_CU(e, cuCtxSynchronize);
@@ -482,9 +494,12 @@ static void opts_free(nvrtc_opts *o) {
   free(o->v);
 }
 
-/* The toolkit's include folder, where cuda_fp16.h and friends live: NVRTC 13 does not search it by
- * itself, and CuPy adds it too. Found once: $CUDA_HOME, $CUDA_PATH, then /usr/local/cuda. */
-static char toolkit_include[512];
+/* NOTE [toolkit includes]: the toolkit's include folder, where cuda_fp16.h and friends live: NVRTC 13 does not
+ * search it by itself, and CuPy adds it too. CUDA 13 moved CCCL (cuda/std, cub, thrust, nv) out of it into
+ * include/cccl, which cooperative_groups.h, curand_kernel.h and cuda/atomic include from: that folder is added
+ * as well whenever it exists (a CUDA 12 toolkit keeps CCCL in include/ and has none). Found once: $CUDA_HOME,
+ * $CUDA_PATH, then /usr/local/cuda. Both options are part of the disk cache's key (NOTE [cuda kernel cache]). */
+static char toolkit_include[512], toolkit_cccl[520];
 
 static void find_toolkit_include(void) {
   const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
@@ -494,22 +509,24 @@ static void find_toolkit_include(void) {
     snprintf(probe, sizeof probe, "%s/include/cuda_fp16.h", roots[i]);
     if (access(probe, R_OK) == 0) {
       snprintf(toolkit_include, sizeof toolkit_include, "-I%.500s/include", roots[i]);
+      snprintf(probe, sizeof probe, "%s/include/cccl/cuda/std", roots[i]);
+      if (access(probe, R_OK | X_OK) == 0) snprintf(toolkit_cccl, sizeof toolkit_cccl, "%s/cccl", toolkit_include);
       return;
     }
   }
 }
 
-/* The option NVRTC gets for it (NOTE [cuda kernel cache]: part of the key). */
-const char *cdv_nvrtc_toolkit_include(void) {
+/* The options NVRTC gets for them: which = 0 the include folder, 1 its cccl folder ("" when none). */
+const char *cdv_nvrtc_toolkit_include(int which) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, find_toolkit_include);
-  return toolkit_include;
+  return which ? toolkit_cccl : toolkit_include;
 }
 
 static int opts_build(const cdv_compile_req *req, const nvrtc_target *t, nvrtc_opts *o, cdv_err *e) {
-  const char *tk = cdv_nvrtc_toolkit_include();
+  const char *tk = cdv_nvrtc_toolkit_include(0), *cccl = cdv_nvrtc_toolkit_include(1);
   memset(o, 0, sizeof *o);
-  o->v = calloc((size_t)req->nopts + (size_t)req->nincludes + 2, sizeof *o->v);
+  o->v = calloc((size_t)req->nopts + (size_t)req->nincludes + 3, sizeof *o->v);
   o->inc = calloc((size_t)req->nincludes + 1, sizeof *o->inc);
   if (!o->v || !o->inc) return nvrtc_oom(e, "nvrtcCompileProgram");
   for (int i = 0; i < req->nopts; i++) o->v[o->n++] = req->opts[i];
@@ -519,9 +536,18 @@ static int opts_build(const cdv_compile_req *req, const nvrtc_target *t, nvrtc_o
     snprintf(o->inc[o->ninc], len, "-I%s", req->include_paths[i]);
     o->v[o->n++] = o->inc[o->ninc++];
   }
-  if (tk[0]) o->v[o->n++] = tk;   /* after the caller's: theirs win */
+  if (tk[0]) o->v[o->n++] = tk;   /* after the caller's: theirs win (NOTE [toolkit includes]) */
+  if (cccl[0]) o->v[o->n++] = cccl;
   if (t->option[0]) o->v[o->n++] = t->option;
   return 0;
+}
+
+/* The name expression NVRTC gets for entry i: a kernel's as written; a global's address, "&ns::table", as
+ * NVRTC wants for variables (NOTE [module globals] in module.c). */
+static const char *name_expr(const cdv_compile_req *req, int i, char *buf, size_t n) {
+  if (req->is_expr[i] != 2) return req->entries[i];
+  snprintf(buf, n, "&%s", req->entries[i]);
+  return buf;
 }
 
 /* nvrtcCreateProgram with the request's headers, then nvrtcAddNameExpression for each C++ entry. The source
@@ -534,8 +560,11 @@ static int program_create(const cdv_compile_req *req, nvrtcProgram *prog, cdv_er
   int rc = CDV_NVRTC(e, nvrtcCreateProgram, prog, src, req->name ? req->name : "kernel.cu", req->nheaders,
                      req->header_srcs, req->header_names);
   free(src);
-  for (int i = 0; rc == 0 && i < req->nentries; i++)
-    if (req->is_expr && req->is_expr[i]) rc = CDV_NVRTC(e, nvrtcAddNameExpression, *prog, req->entries[i]);
+  for (int i = 0; rc == 0 && i < req->nentries; i++) {
+    char expr[512];
+    if (req->is_expr && req->is_expr[i])
+      rc = CDV_NVRTC(e, nvrtcAddNameExpression, *prog, name_expr(req, i, expr, sizeof expr));
+  }
   return rc;
 }
 
@@ -574,7 +603,10 @@ static int fetch_lowered(nvrtcProgram prog, const cdv_compile_req *req, cdv_imag
     return nvrtc_oom(e, "nvrtcGetLoweredName");
   for (int i = 0; i < req->nentries; i++) {
     const char *sym = req->entries[i];
-    if (req->is_expr && req->is_expr[i] && CDV_NVRTC(e, nvrtcGetLoweredName, prog, req->entries[i], &sym)) return -1;
+    char expr[512];
+    if (req->is_expr && req->is_expr[i] &&
+        CDV_NVRTC(e, nvrtcGetLoweredName, prog, name_expr(req, i, expr, sizeof expr), &sym))
+      return -1;
     if (!(out->lowered[i] = dup_str(sym))) return nvrtc_oom(e, "nvrtcGetLoweredName");
   }
   return 0;
@@ -709,6 +741,21 @@ static int cuda_module_function(cdv_device *d, void *mod, const char *symbol, vo
     return -1;
   }
   *fn = f;
+  return 0;
+}
+
+/* cuModuleGetGlobal: a __constant__ / __device__ variable's address and size (NOTE [module globals]). */
+static int cuda_module_global(cdv_device *d, void *mod, const char *symbol, void **ptr, size_t *bytes, cdv_err *e) {
+  CUdeviceptr p = 0;
+  size_t n = 0;
+  if (cuda_activate(d, e)) return -1;
+  if (CDV_CU(e, cuModuleGetGlobal, &p, &n, (CUmodule)mod, symbol)) {
+    size_t len = strlen(e->message);
+    snprintf(e->message + len, sizeof e->message - len, " ('%s')", symbol);
+    return -1;
+  }
+  *ptr = (void *)(uintptr_t)p;
+  *bytes = n;
   return 0;
 }
 
@@ -940,6 +987,7 @@ const cdv_backend cdv_backend_cuda = {
   .module_load = cuda_module_load,
   .module_unload = cuda_module_unload,
   .module_function = cuda_module_function,
+  .module_global = cuda_module_global,
   .func_info = cuda_func_info,
   .param_info = cuda_param_info,
   .occupancy = cuda_occupancy,

@@ -94,7 +94,8 @@ typedef struct cdv_compile_req {
                                             * cache keys do not follow Lua's table order (module.c) */
   int nincludes; const char *const *include_paths;
   int nentries; const char *const *entries; /* kernels to expose: "saxpy", "axpy<float>" */
-  const unsigned char *is_expr;             /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol */
+  const unsigned char *is_expr;             /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol;
+                                            * 2 = a global variable (NOTE [module globals] in module.c) */
   int arch;                                 /* CUDA: 90 for sm_90; ignored by cpu */
   int want_ptx, want_cubin;                 /* CUDA targets asked for */
 } cdv_compile_req;
@@ -165,8 +166,11 @@ struct cdv_backend {
   int (*module_load)(cdv_device *d, const cdv_image *img, void **mod, cdv_err *e);
   int (*module_unload)(cdv_device *d, void *mod, cdv_err *e);
   int (*module_function)(cdv_device *d, void *mod, const char *symbol, void **fn, cdv_err *e);
+  /* the address and size of a global variable (an entry with is_expr 2) by its lowered name */
+  int (*module_global)(cdv_device *d, void *mod, const char *symbol, void **ptr, size_t *bytes, cdv_err *e);
   int (*func_info)(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e);
-  /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) */
+  /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) or
+   * i is past the last parameter. A size of CDV_PARAM_HUGE means that size or more (the cpu object's field). */
   int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
   int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
@@ -203,6 +207,8 @@ struct cdv_backend {
   int (*pool_trim)(cdv_device *d, cdv_err *e);
 };
 
+#define CDV_PARAM_HUGE ((size_t)0xfffff)
+
 extern const cdv_backend cdv_backend_cuda;
 extern const cdv_backend cdv_backend_cpu;
 
@@ -214,7 +220,7 @@ int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch,
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
 int cdv_cuda_driver_version(void);                           /* cuDriverGetVersion, 0 without a driver */
 int cdv_nvrtc_version(int *major, int *minor);               /* 0 on success */
-const char *cdv_nvrtc_toolkit_include(void);                 /* "-I<toolkit>/include" NVRTC gets, or "" */
+const char *cdv_nvrtc_toolkit_include(int which);  /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
 int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky faults] */
 int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
 int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
@@ -232,6 +238,7 @@ int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e);
 int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e);
 int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e);
 int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e);
+int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
 /* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
@@ -247,9 +254,14 @@ int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce);
 int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv_image *out);  /* 0: a hit */
 void cdv_cuda_cache_put(const cdv_cuda_entry *ce, const cdv_compile_req *req, const cdv_image *img);
 enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DISK_NSTATS };
-/* the counters, the directory ("" when the cache is off) and the last error's text ("" when none) */
-void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast);
+/* the counters, the directory ("" when the cache is off), the last error's text and why the last compile did
+ * not come from the disk ("" when none) */
+void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast, char *miss,
+                          size_t nmiss);
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
+void cdv_cpu_cache_dir_used(char *out, size_t n);   /* the cpu kernel cache's directory, "" before a compile */
+void cdv_cache_refusal(char *out, size_t n);        /* NOTE [cache trust]: the last directory refused, "" if none */
+int cdv_cache_trust_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.cache_trust */
 
 /* ---------------------------------------------------------------- loader (loader.c) */
 int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */
@@ -310,6 +322,9 @@ cdv_state *cdv_get_state(lua_State *L);
 cdv_state *cdv_peek_state(lua_State *L);
 void cdv_state_ref(cdv_state *st);
 void cdv_state_unref(cdv_state *st);          /* the last reference frees the record of a closed state */
+/* NOTE [objects made in finalizers]: called on each new userdata that holds a resource, after its metatable is set
+ * and before the resource is acquired (it raises once the state is closing) */
+void cdv_track_late(lua_State *L, int idx);
 
 /* NOTE [stale release]: a reset of a CUDA device destroys its context, and with it the memory, streams,
  * events, modules and graphs made before: releasing such a stale object must not call the driver on a dead
@@ -468,6 +483,7 @@ cdv_array *cdv_check_array(lua_State *L, int arg);          /* live (not freed, 
 cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
                           int kind, cdv_stream *s);
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
+int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t);   /* integer or table; returns ndim */
 void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
 /* memory the host owns as an Array (embed.c): borrowed when release is NULL, else release(ud, ptr) frees it */
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
@@ -607,7 +623,12 @@ void cdv_check_options(lua_State *L, int arg, const char *const *known, const ch
 /* args.c: argument helpers shared by the Lua types */
 int64_t cdv_check_count(lua_State *L, int arg, const char *what);  /* integer >= 0 */
 const char *cdv_fmt_bytes(char *buf, size_t n, double bytes);       /* "79.1 GiB" */
-int cdv_opt_field(lua_State *L, int t, const char *k);  /* pushes t[k] when t is a table; type or LUA_TNIL */
+int cdv_opt_field(lua_State *L, int t, const char *k);
+int cdv_has_nul(lua_State *L, int idx);   /* the string at idx holds a NUL byte (NOTE [C strings]) */
+const char *cdv_check_cstring(lua_State *L, int arg, const char *what);   /* "<what> contains a NUL byte" */
+/* NOTE [scoped calls]: calls the function below nargs arguments, the scope to restore being the to-be-closed
+ * slot 1; returns the number of results (all the stack above slot 1) */
+int cdv_call_scoped(lua_State *L, int nargs);  /* pushes t[k] when t is a table; type or LUA_TNIL */
 int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname);
 
 #endif

@@ -11,7 +11,7 @@
  * intrinsics decides whether the kernel's threads need fibers (cdv_cpu_flags in the object).
  *
  * NOTE [cpu kernel cache]: objects live in $CUDADEV_CACHE_DIR/cpu, else $XDG_CACHE_HOME/cudadev/cpu, else
- * ~/.cache/cudadev/cpu, named by a SHA-256 over everything that changes the output: the compiler's path and
+ * ~/.cache/cudadev/cpu (when NOTE [cache trust] in diskcache.c allows; else a private directory), named by a SHA-256 over everything that changes the output: the compiler's path and
  * --version, the options, the whole translation unit (prelude, rewritten source, trampolines), the headers
  * and the files the source includes from include paths. An object is written under a temporary name in the
  * cache directory, followed by a 32-byte trailer (magic, size, hash of the bytes before it), and renamed
@@ -24,7 +24,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <poll.h>
 #include <limits.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -35,6 +35,8 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include "cpu.h"
 #include "diskcache.h"
 
@@ -556,8 +558,9 @@ static void note_include(const char *orig, size_t n, const toks *t, int i, scanr
 /* NOTE [refused constructs]: the first construct the cpu device cannot run is noted with its line. It is
  * reported only if the host compiler then fails (it does on PTX asm, textures, wmma...), so that such code in
  * a preprocessor branch the cpu device does not take (#ifdef __CUDADEV_CPU__ ... #else ... #endif), or an
- * asm statement the host understands too (asm volatile("" ::: "memory")), is no obstacle. */
-static void note_refusal(const char *fname, const char *s, const toks *t, int i, scanres *r)
+ * asm statement the host understands too (asm volatile("" ::: "memory")), is no obstacle. The file and line
+ * are those the compilers would report: `#line N "file"` (and gcc's `# N "file"`) directives move them. */
+static void note_refusal(const char *fname, int line, const char *s, const toks *t, int i, scanres *r)
 {
   const tok *k = &t->v[i];
   const struct refusal *f;
@@ -573,11 +576,42 @@ static void note_refusal(const char *fname, const char *s, const toks *t, int i,
     return;
   }
   if (!strcmp(what, "inline PTX asm"))
-    snprintf(r->refusal, sizeof r->refusal, "%s:%d: inline PTX asm is not supported on the cpu device", fname,
-             k->line);
+    snprintf(r->refusal, sizeof r->refusal, "%s:%d: inline PTX asm is not supported on the cpu device", fname, line);
   else
-    snprintf(r->refusal, sizeof r->refusal, "%s:%d: %s '%s' is not supported on the cpu device", fname, k->line,
-             what, word);
+    snprintf(r->refusal, sizeof r->refusal, "%s:%d: %s '%s' is not supported on the cpu device", fname, line, what,
+             word);
+}
+
+/* Where the lines of a file are said to come from: `#line N ["file"]` or `# N ["file"]` at t[i] (a '#' that
+ * starts its line) makes the next line N of that file. The name is read from the original text (the scanner
+ * blanked literals); it is kept when it has no quote or backslash to undo. */
+typedef struct linemap {
+  int delta;              /* reported line = physical line + delta */
+  char file[256];
+} linemap;
+
+static void note_line_directive(const char *orig, size_t size, const char *s, const toks *t, int i, linemap *lm)
+{
+  int j = i + 1;
+  if (j < t->n && tok_is(s, &t->v[j], "line") && t->v[j].line == t->v[i].line)
+    j++;
+  if (j >= t->n || t->v[j].kind != T_NUM || t->v[j].line != t->v[i].line)
+    return;
+  long n = 0;
+  for (size_t k = 0; k < t->v[j].len && n >= 0 && n <= INT_MAX / 20; k++)
+    n = isdigit((unsigned char)s[t->v[j].off + k]) ? n * 10 + (s[t->v[j].off + k] - '0') : -1;
+  if (n <= 0 || n > INT_MAX / 2)
+    return;
+  lm->delta = (int)n - (t->v[i].line + 1);
+  size_t p = t->v[j].off + t->v[j].len, q;
+  while (p < size && (orig[p] == ' ' || orig[p] == '\t'))
+    p++;
+  if (p >= size || orig[p] != '"')
+    return;
+  for (q = p + 1; q < size && !strchr("\"\\\n", orig[q]); q++)
+    ;
+  if (q < size && orig[q] == '"' && q - p - 1 < sizeof lm->file)
+    snprintf(lm->file, sizeof lm->file, "%.*s", (int)(q - p - 1), orig + p + 1);
 }
 
 /* `extern ... __shared__ ... ;` starting at t[i]: rewritten (rewrite_extern_shared); -1 when out of memory. */
@@ -604,10 +638,13 @@ static int scan_text(const char *fname, const char *orig, size_t n, int full, sc
   }
   int rc = 0, code_depth = 0, nsdepth = 0;
   unsigned char stack[256];   /* brace kinds: 1 = namespace-like */
+  linemap lm = {0, ""};
+  snprintf(lm.file, sizeof lm.file, "%s", fname);
   for (int i = 0; i < t.n && rc == 0; i++) {
     const tok *k = &t.v[i];
     if (k->bol && tok_is(s, k, "#")) {
       note_include(orig, n, &t, i, r);
+      note_line_directive(orig, n, s, &t, i, &lm);
     } else if (tok_is(s, k, "{")) {
       int ns = ns_brace(s, &t, i);
       if (nsdepth < 256)
@@ -621,7 +658,7 @@ static int scan_text(const char *fname, const char *orig, size_t n, int full, sc
       r->fibers = 1;
     }
     if (full) {
-      note_refusal(fname, s, &t, i, r);
+      note_refusal(lm.file, k->line + lm.delta, s, &t, i, r);
       if (tok_is(s, k, "extern") && note_extern(orig, s, &t, i, code_depth == 0, r))
         rc = oom(e);
     }
@@ -715,6 +752,11 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
 {
   buf_adds(b, "\n#line 1 \"<cudadev entries>\"\n");
   for (int i = 0; i < req->nentries; i++) {
+    if (req->is_expr && req->is_expr[i] == 2) {   /* a global's accessor: NOTE [module globals] in module.c */
+      buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) void *%s(unsigned long *n) "
+                  "{ *n = sizeof(%s); return (void *)&(%s); }\n", syms[i], req->entries[i], req->entries[i]);
+      continue;
+    }
     buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) void %s(cdv_cpu_ctx *c, void **a, int m) "
                 "{ cdv_run<(%s)>(c, a, m); }\n", syms[i], req->entries[i]);
     buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const char %s_name[] = ", syms[i]);
@@ -727,21 +769,56 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
 }
 
 /* ---------------------------------------------------------------- running the compiler */
-/* Run argv (argv[0] a path), collecting stdout and stderr. *status: the exit status, 128+signal, or -1 when
- * it cannot be known (a host that reaps children itself). */
-static int run_capture(char *const argv[], buf *out, int *status)
+/* NOTE [compile timeout]: a host compiler can run for ever: an #include of a FIFO blocks it, a template or
+ * constexpr recursion loops it. So each run has a deadline, $CUDADEV_COMPILE_TIMEOUT seconds (default
+ * DEFAULT_TIMEOUT; 0 for none). The compiler runs in a process group of its own, so that when the deadline
+ * passes the whole group (the driver, cc1plus, as, ld) is killed with SIGKILL; the compile then fails with
+ * ETIMEDOUT. (Being in its own group, the compiler does not see a terminal's Ctrl-C: the deadline ends it.) */
+#define DEFAULT_TIMEOUT 300.0
+
+/* The deadline in seconds (0: none), or -1 with *e for a value that is not a number of seconds. */
+static double compile_timeout(cdv_err *e)
+{
+  const char *v = getenv("CUDADEV_COMPILE_TIMEOUT");
+  if (!v || !*v)
+    return DEFAULT_TIMEOUT;
+  char *end;
+  double t = strtod(v, &end);
+  if (end == v || *end || !(t >= 0 && t <= 1e9))   /* also refuses NaN */
+    return cdv_fail(e, "cpu.compile", EINVAL, "EINVAL", "CUDADEV_COMPILE_TIMEOUT must be a number of seconds "
+                    "(0 for no limit), not '%s'", v), -1;
+  return t;
+}
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Run argv (argv[0] a path) in a process group of its own, collecting stdout and stderr, for at most
+ * timeout seconds (0: no limit). *status: the exit status, 128+signal, or -1 when it cannot be known (a host
+ * that reaps children itself); *timed_out: the deadline passed and the group was killed. */
+static int run_capture(char *const argv[], double timeout, buf *out, int *status, int *timed_out)
 {
   int fd[2];
+  *timed_out = 0;
   if (pipe2(fd, O_CLOEXEC))
     return -1;
   posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
   posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&at, 0);
   pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  int rc = posix_spawn(&pid, argv[0], &fa, &at, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
   close(fd[1]);
   if (rc) {
     close(fd[0]);
@@ -749,11 +826,27 @@ static int run_capture(char *const argv[], buf *out, int *status)
     return -1;
   }
   char tmp[8192];
-  ssize_t k;
-  while ((k = read(fd[0], tmp, sizeof tmp)) != 0) {
+  double deadline = timeout > 0 ? now_s() + timeout : 0;
+  for (;;) {
+    int ms = -1;
+    if (deadline) {
+      double left = deadline - now_s();
+      ms = left <= 0 ? 0 : left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
+    }
+    struct pollfd p = {fd[0], POLLIN, 0};
+    int r = poll(&p, 1, ms);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {   /* the deadline passed (or poll failed): end the whole group, before it is reaped */
+      *timed_out = r == 0;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      break;
+    }
+    ssize_t k = read(fd[0], tmp, sizeof tmp);
     if (k < 0 && errno == EINTR)
       continue;
-    if (k < 0)
+    if (k <= 0)
       break;
     buf_add(out, tmp, (size_t)k);
   }
@@ -826,9 +919,14 @@ static int get_compiler(cdv_strlist *argv, char **version, cdv_err *e)
       buf out = {0};
       int st;
       cdv_sl_add(&c.argv, "--version");
-      if (run_capture(c.argv.v, &out, &st) || st != 0)
-        rc = cdv_fail(e, "cpu.compile", errno, "ENOEXEC", "host C++ compiler '%s' does not run (%s --version "
-                      "failed)", spec, path);
+      double limit = compile_timeout(e);
+      int late = 0;
+      if (limit < 0)
+        rc = -1;
+      else if (run_capture(c.argv.v, limit, &out, &st, &late) || st != 0)
+        rc = cdv_fail(e, "cpu.compile", late ? ETIMEDOUT : errno, late ? "ETIMEDOUT" : "ENOEXEC",
+                      "host C++ compiler '%s' does not run (%s --version %s)", spec, path,
+                      late ? "timed out: CUDADEV_COMPILE_TIMEOUT" : "failed");
       free(c.argv.v[--c.argv.n]);
       c.argv.v[c.argv.n] = NULL;
       c.version = out.p ? out.p : strdup("");
@@ -854,18 +952,34 @@ static int get_compiler(cdv_strlist *argv, char **version, cdv_err *e)
 }
 
 /* ---------------------------------------------------------------- cache directory, memo, trailer */
-/* NOTE [cpu kernel cache]: the directory, created on demand; when it cannot be created, a private directory
- * under $TMPDIR keeps compiling possible (without persistence the user asked for, but without failing). */
+/* NOTE [cpu kernel cache]: the directory, created on demand and used only when NOTE [cache trust]
+ * (diskcache.c) allows it. When it cannot be created (HOME unset, absent or read-only) or is refused, the
+ * objects go to this process's private directory (a random name, 0700, removed at exit): compiling works,
+ * without the persistence the user asked for. The directory last used is kept for cd.kernel_cache_stats(). */
+static pthread_mutex_t dir_lock = PTHREAD_MUTEX_INITIALIZER;
+static char dir_used[PATH_MAX];
+
+void cdv_cpu_cache_dir_used(char *out, size_t n)
+{
+  pthread_mutex_lock(&dir_lock);
+  snprintf(out, n, "%s", dir_used);
+  pthread_mutex_unlock(&dir_lock);
+}
+
 static int cache_dir(char *out, size_t n, cdv_err *e)
 {
+  char why[PATH_MAX + 256];
   cdv_cache_dir("cpu", out, n);
-  if (out[0] && cdv_mkdirs(out) == 0 && access(out, W_OK) == 0)
-    return 0;
-  const char *t = getenv("TMPDIR");
-  snprintf(out, n, "%s/cudadev-%u/cpu", t && *t ? t : "/tmp", (unsigned)getuid());
-  if (cdv_mkdirs(out) == 0 && access(out, W_OK) == 0)
-    return 0;
-  return cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot create the kernel cache directory '%s'", out);
+  if (!out[0] || cdv_cache_trust_dir(out, 1, why, sizeof why) != 0) {
+    char first[PATH_MAX + 256];
+    snprintf(first, sizeof first, "%s", out[0] ? why : "");
+    if (cdv_cache_private_dir(out, n, why, sizeof why))
+      return cdv_fail(e, "cpu.compile", EACCES, "EACCES", "%s%s%s", first, first[0] ? "; " : "", why);
+  }
+  pthread_mutex_lock(&dir_lock);
+  snprintf(dir_used, sizeof dir_used, "%s", out);
+  pthread_mutex_unlock(&dir_lock);
+  return 0;
 }
 
 typedef struct memo {
@@ -916,16 +1030,19 @@ void cdv_cpu_cache_forget(void)
   pthread_mutex_unlock(&memo_lock);
 }
 
-/* NOTE [cpu kernel cache]: the object at path is whole (its trailer matches its bytes). */
+/* NOTE [cpu kernel cache]: the object at path is whole (its trailer matches all its bytes) and may be
+ * trusted (NOTE [cache trust]: a regular file of this user, not reached through a symbolic link). */
 int cdv_cpu_cache_verify(const char *path, cdv_err *e)
 {
-  size_t n;
-  char *data = cdv_cache_read(path, TRAILER_MAGIC, &n);
-  if (!data && errno != EBADMSG)
-    return cdv_cpu_fail_errno(e, "cpu.module_load", errno, "cannot read the kernel object '%s'", path);
-  free(data);
-  return data ? 0 : cdv_fail(e, "cpu.module_load", 0, "CUDA_ERROR_INVALID_IMAGE",
-                             "the kernel object '%s' is damaged (truncated or modified)", path);
+  if (cdv_cache_check(path, TRAILER_MAGIC) == 0)
+    return 0;
+  if (errno == EBADMSG)
+    return cdv_fail(e, "cpu.module_load", 0, "CUDA_ERROR_INVALID_IMAGE",
+                    "the kernel object '%s' is damaged (truncated or modified)", path);
+  if (errno == CDV_ENOTREG || errno == CDV_EOWNER || errno == CDV_ESYMLINK)
+    return cdv_fail(e, "cpu.module_load", 0, "CUDA_ERROR_INVALID_IMAGE", "the kernel object '%s' is not used: %s",
+                    path, cdv_cache_strerror(errno));
+  return cdv_cpu_fail_errno(e, "cpu.module_load", errno, "cannot read the kernel object '%s'", path);
 }
 
 /* Append the trailer to the freshly built object at tmp and rename it to path. */
@@ -934,7 +1051,9 @@ static int publish(const char *tmp, const char *path, cdv_err *e)
   if (access(tmp, R_OK))
     return cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot read the compiled object '%s'", tmp);
   if (cdv_cache_seal(tmp, path, TRAILER_MAGIC))
-    return cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot write the kernel cache entry '%s'", path);
+    return errno < 0 ? cdv_fail(e, "cpu.compile", 0, "CUDA_ERROR_INVALID_IMAGE", "cannot seal the compiled "
+                                "object '%s': %s", tmp, cdv_cache_strerror(errno))
+                     : cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot write the kernel cache entry '%s'", path);
   return 0;
 }
 
@@ -1021,11 +1140,14 @@ static int make_key(job *j, const char *version, cdv_err *e)
     cdv_sha256_add(&s, j->hdr_text[i], j->hdr_len[i]);
     cdv_sha256_str(&s, "");
   }
-  cdv_incscan is = {req, &j->co.idirs, &s, &j->fibers, {0}, 0};
+  cdv_incscan is = {req, &j->co.idirs, &s, &j->fibers, {0}, 0, ""};
   cdv_include_scan(&is, NULL, &j->src.includes);
   for (int i = 0; i < req->nheaders; i++)
     cdv_include_scan(&is, NULL, &j->hdr[i].includes);
   cdv_sl_free(&is.seen);
+  if (is.special[0])   /* NOTE [compile timeout]: refused before the compiler opens it */
+    return cdv_fail(e, "cpu.compile", 6, "NVRTC_ERROR_COMPILATION", "the included file '%s' is not a regular "
+                    "file (a FIFO or a device would block the compiler or never end)", is.special);
   /* the translation unit, trampolines included */
   size_t n;
   char *src = apply_rewrites(req->source, req->source_len, &j->src, &n);
@@ -1124,13 +1246,6 @@ static int write_file(const char *dir, const char *name, const char *text, size_
   return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static int unlink_cb(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-  (void)st, (void)flag, (void)ftw;
-  remove(p);
-  return 0;
-}
-
 /* The first line of the compiler output that reports an error, for the message. */
 static void first_error(const char *log, char *out, size_t n)
 {
@@ -1144,6 +1259,48 @@ static void first_error(const char *log, char *out, size_t n)
     }
     p += len + (nl != NULL);
   }
+}
+
+/* NOTE [host compiler errors]: a failed compile on the cpu device is the host C++ compiler's failure, and says
+ * so: api "c++", name HOST_COMPILER_ERROR (never NVRTC's names: NVRTC did not run), the first error line in the
+ * message and the whole output in the log. A missing CUDA toolkit header (CUB, Thrust, libcu++, cuRAND...) is
+ * named as such: those headers hold GPU code the cpu device cannot compile, and the file and line are gcc's,
+ * which follow #line directives. */
+#define HOST_COMPILER_ERROR "HOST_COMPILER_ERROR"
+
+/* The toolkit header in gcc's "fatal error: NAME: No such file or directory", or 0. */
+static int missing_toolkit_header(const char *first, char *name, size_t n)
+{
+  const char *p = strstr(first, "fatal error: "), *end = p ? strstr(p, ": No such file or directory") : NULL;
+  if (!end || (size_t)(end - p - 13) >= n)
+    return 0;
+  snprintf(name, n, "%.*s", (int)(end - p - 13), p + 13);
+  static const char *const prefixes[] = {"cub/", "thrust/", "cuda/", "nv/", "cooperative_groups/", "curand",
+                                         "cublas", "cufft", "cusparse", "cusolver", "mma.h", "cuda_", "sm_", "crt/",
+                                         "nvtx3/", "cuComplex.h", "texture_", "surface_", NULL};
+  for (int i = 0; prefixes[i]; i++)
+    if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+      return 1;
+  return 0;
+}
+
+static int compile_failed(cdv_err *e, const cdv_compile_req *req, const char *log, const char *first)
+{
+  const char *file = req->name ? req->name : "kernel.cu";
+  char hdr[256];
+  if (missing_toolkit_header(first, hdr, sizeof hdr)) {
+    const char *at = first + 2, *colon = strstr(at, ": fatal error");   /* "file:line:col" */
+    const char *col = colon ? colon - 1 : NULL;
+    while (col && col > at && isdigit((unsigned char)*col))
+      col--;   /* drop the column: refusals name a file and a line */
+    cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%.*s: CUDA toolkit header <%s> is not available on "
+             "the cpu device (it holds GPU code); leave it out with #ifndef __CUDADEV_CPU__", col && *col == ':' ?
+             (int)(col - at) : (int)strlen(file), col && *col == ':' ? at : file, hdr);
+  } else {
+    cdv_fail(e, "c++", 6, HOST_COMPILER_ERROR, "compilation of %s failed%s", file, first);
+  }
+  e->log = strdup(log);
+  return -1;
 }
 
 /* Write the sources into a fresh directory inside the cache directory, compile, publish. */
@@ -1163,7 +1320,7 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
     rc = write_file(tmp, req->header_names[i], j->hdr_text[i], j->hdr_len[i]);
   if (rc) {
     rc = cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot write the sources into '%s'", tmp);
-    nftw(tmp, unlink_cb, 16, FTW_DEPTH | FTW_PHYS);
+    cdv_remove_tree(tmp);
     return rc;
   }
   char incl[PATH_MAX + 2], out[PATH_MAX + 16], src[PATH_MAX + 16];
@@ -1180,23 +1337,29 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
   for (int i = 0; tail[i]; i++)
     cdv_sl_add(&argv, tail[i]);
   buf cout = {0};
-  int st = -1;
+  int st = -1, late = 0;
+  double limit = compile_timeout(e);
   if (argv.oom)
     rc = oom(e);
-  else if (run_capture(argv.v, &cout, &st))
+  else if (limit < 0)
+    rc = -1;
+  else if (run_capture(argv.v, limit, &cout, &st, &late))
     rc = cdv_cpu_fail_errno(e, "c++", errno, "cannot run the host C++ compiler '%s'", argv.v[0]);
-  else if (st != 0 && !(st == -1 && access(out, R_OK) == 0)) {
+  else if (late) {   /* NOTE [compile timeout] */
+    rc = cdv_fail(e, "c++", ETIMEDOUT, "ETIMEDOUT", "compilation of %s timed out after %g s: the host C++ "
+                  "compiler was killed (CUDADEV_COMPILE_TIMEOUT sets the limit in seconds, 0 for none)",
+                  req->name ? req->name : "kernel.cu", limit);
+    e->log = strdup(cout.p ? cout.p : "");
+  } else if (st != 0 && !(st == -1 && access(out, R_OK) == 0)) {
     char first[320];
     first_error(cout.p, first, sizeof first);
-    rc = cdv_fail(e, "c++", 6, "NVRTC_ERROR_COMPILATION", "compilation of %s failed%s",
-                  req->name ? req->name : "kernel.cu", first);
-    e->log = strdup(cout.p ? cout.p : "");
+    rc = compile_failed(e, req, cout.p ? cout.p : "", first);
   } else {
     rc = publish(out, path, e);
   }
   *log = cout.p ? cout.p : strdup("");
   cdv_sl_free(&argv);
-  nftw(tmp, unlink_cb, 16, FTW_DEPTH | FTW_PHYS);
+  cdv_remove_tree(tmp);
   return rc;
 }
 
@@ -1238,9 +1401,9 @@ int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e)
   } else if (rc == 0 && (rc = cache_dir(dir, sizeof dir, e)) == 0) {
     snprintf(path, sizeof path, "%s/%s.so", dir, j.key);
     cdv_err ignored;
-    if (access(path, R_OK) == 0 && cdv_cpu_cache_verify(path, &ignored) == 0)
+    if (cdv_cpu_cache_verify(path, &ignored) == 0)
       rc = 0;   /* a whole entry from an earlier process */
-    else if ((rc = build(&j, dir, path, &log, e)) && j.refusal && !strcmp(e->name, "NVRTC_ERROR_COMPILATION")) {
+    else if ((rc = build(&j, dir, path, &log, e)) && j.refusal && !strcmp(e->name, HOST_COMPILER_ERROR)) {
       char *clog = e->log;   /* NOTE [refused constructs]: the construct is the likely cause; keep the log */
       cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%s", j.refusal);
       e->log = clog;

@@ -6,8 +6,8 @@
  * at all about 28 ms more (200,000 relocations); reading an entry back takes tens of microseconds. Entries
  * live in $CUDADEV_CACHE_DIR/cuda, else $XDG_CACHE_HOME/cudadev/cuda, else ~/.cache/cudadev/cuda
  * (CUDADEV_CACHE=0 turns the cache off), each named by a SHA-256 over everything that changes NVRTC's output:
- * a format version, NVRTC itself (NOTE [nvrtc identity]), the driver version, the toolkit include folder
- * NVRTC is given, the architecture and the targets asked for, the file name, the source, the options, the
+ * a format version, NVRTC itself (NOTE [nvrtc identity]), the driver version, the toolkit include folders
+ * NVRTC is given (NOTE [toolkit includes]), the architecture and the targets asked for, the file name, the source, the options, the
  * include paths, the headers (by name, so the order of the Lua table does not matter), the entries and which
  * of them are name expressions, and the path and bytes of every file the source and the headers include from
  * disk (diskcache.c's include scan: "..." next to the source file, as NVRTC looks there, then the -I options
@@ -16,10 +16,12 @@
  * is sealed with a trailer and published by rename (diskcache.h). Reading it back checks the trailer, every
  * length against the bytes, and the key and the entries against the request; an entry that fails any check
  * is a miss, compiled and written again. Failed compiles are never stored: their error comes from NVRTC every
- * time. A directory that cannot be created or written is skipped quietly (disk_errors counts it and
+ * time. The directory and the entries are trusted only as NOTE [cache trust] (diskcache.c) says; one that is
+ * refused is skipped like one that cannot be created or written: quietly (disk_errors counts it and
  * disk_last_error says why in cd.kernel_cache_stats()): the cache saves time and never fails a compile.
  * module.c consults it around the backend's compile, before the target is resolved, because resolving the
- * default target asks NVRTC which architectures it supports, which would load it. The cpu device keeps its
+ * default target asks NVRTC which architectures it supports, which would load it. Why the last lookup missed
+ * (or could not be made) is kept for disk_last_miss: a kernel that misses in every new process says why. The cpu device keeps its
  * own cache of objects (NOTE [cpu kernel cache]) and does not come here.
  *
  * NOTE [nvrtc identity]: a hit must not load NVRTC, yet NVRTC's version belongs in the key. The process that
@@ -54,7 +56,7 @@
 /* ---------------------------------------------------------------- counters */
 static long stats[CDV_DISK_NSTATS];
 static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
-static char last_error[512];
+static char last_error[512], last_miss[512];
 
 static void count(int what) { __atomic_add_fetch(&stats[what], 1, __ATOMIC_RELAXED); }
 
@@ -69,17 +71,29 @@ __attribute__((format(printf, 1, 2))) static void disk_error(const char *fmt, ..
   va_end(ap);
 }
 
+/* Why the last compile did not come from the disk (disk_last_miss). */
+__attribute__((format(printf, 1, 2))) static void miss_reason(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  pthread_mutex_lock(&error_lock);
+  vsnprintf(last_miss, sizeof last_miss, fmt, ap);
+  pthread_mutex_unlock(&error_lock);
+  va_end(ap);
+}
+
 static int disabled(void) {
   const char *v = getenv("CUDADEV_CACHE");
   return v && (!strcmp(v, "0") || !strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "false"));
 }
 
-void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast) {
+void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast, char *miss,
+                          size_t nmiss) {
   for (int i = 0; i < CDV_DISK_NSTATS; i++) out[i] = __atomic_load_n(&stats[i], __ATOMIC_RELAXED);
   if (disabled()) dir[0] = '\0';
   else cdv_cache_dir("cuda", dir, ndir);
   pthread_mutex_lock(&error_lock);
   snprintf(last, nlast, "%s", last_error);
+  snprintf(miss, nmiss, "%s", last_miss);
   pthread_mutex_unlock(&error_lock);
 }
 
@@ -204,13 +218,13 @@ static int hash_includes(cdv_sha256 *s, const cdv_compile_req *req) {
   if (slash == name) snprintf(dir, sizeof dir, "/");
   cdv_strlist dirs = {0};
   include_dirs(req, &dirs);
-  cdv_incscan is = {req, &dirs, s, NULL, {0}, dirs.oom};
+  cdv_incscan is = {req, &dirs, s, NULL, {0}, dirs.oom, ""};
   scan_text_includes(&is, dir, name, req->source, req->source_len);
   for (int i = 0; i < req->nheaders; i++) {
     const char *h = req->header_srcs[i];
     scan_text_includes(&is, dir, req->header_names[i], h, strlen(h));
   }
-  int rc = is.incomplete ? -1 : 0;
+  int rc = is.incomplete || is.special[0] ? -1 : 0;
   cdv_sl_free(&is.seen);
   cdv_sl_free(&dirs);
   return rc;
@@ -221,7 +235,8 @@ static int hash_request(cdv_sha256 *s, const cdv_compile_req *req) {
   snprintf(misc, sizeof misc, "driver %d arch %d ptx %d cubin %d", cdv_cuda_driver_version(), req->arch,
            req->want_ptx, req->want_cubin);
   cdv_sha256_str(s, misc);
-  cdv_sha256_str(s, cdv_nvrtc_toolkit_include());
+  cdv_sha256_str(s, cdv_nvrtc_toolkit_include(0));   /* NOTE [toolkit includes] */
+  cdv_sha256_str(s, cdv_nvrtc_toolkit_include(1));
   cdv_sha256_str(s, req->name ? req->name : "kernel.cu");
   hash_bytes(s, req->source, req->source_len);
   hash_list(s, "options", req->nopts, req->opts);
@@ -232,7 +247,10 @@ static int hash_request(cdv_sha256 *s, const cdv_compile_req *req) {
     hash_bytes(s, req->header_srcs[i], strlen(req->header_srcs[i]));
   }
   hash_list(s, "entries", req->nentries, req->entries);
-  for (int i = 0; i < req->nentries; i++) cdv_sha256_str(s, req->is_expr && req->is_expr[i] ? "expr" : "symbol");
+  for (int i = 0; i < req->nentries; i++) {
+    int k = req->is_expr ? req->is_expr[i] : 0;
+    cdv_sha256_str(s, k == 2 ? "global" : k ? "expr" : "symbol");
+  }
   return hash_includes(s, req);
 }
 
@@ -241,13 +259,22 @@ int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce) {
   unsigned char h[32];
   cdv_sha256 s;
   ce->on = 0;
-  if (disabled()) return -1;
+  if (disabled()) return miss_reason("the cache is off (CUDADEV_CACHE=%s)", getenv("CUDADEV_CACHE")), -1;
   cdv_cache_dir("cuda", ce->dir, sizeof ce->dir);
-  if (!ce->dir[0] || nvrtc_identity(ce->dir, ident, sizeof ident) != 0) return -1;   /* no NVRTC: the compile says why */
+  if (!ce->dir[0]) return miss_reason("no cache directory (none of CUDADEV_CACHE_DIR, XDG_CACHE_HOME, HOME is set)"), -1;
+  char why[PATH_MAX + 256];
+  if (cdv_cache_trust_dir(ce->dir, 1, why, sizeof why) != 0) {   /* NOTE [cache trust]: no cache, not a failure */
+    disk_error("%s", why);
+    return miss_reason("the cache directory is not trusted: %s", why), -1;
+  }
+  if (nvrtc_identity(ce->dir, ident, sizeof ident) != 0)   /* no NVRTC: the compile says why */
+    return miss_reason("NVRTC could not be identified for the key"), -1;
   cdv_sha256_init(&s);
   cdv_sha256_str(&s, FORMAT);
   cdv_sha256_str(&s, ident);
-  if (hash_request(&s, req) != 0) return -1;
+  if (hash_request(&s, req) != 0)
+    return miss_reason("the files %s includes could not all be read into the key (at most 512 files, 32 levels)",
+                       req->name ? req->name : "kernel.cu"), -1;
   cdv_sha256_done(&s, h);
   memcpy(ce->key, h, sizeof ce->key);
   char hex[33];
@@ -369,8 +396,12 @@ int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv
   memset(out, 0, sizeof *out);
   char *data = cdv_cache_read(ce->path, ENTRY_MAGIC, &n);
   int rc = data ? unpack((const unsigned char *)data, n, ce->key, req, out) : -1;
+  int err = errno;
+  if (rc) miss_reason(!data && (err == ENOENT || err == ENOTDIR) ? "no entry '%s' yet (a first compile of these inputs)"
+                      : !data ? "the entry '%s' could not be read" : "the entry '%s' does not match the compile", ce->path);
+  errno = err;
   if (!data && errno == EBADMSG) disk_error("the kernel cache entry '%s' is damaged (truncated or modified)", ce->path);
-  else if (!data && errno != ENOENT && errno != ENOTDIR) disk_error("cannot read the kernel cache entry '%s': %s", ce->path, strerror(errno));
+  else if (!data && errno != ENOENT && errno != ENOTDIR) disk_error("cannot read the kernel cache entry '%s': %s", ce->path, cdv_cache_strerror(errno));
   else if (data && rc) disk_error("the kernel cache entry '%s' does not match the compile", ce->path);
   free(data);
   if (rc) cdv_image_free(out);
@@ -458,13 +489,13 @@ static const char *other_requests_miss(const cdv_cuda_entry *ce, const cdv_compi
 static const char *unwritable_is_quiet(const cdv_cuda_entry *ce, const cdv_compile_req *req, const cdv_image *img) {
   cdv_cuda_entry bad = *ce;
   long before[CDV_DISK_NSTATS], after[CDV_DISK_NSTATS];
-  char dir[8], last[8];
+  char dir[8], last[8], miss[8];
   if (snprintf(bad.dir, sizeof bad.dir, "%s/sub", ce->path) >= (int)sizeof bad.dir ||   /* under a file */
       snprintf(bad.path, sizeof bad.path, "%s/x.mod", bad.dir) >= (int)sizeof bad.path)
     return "the directory name is too long";
-  cdv_cuda_cache_stats(before, dir, sizeof dir, last, sizeof last);
+  cdv_cuda_cache_stats(before, dir, sizeof dir, last, sizeof last, miss, sizeof miss);
   cdv_cuda_cache_put(&bad, req, img);
-  cdv_cuda_cache_stats(after, dir, sizeof dir, last, sizeof last);
+  cdv_cuda_cache_stats(after, dir, sizeof dir, last, sizeof last, miss, sizeof miss);
   if (after[CDV_DISK_ERRORS] != before[CDV_DISK_ERRORS] + 1 || after[CDV_DISK_WRITES] != before[CDV_DISK_WRITES])
     return "writing into an unwritable directory was not a counted error";
   return misses(&bad, req) ? NULL : "an entry was found in an unwritable directory";

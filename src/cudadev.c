@@ -149,6 +149,61 @@ static int l_hooks(lua_State *L) {
   return 1;
 }
 
+/* NOTE [objects made in finalizers]: lua_close runs the finalizers of every object, and an object made by one
+ * of them (a RAII wrapper's __gc that allocates a scratch Array) is never finalized: Lua stops marking objects
+ * for finalization once it closes. Its resource would leak. An object made while a finalizer runs (lua_gc
+ * answers -1 then) or while the collector is stopped is therefore remembered, weakly, in a registry table, and
+ * when the state's own finalizer runs (the last of lua_close: it was set first) each one still remembered is
+ * finalized by hand (every __gc of the module may run twice: a released object is closed). After that, the
+ * state refuses to make any. */
+static const char LATE_KEY = 'l';
+
+void cdv_track_late(lua_State *L, int idx) {
+  if (lua_gc(L, LUA_GCISRUNNING) == 1) return;   /* the common case: no finalizer running */
+  idx = lua_absindex(L, idx);
+  cdv_state *st = cdv_peek_state(L);
+  if (st == NULL || st->closing)
+    luaL_error(L, "the Lua state is closing: %s values cannot be made now", cdv_typename(L, idx));
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &LATE_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &LATE_KEY);
+  }
+  lua_pushvalue(L, idx);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
+static int call_gc(lua_State *L) {
+  if (luaL_getmetafield(L, 1, "__gc") != LUA_TNIL) {
+    lua_insert(L, 1);
+    lua_call(L, 1, 0);
+  }
+  return 0;
+}
+
+/* The state closes: the objects made in finalizers are finalized by hand (NOTE [objects made in finalizers]). */
+static void finalize_late(lua_State *L) {
+  int top = lua_gettop(L);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &LATE_KEY) == LUA_TTABLE) {
+    int t = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) {
+      lua_pop(L, 1);
+      lua_pushcfunction(L, call_gc);
+      lua_pushvalue(L, -2);
+      if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);   /* __gc never raises; nothing to report to */
+    }
+  }
+  lua_settop(L, top);
+}
+
 /* takes st out of the table (records_lock held) */
 static void unlist(cdv_state *st) {
   for (int i = 0; i < nrecords; i++)
@@ -201,6 +256,8 @@ static int anchor_gc(lua_State *L) {
   int held = lua_rawgetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY) == LUA_TUSERDATA && lua_touserdata(L, -1) == a;
   lua_pop(L, 1);
   if (main && held && !lua_getstack(L, 1, &ar)) {   /* lua_close */
+    a->st->closing = 1;   /* what the late objects' finalizers make is refused */
+    finalize_late(L);
     release_record(a);
     return 0;
   }

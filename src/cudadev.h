@@ -107,8 +107,8 @@ CUDADEV_API void cudadev_adopt_context(lua_State *L, const char *alias, void *cu
 
 /* The host's memory as an Array, without copying. ptr is device memory of `device` (an alias: "cuda:0", an
  * adopted alias; "cpu" for host memory; NULL: the state's default device), dtype a cudadev dtype ("float32",
- * "f32", ...), shape ndim extents (ndim 0: a scalar). release NULL: borrowed, the host keeps the memory alive
- * for as long as the Array (and its views) exist. Otherwise the Array owns it: release(release_ud, ptr) is
+ * "f32", ...; NULL raises), shape ndim extents (ndim 0: a scalar). release NULL: borrowed, the host keeps the
+ * memory alive for as long as the Array (and its views) exist. Otherwise the Array owns it: release(release_ud, ptr) is
  * called once, when the last Array using it is freed or collected, after the work queued on it is done.
  * Pushes the Array. Raises (when it raises, release is not called: the memory stays the host's).
  * On the cpu device, kernels run in a forked child by default and only write memory that child shares with
@@ -117,7 +117,8 @@ CUDADEV_API void cudadev_push_array(lua_State *L, void *ptr, const char *dtype, 
                                     const char *device, void (*release)(void *ud, void *ptr), void *release_ud);
 
 /* A stream the host created (a CUstream; NULL: the device's default stream) as a Stream of `device`;
- * cudadev never destroys it. Pushes the Stream. Raises. */
+ * cudadev never destroys it. Pushes the Stream. Raises, also when the stream is not one of the device's context
+ * (checked with cuStreamGetCtx), and for any handle but NULL on the cpu device. */
 CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *device);
 
 #define CUDADEV_MAXDIM 8

@@ -557,8 +557,7 @@ static int l_with_device(lua_State *L) {
   lua_insert(L, 1);        /* scope at 1, spec at 2, fn at 3 */
   lua_toclose(L, 1);
   lua_remove(L, 2);
-  lua_call(L, nargs, LUA_MULTRET);
-  return lua_gettop(L) - 1;
+  return cdv_call_scoped(L, nargs);   /* NOTE [scoped calls] */
 }
 
 static int l_synchronize(lua_State *L) {

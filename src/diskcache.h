@@ -38,12 +38,27 @@ void cdv_sl_free(cdv_strlist *l);
 /* ---------------------------------------------------------------- files and the directory */
 #define CDV_MAX_FILE_BYTES ((size_t)64 << 20)
 
+/* NOTE [cache trust] (diskcache.c). Errors of cdv_open_file besides the system's, worded by cdv_cache_strerror. */
+#define CDV_ENOTREG (-1001)    /* not a regular file (a FIFO, a device, a directory) */
+#define CDV_EOWNER (-1002)     /* an entry owned by another user */
+#define CDV_ESYMLINK (-1003)   /* an entry that is a symbolic link */
+#define CDV_OPEN_ENTRY 1       /* a cache entry: no symbolic link, owned by this user */
+int cdv_open_file(const char *path, int how);       /* read-only, never blocks; a regular file only; -1, errno */
+const char *cdv_cache_strerror(int err);
 char *cdv_read_file(const char *path, size_t *n);   /* the bytes (+ a NUL), at most about 64 MiB; NULL, errno */
+void cdv_remove_tree(const char *path);             /* rm -r, not following symbolic links */
 int cdv_mkdirs(const char *path);                   /* mkdir -p with mode 0700; -1 and errno */
 
 /* $CUDADEV_CACHE_DIR, else $XDG_CACHE_HOME/cudadev, else $HOME/.cache/cudadev, then "/sub" when sub is not
  * NULL; "" when none of the three variables is set. Nothing is created. */
 void cdv_cache_dir(const char *sub, char *out, size_t n);
+
+/* 0 when dir (created 0700 first when create) may hold cache entries (NOTE [cache trust]); -1 when it cannot be
+ * created or does not exist, -2 when it is refused (recorded for cdv_cache_refusal); why says which. */
+int cdv_cache_trust_dir(const char *dir, int create, char *why, size_t n);
+/* A fresh directory of this process, 0700 with a random name under $TMPDIR (else /tmp), removed at exit; the
+ * same one for every call of the process. -1 with why. */
+int cdv_cache_private_dir(char *out, size_t n, char *why, size_t nwhy);
 
 /* ---------------------------------------------------------------- sealed entries */
 /* An entry is its bytes followed by a 32-byte trailer: an 8-byte magic naming the kind of entry, the size of
@@ -53,9 +68,11 @@ void cdv_cache_dir(const char *sub, char *out, size_t n);
 
 void cdv_cache_trailer(const char magic[8], const void *data, size_t n, unsigned char t[CDV_TRAILER_SIZE]);
 /* The bytes of the entry at path without the trailer (NUL-terminated), or NULL with errno: EBADMSG when the
- * file is there but not whole. */
+ * file is there but not whole. The entry is opened as cdv_open_file(path, CDV_OPEN_ENTRY) and has no size limit. */
 char *cdv_cache_read(const char *path, const char magic[8], size_t *n);
-/* Append the trailer to the file tmp (in the directory of path) and rename it to path; -1 and errno. */
+/* 0 when the entry at path is whole, checked in pieces (any size); -1 with errno as for cdv_cache_read. */
+int cdv_cache_check(const char *path, const char magic[8]);
+/* Append the trailer (over the whole file) to the file tmp (in the directory of path) and rename it to path; -1 and errno. */
 int cdv_cache_seal(const char *tmp, const char *path, const char magic[8]);
 /* Write data and its trailer to a new temporary file in dir and rename it to path (in dir); -1 and errno. */
 int cdv_cache_write(const char *dir, const char *path, const char magic[8], const void *data, size_t n);
@@ -73,6 +90,8 @@ typedef struct cdv_incscan {
   void *barriers;                /* passed to cdv_list_includes for each file found */
   cdv_strlist seen;              /* files already read (free it with cdv_sl_free) */
   int incomplete;                /* set when a limit (files, depth, memory) left includes unread */
+  char special[512];             /* the first include found that is neither a regular file nor a directory
+                                  * (a FIFO or a device would block or never end the compiler), "" if none */
 } cdv_incscan;
 
 int cdv_header_index(const cdv_compile_req *req, const char *name);   /* the request's header of that name, or -1 */

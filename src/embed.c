@@ -363,12 +363,14 @@ CUDADEV_API void cudadev_push_array(lua_State *L, void *ptr, const char *dtype, 
                                     const char *device, void (*release)(void *ud, void *ptr), void *release_ud) {
   static const char api[] = "cudadev_push_array";
   if (ndim < 0 || ndim > CDV_MAXDIM) luaL_error(L, "%s: ndim must be 0 to %d, got %d", api, CDV_MAXDIM, ndim);
-  check_protected(L, api, dtype_of, dtype ? dtype : "float32");
+  if (dtype == NULL) luaL_error(L, "%s: dtype is NULL (give one: \"float32\", \"int32\", ...)", api);
+  check_protected(L, api, dtype_of, dtype);
   cdv_dtype t = (cdv_dtype)lua_tointeger(L, -1);
   lua_pop(L, 1);
   int64_t size = 1;
   for (int i = 0; i < ndim; i++) {
-    if (shape == NULL || shape[i] < 0) luaL_error(L, "%s: dimension %d must be a non-negative integer", api, i + 1);
+    if (shape == NULL) luaL_error(L, "%s: shape is NULL with ndim %d", api, ndim);
+    if (shape[i] < 0) luaL_error(L, "%s: dimension %d must be a non-negative integer", api, i + 1);
     if (shape[i] != 0 && size > ((int64_t)1 << 56) / cdv_dtypes[t].size / shape[i])
       luaL_error(L, "%s: array is too large", api);
     size *= shape[i];
@@ -379,7 +381,17 @@ CUDADEV_API void cudadev_push_array(lua_State *L, void *ptr, const char *dtype, 
 }
 
 CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *device) {
-  cdv_device *d = named_device(L, "cudadev_push_stream", device);
+  static const char api[] = "cudadev_push_stream";
+  cdv_device *d = named_device(L, api, device);
+  cdv_err e;
+  /* a handle that is not a stream of d would be used by every copy and launch on it: checked once, here */
+  if (stream != NULL && d->is_cpu)
+    luaL_error(L, "%s: the cpu device has no streams a host can make (pass NULL for its default stream)", api);
+  if (stream != NULL) {
+    cdv_device_use(L, d);
+    if (cdv_cuda_stream_of(d, stream, &e) != 0)
+      luaL_error(L, "%s: %p is not a stream of %s (%s: %s)", api, stream, d->alias, e.name, e.message);
+  }
   /* a Stream that is not owned: __gc and :destroy() leave the host's stream alone */
   cdv_new_stream(L, d)->handle = stream;
 }
@@ -400,12 +412,13 @@ static void fill_info(cdv_array *a, cudadev_array_info *info) {
 }
 
 CUDADEV_API void cudadev_check_array(lua_State *L, int idx, cudadev_array_info *info) {
+  if (info == NULL) luaL_error(L, "cudadev_check_array: info is NULL");
   fill_info(cdv_check_array(L, idx), info);
 }
 
 CUDADEV_API int cudadev_to_array(lua_State *L, int idx, cudadev_array_info *info) {
   cdv_array *a = cdv_test_magic(L, idx, sizeof *a, CDV_ARRAY_MAGIC);
-  if (a == NULL || a->block == NULL || a->block->generation != a->block->dev->generation) return 0;
+  if (info == NULL || a == NULL || a->block == NULL || a->block->generation != a->block->dev->generation) return 0;
   fill_info(a, info);
   return 1;
 }
@@ -414,7 +427,7 @@ CUDADEV_API int cudadev_error(lua_State *L, const char *fmt, ...) {
   cdv_err e;
   va_list ap;
   va_start(ap, fmt);
-  const char *msg = lua_pushvfstring(L, fmt, ap);
+  const char *msg = fmt != NULL ? lua_pushvfstring(L, fmt, ap) : lua_pushliteral(L, "cudadev_error: fmt is NULL");
   va_end(ap);
   cdv_fail(&e, "host", 0, "", "%s", msg);
   lua_pop(L, 1);

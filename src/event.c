@@ -31,6 +31,7 @@ int cdv_event_new(lua_State *L) {
   memset(ev, 0, sizeof *ev);
   ev->magic = CDV_EVENT_MAGIC;
   luaL_setmetatable(L, CDV_EVENT);   /* closed until the handle exists: a failure leaves nothing half-made */
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   cdv_try(L, d, d->be->event_create(d, timing, blocking, &ev->handle, &e_));
   ev->dev = d;
   ev->generation = d->generation;

@@ -44,6 +44,7 @@ static int l_capture(lua_State *L) {
   memset(g, 0, sizeof *g);
   g->magic = CDV_GRAPH_MAGIC;
   luaL_setmetatable(L, CDV_GRAPH);
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   lua_insert(L, 1);                          /* graph, stream, fn, args... */
   cdv_device_use(L, d);
   if (d->be->capture_begin(d, s->handle, &e)) return cdv_raise(L, d, &e);

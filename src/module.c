@@ -31,6 +31,9 @@ typedef struct cdv_module {
   void *handle;               /* backend module */
   int nentries;
   char **entries;             /* the names kernels are looked up by ("saxpy", "axpy<float>") */
+  int nglobals, nauto;        /* nauto: the globals the scanner found (the first ones), not named by expressions */
+  char **globals;             /* NOTE [module globals]: the names get_global takes ("table", "ns::counter"); their
+                               * lowered names follow the kernels' in img.lowered */
   cdv_sigs sigs;
   int have_sigs;
   char sig_error[256];        /* why the source's kernels could not be read, when they could not */
@@ -48,6 +51,17 @@ static void module_ref(cdv_module_t *m) {
   pthread_mutex_unlock(&cache_lock);
 }
 
+/* The entries, the globals and the image (a compile that is tried again, and the last reference). */
+static void clear_entries(cdv_module_t *m) {
+  for (int i = 0; i < m->nentries; i++) free(m->entries[i]);
+  for (int i = 0; i < m->nglobals; i++) free(m->globals[i]);
+  free(m->entries);
+  free(m->globals);
+  m->entries = m->globals = NULL;
+  m->nentries = m->nglobals = m->nauto = 0;
+  cdv_image_free(&m->img);
+}
+
 static void module_unref(cdv_module_t *m) {
   pthread_mutex_lock(&cache_lock);
   int last = --m->refs == 0;
@@ -59,9 +73,7 @@ static void module_unref(cdv_module_t *m) {
     cdv_err e;
     m->dev->be->module_unload(m->dev, m->handle, &e);
   }
-  cdv_image_free(&m->img);
-  for (int i = 0; i < m->nentries; i++) free(m->entries[i]);
-  free(m->entries);
+  clear_entries(m);
   if (m->have_sigs) cdv_sigs_free(&m->sigs);
   free(m);
 }
@@ -102,6 +114,8 @@ static strlist check_strlist(lua_State *L, int o, const char *k) {
   for (int i = 0; i < l.n; i++) {
     if (lua_rawgeti(L, tab, i + 1) != LUA_TSTRING)
       luaL_error(L, "bad option '%s' to 'compile' (item %d: string expected, got %s)", k, i + 1, cdv_typename(L, -1));
+    if (cdv_has_nul(L, -1))   /* NOTE [C strings] */
+      luaL_error(L, "bad option '%s' to 'compile' (item %d contains a NUL byte)", k, i + 1);
     l.v[i] = lua_tostring(L, -1);
     lua_pop(L, 1);
   }
@@ -119,6 +133,9 @@ static int check_headers(lua_State *L, int o, const char ***names, const char **
     while (lua_next(L, tab)) {
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "bad option 'headers' to 'compile' (expected {[\"name.h\"] = source text})");
+      if (cdv_has_nul(L, -2) || cdv_has_nul(L, -1))   /* NOTE [C strings] */
+        luaL_error(L, "bad option 'headers' to 'compile' (the %s of header '%s' contains a NUL byte)",
+                   cdv_has_nul(L, -2) ? "name" : "text", lua_tostring(L, -2));
       n++;
       lua_pop(L, 1);
     }
@@ -216,6 +233,7 @@ static void push_module(lua_State *L, cdv_module_t *m) {
   u->magic = CDV_MODULE_MAGIC;
   u->m = NULL;
   luaL_setmetatable(L, CDV_MODULE);
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   lua_newtable(L);                 /* Kernel values by name: one launch plan per kernel */
   lua_setiuservalue(L, -2, 1);
   module_ref(m);
@@ -243,25 +261,69 @@ static cdv_module_t *cache_insert(cdv_module_t *m) {
   return m;
 }
 
+/* NOTE [module globals]: a Module's globals (m:get_global, m.globals) are its namespace-scope __constant__,
+ * __device__ and __managed__ variables, found by the source scanner (sig.c) as kernels are, and the name
+ * expressions that name one of them (a variable template's instance, "table<float>"). The scanner is the one
+ * source that serves both devices before anything is compiled: NVRTC lists no variables (only lowered names
+ * of the expressions it is given), and the cpu device's object hides every symbol but its trampolines. Each
+ * global is an entry of the compile with is_expr 2, after the kernels: NVRTC gets "&name" as a name
+ * expression, which also keeps an unused variable in the module, and its lowered name is what
+ * cuModuleGetGlobal looks up; the cpu device compiles an accessor for it that returns its address and size
+ * (cpu_compile.c). The view get_global returns borrows that memory, and its block holds a reference to the
+ * module (module_ref), so the code and the variable stay loaded while any view of it (a slice too) lives. */
+
+/* A name expression without its leading '&', "::" and blanks: how a global is named. */
+static const char *expr_name(const char *e) {
+  while (*e == '&' || *e == ' ') e++;
+  if (e[0] == ':' && e[1] == ':') e += 2;
+  return e;
+}
+
+/* Does the name expression e name one of the source's globals (or an instance of a variable template)? */
+static int names_global(const cdv_sigs *sg, const char *e) {
+  e = expr_name(e);
+  size_t base = strcspn(e, "< ");
+  for (int i = 0; i < sg->nglobals; i++) {
+    const cdv_global *g = &sg->globals[i];
+    if (g->is_template ? strlen(g->name) == base && strncmp(g->name, e, base) == 0 : strcmp(g->name, e) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+static void add_name(char ***v, int *n, const char *s) {
+  for (int j = 0; j < *n; j++)
+    if (strcmp((*v)[j], s) == 0) return;
+  if (((*v)[(*n)++] = strdup(s)) == NULL) abort();
+}
+
 /* Entries: every non-template kernel the parser found (extern "C" ones by symbol, others lowered as a
- * name expression), then the name expressions asked for. */
-static void make_entries(cdv_module_t *m, const strlist *exprs, unsigned char **is_expr) {
-  int cap = m->sigs.n + exprs->n;
+ * name expression), then the name expressions asked for; globals (NOTE [module globals]) apart, those the
+ * scanner found first unless with_auto is 0. */
+static void make_entries(cdv_module_t *m, const strlist *exprs, int with_auto, unsigned char **is_expr) {
+  int cap = m->sigs.n + exprs->n, gcap = m->sigs.nglobals + exprs->n;
   m->entries = calloc((size_t)cap + 1, sizeof *m->entries);
-  *is_expr = calloc((size_t)cap + 1, 1);
-  if (m->entries == NULL || *is_expr == NULL) abort();
+  m->globals = calloc((size_t)gcap + 1, sizeof *m->globals);
+  *is_expr = calloc((size_t)(cap + gcap) + 1, 1);
+  if (m->entries == NULL || m->globals == NULL || *is_expr == NULL) abort();
   for (int i = 0; m->have_sigs && i < m->sigs.n; i++)
     if (m->sigs.v[i].ntparams == 0) {
       (*is_expr)[m->nentries] = !m->sigs.v[i].extern_c;
       m->entries[m->nentries++] = strdup(m->sigs.v[i].name);
     }
+  for (int i = 0; with_auto && m->have_sigs && i < m->sigs.nglobals; i++)
+    if (!m->sigs.globals[i].is_template) add_name(&m->globals, &m->nglobals, m->sigs.globals[i].name);
+  m->nauto = m->nglobals;
   for (int i = 0; i < exprs->n; i++) {
-    int dup = 0;
-    for (int j = 0; j < m->nentries && !dup; j++) dup = strcmp(m->entries[j], exprs->v[i]) == 0;
-    if (dup) continue;
-    (*is_expr)[m->nentries] = 1;
-    m->entries[m->nentries++] = strdup(exprs->v[i]);
+    if (m->have_sigs && names_global(&m->sigs, exprs->v[i])) {
+      add_name(&m->globals, &m->nglobals, expr_name(exprs->v[i]));
+      continue;
+    }
+    int n = m->nentries;
+    add_name(&m->entries, &m->nentries, exprs->v[i]);
+    if (m->nentries > n) (*is_expr)[n] = 1;
   }
+  for (int i = 0; i < m->nglobals; i++) (*is_expr)[m->nentries + i] = 2;
 }
 
 static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const strlist *opts, const char *name) {
@@ -310,6 +372,26 @@ static int compile_image(const cdv_backend *be, cdv_device *d, cdv_compile_req *
   return rc;
 }
 
+/* The module's entries (make_entries) into req, then compile_image. */
+static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m, cdv_compile_req *req,
+                           const strlist *exprs, int with_auto, cdv_err *e, char *msg, size_t n) {
+  unsigned char *is_expr;
+  make_entries(m, exprs, with_auto, &is_expr);
+  const char **all = malloc(sizeof *all * (size_t)(m->nentries + m->nglobals + 1));   /* kernels, then globals */
+  if (all == NULL) abort();
+  for (int i = 0; i < m->nentries; i++) all[i] = m->entries[i];
+  for (int i = 0; i < m->nglobals; i++) all[m->nentries + i] = m->globals[i];
+  req->nentries = m->nentries + m->nglobals;
+  req->entries = all;
+  req->is_expr = is_expr;
+  int rc = compile_image(be, d, req, &m->img, e, msg, n);
+  req->entries = NULL;
+  req->is_expr = NULL;
+  free(is_expr);
+  free(all);
+  return rc;
+}
+
 /* cd.compile(source [, opts]) -> Module (NOTE [kernel cache]) */
 static int l_compile(lua_State *L) {
   size_t srclen;
@@ -320,6 +402,7 @@ static int l_compile(lua_State *L) {
   if (cdv_opt_field(L, 2, "name") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TSTRING)
       cdv_opt_error(L, "name", "compile", lua_pushfstring(L, "string expected, got %s", cdv_typename(L, -1)));
+    if (cdv_has_nul(L, -1)) cdv_opt_error(L, "name", "compile", "contains a NUL byte");   /* NOTE [C strings] */
     name = lua_tostring(L, -1);
   }
   strlist opts = check_strlist(L, 2, "options"), incs = check_strlist(L, 2, "include_paths");
@@ -374,15 +457,21 @@ static int l_compile(lua_State *L) {
   m = calloc(1, sizeof *m);
   if (m == NULL) return luaL_error(L, "not enough memory");
   m->have_sigs = cdv_sig_parse(src, srclen, &m->sigs, m->sig_error, sizeof m->sig_error) == 0;
-  unsigned char *is_expr;
-  make_entries(m, &exprs, &is_expr);
   cdv_compile_req req = {src, srclen, name, nvopts.n, nvopts.v, nh, hnames, htexts, incs.n, incs.v,
-                         m->nentries, (const char *const *)m->entries, is_expr, arch, want_ptx, want_cubin};
+                         0, NULL, NULL, arch, want_ptx, want_cubin};
   cdv_err e;
   char bad_target[160];
   memset(&e, 0, sizeof e);
-  int rc = compile_image(be, d, &req, &m->img, &e, bad_target, sizeof bad_target);
-  free(is_expr);
+  int rc = compile_entries(be, d, m, &req, &exprs, 1, &e, bad_target, sizeof bad_target);
+  if (rc < 0 && m->nauto > 0 && e.log != NULL &&
+      (strstr(e.log, "__nv_name_map") != NULL || strstr(e.log, "<cudadev entries>") != NULL)) {
+    /* NOTE [module globals]: a variable the scanner found in a branch the preprocessor drops (it reads both
+     * branches of an #ifdef) cannot be named: compile again with only the globals named by expressions */
+    free(e.log);
+    memset(&e, 0, sizeof e);
+    clear_entries(m);
+    rc = compile_entries(be, d, m, &req, &exprs, 0, &e, bad_target, sizeof bad_target);
+  }
   if (rc > 0) {
     m->refs = 1;
     module_unref(m);
@@ -419,13 +508,80 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
 /* m:get(name) -> Kernel; one Kernel (and launch plan) per name per Module value */
 static int module_get(lua_State *L) {
   cdv_module_t *m = check_module(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = cdv_check_cstring(L, 2, "kernel name");   /* NOTE [C strings] */
   lua_getiuservalue(L, 1, 1);
   if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
   lua_pop(L, 1);
   push_kernel(L, 1, m, name);
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, name);
+  return 1;
+}
+
+/* "a, b, c" (pushed), or "none" for an empty list: the names an error offers instead */
+static const char *push_joined(lua_State *L, int n, char **v) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 0; i < n; i++) {
+    if (i) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, v[i]);
+  }
+  luaL_pushresult(&b);
+  return n ? lua_tostring(L, -1) : "none";
+}
+
+/* A global view's block gives its module reference back (NOTE [module globals]): after the work queued on the
+ * view is done, as block_unref waits for it before calling this. */
+static void global_release(void *ud, void *ptr) {
+  (void)ptr;
+  module_unref(ud);
+}
+
+static int no_device_error(lua_State *L, cdv_module_t *m) {
+  return luaL_error(L, "module was compiled for sm_%d with no device to run on (compile with device = \"cuda:N\")",
+                    m->arch);
+}
+
+/* m:get_global(name [, dtype [, shape]]) -> an Array viewing a __constant__ / __device__ variable, through
+ * cuModuleGetGlobal on CUDA and the object's accessor on cpu (NOTE [module globals]). */
+static int module_get_global(lua_State *L) {
+  cdv_module_t *m = check_module(L, 1);
+  const char *name = luaL_checkstring(L, 2), *key = expr_name(name);
+  cdv_dtype t = cdv_check_dtype(L, 3, CDV_U8);
+  int64_t shape[CDV_MAXDIM];
+  int ndim = lua_isnoneornil(L, 4) ? -1 : cdv_check_shape(L, 4, shape, t), idx = -1;
+  for (int i = 0; i < m->nglobals && idx < 0; i++)
+    if (strcmp(m->globals[i], key) == 0) idx = i;
+  int no_source = !m->have_sigs && m->sig_error[0] == '\0' && m->nglobals == 0;   /* cd.load_module: ask the driver */
+  if (idx < 0 && !no_source) {
+    return luaL_error(L, "module has no global '%s' (globals: %s)", name, push_joined(L, m->nglobals, m->globals));
+  }
+  if (m->dev == NULL) return no_device_error(L, m);
+  int at = m->nentries + idx;
+  const char *symbol = idx >= 0 && m->img.lowered && at < m->img.nentries ? m->img.lowered[at] : key;
+  void *ptr = NULL;
+  size_t bytes = 0, item = cdv_dtypes[t].size;
+  cdv_err e;
+  cdv_device_use(L, m->dev);
+  if (m->dev->be->module_global == NULL)
+    return luaL_error(L, "the %s device has no module globals", m->dev->be->kind);
+  if (m->dev->be->module_global(m->dev, m->handle, symbol, &ptr, &bytes, &e) != 0) return cdv_raise(L, m->dev, &e);
+  if (ndim < 0) {
+    if (bytes % item != 0)
+      return luaL_argerror(L, 3, lua_pushfstring(L, "'%s' is %I bytes, not a whole number of %s (%d bytes each); "
+                                                 "give a shape", key, (lua_Integer)bytes, cdv_dtypes[t].name, (int)item));
+    ndim = 1;
+    shape[0] = (int64_t)(bytes / item);
+  } else {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    if ((uint64_t)n * item > bytes)
+      return luaL_argerror(L, 4, lua_pushfstring(L, "a shape of %I %s is %I bytes, more than the %I bytes of '%s'",
+                                                 (lua_Integer)n, cdv_dtypes[t].name, (lua_Integer)((uint64_t)n * item),
+                                                 (lua_Integer)bytes, key));
+  }
+  module_ref(m);
+  cdv_push_host_array(L, m->dev, t, ndim, shape, ptr, global_release, m);
   return 1;
 }
 
@@ -436,7 +592,7 @@ static void push_lstring(lua_State *L, const char *p, size_t n) {
 
 static int module_index(lua_State *L) {
   cdv_module_t *m = check_module(L, 1);
-  const char *k = luaL_checkstring(L, 2);
+  const char *k = cdv_check_cstring(L, 2, "kernel name");   /* NOTE [C strings] */
   if (cdv_push_method(L)) return 1;
   if (strcmp(k, "ptx") == 0) push_lstring(L, m->img.ptx, m->img.ptx_len);
   else if (strcmp(k, "cubin") == 0) push_lstring(L, m->img.cubin, m->img.cubin_len);
@@ -445,10 +601,12 @@ static int module_index(lua_State *L) {
   else if (strcmp(k, "device") == 0) {
     if (m->dev) cdv_push_device(L, m->dev);
     else lua_pushnil(L);
-  } else if (strcmp(k, "kernels") == 0) {
-    lua_createtable(L, m->nentries, 0);
-    for (int i = 0; i < m->nentries; i++) {
-      lua_pushstring(L, m->entries[i]);
+  } else if (strcmp(k, "kernels") == 0 || strcmp(k, "globals") == 0) {
+    int g = k[0] == 'g', n = g ? m->nglobals : m->nentries;
+    char **v = g ? m->globals : m->entries;
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+      lua_pushstring(L, v[i]);
       lua_rawseti(L, -2, i + 1);
     }
   } else {
@@ -500,6 +658,30 @@ static void ptx_entries(cdv_module_t *m) {
   }
 }
 
+/* PTX's module-scope variables, ".global" and ".const" (".visible" or ".weak" before them, not ".extern"), by
+ * their lowered names: the globals of a module loaded from PTX (NOTE [module globals]) */
+static void ptx_globals(cdv_module_t *m) {
+  int cap = 0;
+  for (const char *p = m->img.ptx; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    const char *q = p;
+    while (strncmp(q, ".visible ", 9) == 0 || strncmp(q, ".weak ", 6) == 0) q = strchr(q, ' ') + 1;
+    if (strncmp(q, ".global ", 8) != 0 && strncmp(q, ".const ", 7) != 0) continue;
+    size_t len = strcspn(q, "[=;\n");
+    if (q[len] == '\n' || q[len] == '\0') continue;
+    while (len > 0 && q[len - 1] == ' ') len--;
+    size_t start = len;
+    while (start > 0 && q[start - 1] != ' ' && q[start - 1] != '\t') start--;
+    if (start == len || q[start] == '.') continue;
+    if (m->nglobals == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **v = realloc(m->globals, sizeof *v * (size_t)cap);
+      if (v == NULL) abort();
+      m->globals = v;
+    }
+    m->globals[m->nglobals++] = strndup(q + start, len - start);
+  }
+}
+
 /* cd.load_module(ptx_or_cubin [, {device=}]): code compiled elsewhere (nvcc -ptx / -cubin) */
 static int l_load_module(lua_State *L) {
   static const char *const known[] = {"device", NULL};
@@ -520,7 +702,7 @@ static int l_load_module(lua_State *L) {
   memcpy(copy, img, n);
   copy[n] = '\0';
   if (is_elf) { m->img.cubin = copy; m->img.cubin_len = n; }
-  else { m->img.ptx = copy; m->img.ptx_len = n; ptx_entries(m); }
+  else { m->img.ptx = copy; m->img.ptx_len = n; ptx_entries(m); ptx_globals(m); }
   cdv_err e;
   m->refs = 1;
   if (d->be->module_load(d, &m->img, &m->handle, &e) != 0) {
@@ -540,7 +722,7 @@ static int l_kernel_cache_stats(lua_State *L) {
   long hits = memory_hits, misses = memory_misses, entries = 0;
   for (cdv_module_t *m = cache; m != NULL; m = m->next) entries++;
   pthread_mutex_unlock(&cache_lock);
-  lua_createtable(L, 0, 9);
+  lua_createtable(L, 0, 11);
   lua_pushinteger(L, hits);
   lua_setfield(L, -2, "memory_hits");
   lua_pushinteger(L, misses);
@@ -549,8 +731,8 @@ static int l_kernel_cache_stats(lua_State *L) {
   lua_setfield(L, -2, "memory_entries");
   static const char *const disk_names[CDV_DISK_NSTATS] = {"disk_hits", "disk_misses", "disk_writes", "disk_errors"};
   long disk[CDV_DISK_NSTATS];
-  char dir[4096], last[512];
-  cdv_cuda_cache_stats(disk, dir, sizeof dir, last, sizeof last);
+  char dir[4096], last[512], miss[512];
+  cdv_cuda_cache_stats(disk, dir, sizeof dir, last, sizeof last, miss, sizeof miss);
   for (int i = 0; i < CDV_DISK_NSTATS; i++) {
     lua_pushinteger(L, disk[i]);
     lua_setfield(L, -2, disk_names[i]);
@@ -562,6 +744,20 @@ static int l_kernel_cache_stats(lua_State *L) {
   if (last[0]) {
     lua_pushstring(L, last);
     lua_setfield(L, -2, "disk_last_error");
+  }
+  if (miss[0]) {
+    lua_pushstring(L, miss);
+    lua_setfield(L, -2, "disk_last_miss");
+  }
+  cdv_cpu_cache_dir_used(dir, sizeof dir);   /* NOTE [cache trust] */
+  if (dir[0]) {
+    lua_pushstring(L, dir);
+    lua_setfield(L, -2, "cpu_disk_dir");
+  }
+  cdv_cache_refusal(last, sizeof last);
+  if (last[0]) {
+    lua_pushstring(L, last);
+    lua_setfield(L, -2, "disk_refused");
   }
   return 1;
 }
@@ -580,6 +776,17 @@ static int l_disk_cache_selftest(lua_State *L) {
   lua_pushboolean(L, 0);
   lua_pushstring(L, why);
   return 2;
+}
+
+/* cd._selftest.cache_trust(dir) -> true | false, why: NOTE [cache trust] in this process (diskcache.c). */
+static int l_cache_trust_selftest(lua_State *L) {
+  char why[4400];
+  const char *dir = luaL_checkstring(L, 1);
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "_selftest is not available in this sandbox");
+  int ok = cdv_cache_trust_selftest(dir, why, sizeof why) == 0;
+  lua_pushboolean(L, ok);
+  if (!ok) lua_pushstring(L, why);
+  return ok ? 1 : 2;
 }
 
 /* Drops the in-memory cache; modules still held by Module values stay loaded until collected. */
@@ -615,6 +822,7 @@ typedef struct kernel {
   unsigned generation;
   void *fn;
   int nparams, has_sig, block_hint;
+  int reads_tables;             /* a vector parameter: its table is read with lua_getfield (NOTE [pinned reads]) */
   kparam *p;
   void **argv;                  /* kernelParams: argv[i] points at p[i]'s bytes in buf */
   char *buf;
@@ -655,17 +863,50 @@ static void plan_ranges(kparam *p) {
     p->elem_size = (unsigned)cdv_pkind_size(p->elem);
 }
 
+/* CUDA's limit on a kernel's parameters (32764 bytes on sm_70 and later with CUDA 12.1 and later; 4096 before),
+ * held on every device so that a kernel runs on the cpu device exactly when it may run on a GPU. */
+#define MAX_PARAM_BYTES 32764
+
+/* "k(PARAMS)": the parameter list as the source reader saw it, for messages (a static buffer) */
+static const char *sig_text(const cdv_sig *sig, const char *name) {
+  static _Thread_local char buf[200];
+  size_t at = (size_t)snprintf(buf, sizeof buf, "%.60s(", name);
+  for (int i = 0; i < sig->nparams && at < sizeof buf; i++)
+    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s%s%s", i ? ", " : "", sig->params[i].type,
+                           sig->params[i].name[0] ? " " : "", sig->params[i].name);
+  if (at < sizeof buf) snprintf(buf + at, sizeof buf - at, ")");
+  return buf;
+}
+
 /* Lays the parameters out in one buffer: argv, then each value at its alignment (NOTE [launch plan]). */
 static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t msglen) {
   size_t off = 0;
   k->nparams = sig ? sig->nparams : 0;
   k->p = calloc((size_t)k->nparams + 1, sizeof *k->p);
   if (k->p == NULL) return "not enough memory";
+  /* NOTE [verified signatures]: the source reader does not expand macros, so a parameter list written with one
+   * (`#define PARAMS float *x, int n` then `k(PARAMS)`) reads as one parameter of unknown type. A launch with a
+   * parameter list that is not the compiled kernel's would read past the argument buffer, so where the compiled
+   * object knows its parameters (the cpu object's table, cuFuncGetParamInfo on drivers 12.4+) their number and
+   * sizes must be the source's; where it does not, a parameter of unknown size is refused below. */
+  size_t xoff, xsz;
+  int first_known = k->nparams > 0 && k->dev->be->param_info(k->dev, k->fn, 0, &xoff, &xsz) == 0;
+  if (k->dev->be->param_info(k->dev, k->fn, k->nparams, &xoff, &xsz) == 0 ||
+      (first_known && k->dev->be->param_info(k->dev, k->fn, k->nparams - 1, &xoff, &xsz) != 0)) {
+    int n = k->nparams;
+    while (n < 4096 && k->dev->be->param_info(k->dev, k->fn, n, &xoff, &xsz) == 0) n++;
+    while (n > 0 && k->dev->be->param_info(k->dev, k->fn, n - 1, &xoff, &xsz) != 0) n--;
+    snprintf(msg, msglen, "'%.100s' has %d parameter%s in the compiled kernel but %d in its source as cudadev "
+             "reads it (%.100s): cudadev does not expand macros in a kernel's parameter list; write the "
+             "parameters out", k->name, n, n == 1 ? "" : "s", k->nparams, sig_text(sig, k->name));
+    return msg;
+  }
   for (int i = 0; i < k->nparams; i++) {
     const cdv_param *sp = &sig->params[i];
     kparam *p = &k->p[i];
     size_t asz = 0, aoff = 0;
     p->kind = sp->kind;
+    k->reads_tables |= sp->kind == CDV_P_VEC;
     p->elem = sp->elem;
     p->nelem = sp->nelem;
     p->size = sp->size ? (unsigned)sp->size : (unsigned)cdv_pkind_size(sp->kind);
@@ -676,12 +917,23 @@ static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t m
                "in the compiled kernel", i + 1, sp->name, k->name, sp->type, p->size, asz);
       return msg;
     }
+    if (p->size == 0 && asz > MAX_PARAM_BYTES) {   /* before it is narrowed */
+      snprintf(msg, msglen, "parameter %d ('%.60s') of '%.100s' is %zu bytes%s; a kernel's parameters may take "
+               "at most %d bytes together (CUDA's limit): pass large data in an Array", i + 1, sp->name, k->name,
+               asz, asz == CDV_PARAM_HUGE ? " or more" : "", MAX_PARAM_BYTES);
+      return msg;
+    }
     if (p->size == 0) p->size = (unsigned)asz;
     if (p->size == 0) return "a parameter of unknown type (a struct passed by value) needs a driver that reports parameter sizes";
     size_t align = sp->align > 0 ? (size_t)sp->align : p->size >= 8 ? 8 : p->size;
     off = (off + align - 1) / align * align;
     p->off = off;
     off += p->size;
+  }
+  if (off > MAX_PARAM_BYTES) {
+    snprintf(msg, msglen, "the parameters of '%.100s' take %zu bytes; a kernel's parameters may take at most %d "
+             "bytes together (CUDA's limit): pass large data in an Array", k->name, off, MAX_PARAM_BYTES);
+    return msg;
   }
   k->buf = calloc(1, off + 16);
   k->argv = calloc((size_t)k->nparams + 1, sizeof *k->argv);
@@ -752,8 +1004,7 @@ static int ptx_signature(const char *ptx, const char *name, cdv_sig *sig) {
 }
 
 static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name) {
-  if (m->dev == NULL)
-    return luaL_error(L, "module was compiled for sm_%d with no device to run on (compile with device = \"cuda:N\")", m->arch);
+  if (m->dev == NULL) return no_device_error(L, m);
   int idx = -1;
   for (int i = 0; i < m->nentries && idx < 0; i++)
     if (strcmp(m->entries[i], name) == 0) idx = i;
@@ -766,15 +1017,8 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   int cubin_only = !m->have_sigs && m->img.ptx == NULL;   /* cd.load_module of a cubin: look the name up */
   if (idx < 0 && !cubin_only && (m->have_sigs || m->img.ptx == NULL)) {
     if (have) cdv_sig_clear(&sig);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (int i = 0; i < m->nentries; i++) {
-      if (i) luaL_addstring(&b, ", ");
-      luaL_addstring(&b, m->entries[i]);
-    }
-    luaL_pushresult(&b);
     if (m->have_sigs && strstr(err, "template") != NULL) return luaL_error(L, "%s", err);
-    return luaL_error(L, "module has no kernel '%s' (kernels: %s)", name, m->nentries ? lua_tostring(L, -1) : "none");
+    return luaL_error(L, "module has no kernel '%s' (kernels: %s)", name, push_joined(L, m->nentries, m->entries));
   }
   kernel *k = lua_newuserdatauv(L, sizeof *k, 1);
   memset(k, 0, sizeof *k);
@@ -784,6 +1028,7 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   lua_setiuservalue(L, -2, 1);
   k->sig = sig;                           /* owned by k from here: freed by __gc */
   k->has_sig = have;
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   module_ref(m);   /* a Module closed by hand must not unload the code under its Kernels */
   k->m = m;
   k->dev = m->dev;
@@ -797,6 +1042,10 @@ static int push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *n
   void *fn = NULL;
   const char *symbol = idx >= 0 && m->img.lowered && m->img.lowered[idx] ? m->img.lowered[idx] : name;
   cdv_device_use(L, m->dev);
+  /* a source the reader refused (a kernel name over 127 bytes...) gave the cpu device no entry to look up:
+   * say why before the lookup fails with "not found" */
+  if (!have && m->sig_error[0] != '\0')
+    return luaL_error(L, "cannot read the parameter list of '%s': %s", name, m->sig_error);
   if (m->dev->be->module_function(m->dev, m->handle, symbol, &fn, &e) != 0) return cdv_raise(L, m->dev, &e);
   k->fn = fn;
   if (!have) {
@@ -1093,6 +1342,11 @@ static int launch(lua_State *L) {
   if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
   void *stream = c->stream ? cdv_stream_for(L, d, c->stream) : cur->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
+  /* NOTE [pinned reads]: a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array
+   * put before it (or a finalizer may): the pointers are checked again, so no freed memory reaches the kernel */
+  if (k->reads_tables)
+    for (int i = 0; i < k->nparams; i++)
+      if (k->p[i].kind == CDV_P_PTR) put_arg(L, k, i, i + 3, stream);
   cdv_device_check(L, d);   /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
   if (__builtin_expect(c->cooperative, 0)) return launch_cooperative(L, k, c, grid, block, stream);
@@ -1257,7 +1511,7 @@ static int l_type(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg module_methods[] = {{"get", module_get}, {NULL, NULL}};
+static const luaL_Reg module_methods[] = {{"get", module_get}, {"get_global", module_get_global}, {NULL, NULL}};
 static const luaL_Reg kernel_methods[] = {
   {"occupancy", kernel_occupancy}, {"suggest_block_size", kernel_suggest_block_size}, {NULL, NULL}};
 static const luaL_Reg functions[] = {
@@ -1291,6 +1545,8 @@ int cdv_module_open(lua_State *L) {
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, l_disk_cache_selftest);
   lua_setfield(L, -2, "disk_cache");
+  lua_pushcfunction(L, l_cache_trust_selftest);
+  lua_setfield(L, -2, "cache_trust");
   lua_setfield(L, -2, "_selftest");
   return 0;
 }

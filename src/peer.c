@@ -153,8 +153,7 @@ static int with_access(lua_State *L, int pool) {
   else set_peer(L, t, p, on);
   s->closed = 0;
   for (int i = 0; i < 3; i++) lua_remove(L, 2);   /* leave scope, fn, args... */
-  lua_call(L, nargs, LUA_MULTRET);
-  return lua_gettop(L) - 1;
+  return cdv_call_scoped(L, nargs);   /* NOTE [scoped calls] */
 }
 
 static int l_with_peer(lua_State *L) { return with_access(L, 0); }
@@ -230,7 +229,7 @@ cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void
 
 /* cd.map_cuda_device(alias [, context_ptr]); a sandbox may name the current context, not a raw pointer */
 static int l_map_cuda_device(lua_State *L) {
-  const char *alias = luaL_checkstring(L, 1);
+  const char *alias = cdv_check_cstring(L, 1, "alias");   /* NOTE [C strings] */
   void *ctx = NULL;
   if (!lua_isnoneornil(L, 2)) {
     if (cdv_get_state(L)->sandbox)
@@ -243,7 +242,7 @@ static int l_map_cuda_device(lua_State *L) {
 
 /* cd.unmap_cuda_device(alias): the alias no longer resolves; objects made on it become stale */
 static int l_unmap_cuda_device(lua_State *L) {
-  const char *alias = luaL_checkstring(L, 1);
+  const char *alias = cdv_check_cstring(L, 1, "alias");   /* NOTE [C strings] */
   for (int i = 1; i < cdv_device_count_all(); i++) {
     cdv_device *d = cdv_device_at(i);
     if (!d->is_primary && strcmp(d->alias, alias) == 0) {

@@ -85,7 +85,7 @@ static int allowed_path(const inc_check *c, const char *resolved) {
 
 /* the toolkit's include directory, as NVRTC gets it ("" when none) */
 static const char *toolkit_dir(void) {
-  const char *tk = cdv_nvrtc_toolkit_include();
+  const char *tk = cdv_nvrtc_toolkit_include(0);   /* its cccl folder (CUDA 13) lies inside */
   return tk[0] == '-' && tk[1] == 'I' ? tk + 2 : "";
 }
 

@@ -983,7 +983,7 @@ static int parse_tclause(const tok *t, int n, tparam *tp, int max) {
 
 /* One open brace: what to restore when it closes. */
 typedef struct scope {
-  int pdepth, extern_c;
+  int pdepth, extern_c, code_depth;
   size_t prefix_len;
 } scope;
 
@@ -997,6 +997,9 @@ typedef struct parser {
   sbuf prefix;        /* the enclosing named namespaces: "a::b" */
   int pdepth;         /* open '(' and '[': a __global__ inside them is a macro argument */
   int extern_c;       /* inside extern "C" { } */
+  int code_depth;     /* open braces that are not namespaces or linkage blocks: 0 at namespace scope */
+  int gcap;
+  int pre_stmt, pre_pos, pre_flags;   /* global_at's look at the declaration so far, kept while stmt stays */
   int stmt;           /* first token of the current declaration */
   cdv_sigs *out;
   int cap;
@@ -1031,7 +1034,7 @@ static void scope_names(parser *ps, int q, int j) {
  * anything else (a body, a class, an initialiser). */
 static int open_brace(parser *ps, int i) {
   if (grow(&ps->sc, &ps->capsc, ps->nsc + 1, sizeof(scope)) != 0) return fail(ps->err, ps->errlen, OOM);
-  scope s = {ps->pdepth, ps->extern_c, ps->prefix.n};
+  scope s = {ps->pdepth, ps->extern_c, ps->code_depth, ps->prefix.n};
   ps->sc[ps->nsc++] = s;
   const tok *t = ps->t;
   int j = i - 1, k = j, q = -1;
@@ -1043,6 +1046,7 @@ static int open_brace(parser *ps, int i) {
   for (int m = k + 1; m <= j; m++)
     if (tid(&t[m], "namespace")) q = m;
   if (q >= 0) scope_names(ps, q, j);
+  else ps->code_depth++;
   return ps->prefix.oom ? fail(ps->err, ps->errlen, OOM) : 0;
 }
 
@@ -1051,6 +1055,7 @@ static void close_brace(parser *ps) {
   scope s = ps->sc[--ps->nsc];
   ps->pdepth = s.pdepth;       /* also ends a '(' left open inside the braces */
   ps->extern_c = s.extern_c;
+  ps->code_depth = s.code_depth;
   ps->prefix.n = s.prefix_len;
   if (ps->prefix.p != NULL) ps->prefix.p[s.prefix_len] = '\0';
 }
@@ -1247,6 +1252,77 @@ static int kernel_at(parser *ps, int g) {
   return record(ps, g, q, cand, cand + 2, pe, &d, is_def) != 0 ? -1 : e;
 }
 
+#define MAX_DECL_TOKENS 4096   /* tokens (a bracketed group counts as one) a global's declaration may span */
+#define MAX_GLOBALS 4096       /* globals recorded (each is compared with those before it) */
+
+/* Record the global variable named by t[nm] (qualified with the enclosing namespaces) unless it is there. */
+static int record_global(parser *ps, const tok *nm, int is_template) {
+  cdv_sigs *o = ps->out;
+  cdv_global g;
+  memset(&g, 0, sizeof g);
+  g.is_template = is_template, g.line = nm->line;
+  sbuf nb = sb_fixed(g.name, sizeof g.name);
+  if (ps->prefix.n > 0) sb_put(&nb, ps->prefix.p, ps->prefix.n), sb_put(&nb, "::", 2);
+  sb_put(&nb, nm->p, nm->len);
+  if (nb.trunc || o->nglobals >= MAX_GLOBALS) return 0;   /* left out: too long to name, or one too many */
+  for (int k = 0; k < o->nglobals; k++)
+    if (strcmp(o->globals[k].name, g.name) == 0) return 0;
+  if (grow(&o->globals, &ps->gcap, o->nglobals + 1, sizeof g) != 0) return fail(ps->err, ps->errlen, OOM);
+  o->globals[o->nglobals++] = g;
+  return 0;
+}
+
+/* The declaration around the __constant__ / __device__ / __managed__ at t[g], at namespace scope. A variable
+ * (no '(' before its declarator ends) has each declarator's name recorded: the identifier before '[', '=',
+ * '{', ',' or ';' (initialisers and brackets skipped, '<' '>' nesting template arguments). Returns the index
+ * of its ';' for the scan to go on from, 0 when it is not a variable definition (a function, an extern
+ * declaration), -1 on error. */
+static int is_space_word(const tok *x) {
+  return tid(x, "__constant__") || tid(x, "__device__") || tid(x, "__managed__") || tid(x, "__global__");
+}
+
+static int global_at(parser *ps, int g) {
+  const tok *t = ps->t;
+  enum { F_SKIP = 1, F_TEMPLATE = 2 };
+  /* what the declaration says before t[g], read on from where the last look stopped (linear in the source) */
+  if (ps->pre_stmt != ps->stmt || ps->pre_pos < ps->stmt) ps->pre_stmt = ps->pre_pos = ps->stmt, ps->pre_flags = 0;
+  for (int k = ps->pre_pos; k < g; k++) {
+    if (tid(&t[k], "extern") || tid(&t[k], "typedef") || tid(&t[k], "using")) ps->pre_flags |= F_SKIP;
+    if (tid(&t[k], "template")) ps->pre_flags |= F_TEMPLATE;
+  }
+  ps->pre_pos = g;
+  if (ps->pre_flags & F_SKIP) return 0;
+  int is_template = (ps->pre_flags & F_TEMPLATE) != 0;
+  int angle = 0, named = 0, steps = 0;
+  /* a bounded look that stops at the next memory-space word (which gets its own): runs of them, or of
+   * declarations with no end, must not make the scan quadratic */
+  for (int i = g + 1; i < ps->n && steps++ < MAX_DECL_TOKENS; i++) {
+    const tok *x = &t[i];
+    if (tid(x, "extern") || tid(x, "typedef") || is_space_word(x)) return 0;
+    if (tpunct(x, '<')) angle++;
+    else if (tpunct(x, '>')) angle -= angle > 0;
+    else if (angle > 0 && topen(x)) i = group_end(t, i, ps->n) - 1;
+    else if (angle > 0) continue;
+    else if (tpunct(x, '(') || tpunct(x, '}')) return named ? i : 0;   /* a function (or not C++ we follow) */
+    else if (tpunct(x, '[') || tpunct(x, '=') || tpunct(x, '{') || tpunct(x, ',') || tpunct(x, ';')) {
+      if (t[i - 1].kind == T_IDENT && i - 1 > g && !named) {
+        if (record_global(ps, &t[i - 1], is_template) != 0) return -1;
+        named = 1;
+      }
+      if (tpunct(x, ';')) return named ? i : 0;
+      if (tpunct(x, ',')) named = 0;
+      else if (topen(x)) i = group_end(t, i, ps->n) - 1;
+      else {   /* '=': the initialiser, to the ',' or ';' that ends it */
+        while (i + 1 < ps->n && !tpunct(&t[i + 1], ',') && !tpunct(&t[i + 1], ';') && steps++ < MAX_DECL_TOKENS) {
+          i++;
+          if (topen(&t[i])) i = group_end(t, i, ps->n) - 1;
+        }
+      }
+    }
+  }
+  return 0;
+}
+
 static int scan(parser *ps) {
   const tok *t = ps->t;
   for (int i = 0; i < ps->n;) {
@@ -1268,6 +1344,13 @@ static int scan(parser *ps) {
       if (e < 0) return -1;
       i = e;
       continue;
+    } else if (ps->pdepth == 0 && ps->code_depth == 0 && is_space_word(x) && !tid(x, "__global__")) {
+      int e = global_at(ps, i);
+      if (e < 0) return -1;
+      if (e > 0) {
+        i = e;
+        continue;
+      }
     }
     i++;
   }
@@ -1279,6 +1362,8 @@ int cdv_sig_parse(const char *src, size_t len, cdv_sigs *out, char *err, size_t 
   if (out == NULL) return fail(err, errlen, "no place for the kernels given");
   out->n = 0;
   out->v = NULL;
+  out->nglobals = 0;
+  out->globals = NULL;
   if (src == NULL && len > 0) return fail(err, errlen, "no source given");
   if (len > INT_MAX) return fail(err, errlen, "source too large (%zu bytes)", len);
   tvec toks = {NULL, 0, 0};
@@ -1313,8 +1398,10 @@ void cdv_sigs_free(cdv_sigs *s) {
   if (s == NULL) return;
   for (int i = 0; i < s->n; i++) cdv_sig_clear(&s->v[i]);
   free(s->v);
+  free(s->globals);
   s->v = NULL;
-  s->n = 0;
+  s->globals = NULL;
+  s->n = s->nglobals = 0;
 }
 
 /* ------------------------------------------------------------ resolve */

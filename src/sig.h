@@ -65,9 +65,21 @@ typedef struct cdv_sig {
   char *decl;         /* private: the normalised template and function parameter lists, for resolve */
 } cdv_sig;
 
-typedef struct cdv_sigs { int n; cdv_sig *v; } cdv_sigs;
+/* A variable at namespace scope declared __constant__, __device__ or __managed__ (NOTE [module globals] in
+ * module.c): its name qualified like a kernel's, whether it is a variable template (then only a name
+ * expression such as "table<float>" names one), and its line. `extern` declarations are not definitions and
+ * are left out; so are globals past the 4096th. */
+typedef struct cdv_global {
+  char name[128];
+  int is_template, line;
+} cdv_global;
 
-/* Read every kernel of src[0..len) (src need not be NUL-terminated) into *out, in source order. A kernel
+typedef struct cdv_sigs {
+  int n; cdv_sig *v;
+  int nglobals; cdv_global *globals;   /* in source order, each name once */
+} cdv_sigs;
+
+/* Read every kernel (and module global) of src[0..len) (src need not be NUL-terminated) into *out, in source order. A kernel
  * declared and later defined is one entry (the definition's); overloads are separate entries. Returns 0,
  * or -1 with a message in err (out is then empty). *out must be freed with cdv_sigs_free either way. */
 int cdv_sig_parse(const char *src, size_t len, cdv_sigs *out, char *err, size_t errlen);

@@ -54,6 +54,7 @@ cdv_stream *cdv_new_stream(lua_State *L, cdv_device *d) {
   s->dev = d;
   s->generation = d->generation;
   luaL_setmetatable(L, CDV_STREAM);
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
   return s;
 }
 
@@ -337,8 +338,7 @@ static int l_with_stream(lua_State *L) {
   lua_toclose(L, 1);
   set_current(L, 2);
   lua_remove(L, 2);
-  lua_call(L, nargs, LUA_MULTRET);
-  return lua_gettop(L) - 1;
+  return cdv_call_scoped(L, nargs);   /* NOTE [scoped calls] */
 }
 
 static const luaL_Reg methods[] = {

@@ -53,7 +53,7 @@
   X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D32Async)                        \
   /* streams */                                                                                           \
   X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)               \
-  X(cuStreamQuery) X(cuStreamWaitEvent) X(cuStreamGetPriority) X(cuLaunchHostFunc)                        \
+  X(cuStreamQuery) X(cuStreamWaitEvent) X(cuStreamGetPriority) X(cuLaunchHostFunc) X(cuStreamGetCtx)      \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)                                    \
   /* events */                                                                                            \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)               \

@@ -889,7 +889,7 @@ static void t_resolve_errors(void) {
   CHECK(cdv_sig_resolve(&s, "nope", &r, NULL, 0) != 0);
   CHECK(cdv_sig_resolve(NULL, "x", &r, NULL, 0) != 0 && cdv_sig_resolve(&s, NULL, &r, NULL, 0) != 0);
   cdv_sigs_free(&s);
-  cdv_sigs empty = {0, NULL};
+  cdv_sigs empty = {0, NULL, 0, NULL};
   RESOLVE_ERR(&empty, "k", "no kernel 'k' in the source (it has no __global__ function)");
 }
 

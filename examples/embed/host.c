@@ -18,6 +18,7 @@
  *   embed_host --sandbox   the same host with a sandboxed state (a memory quota, an allow-list of compile
  *                          options): the script tries what the sandbox refuses and prints each refusal; a
  *                          host callback raises a cudadev.Error; the host keeps running and says so
+ *   embed_host --api-checks   each C entry point called with NULL or invalid arguments: one error line each
  *   embed_host --teardown-first   the first run, then the host destroys its stream and its CUDA context
  *                          before lua_close, with the script's objects alive: using one raises, and lua_close
  *                          is quiet (NOTE [adopted contexts] in src/backend_cuda.c)
@@ -313,6 +314,107 @@ static int run(lua_State *L, const char *script, const char *name, int nresults)
   return 0;
 }
 
+/* ---------------------------------------------------------------- --api-checks */
+/* What a host gets wrong when it calls cudadev.h: each entry point with the NULL or invalid arguments a C caller
+ * can pass, under lua_pcall as cudadev.h asks; one line per case, `name: the error raised` or `name: returned N`.
+ * On a GPU the host's stream is also handed over as a stream of cuda:0 (another context: refused) and of its own
+ * context adopted as "host" (accepted). */
+static int null_dtype(lua_State *L) {
+  int64_t n = 4;
+  static float buf[4];
+  cudadev_push_array(L, buf, NULL, 1, &n, "cpu", NULL, NULL);
+  return 0;
+}
+
+static int bad_ndim(lua_State *L) {
+  static float buf[4];
+  cudadev_push_array(L, buf, "float32", 9, NULL, "cpu", NULL, NULL);
+  return 0;
+}
+
+static int null_shape(lua_State *L) {
+  static float buf[4];
+  cudadev_push_array(L, buf, "float32", 1, NULL, "cpu", NULL, NULL);
+  return 0;
+}
+
+static int cpu_stream(lua_State *L) {
+  static int not_a_stream;
+  cudadev_push_stream(L, &not_a_stream, "cpu");
+  return 0;
+}
+
+static int unknown_device(lua_State *L) {
+  cudadev_push_stream(L, NULL, "nope:3");
+  return 0;
+}
+
+static int null_info(lua_State *L) {
+  int64_t n = 4;
+  static float buf[4];
+  cudadev_push_array(L, buf, "float32", 1, &n, "cpu", NULL, NULL);
+  cudadev_check_array(L, -1, NULL);
+  return 0;
+}
+
+static int null_info_to(lua_State *L) {
+  int64_t n = 4;
+  static float buf[4];
+  cudadev_push_array(L, buf, "float32", 1, &n, "cpu", NULL, NULL);
+  lua_pushinteger(L, cudadev_to_array(L, -1, NULL));
+  return 1;
+}
+
+static int null_fmt(lua_State *L) { return cudadev_error(L, NULL); }
+
+static int null_alias(lua_State *L) {
+  cudadev_adopt_context(L, NULL, NULL);
+  return 0;
+}
+
+static int other_context_stream(lua_State *L) {   /* the host's stream as a stream of cuda:0: another context */
+  cudadev_push_stream(L, H.stream, "cuda:0");
+  return 0;
+}
+
+static int own_context_stream(lua_State *L) {   /* the same stream on its own context, adopted: accepted */
+  cudadev_adopt_context(L, "host", H.ctx);
+  lua_pop(L, 1);
+  cudadev_push_stream(L, H.stream, "host");
+  lua_pushinteger(L, 1);
+  return 1;
+}
+
+static void api_check(lua_State *L, const char *name, lua_CFunction f) {
+  lua_pushcfunction(L, f);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK) printf("%s: %s\n", name, luaL_tolstring(L, -1, NULL));
+  else printf("%s: returned %s\n", name, luaL_tolstring(L, -1, NULL));
+  lua_settop(L, 0);
+}
+
+static int api_checks(void) {
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  luaL_requiref(L, "cudadev", luaopen_cudadev, 1);
+  lua_settop(L, 0);
+  api_check(L, "push_array with a NULL dtype", null_dtype);
+  api_check(L, "push_array with 9 dimensions", bad_ndim);
+  api_check(L, "push_array with a NULL shape", null_shape);
+  api_check(L, "push_stream of a handle on cpu", cpu_stream);
+  api_check(L, "push_stream on an unknown device", unknown_device);
+  api_check(L, "check_array with a NULL info", null_info);
+  api_check(L, "to_array with a NULL info", null_info_to);
+  api_check(L, "error with a NULL format", null_fmt);
+  api_check(L, "adopt_context with a NULL alias", null_alias);
+  if (H.gpu) {
+    api_check(L, "push_stream of another context's stream", other_context_stream);
+    api_check(L, "push_stream of the adopted context's stream", own_context_stream);
+  }
+  lua_close(L);
+  printf("embed_host: api checks done\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int sandbox = argc > 1 && strcmp(argv[1], "--sandbox") == 0, failures = 0;
   /* --teardown-first: the host destroys its own CUDA context before lua_close, with the script's objects
@@ -336,6 +438,7 @@ int main(int argc, char **argv) {
              MAP_FAILED) {
     return 1;
   }
+  if (argc > 1 && strcmp(argv[1], "--api-checks") == 0) return api_checks();   /* the buffer is not used */
   printf("embed_host: %s buffer of %d float32 on %s%s\n", H.gpu ? "cuMemAlloc'd" : "mmap'd", N,
          H.gpu ? "the host's own CUDA context (adopted as \"host\")" : "the cpu device", sandbox ? ", sandboxed" : "");
 

@@ -912,7 +912,9 @@ template <auto K> static inline void cdv_run(cdv_cpu_ctx *c, void **a, int mode)
 // The parameter list of a kernel as the runtime needs it (param_info, and which arguments are pointers).
 template <class T> constexpr unsigned cdv_param_word()
 {
-  return (unsigned)sizeof(T) | (unsigned)alignof(T) << 20 | (std::is_pointer<T>::value ? 1u << 31 : 0u);
+  // a size that does not fit the 20-bit field is 0xfffff, "that or more" (CDV_PARAM_HUGE), never a wrapped one
+  return (sizeof(T) < 0xfffffu ? (unsigned)sizeof(T) : 0xfffffu) | (unsigned)alignof(T) << 20 |
+         (std::is_pointer<T>::value ? 1u << 31 : 0u);
 }
 template <class... P> constexpr cdv_cpu_sig cdv_sig_of(void (*)(P...))
 {
