@@ -334,7 +334,7 @@ end})
     out = p:read("a")
     p:close()
     os.remove(path)
-    assert.are.equal("left\t0\t0\t0\t0\t0\t0\nafter the state\tfalse\tthe Lua state is closing: cudadev.Array "
+    assert.are.equal("left\t0\t0\t0\t0\t0\t0\nafter the state\tfalse\tthe Lua state is closing: cudadev "
       .. "values cannot be made now\nexit 0\n", out)
   end)
 end)

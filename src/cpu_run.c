@@ -263,6 +263,7 @@ static void record(worker *w, fiber *f, int kind, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(st->text, sizeof st->text, fmt, ap);
   va_end(ap);
+  __atomic_store_n(&st->claimed, 2, __ATOMIC_SEQ_CST);   /* complete: stop_launch may end the child now */
 }
 
 /* Stop the launch after a recorded failure. In a child, the child ends now (the parent reads the status);
@@ -271,6 +272,10 @@ static void record(worker *w, fiber *f, int kind, const char *fmt, ...)
 static void stop_launch(worker *w, fiber *f)
 {
   if (w->L->in_child) {
+    /* another thread of the child may be writing the failure it claimed (several blocks left a dead grid barrier
+     * at once): ending the child now would leave the parent an empty message. Wait a little for it. */
+    for (int i = 0; i < 1000 && __atomic_load_n(&w->L->st->claimed, __ATOMIC_SEQ_CST) == 1; i++)
+      nanosleep(&(struct timespec){0, 100000}, NULL);
     fflush(NULL);
     _exit(EXIT_FAILED);
   }

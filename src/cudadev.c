@@ -34,6 +34,7 @@ static const char ANCHOR_KEY = 0;
 typedef struct state_anchor {
   uint64_t magic;
   cdv_state *st;   /* NULL once released */
+  int closed;      /* released by lua_close: the state makes no record again (NOTE [objects made in finalizers]) */
 } state_anchor;
 
 static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -258,6 +259,7 @@ static int anchor_gc(lua_State *L) {
   if (main && held && !lua_getstack(L, 1, &ar)) {   /* lua_close */
     a->st->closing = 1;   /* what the late objects' finalizers make is refused */
     finalize_late(L);
+    a->closed = 1;
     release_record(a);
     return 0;
   }
@@ -286,6 +288,12 @@ cdv_state *cdv_peek_state(lua_State *L) { return anchored(L); }
 /* NOTE [state record]: a new record for this state, failing closed over the ones still listed for it */
 static cdv_state *new_record(lua_State *L) {
   const void *reg = lua_topointer(L, LUA_REGISTRYINDEX);
+  /* a finalizer that runs after the state's own, at lua_close: nothing it made would ever be finalized */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY) == LUA_TUSERDATA) {
+    state_anchor *old = cdv_test_magic(L, -1, sizeof *old, STATE_ANCHOR_MAGIC);
+    if (old != NULL && old->closed) luaL_error(L, "the Lua state is closing: cudadev values cannot be made now");
+  }
+  lua_pop(L, 1);
   state_anchor *a = lua_newuserdatauv(L, sizeof *a, 0);   /* closed until the record exists */
   a->magic = STATE_ANCHOR_MAGIC;
   a->st = NULL;
