@@ -82,6 +82,12 @@ describe("__shared__ beyond what the cpu device can give", function()
     local err = compile_error([==[
 extern "C" __global__ void k(int *p) { __shared__ char big[1ull << 40]; big[p[0]] = 1; p[1] = big[3]; }
 ]==])
+    -- some toolchains (the H100 host's) refuse the object themselves: the compile error is the host compiler's
+    if err.name == "HOST_COMPILER_ERROR" then
+      assert.are.equal("c++", err.api)
+      assert.is_true(#(err.log or "") > 0, "the compiler's log comes along")
+      return
+    end
     assert.are.same({ "cpu.module_load", "CUDA_ERROR_INVALID_VALUE" }, { err.api, err.name })
     assert.are.equal("the kernel source's __shared__ and thread-local variables need 1099511627776 bytes, more than "
       .. "the cpu device's limit of 67108864 bytes (CDV_CPU_MAX_STATIC_SHARED; use extern __shared__ memory, or an "
@@ -94,7 +100,7 @@ local ok, err = pcall(cd.compile, 'extern "C" __global__ void k(int *p) { __shar
   .. 'big[p[0]] = 1; p[1] = big[3]; }', { device = "cpu" })
 print(ok, err.name)
 ]==], "CUDADEV_CPU_FORK=0")
-    assert.are.equal("false\tCUDA_ERROR_INVALID_VALUE\nexit 0\n", out)
+    assert.is_truthy(out == "false\tCUDA_ERROR_INVALID_VALUE\nexit 0\n" or out == "false\tHOST_COMPILER_ERROR\nexit 0\n", out)
   end)
 end)
 

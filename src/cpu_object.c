@@ -35,9 +35,11 @@
 
 #if __SIZEOF_POINTER__ == 8
 #define ELF_ST_TYPE ELF64_ST_TYPE
+#define ELF_ST_BIND ELF64_ST_BIND
 #define ELF_R_SYM ELF64_R_SYM
 #else
 #define ELF_ST_TYPE ELF32_ST_TYPE
+#define ELF_ST_BIND ELF32_ST_BIND
 #define ELF_R_SYM ELF32_R_SYM
 #endif
 
@@ -139,6 +141,21 @@ static const char *func_at(const symtab *t, ElfW(Addr) a)
   return NULL;
 }
 
+/* The source file of the local function at a: the STT_FILE symbol that precedes it in .symtab (the linker keeps
+ * each input object's locals after its FILE symbol). NULL for a global function, or when .symtab cannot say. */
+static const char *file_of(const symtab *t, ElfW(Addr) a)
+{
+  const char *file = NULL;
+  for (size_t i = 0; i < t->n; i++) {
+    unsigned type = ELF_ST_TYPE(t->s[i].st_info);
+    if (type == STT_FILE)
+      file = t->s[i].st_name ? sym_name(t, i) : NULL;
+    else if (type == STT_FUNC && t->s[i].st_value == a && ELF_ST_BIND(t->s[i].st_info) == STB_LOCAL)
+      return file;
+  }
+  return NULL;
+}
+
 /* The address an initialiser-array entry at vaddr holds: its dynamic relocation's addend (a RELATIVE one)
  * or target symbol, else the bytes in the file. */
 static ElfW(Addr) entry_target(const elf_file *f, const ElfW(Shdr) *arr, size_t k, const ElfW(Rela) *rel, size_t nrel,
@@ -202,6 +219,13 @@ static void find_initialisers(const elf_file *f, const symtab *sym, const symtab
         name = func_at(sym, v);
       if (!name && (v == 0 || v == (ElfW(Addr))-1))
         continue;   /* .ctors/.dtors sentinels */
+      /* an initialiser of a toolchain library linked in (a host whose g++ links libstdc++ statically gets
+       * libstdc++'s _GLOBAL__sub_I_eh_alloc.cc): the source can only add code to its own file, kernel.cpp */
+      const char *file = name && sym->n ? file_of(sym, v) : NULL;
+      const char *base = file ? strrchr(file, '/') : NULL;
+      base = base ? base + 1 : file;
+      if (base && strcmp(base, "kernel.cpp") != 0)
+        continue;
       int rt = runtime_entry(name);
       if (rt >= 0 && runtime_seen[rt]++ == 0)
         continue;   /* the C runtime's own, once: a second entry of that name is the source's, named so */
