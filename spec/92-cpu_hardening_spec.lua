@@ -57,6 +57,19 @@ describe("static initialisers in a cpu kernel source", function()
     assert.are.equal(1, a[1])
   end)
 
+  it("a toolchain library's initialisers are not the source's: a kernel linked with a static libstdc++ loads", function()
+    -- as on a host whose g++ links libstdc++ statically (its _GLOBAL__sub_I_eh_alloc.cc comes along)
+    local out = helper.run_child([==[
+local m = cd.compile('extern "C" __global__ void k(int *p) { p[0] = 5; }', { device = "cpu" })
+local a = cd.zeros(1, "int32", { device = "cpu" })
+m.k({ grid = 1, block = 1 }, a)
+local ok, err = pcall(cd.compile, 'int *volatile z; struct S { S() { *z = 1; } } s;\n'
+  .. 'extern "C" __global__ void k(int *p) { p[0] = 5; }', { device = "cpu" })
+print(a[1], ok, err.message:match("^the kernel source has [^(]*%((.-)%)"))
+]==], "CUDADEV_CPU_CXXFLAGS=-static-libstdc++")
+    assert.are.equal("5\tfalse\t_GLOBAL__sub_I_kernel.cpp\nexit 0\n", out)
+  end)
+
   it("a function-local static with a destructor is refused (__cxa_atexit)", function()
     local err = compile_error('struct S { int x; ~S() { exit(5); } };\n'
       .. 'extern "C" __global__ void k(int *p) { static S s; p[0] = s.x; }\n')
