@@ -142,7 +142,7 @@ static void oom(lua_State *L, cdv_device *d, size_t bytes) {
   cdv_err e;
   char req[32], fr[32];
   d->be->mem_info(d, &free_b, &total, &e);
-  if (d->is_cpu) free_b = cdv_cpu_available();   /* free_memory is 0 on cpu: the host's available memory */
+  if (d->be->host_memory) free_b = cdv_cpu_available();   /* free_memory is 0 on cpu: the host's available memory */
   luaL_error(L, "out of memory on %s (requested %s, free %s)", d->alias,
              cdv_fmt_bytes(req, sizeof req, (double)bytes), cdv_fmt_bytes(fr, sizeof fr, (double)free_b));
 }

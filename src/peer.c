@@ -113,7 +113,7 @@ static int query(lua_State *L, int q, cdv_device *t, cdv_device *p) {
  * answered false, as Warp's are: these are queries, and only setting access raises for cpu. */
 static int l_query(lua_State *L) {
   cdv_device *t = cdv_check_device(L, 1), *p = cdv_check_device(L, 2);   /* in order: errors name #1 first */
-  lua_pushboolean(L, !t->is_cpu && !p->is_cpu && query(L, (int)lua_tointeger(L, lua_upvalueindex(1)), t, p));
+  lua_pushboolean(L, t->be->peer_supported && p->be->peer_supported && query(L, (int)lua_tointeger(L, lua_upvalueindex(1)), t, p));
   return 1;
 }
 
