@@ -212,6 +212,9 @@ static void find_initialisers(const elf_file *f, const symtab *sym, const symtab
     const ElfW(Shdr) *s = section(f, arrays[a]);
     size_t cnt = s ? s->sh_size / sizeof(ElfW(Addr)) : 0, unnamed = 0;
     int runtime_seen[3] = {0, 0, 0};
+    int have_files = 0;
+    for (size_t i = 0; i < sym->n && !have_files; i++)
+      have_files = ELF_ST_TYPE(sym->s[i].st_info) == STT_FILE;
     for (size_t k = 0; k < cnt && !out[0]; k++) {
       const char *name;
       ElfW(Addr) v = entry_target(f, s, k, rel, nrel, dyn, &name);
@@ -226,7 +229,9 @@ static void find_initialisers(const elf_file *f, const symtab *sym, const symtab
       base = base ? base + 1 : file;
       if (base && strcmp(base, "kernel.cpp") != 0)
         continue;
-      int rt = runtime_entry(name);
+      /* where .symtab names the files, a function outside them (a global one) is the source's, whatever its
+       * name; only an object without FILE symbols falls back on the runtime's names, each once */
+      int rt = have_files ? -1 : runtime_entry(name);
       if (rt >= 0 && runtime_seen[rt]++ == 0)
         continue;   /* the C runtime's own, once: a second entry of that name is the source's, named so */
       if (!name && !sym->n && ++unnamed <= 1)
