@@ -12,6 +12,7 @@
 #   make valgrind       spec/ under valgrind memcheck (leaks included) on the cpu device, then a short fuzz run
 #   make fuzz           the API fuzzer for FUZZ_CALLS calls (seed FUZZ_SEED); spec/fuzz.lua --help for longer runs
 #   make bench          bench/run
+#   make bench-cpu      bench/cpu (the cpu device against OpenMP; no GPU needed)
 #   make clean
 # Variables: LUA (lua5.4), BUSTED (how to run busted), BUSTED_ARGS (e.g. spec/20-array_spec.lua), JOBS,
 #   CHECKS (what `make test` runs after the suite: "ctest asan valgrind"; empty for the suite alone; nothing runs after
@@ -55,7 +56,7 @@ define cmake_build
 	cmake --build --preset $(1) -j $(JOBS)
 endef
 
-.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench clean
+.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench bench-cpu clean
 .NOTPARALLEL:                       # deps, then build, then run: cmake parallelises the build itself
 MAKEFLAGS += --no-print-directory
 
@@ -117,6 +118,9 @@ fuzz: deps build
 bench: deps build
 	@test -x bench/run || { echo "make bench: bench/run does not exist yet" >&2; exit 1; }
 	$(LUA_ENV) bench/run
+
+bench-cpu: deps build
+	$(LUA_ENV) bench/cpu
 
 clean:
 	rm -rf build build-debug build-asan
