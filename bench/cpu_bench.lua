@@ -169,7 +169,9 @@ extern "C" __global__ void wavefront(int n, int d, int lo, const int *ref, int *
 ]]
 
 local m = cd.compile(SRC, {name = "bench_cpu.cu"})
-print("info threads " .. (os.getenv("CUDADEV_CPU_THREADS") or tostring(dev.sm_count)))
+-- the cpu device's worker threads: CUDADEV_CPU_THREADS, else one per core this process may run on
+local nproc = io.popen("nproc 2>/dev/null"):read("l")
+print("info threads " .. (os.getenv("CUDADEV_CPU_THREADS") or nproc or "?"))
 print("info fork " .. (os.getenv("CUDADEV_CPU_FORK") == "0" and "in-process" or "contained"))
 
 local dummy_f, dummy_i = cd.empty(1, "float32"), cd.empty(1, "int32")

@@ -1275,10 +1275,22 @@ static int build_cmd(job *j, cdv_err *e)
   /* -fno-math-errno: device math sets no errno, and sqrtf then becomes one instruction.
    * -fstack-clash-protection: a large frame is probed page by page, so a thread that overflows its fiber
    * stack hits the guard page (NOTE [fiber stacks]) instead of writing into a neighbour's stack. */
-  const char *fixed[] = {std, "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-math-errno",
+  const char *fixed[] = {std, "-O3", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-math-errno",
                          "-fstack-clash-protection", "-pthread", NULL};
   for (int i = 0; fixed[i]; i++)
     cdv_sl_add(&j->cmd, fixed[i]);
+  /* NOTE [host ISA]: kernels use the vector units this machine has. On x86-64 with AVX2, FMA and BMI2 (Haswell,
+   * Zen and later) the flags below, named one by one (older compilers do not know -march=x86-64-v3); not
+   * -march=native: AVX-512 code would not run under valgrind, and these flags are what the cache key sees
+   * (an object built here is not loaded on a machine without them: their key differs). Contraction into FMA
+   * stays off (-std=c++NN is ISO mode), so results do not change. CUDADEV_CPU_CXXFLAGS may add more. */
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")) {
+    const char *isa[] = {"-mavx2", "-mfma", "-mbmi", "-mbmi2", "-mf16c", NULL};
+    for (int i = 0; isa[i]; i++)
+      cdv_sl_add(&j->cmd, isa[i]);
+  }
+#endif
   if (j->co.debug)
     cdv_sl_add(&j->cmd, "-g");
   if (j->co.fast_math)
