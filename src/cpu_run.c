@@ -1114,7 +1114,7 @@ static void lw_serve(lw_page *pg)
   L.st->done = 1;
 }
 
-__attribute__((noreturn)) static void lw_main(int sock)
+__attribute__((noreturn)) static void lw_main(int sock, lw_page *pg)
 {
 #ifdef __linux__
   prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the thread that forked it */
@@ -1139,8 +1139,8 @@ __attribute__((noreturn)) static void lw_main(int sock)
       continue;
     if (r <= 0)
       _exit(0);   /* the host is gone or let the worker go */
-    __atomic_store_n(&lw.pg->started, 1, __ATOMIC_SEQ_CST);
-    lw_serve(lw.pg);
+    __atomic_store_n(&pg->started, 1, __ATOMIC_SEQ_CST);
+    lw_serve(pg);
     c = 'D';
     while (write(sock, &c, 1) < 0 && errno == EINTR)
       ;
@@ -1170,18 +1170,36 @@ static void lw_stop(void)
   lw.pid = 0, lw.sock = -1;
 }
 
+/* A process forked from this one (not the worker) has no worker: the host's is not its own to talk to. */
+static void lw_forget(void)
+{
+  if (lw.sock >= 0)
+    close(lw.sock);
+  lw.pid = 0, lw.sock = -1, lw.pg = NULL;   /* the page stays the host's; this process maps its own */
+  pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&lw_lock, &m0, sizeof m0);
+}
+
+static pthread_once_t lw_once = PTHREAD_ONCE_INIT;
+static void lw_atfork(void)
+{
+  pthread_atfork(NULL, NULL, lw_forget);
+}
+
 static int lw_start(const launch *L, cdv_err *e)
 {
+  pthread_once(&lw_once, lw_atfork);
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
     return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot make the launch worker's socket");
   unsigned gen = __atomic_load_n(&maps_gen, __ATOMIC_SEQ_CST);
   fflush(NULL);
   pthread_mutex_lock(&slots_lock);   /* held across fork: the worker must not see the tables mid-update */
+  lw_page *pg = lw.pg;   /* lw_forget, run in the child by fork, forgets lw.pg */
   pid_t pid = fork();
   if (pid == 0) {
     close(sv[0]);
-    lw_main(sv[1]);
+    lw_main(sv[1], pg);
   }
   int err = errno;
   pthread_mutex_unlock(&slots_lock);
