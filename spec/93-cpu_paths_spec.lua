@@ -48,6 +48,7 @@ describe("cpu kernel paths (k.cpu_path)", function()
   setup(function()
     m = cd.compile(PATHS, { device = "cpu", name_expressions = { "add<3>" } })
   end)
+  teardown(function() m = nil end)   -- the suite checks that no object outlives its file
 
   it("a kernel that reaches no barrier or warp intrinsic runs as a loop, beside kernels that need fibers", function()
     assert.are.equal("loop", m.plain.cpu_path)
