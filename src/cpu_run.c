@@ -1014,8 +1014,9 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
  * - Failures: an assert, __trap, a deadlock or a fault ends the worker as it ended a launch child (the status
  *   page says why; the host waitpid()s it), so the error is the same Lua error as before; the next
  *   contained launch forks a new worker. A worker found dead before it took the message (Ctrl-C to the
- *   process group while idle, the launching thread gone: PR_SET_PDEATHSIG) is replaced and the launch
- *   sent again, once.
+ *   process group while idle) is replaced and the launch sent again, once. The worker ends when the host
+ *   does: its socket's end when idle, a watchdog thread that sees its parent change while a kernel runs
+ *   (not PR_SET_PDEATHSIG: that follows the thread that forked it, which may end while others launch).
  * - The worker closes every file descriptor but stdin, stdout, stderr and its socket: a long-lived copy of a
  *   pipe's write end would keep the host's readers from ever seeing its end. It runs blocks on a pool of
  *   threads of its own (the host's pool threads do not exist in it), each with an alternate signal stack.
@@ -1114,11 +1115,23 @@ static void lw_serve(lw_page *pg)
   L.st->done = 1;
 }
 
-__attribute__((noreturn)) static void lw_main(int sock, lw_page *pg)
+/* The worker never outlives the host: not PR_SET_PDEATHSIG, which would end it with the host thread that
+ * happened to fork it while other threads still launch; a thread that looks for a new parent instead (the
+ * socket's end covers an idle worker at once). */
+static void *lw_watch(void *arg)
 {
-#ifdef __linux__
-  prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the thread that forked it */
-#endif
+  pid_t host = (pid_t)(intptr_t)arg;
+  block_async_signals();
+  for (;;) {
+    if (getppid() != host)
+      _exit(0);
+    usleep(100000);
+  }
+  return NULL;
+}
+
+__attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host)
+{
   in_worker = 1;
   /* the host's locks as they were at fork: held by threads that do not exist here */
   pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
@@ -1132,6 +1145,13 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg)
       close(fd);
   child_signals();
   child_altstack();
+  pthread_t watch;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&watch, &a, lw_watch, (void *)(intptr_t)host))
+    _exit(0);
+  pthread_attr_destroy(&a);
   for (;;) {
     char c;
     ssize_t r = read(sock, &c, 1);
@@ -1196,10 +1216,10 @@ static int lw_start(const launch *L, cdv_err *e)
   fflush(NULL);
   pthread_mutex_lock(&slots_lock);   /* held across fork: the worker must not see the tables mid-update */
   lw_page *pg = lw.pg;   /* lw_forget, run in the child by fork, forgets lw.pg */
-  pid_t pid = fork();
+  pid_t host = getpid(), pid = fork();
   if (pid == 0) {
     close(sv[0]);
-    lw_main(sv[1], pg);
+    lw_main(sv[1], pg, host);
   }
   int err = errno;
   pthread_mutex_unlock(&slots_lock);
