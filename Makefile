@@ -14,6 +14,7 @@
 #   make bench          bench/run
 #   make install        build, then install into PREFIX (/usr/local): luacuda, the module, and for C hosts
 #                       libcudadev.a, cudadev.h, cudadev.pc, lib/cmake/cudadev (DESTDIR=... stages it)
+#   make bench-cpu      bench/cpu (the cpu device against OpenMP; no GPU needed)
 #   make clean
 # Variables: LUA (lua5.4), BUSTED (how to run busted), BUSTED_ARGS (e.g. spec/20-array_spec.lua), JOBS,
 #   PREFIX (make install), CHECKS (what `make test` runs after the suite: "ctest asan valgrind"; empty for the suite alone; nothing runs after
@@ -57,7 +58,7 @@ define cmake_build
 	cmake --build --preset $(1) -j $(JOBS)
 endef
 
-.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench install clean
+.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench bench-cpu install clean
 .NOTPARALLEL:                       # deps, then build, then run: cmake parallelises the build itself
 MAKEFLAGS += --no-print-directory
 
@@ -124,6 +125,9 @@ bench: deps build
 PREFIX      ?= /usr/local
 install: build
 	cmake --install build --prefix '$(PREFIX)'
+
+bench-cpu: deps build
+	$(LUA_ENV) bench/cpu
 
 clean:
 	rm -rf build build-debug build-asan

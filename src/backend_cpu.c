@@ -243,6 +243,7 @@ static slab *slab_new(int c, cdv_err *e)
     cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
     return NULL;
   }
+  cdv_cpu_maps_changed();   /* NOTE [launch worker] */
   s->next = avail[c];
   if (avail[c])
     avail[c]->prev = s;
@@ -320,6 +321,7 @@ static void small_free(slab *s, unsigned i)
     avail_remove(s);
     alloc_find(s->base)->p = TOMB;
     munmap(s->base, SLAB);
+    cdv_cpu_maps_changed();
     free(s);
   }
 }
@@ -380,6 +382,7 @@ static int cpu_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, vo
     munmap(a.map, a.maplen);
     return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
   }
+  cdv_cpu_maps_changed();   /* NOTE [launch worker] */
   *ptr = a.p;
   return 0;
 }
@@ -410,6 +413,7 @@ static int cpu_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_er
     cdv_cuda_host_unregister(found.map);
   if (munmap(found.map, found.maplen))
     return cdv_cpu_fail_errno(e, "cpu.mem_free", errno, "munmap of %p failed", found.map);
+  cdv_cpu_maps_changed();
   return 0;
 }
 
@@ -794,6 +798,7 @@ static loaded *load_object(const char *path, cdv_err *e)
   l->flags = flags ? *flags : CDV_CPU_FLAG_FIBERS;
   l->next = loaded_objects;
   loaded_objects = l;
+  cdv_cpu_maps_changed();   /* NOTE [launch worker] */
   return l;
 }
 
@@ -864,8 +869,10 @@ static int cpu_module_function(cdv_device *d, void *mod, const char *symbol, voi
   snprintf(f->name, sizeof f->name, "%s", name ? name : symbol);
   snprintf(companion, sizeof companion, "%s_sig", symbol);
   f->sig = dlsym(m->handle, companion);
+  snprintf(companion, sizeof companion, "%s_flags", symbol);
+  const int *flags = dlsym(m->handle, companion);   /* NOTE [kernel paths] in cpu_compile.c */
   *(void **)&f->entry = entry;
-  f->flags = m->flags;
+  f->flags = flags ? *flags : m->flags;
   f->next = m->funcs;
   m->funcs = f;
   *fn = f;
@@ -899,6 +906,7 @@ static int cpu_func_info(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e
     return cdv_fail(e, "cpu.func_info", 400, INVALID_HANDLE, "invalid kernel handle");
   memset(out, 0, sizeof *out);
   out->max_threads_per_block = CDV_CPU_MAX_THREADS;
+  out->cpu_path = (((cdv_cpu_func *)fn)->flags & CDV_CPU_FLAG_FIBERS) ? "fibers" : "loop";
   return 0;
 }
 

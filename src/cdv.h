@@ -114,6 +114,7 @@ void cdv_image_free(cdv_image *img);
 typedef struct cdv_func_info {
   int num_regs, max_threads_per_block;
   size_t shared_size_bytes, const_size_bytes, local_size_bytes;
+  const char *cpu_path;   /* the cpu device's "loop" or "fibers" (NOTE [kernel paths]); NULL elsewhere */
 } cdv_func_info;
 
 /* ---------------------------------------------------------------- the backend interface */

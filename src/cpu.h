@@ -113,6 +113,9 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
                    void **args, int cooperative, cdv_err *e);
 int cdv_cpu_coop_max(unsigned nthreads);   /* blocks of nthreads a cooperative launch may have (NOTE [cpu grid sync]) */
 int cdv_cpu_worker_count(void);
+/* backend_cpu.c maps or unmaps memory a launch may reach (an array's mapping, a slab, a module): NOTE [launch
+ * worker] in cpu_run.c */
+void cdv_cpu_maps_changed(void);
 /* Ends running launches (async-signal-safe): NOTE [interrupting a launch] in cpu_run.c */
 void cdv_cpu_interrupt(void);
 /* errno-based failure: "what: strerror" with the errno's name */

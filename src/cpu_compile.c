@@ -428,8 +428,16 @@ typedef struct rewrite {
   char *text;
 } rewrite;
 
+typedef struct kfunc {
+  char *name;                 /* "" for a brace region that is not a function's */
+  char *idents;               /* " a b c ": the identifiers of its body */
+  int sync;                   /* it needs fibers: NOTE [kernel paths] */
+} kfunc;
+
 typedef struct scanres {
   int fibers;
+  kfunc *fn;                  /* NOTE [kernel paths] (full scans only) */
+  int nfn;
   rewrite *rw;
   int nrw;
   cdv_strlist includes;   /* each entry: 'q' or 'a' (quoted, angled) followed by the name */
@@ -442,6 +450,9 @@ static void scan_free(scanres *r)
     free(r->rw[i].text);
   free(r->rw);
   cdv_sl_free(&r->includes);
+  for (int i = 0; i < r->nfn; i++)
+    free(r->fn[i].name), free(r->fn[i].idents);
+  free(r->fn);
   memset(r, 0, sizeof *r);
 }
 
@@ -626,6 +637,147 @@ static int note_extern(const char *orig, const char *s, const toks *t, int i, in
   return 0;
 }
 
+/* NOTE [kernel paths]: which kernels need fibers is decided per kernel, not per source. A kernel whose code
+ * can reach no barrier, warp intrinsic or cooperative group runs its block's threads as a loop on one stack
+ * (CDV_CPU_RUN_BLOCK), which the host compiler can optimise as one function; the others run each thread on a
+ * fiber. The source's functions are found by their bodies at namespace scope: the name before the parameter
+ * list of a `{` that follows `name(...)` (qualifiers, attributes, a trailing return type and a constructor's
+ * initialiser list in between are allowed). A function needs fibers when its body uses one of sync_words or
+ * mentions (by name: overloads and members share it) a function or a macro that does, to a fixpoint. A kernel
+ * takes the loop path only when its name is found that way and needs nothing: a sync word in a class body or
+ * another brace region that is not a function, or in a file read from an include path, gives every kernel of
+ * the source fibers, as does a kernel the scan cannot find (a macro-made one, say). A mistake towards the loop
+ * path is not silent: a barrier reached in loop mode fails the launch ("which the cpu device did not find in
+ * its source"). The path is exported per trampoline as "<trampoline>_flags" and shown as k.cpu_path. */
+static const char *const not_names[] = {"if", "for", "while", "switch", "return", "sizeof", "catch", NULL};
+static const char *const attr_names[] = {"__attribute__", "noexcept", "throw", "decltype", "alignas",
+                                          "__launch_bounds__", "__align__", "__maxnreg__", "requires", NULL};
+
+static int word_of(const char *s, const tok *k, const char *const *list)
+{
+  for (int i = 0; list[i]; i++)
+    if (tok_is(s, k, list[i]))
+      return 1;
+  return 0;
+}
+
+/* The name of the function whose body opens at the '{' t[i], or 0 when it is not a function's. */
+static int function_name(const char *s, const toks *t, int i, char *out, size_t n)
+{
+  int j = i - 1;
+  for (;;) {
+    while (j >= 0 && !tok_is(s, &t->v[j], ")")) {
+      const tok *k = &t->v[j];
+      if (k->kind == T_PUNCT && !strchr("&*:<>,-", s[k->off]))
+        return 0;
+      j--;
+    }
+    for (int depth = 0; j >= 0; j--) {
+      if (tok_is(s, &t->v[j], ")"))
+        depth++;
+      else if (tok_is(s, &t->v[j], "(") && --depth == 0)
+        break;
+    }
+    if (j <= 0 || t->v[j - 1].kind != T_IDENT || word_of(s, &t->v[j - 1], not_names))
+      return 0;
+    const tok *k = &t->v[j - 1];
+    int init_list = j >= 3 && (tok_is(s, &t->v[j - 2], ",") ||
+                               (tok_is(s, &t->v[j - 2], ":") && !tok_is(s, &t->v[j - 3], ":")));
+    if (word_of(s, k, attr_names) || init_list) {
+      j -= 2;
+      continue;
+    }
+    if (k->len >= n)
+      return 0;
+    memcpy(out, s + k->off, k->len);
+    out[k->len] = 0;
+    return 1;
+  }
+}
+
+/* The index of the token after the preprocessor line that starts at t[i] (continuation lines included). */
+static int pp_line_end(const char *s, const toks *t, int i)
+{
+  int j = i + 1;
+  for (; j < t->n; j++) {
+    if (!t->v[j].bol)
+      continue;
+    const tok *p = &t->v[j - 1];
+    if (!memchr(s + p->off + p->len, '\\', t->v[j].off - (p->off + p->len)))
+      break;
+  }
+  return j;
+}
+
+/* A function (or a macro, or a brace region with name "") and the identifiers of its body. */
+static int add_kfunc(scanres *r, const char *name, const char *s, const toks *t, int from, int to)
+{
+  kfunc *v = realloc(r->fn, (size_t)(r->nfn + 1) * sizeof *v);
+  if (!v)
+    return -1;
+  r->fn = v;
+  kfunc *f = &r->fn[r->nfn];
+  memset(f, 0, sizeof *f);
+  buf b = {0};
+  buf_adds(&b, " ");
+  for (int k = from; k < to; k++) {
+    if (t->v[k].kind != T_IDENT)
+      continue;
+    f->sync |= word_in(sync_words, s, &t->v[k]) != NULL;
+    buf_add(&b, s + t->v[k].off, t->v[k].len);
+    buf_adds(&b, " ");
+  }
+  f->name = strdup(name);
+  f->idents = b.p;
+  if (b.oom || !f->name || !f->idents) {
+    free(f->name), free(b.p);
+    return -1;
+  }
+  r->nfn++;
+  return 0;
+}
+
+/* NOTE [kernel paths]: the functions, macros and other brace regions at namespace scope of one file. */
+static int note_functions(const char *s, const toks *t, scanres *r)
+{
+  int depth = 0;               /* braces of namespaces and linkage blocks */
+  for (int i = 0; i < t->n; i++) {
+    const tok *k = &t->v[i];
+    if (k->bol && tok_is(s, k, "#")) {
+      int end = pp_line_end(s, t, i);
+      if (i + 2 < end && tok_is(s, &t->v[i + 1], "define") && t->v[i + 2].kind == T_IDENT) {
+        char name[128];
+        size_t len = t->v[i + 2].len < sizeof name - 1 ? t->v[i + 2].len : sizeof name - 1;
+        memcpy(name, s + t->v[i + 2].off, len);
+        name[len] = 0;
+        if (add_kfunc(r, name, s, t, i + 3, end))
+          return -1;
+      }
+      i = end - 1;
+    } else if (tok_is(s, k, "{") && ns_brace(s, t, i)) {
+      depth++;
+    } else if (tok_is(s, k, "}")) {
+      depth -= depth > 0;
+    } else if (tok_is(s, k, "{")) {
+      char name[128];
+      if (!function_name(s, t, i, name, sizeof name))
+        name[0] = 0;
+      int j = i + 1;
+      for (int d = 1; j < t->n && d > 0; j++) {
+        if (t->v[j].bol && tok_is(s, &t->v[j], "#")) {
+          j = pp_line_end(s, t, j) - 1;
+          continue;
+        }
+        d += tok_is(s, &t->v[j], "{") - tok_is(s, &t->v[j], "}");
+      }
+      if (add_kfunc(r, name, s, t, i + 1, j))
+        return -1;
+      i = j - 1;
+    }
+  }
+  return 0;
+}
+
 /* Scan one file. full: note refused constructs and rewrite extern __shared__ (the user's own source and
  * headers); otherwise only look for barriers and includes (files found on include paths). */
 static int scan_text(const char *fname, const char *orig, size_t n, int full, scanres *r, cdv_err *e)
@@ -663,6 +815,8 @@ static int scan_text(const char *fname, const char *orig, size_t n, int full, sc
         rc = oom(e);
     }
   }
+  if (rc == 0 && full && note_functions(s, &t, r))
+    rc = oom(e);
   free(s);
   free(t.v);
   if (rc == 0 && r->includes.oom)
@@ -748,7 +902,7 @@ static int check_entries(const cdv_compile_req *req, cdv_err *e)
   return 0;
 }
 
-static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int fibers)
+static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int fibers, const int *entry_fibers)
 {
   buf_adds(b, "\n#line 1 \"<cudadev entries>\"\n");
   for (int i = 0; i < req->nentries; i++) {
@@ -757,8 +911,10 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
                   "{ *n = sizeof(%s); return (void *)&(%s); }\n", syms[i], req->entries[i], req->entries[i]);
       continue;
     }
-    buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) void %s(cdv_cpu_ctx *c, void **a, int m) "
-                "{ cdv_run<(%s)>(c, a, m); }\n", syms[i], req->entries[i]);
+    buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const int %s_flags = %d;\n", syms[i],
+             entry_fibers[i]);
+    buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) void %s(cdv_cpu_ctx *cdv_c_, void **cdv_a_, "
+                "int cdv_m_) { cdv_run<(%s)>(cdv_c_, cdv_a_, cdv_m_); }\n", syms[i], req->entries[i]);
     buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const char %s_name[] = ", syms[i]);
     add_cstring(b, req->entries[i]);
     buf_adds(b, ";\n");
@@ -1070,6 +1226,7 @@ typedef struct job {
   cdv_strlist cmd;          /* compiler argv up to the file names */
   char key[65];
   int fibers;
+  int *entry_fibers;    /* per entry: NOTE [kernel paths] */
   const char *refusal;  /* NOTE [refused constructs] */
 } job;
 
@@ -1088,6 +1245,7 @@ static void job_free(job *j)
   for (int i = 0; j->syms && i < req->nentries; i++)
     free(j->syms[i]);
   free(j->syms);
+  free(j->entry_fibers);
   free(j->tu.p);
   cdv_sl_free(&j->cmd);
 }
@@ -1123,6 +1281,57 @@ static int scan_all(job *j, cdv_err *e)
   return 0;
 }
 
+/* NOTE [kernel paths]: each entry's path, from the scans of the source and the request's headers. */
+static int entry_paths(job *j, int wide)
+{
+  const cdv_compile_req *req = j->req;
+  int n = 0;
+  for (int i = -1; i < req->nheaders; i++)
+    n += i < 0 ? j->src.nfn : j->hdr[i].nfn;
+  kfunc **all = calloc((size_t)n + 1, sizeof *all);
+  j->entry_fibers = calloc((size_t)req->nentries + 1, sizeof *j->entry_fibers);
+  if (!all || !j->entry_fibers) {
+    free(all);
+    return -1;
+  }
+  n = 0;
+  for (int i = -1; i < req->nheaders; i++) {
+    scanres *r = i < 0 ? &j->src : &j->hdr[i];
+    for (int k = 0; k < r->nfn; k++)
+      all[n++] = &r->fn[k];
+  }
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int a = 0; a < n; a++)
+      for (int b = 0; b < n && !all[a]->sync; b++)
+        if (all[b]->sync && all[b]->name[0]) {
+          char pat[132];
+          snprintf(pat, sizeof pat, " %s ", all[b]->name);
+          if (strstr(all[a]->idents, pat))
+            all[a]->sync = changed = 1;
+        }
+  }
+  for (int a = 0; a < n; a++)
+    wide |= all[a]->sync && !all[a]->name[0];
+  for (int i = 0; i < req->nentries; i++) {
+    /* the entry's function: "ns::axpy<float>" names axpy */
+    const char *en = req->entries[i];
+    size_t end = strcspn(en, "<("), start = end;
+    while (end > 0 && en[end - 1] == ' ')
+      end--;
+    start = end;
+    while (start > 0 && is_ident1((unsigned char)en[start - 1]))
+      start--;
+    int found = 0, sync = 0;
+    for (int a = 0; a < n; a++)
+      if (strlen(all[a]->name) == end - start && !memcmp(all[a]->name, en + start, end - start) && end > start)
+        found = 1, sync |= all[a]->sync;
+    j->entry_fibers[i] = wide || !found || sync ? CDV_CPU_FLAG_FIBERS : 0;
+  }
+  free(all);
+  return 0;
+}
+
 /* The cache key: compiler, options, translation unit, headers, files included from disk. The include scan
  * may also discover barriers (so it runs before the trampolines are written, which carry the flag). */
 static int make_key(job *j, const char *version, cdv_err *e)
@@ -1140,7 +1349,8 @@ static int make_key(job *j, const char *version, cdv_err *e)
     cdv_sha256_add(&s, j->hdr_text[i], j->hdr_len[i]);
     cdv_sha256_str(&s, "");
   }
-  cdv_incscan is = {req, &j->co.idirs, &s, &j->fibers, {0}, 0, ""};
+  int inc_fibers = 0;   /* a sync word in a file from an include path: every kernel gets fibers */
+  cdv_incscan is = {req, &j->co.idirs, &s, &inc_fibers, {0}, 0, ""};
   cdv_include_scan(&is, NULL, &j->src.includes);
   for (int i = 0; i < req->nheaders; i++)
     cdv_include_scan(&is, NULL, &j->hdr[i].includes);
@@ -1148,6 +1358,9 @@ static int make_key(job *j, const char *version, cdv_err *e)
   if (is.special[0])   /* NOTE [compile timeout]: refused before the compiler opens it */
     return cdv_fail(e, "cpu.compile", 6, "NVRTC_ERROR_COMPILATION", "the included file '%s' is not a regular "
                     "file (a FIFO or a device would block the compiler or never end)", is.special);
+  j->fibers |= inc_fibers;
+  if (entry_paths(j, inc_fibers))
+    return oom(e);
   /* the translation unit, trampolines included */
   size_t n;
   char *src = apply_rewrites(req->source, req->source_len, &j->src, &n);
@@ -1160,7 +1373,7 @@ static int make_key(job *j, const char *version, cdv_err *e)
   buf_adds(&j->tu, "\n");
   buf_add(&j->tu, src, n);
   free(src);
-  add_trampolines(&j->tu, req, j->syms, j->fibers);
+  add_trampolines(&j->tu, req, j->syms, j->fibers, j->entry_fibers);
   if (j->tu.oom)
     return oom(e);
   cdv_sha256_add(&s, j->tu.p, j->tu.n);
@@ -1182,10 +1395,22 @@ static int build_cmd(job *j, cdv_err *e)
   /* -fno-math-errno: device math sets no errno, and sqrtf then becomes one instruction.
    * -fstack-clash-protection: a large frame is probed page by page, so a thread that overflows its fiber
    * stack hits the guard page (NOTE [fiber stacks]) instead of writing into a neighbour's stack. */
-  const char *fixed[] = {std, "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-math-errno",
+  const char *fixed[] = {std, "-O3", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-math-errno",
                          "-fstack-clash-protection", "-pthread", NULL};
   for (int i = 0; fixed[i]; i++)
     cdv_sl_add(&j->cmd, fixed[i]);
+  /* NOTE [host ISA]: kernels use the vector units this machine has. On x86-64 with AVX2, FMA and BMI2 (Haswell,
+   * Zen and later) the flags below, named one by one (older compilers do not know -march=x86-64-v3); not
+   * -march=native: AVX-512 code would not run under valgrind, and these flags are what the cache key sees
+   * (an object built here is not loaded on a machine without them: their key differs). Contraction into FMA
+   * stays off (-std=c++NN is ISO mode), so results do not change. CUDADEV_CPU_CXXFLAGS may add more. */
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")) {
+    const char *isa[] = {"-mavx2", "-mfma", "-mbmi", "-mbmi2", "-mf16c", NULL};
+    for (int i = 0; isa[i]; i++)
+      cdv_sl_add(&j->cmd, isa[i]);
+  }
+#endif
   if (j->co.debug)
     cdv_sl_add(&j->cmd, "-g");
   if (j->co.fast_math)

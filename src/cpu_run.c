@@ -38,6 +38,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -60,6 +62,8 @@
 enum { F_RUN, F_BAR, F_WARP, F_DONE };
 
 static unsigned interrupts;   /* cdv_cpu_interrupt() calls: NOTE [interrupting a launch] */
+static int in_worker;         /* this process is the launch worker: NOTE [launch worker] */
+static void child_altstack(void);
 
 /* The first failure of a launch; in a MAP_SHARED page when the launch runs in a child. */
 typedef struct status {
@@ -142,19 +146,6 @@ int cdv_cpu_fail_errno(cdv_err *e, const char *api, int err, const char *fmt, ..
   name = strerrorname_np(err);
 #endif
   return cdv_fail(e, api, err, name ? name : "ERRNO", "%s: %s", what, strerror(err));
-}
-
-/* CUDADEV_CPU_FORK=0: every launch runs in this process. Read once: getenv cost a tenth of an empty launch. */
-static int inprocess_launches(void)
-{
-  static int v = -1;
-  int x = __atomic_load_n(&v, __ATOMIC_RELAXED);
-  if (x < 0) {
-    const char *env = getenv("CUDADEV_CPU_FORK");
-    x = env != NULL && strcmp(env, "0") == 0;
-    __atomic_store_n(&v, x, __ATOMIC_RELAXED);
-  }
-  return x;
 }
 
 int cdv_cpu_worker_count(void)
@@ -737,6 +728,8 @@ static void *pool_main(void *arg)
   int slot = (int)(intptr_t)arg;
   unsigned seen = 0;   /* helpers start before the first launch is posted (gen 0) */
   block_async_signals();
+  if (in_worker)
+    child_altstack();
   pthread_mutex_lock(&pool.m);
   for (;;) {
     while (pool.gen == seen)
@@ -1046,6 +1039,15 @@ static int launch_error(const launch *L, const status *st, int signo, cdv_err *e
   return rc;
 }
 
+/* The error of a launch whose process ended before it finished: waited (its wait status ws is known) or not. */
+static int ended_error(const launch *L, const status *st, int waited, int ws, cdv_err *e)
+{
+  if (waited && WIFEXITED(ws) && WEXITSTATUS(ws) != EXIT_FAILED && !st->claimed)
+    return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' ended the launch process "
+                    "with exit status %d (exit() called from a kernel?)", L->fn->name, WEXITSTATUS(ws));
+  return launch_error(L, st, waited && WIFSIGNALED(ws) ? WTERMSIG(ws) : 0, e);
+}
+
 static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
 {
   status *st = mmap(NULL, sizeof *st, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1075,11 +1077,8 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
     if (child >= 0)
       __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
     int ok = w < 0 ? st->done : WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && st->done;
-    if (!ok && w >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) != EXIT_FAILED && !st->claimed)
-      rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' ended the launch process "
-                    "with exit status %d (exit() called from a kernel?)", L->fn->name, WEXITSTATUS(ws));
-    else if (!ok)
-      rc = launch_error(L, st, w >= 0 && WIFSIGNALED(ws) ? WTERMSIG(ws) : 0, e);
+    if (!ok)
+      rc = ended_error(L, st, w >= 0, ws, e);
   }
   munmap(st, sizeof *st);
   if (armed)
@@ -1125,6 +1124,330 @@ static void run_coop_inprocess(launch *L, int nw)
   }
   for (int i = 1; i < started; i++)
     pthread_join(th[i], NULL);
+}
+
+/* ---------------------------------------------------------------- the launch worker */
+/* NOTE [launch worker]: fork() copies the page tables of the whole host process, so a fork per launch cost
+ * 0.26 ms with an empty Lua heap and 53 ms at 1.3 GiB. Contained launches therefore go to one persistent
+ * launch worker: a process forked from the host at the first contained launch, which waits on a socket,
+ * runs one launch per message and answers. Its cost per launch is two messages, whatever the heap size.
+ * - What it sees: everything the host had mapped when it was forked. Arrays and the writable data of modules
+ *   are MAP_SHARED (NOTE [cpu memory], NOTE [shared module data] in backend_cpu.c), so its writes are the
+ *   host's, as a forked child's were; code and constant data are the same bytes at the same addresses.
+ *   Memory the host maps afterwards does not reach it. So backend_cpu.c calls cdv_cpu_maps_changed() when
+ *   it maps or unmaps an array's mapping or a slab, and loads or unloads a module; a launch that finds the
+ *   count changed since the worker was forked ends the worker and forks a fresh one first. Cached array
+ *   blocks (NOTE [block cache]) and slabs with room map nothing new, so a loop of launches and temporaries
+ *   forks once. The worker also starts afresh when the host's stdout or stderr is another file than when it
+ *   was forked (kernels' printf goes there).
+ * - The message: the launch record (grid, block, the entry point, arrays to prefault) and the argument
+ *   bytes, copied into a MAP_SHARED page made before the first worker, with the status of NOTE [fault
+ *   containment]. A kernel whose object does not list its parameters, or whose arguments do not fit, is
+ *   launched the old way, in a child forked for it.
+ * - Failures: an assert, __trap, a deadlock or a fault ends the worker as it ended a launch child (the status
+ *   page says why; the host waitpid()s it), so the error is the same Lua error as before; the next
+ *   contained launch forks a new worker. A worker found dead before it took the message (Ctrl-C to the
+ *   process group while idle) is replaced and the launch sent again, once. The worker ends when the host
+ *   does: its socket's end when idle, a watchdog thread that sees its parent change while a kernel runs
+ *   (not PR_SET_PDEATHSIG: that follows the thread that forked it, which may end while others launch).
+ * - The worker closes every file descriptor but stdin, stdout, stderr and its socket: a long-lived copy of a
+ *   pipe's write end would keep the host's readers from ever seeing its end. It runs blocks on a pool of
+ *   threads of its own (the host's pool threads do not exist in it), each with an alternate signal stack.
+ * - One contained launch at a time goes to the worker (lw_lock); launches of other host threads wait.
+ * CUDADEV_CPU_FORK=each forks a child per launch, as before (for comparison); =0 runs in-process. */
+#define LW_ARGS 16384             /* argument bytes a message carries */
+
+typedef struct lw_page {
+  status st;
+  int started;                    /* the worker took the message */
+  launch L;                       /* fn, args and st rewritten by the worker */
+  cdv_cpu_func fn;
+  unsigned nargs, off[CDV_CPU_MAX_PARAMS];
+  _Alignas(64) unsigned char args[LW_ARGS];
+} lw_page;
+
+static pthread_mutex_t lw_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  pid_t pid;
+  int sock;
+  unsigned gen;                   /* maps_gen when it was forked */
+  dev_t out_dev[2];
+  ino_t out_ino[2];
+  lw_page *pg;
+} lw = {0, -1, 0, {0, 0}, {0, 0}, NULL};
+static unsigned maps_gen;
+
+void cdv_cpu_maps_changed(void)
+{
+  __atomic_add_fetch(&maps_gen, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Which launches go where: 0 in-process, 1 the launch worker, 2 a child per launch. Read once. */
+static int fork_mode(void)
+{
+  static int v = -1;
+  int x = __atomic_load_n(&v, __ATOMIC_RELAXED);
+  if (x < 0) {
+    const char *env = getenv("CUDADEV_CPU_FORK");
+    x = env && strcmp(env, "0") == 0 ? 0 : env && strcmp(env, "each") == 0 ? 2 : 1;
+    __atomic_store_n(&v, x, __ATOMIC_RELAXED);
+  }
+  return x;
+}
+
+/* The worker's copy of the message's launch (its own argument pointers, its own status pointer). */
+static void lw_serve(lw_page *pg)
+{
+  void *args[CDV_CPU_MAX_PARAMS];
+  launch L = pg->L;
+  for (unsigned i = 0; i < pg->nargs; i++)
+    args[i] = pg->args + pg->off[i];
+  L.fn = &pg->fn;
+  L.args = pg->nargs ? args : NULL;
+  L.st = &pg->st;
+  L.in_child = 1;
+  L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);   /* this process's count */
+  child_status = L.st;
+  child_launch = &L;
+  /* arrays this worker populated before keep their page tables: NOTE [prefaulting] is for new ones */
+  static struct {
+    char *p;
+    size_t n;
+  } done[256];
+  static int ndone;
+  int keep = 0;
+  for (int k = 0; k < L.npre; k++) {
+    int seen = 0;
+    for (int d = 0; d < ndone && !seen; d++)
+      seen = done[d].p == L.pre[k].p && done[d].n == L.pre[k].n;
+    if (!seen && ndone < 256)
+      done[ndone].p = L.pre[k].p, done[ndone].n = L.pre[k].n, ndone++;
+    if (!seen)
+      L.pre[keep++] = L.pre[k];
+  }
+  L.pre_total = 0;
+  for (int k = L.npre = keep; k-- > 0;)
+    L.pre_total += L.pre[k].n;
+  cdv_err e;
+  memset(&e, 0, sizeof e);
+  size_t stacks = L.fibers ? L.nthreads : 1;
+  pthread_mutex_lock(&slots_lock);
+  int rc = reserve_stacks(L.nworkers, stacks, &e);
+  pthread_mutex_unlock(&slots_lock);
+  if (rc) {
+    claim(L.st);
+    L.st->kind = FAIL_OOM;
+    fflush(NULL);
+    _exit(EXIT_FAILED);
+  }
+  if (L.nworkers > 1)
+    run_pool(&L, L.nworkers);
+  else
+    worker_run(&L, 0);
+  fflush(NULL);
+  L.st->done = 1;
+}
+
+/* The worker never outlives the host: not PR_SET_PDEATHSIG, which would end it with the host thread that
+ * happened to fork it while other threads still launch; a thread that looks for a new parent instead (the
+ * socket's end covers an idle worker at once). */
+static void *lw_watch(void *arg)
+{
+  pid_t host = (pid_t)(intptr_t)arg;
+  block_async_signals();
+  for (;;) {
+    if (getppid() != host)
+      _exit(0);
+    usleep(100000);
+  }
+  return NULL;
+}
+
+__attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host)
+{
+  in_worker = 1;
+  /* the host's locks as they were at fork: held by threads that do not exist here */
+  pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t c0 = PTHREAD_COND_INITIALIZER;
+  memcpy(&pool.m, &m0, sizeof m0), memcpy(&pool.go, &c0, sizeof c0), memcpy(&pool.done, &c0, sizeof c0);
+  pool.nthreads = pool.want = pool.busy = 0, pool.gen = 0, pool.L = NULL;
+  memcpy(&slots_lock, &m0, sizeof m0), memcpy(&run_lock, &m0, sizeof m0);
+  long maxfd = sysconf(_SC_OPEN_MAX);
+  for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
+    if (fd != sock)
+      close(fd);
+  child_signals();
+  child_altstack();
+  pthread_t watch;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&watch, &a, lw_watch, (void *)(intptr_t)host))
+    _exit(0);
+  pthread_attr_destroy(&a);
+  for (;;) {
+    char c;
+    ssize_t r = read(sock, &c, 1);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      _exit(0);   /* the host is gone or let the worker go */
+    __atomic_store_n(&pg->started, 1, __ATOMIC_SEQ_CST);
+    lw_serve(pg);
+    c = 'D';
+    while (write(sock, &c, 1) < 0 && errno == EINTR)
+      ;
+  }
+}
+
+static void out_ids(dev_t dev[2], ino_t ino[2])
+{
+  for (int i = 0; i < 2; i++) {
+    struct stat sb;
+    if (fstat(i + 1, &sb) == 0)
+      dev[i] = sb.st_dev, ino[i] = sb.st_ino;
+    else
+      dev[i] = 0, ino[i] = 0;
+  }
+}
+
+/* Let the worker go (lw_lock held). A worker that already died is reaped. */
+static void lw_stop(void)
+{
+  if (lw.pid <= 0)
+    return;
+  kill(lw.pid, SIGKILL);
+  close(lw.sock);
+  while (waitpid(lw.pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  lw.pid = 0, lw.sock = -1;
+}
+
+/* A process forked from this one (not the worker) has no worker: the host's is not its own to talk to. */
+static void lw_forget(void)
+{
+  if (lw.sock >= 0)
+    close(lw.sock);
+  lw.pid = 0, lw.sock = -1, lw.pg = NULL;   /* the page stays the host's; this process maps its own */
+  pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&lw_lock, &m0, sizeof m0);
+}
+
+static pthread_once_t lw_once = PTHREAD_ONCE_INIT;
+static void lw_atfork(void)
+{
+  pthread_atfork(NULL, NULL, lw_forget);
+}
+
+static int lw_start(const launch *L, cdv_err *e)
+{
+  pthread_once(&lw_once, lw_atfork);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+    return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot make the launch worker's socket");
+  unsigned gen = __atomic_load_n(&maps_gen, __ATOMIC_SEQ_CST);
+  fflush(NULL);
+  pthread_mutex_lock(&slots_lock);   /* held across fork: the worker must not see the tables mid-update */
+  lw_page *pg = lw.pg;   /* lw_forget, run in the child by fork, forgets lw.pg */
+  pid_t host = getpid(), pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    lw_main(sv[1], pg, host);
+  }
+  int err = errno;
+  pthread_mutex_unlock(&slots_lock);
+  close(sv[1]);
+  if (pid < 0) {
+    close(sv[0]);
+    return cdv_cpu_fail_errno(e, "cpu.launch", err, "cannot fork the launch process of kernel '%s'", L->fn->name);
+  }
+  lw.pid = pid, lw.sock = sv[0], lw.gen = gen;
+  out_ids(lw.out_dev, lw.out_ino);
+  return 0;
+}
+
+/* The arguments into the message; 0 when they do not fit or the object does not list its parameters. */
+static int lw_pack(const launch *L, lw_page *pg)
+{
+  const cdv_cpu_sig *sig = L->fn->sig;
+  if (!sig || (sig->n && !L->args) || sig->n > CDV_CPU_MAX_PARAMS)
+    return 0;
+  size_t off = 0;
+  for (unsigned i = 0; i < sig->n; i++) {
+    size_t n = CDV_CPU_PARAM_SIZE(sig->w[i]);
+    off = (off + 15) & ~(size_t)15;
+    if (off + n > LW_ARGS || !L->args[i])
+      return 0;
+    memcpy(pg->args + off, L->args[i], n);
+    pg->off[i] = (unsigned)off;
+    off += n;
+  }
+  pg->nargs = sig->n;
+  return 1;
+}
+
+/* 1 and the launch's result in *rc when the worker ran it; 0 when it must run the old way. */
+static int run_worker(launch *L, cdv_err *e, int *rc)
+{
+  pthread_mutex_lock(&lw_lock);
+  if (!lw.pg) {
+    lw_page *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    lw.pg = p == MAP_FAILED ? NULL : p;
+  }
+  if (!lw.pg || !lw_pack(L, lw.pg)) {   /* launched the old way */
+    pthread_mutex_unlock(&lw_lock);
+    return 0;
+  }
+  lw_page *pg = lw.pg;
+  *rc = 0;
+  for (int attempt = 0;; attempt++) {
+    dev_t dev[2];
+    ino_t ino[2];
+    out_ids(dev, ino);
+    if (lw.pid > 0 && (lw.gen != __atomic_load_n(&maps_gen, __ATOMIC_SEQ_CST) || memcmp(dev, lw.out_dev, sizeof dev)
+                       || memcmp(ino, lw.out_ino, sizeof ino)))
+      lw_stop();
+    if (lw.pid <= 0 && lw_start(L, e)) {
+      *rc = -1;
+      break;
+    }
+    memset(&pg->st, 0, sizeof pg->st);
+    pg->started = 0;
+    pg->L = *L;
+    pg->fn = *L->fn;
+    fflush(NULL);
+    interrupt_arm();
+    int child = add_child(lw.pid);
+    char c = 'L';
+    ssize_t r;
+    while ((r = send(lw.sock, &c, 1, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+      ;
+    if (r == 1)
+      while ((r = read(lw.sock, &c, 1)) < 0 && errno == EINTR)
+        ;
+    if (child >= 0)
+      __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
+    if (r == 1 && pg->st.done) {
+      interrupt_disarm();
+      break;
+    }
+    /* the worker died: how, from its wait status */
+    int ws = 0, started = __atomic_load_n(&pg->started, __ATOMIC_SEQ_CST);
+    close(lw.sock);
+    pid_t w;
+    while ((w = waitpid(lw.pid, &ws, 0)) < 0 && errno == EINTR)
+      ;
+    lw.pid = 0, lw.sock = -1;
+    if (!started && attempt == 0) {   /* it died idle: a fresh one takes the launch */
+      interrupt_disarm();
+      continue;
+    }
+    *rc = ended_error(L, &pg->st, w >= 0, ws, e);
+    interrupt_disarm();
+    break;
+  }
+  pthread_mutex_unlock(&lw_lock);
+  return 1;
 }
 
 static int run_inprocess(launch *L, int nw, size_t stacks, cdv_err *e)
@@ -1218,7 +1541,12 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);
   pthread_mutex_init(&L.gm, NULL);
   pthread_cond_init(&L.gc, NULL);
-  int rc = inprocess_launches() || plan_args(&L) ? run_inprocess(&L, nw, stacks, e) : run_forked(&L, nw, stacks, e);
+  int mode = fork_mode(), rc;
+  if (mode == 0 || plan_args(&L))
+    rc = run_inprocess(&L, nw, stacks, e);
+  else if (!(mode == 1 && !L.coop && run_worker(&L, e, &rc)))   /* NOTE [launch worker]; cooperative launches
+                                                                  * keep a child of their own (NOTE [cpu grid sync]) */
+    rc = run_forked(&L, nw, stacks, e);
   pthread_cond_destroy(&L.gc);
   pthread_mutex_destroy(&L.gm);
   return rc;

@@ -1426,12 +1426,17 @@ static int kernel_occupancy(lua_State *L) {
   return 1;
 }
 
+/* The backend's cdv_func_info of the kernel; raises on failure. */
+static void kernel_func_info(lua_State *L, kernel *k, cdv_func_info *fi) {
+  cdv_err e;
+  memset(fi, 0, sizeof *fi);
+  cdv_device_use(L, k->dev);
+  if (k->dev->be->func_info(k->dev, k->fn, fi, &e) != 0) cdv_raise(L, k->dev, &e);
+}
+
 static int push_attributes(lua_State *L, kernel *k) {
   cdv_func_info fi;
-  cdv_err e;
-  memset(&fi, 0, sizeof fi);
-  cdv_device_use(L, k->dev);
-  if (k->dev->be->func_info(k->dev, k->fn, &fi, &e) != 0) return cdv_raise(L, k->dev, &e);
+  kernel_func_info(L, k, &fi);
   lua_createtable(L, 0, 5);
   lua_pushinteger(L, fi.num_regs);
   lua_setfield(L, -2, "num_regs");
@@ -1443,6 +1448,15 @@ static int push_attributes(lua_State *L, kernel *k) {
   lua_setfield(L, -2, "local_size_bytes");
   lua_pushinteger(L, fi.max_threads_per_block);
   lua_setfield(L, -2, "max_threads_per_block");
+  return 1;
+}
+
+/* k.cpu_path: how the cpu device runs the kernel's threads (NOTE [kernel paths] in cpu_compile.c); nil elsewhere */
+static int push_cpu_path(lua_State *L, kernel *k) {
+  cdv_func_info fi;
+  kernel_func_info(L, k, &fi);
+  if (fi.cpu_path) lua_pushstring(L, fi.cpu_path);
+  else lua_pushnil(L);
   return 1;
 }
 
@@ -1460,6 +1474,7 @@ static int kernel_index(lua_State *L) {
       lua_rawseti(L, -2, i + 1);
     }
   } else if (strcmp(key, "attributes") == 0) return push_attributes(L, k);
+  else if (strcmp(key, "cpu_path") == 0) return push_cpu_path(L, k);
   else if (strcmp(key, "device") == 0) cdv_push_device(L, k->dev);
   else if (strcmp(key, "module") == 0) lua_getiuservalue(L, 1, 1);
   else return luaL_error(L, "Kernel has no field or method '%s'", key);
