@@ -1359,7 +1359,8 @@ static int array_tobytes(lua_State *L) {
   luaL_Buffer buf;
   char *dst = luaL_buffinitsize(L, &buf, n);
   a = cdv_check_array(L, 1);
-  if (h != NULL) {
+  if (n == 0) {   /* an empty array may have no memory at all (memcpy's pointers must not be NULL) */
+  } else if (h != NULL) {
     copy_bytes(L, h, 0, a, 0, n, NULL);
     memcpy(dst, h->data, n);
   } else {
