@@ -71,8 +71,20 @@ cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d) {
   return cdv_state_stream(L, cdv_get_state(L), d);
 }
 
+/* The slot is trusted only while the anchor table holds that very userdata: a script with the debug library can
+ * replace the table, and then the Stream may have been collected under the slot (ASan: the fuzzer's sandboxed
+ * states). The pointer is compared, never followed, before that. */
+static int anchored_stream(lua_State *L, cdv_device *d, const cdv_stream *s) {
+  if (s == NULL) return 0;
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
+  int ok = lua_rawgeti(L, -1, d->index) == LUA_TUSERDATA && lua_touserdata(L, -1) == (const void *)s;
+  lua_pop(L, 2);
+  return ok;
+}
+
 cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d) {
   cdv_stream *s = st->cur_stream[d->index];
+  if (!anchored_stream(L, d, s)) s = st->cur_stream[d->index] = NULL;
   if (s == NULL || s->dev == NULL || s->generation != d->generation) {
     s = cdv_new_stream(L, d);   /* the default stream */
     anchor(L, d, -1);
