@@ -80,19 +80,6 @@ function helper.file_exists(path)
   return f ~= nil
 end
 
--- the whole content of a file, and writing one (binary)
-function helper.read_file(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-function helper.write_file(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
 
 -- Runs `code` in a child lua5.4 with this cudadev (as `cd`), its environment prefixed with `env` ("VAR=value ...")
 -- when given: a crash there fails the test instead of the suite. Returns stdout and stderr, then "exit N\n".

@@ -21,6 +21,13 @@ function internal.raise(msg)
 end
 
 
+-- the element count of a shape (a table of sizes; {} is 1)
+function internal.shape_size(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
 local function gib(n) return string.format("%.1f GiB", n / 2^30) end
 
 -- cd.detect(): a start-up summary in the manner of Warp's banner; true when a CUDA device exists.

@@ -56,11 +56,7 @@ local function tofile(a, path)
   return a
 end
 
-local function shape_size(shape)
-  local n = 1
-  for _, d in ipairs(shape) do n = n * d end
-  return n
-end
+local shape_size = internal.shape_size
 
 local function shape_text(shape)
   return "{" .. table.concat(shape, ", ") .. "}"

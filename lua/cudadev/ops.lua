@@ -150,11 +150,7 @@ local function same_shape(a, b)
   return true
 end
 
-local function prod(shape)
-  local n = 1
-  for _, d in ipairs(shape) do n = n * d end
-  return n
-end
+local prod = internal.shape_size
 
 -- The strides, in elements, with which an array of `shape` is read at each dimension of `out` (0 where it is
 -- broadcast).
