@@ -53,6 +53,31 @@ end, "events"
 local now, clock_name = load(CLOCK)(cd)
 print("info clock " .. clock_name)
 
+-- Runs the Lua chunk `child` in REPS new processes; each prints "microseconds disk_hits". Prints the median as
+-- `name` and the hit count as info; a child that fails leaves the cell empty and says why (`what`) on stderr.
+local function time_children(name, what, child)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(child)
+  f:close()
+  local t, hits, err = {}, 0, nil
+  for r = 1, REPS do
+    local p = assert(io.popen(("%s %s 2>&1"):format(arg and arg[-1] or "lua5.4", path)))
+    local text = p:read("a")
+    p:close()
+    local us, hit = text:match("^(%S+) (%d+)\n$")
+    if not us then err = text break end
+    t[r], hits = tonumber(us), hits + tonumber(hit)
+  end
+  os.remove(path)
+  if err then   -- the other measurements go on; this one's cell stays empty
+    io.stderr:write("lua_bench: the ", what, " child failed: ", err, "\n")
+  else
+    out(name, median(t), "us", "%.0f")
+    print(("info %s_hits %d/%d"):format(name, hits, REPS))
+  end
+end
+
 -- Timing events on the current (default) stream, where launches and copies go.
 local e0, e1 = cd.event(), cd.event()
 local function event_ms()
@@ -114,26 +139,7 @@ cd.compile(%q, { name = "saxpy.cu" })
 local t1 = now()
 io.write(("%%.3f %%d\n"):format((t1 - t0) * 1e6, cd.kernel_cache_stats().disk_hits))
 ]==]):format(CLOCK, SAXPY_SRC)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(child)
-  f:close()
-  local t, hits, err = {}, 0, nil
-  for r = 1, REPS do
-    local p = assert(io.popen(("%s %s 2>&1"):format(arg and arg[-1] or "lua5.4", path)))
-    local text = p:read("a")
-    p:close()
-    local us, hit = text:match("^(%S+) (%d+)\n$")
-    if not us then err = text break end
-    t[r], hits = tonumber(us), hits + tonumber(hit)
-  end
-  os.remove(path)
-  if err then   -- the other measurements go on; this one's cell stays empty
-    io.stderr:write("lua_bench: the warm-cache compile child failed: ", err, "\n")
-  else
-    out("compile_warm_disk", median(t), "us", "%.0f")
-    print(("info compile_warm_disk_hits %d/%d"):format(hits, REPS))
-  end
+  time_children("compile_warm_disk", "warm-cache compile", child)
 end
 
 ---------------------------------------------------------------------------------------------------- launches
@@ -458,29 +464,9 @@ local t0 = now()
 local z = x + y
 local t1 = now()
 assert(z[1024] == 2)
-io.write(("%%.3f %%d
-"):format((t1 - t0) * 1e6, cd.kernel_cache_stats().disk_hits))
+io.write(("%%.3f %%d\n"):format((t1 - t0) * 1e6, cd.kernel_cache_stats().disk_hits))
 ]==]):format(CLOCK)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(child)
-  f:close()
-  local t, hits, err = {}, 0, nil
-  for r = 1, REPS do
-    local p = assert(io.popen(("%s %s 2>&1"):format(arg and arg[-1] or "lua5.4", path)))
-    local text = p:read("a")
-    p:close()
-    local v, hit = text:match("^(%S+) (%d+)\n$")
-    if not v then err = text break end
-    t[r], hits = tonumber(v), hits + tonumber(hit)
-  end
-  os.remove(path)
-  if err then
-    io.stderr:write("lua_bench: the first-generated-kernel child failed: ", err, "\n")
-  else
-    out("ew_first_warm_disk", median(t), "us", "%.0f")
-    print(("info ew_first_warm_disk_hits %d/%d"):format(hits, REPS))
-  end
+  time_children("ew_first_warm_disk", "first-generated-kernel", child)
 end
 
 -------------------------------------------------------------------------------------------------- peer copy
