@@ -426,9 +426,10 @@ do
     end
     return median(t)
   end
-  -- i % 1024 and (i * 7) % 1000 / 8: not zeros, exact in float32, with a known sum
-  local a = cd.arange(n, "float32") % 1024
-  local b = (cd.arange(n, "float32") * 7) % 1000 / 8
+  -- i % 1024 and (i * 7) % 1000 / 8: not zeros, exact in float32, with a known sum. The index is counted
+  -- in int32 and converted after the modulo: a float32 arange is not exact past 2^24.
+  local a = (cd.arange(n, "int32") % 1024):astype("float32")
+  local b = ((cd.arange(n, "int32") * 7) % 1000):astype("float32") / 8
   local c = a + b
   for _, i in ipairs { 1, 2, 1025, n // 2 + 3, n } do
     if c[i] ~= a[i] + b[i] or a[i] ~= (i - 1) % 1024 then fail(("a + b is wrong at element %d"):format(i)) end
