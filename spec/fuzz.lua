@@ -1051,6 +1051,12 @@ function M.supervise(opts)
   if opts.unsafe then args[#args + 1] = "--unsafe" end
   if opts.verbose then args[#args + 1] = "--verbose" end
   if opts.brief then args[#args + 1] = "--brief" end
+  -- The child works in an empty directory of its own: random calls of cd.save, a:tofile and friends take
+  -- random relative paths, and their files must not land in the repository. Its paths are made absolute.
+  local pwd = io.popen("pwd"):read("l")
+  local dir = os.tmpname()
+  os.remove(dir)
+  args[#args + 1] = "--root"; args[#args + 1] = pwd
   -- The child's address space is limited (unless it runs under AddressSanitizer, whose shadow memory needs
   -- terabytes of it): an allocation the generator did not see coming fails as out of memory instead of
   -- filling the machine's memory.
@@ -1063,23 +1069,28 @@ function M.supervise(opts)
   -- opts.cuda (--cuda on the command line) fuzzes the CUDA devices too.
   local hide = opts.cuda and "" or "env CUDADEV_LIBCUDA=/nonexistent/libcuda.so.1 "
   local function command(extra)
-    local parts = { limit .. hide .. lua, shell_quote(script_path()) }
+    local script = script_path()
+    if script:sub(1, 1) ~= "/" then script = pwd .. "/" .. script end
+    local parts = { ("mkdir -p %s && cd %s && "):format(shell_quote(dir), shell_quote(dir)) .. limit .. hide .. lua,
+      shell_quote(script) }
     for _, a in ipairs(args) do parts[#parts + 1] = shell_quote(a) end
     for _, a in ipairs(extra or {}) do parts[#parts + 1] = shell_quote(a) end
     return table.concat(parts, " ") .. " 2>&1"
   end
+  local function clean() os.execute("rm -rf " .. shell_quote(dir)) end
   local p = assert(io.popen(command(), "r"))
   local output = p:read("a")
   local _, how, status = p:close()
   local reported = output:find("fuzz: seed", 1, true) ~= nil   -- the worker got to its report
-  if how == "exit" and status == 0 and reported then return true, output end
-  if how == "exit" and status == 1 and reported then return false, output end
+  if how == "exit" and status == 0 and reported then clean(); return true, output end
+  if how == "exit" and status == 1 and reported then clean(); return false, output end
   -- a crash (a signal, or a sanitizer that ended the process, exit 1 without a report)
   -- a crash: again, logging every call, to name the one that crashed
   local log = os.tmpname()
   local p2 = assert(io.popen(command({ "--log", log }), "r"))
   local output2 = p2:read("a")
   p2:close()
+  clean()
   local last
   for line in io.lines(log) do last = line end
   os.remove(log)
@@ -1103,6 +1114,7 @@ usage: lua5.4 spec/fuzz.lua [options]        (from the repository root)
   --cuda          let the child see the CUDA driver (default: hidden, so only the cpu device is fuzzed)
   --brief         the report's first line and failures only, no findings
   --log FILE      write every call to FILE before making it (the supervisor does this after a crash)
+  --root DIR      the repository, for a worker run elsewhere (the supervisor runs it in an empty directory)
   --worker        fuzz in this process (default: in a child process, which is rerun with --log when it dies)
 Exit status: 0 without failures, 1 with failures, 2 when the fuzzed process died.
 ]]
@@ -1118,6 +1130,7 @@ local function main(argv)
     elseif a == "--seconds" then opts.seconds = tonumber(argv[i + 1]); i = i + 1
     elseif a == "--cpath" then opts.cpath = argv[i + 1]; i = i + 1
     elseif a == "--log" then logpath = argv[i + 1]; i = i + 1
+    elseif a == "--root" then opts.root = argv[i + 1]; i = i + 1
     elseif a == "--unsafe" then opts.unsafe = true
     elseif a == "--cuda" then opts.cuda = true
     elseif a == "--verbose" then opts.verbose = true
@@ -1141,8 +1154,12 @@ local function main(argv)
     io.stdout:write(output)
     os.exit(ok and 0 or (output:find("the process died") and 2 or 1))
   end
-  package.path = "lua/?.lua;lua/?/init.lua;./?.lua;" .. package.path
-  package.cpath = (opts.cpath or "build/?.so") .. ";" .. package.cpath
+  -- --root: the repository, when the supervisor runs this worker in a directory of its own
+  local root = opts.root and opts.root .. "/" or ""
+  local cpath = opts.cpath or "build/?.so"
+  if cpath:sub(1, 1) ~= "/" then cpath = root .. cpath end
+  package.path = ("%slua/?.lua;%slua/?/init.lua;%s?.lua;"):format(root, root, root) .. package.path
+  package.cpath = cpath .. ";" .. package.cpath
   if logpath then opts.log = assert(io.open(logpath, "w")) end
   local report = M.run(opts)
   if opts.log then opts.log:close() end
