@@ -215,6 +215,8 @@ helper.each_device(function(dev)
           "operator +: shapes {2} and {3} cannot be broadcast together (dimension 1 is 2 and 3)")
         helper.assert_error_matches(function() return arr({ 1 }, "float32") + "1" end,
           "bad argument #2 to 'operator +' (Array or number expected, got string)")
+        helper.assert_error_matches(function() local s <close> = cd.scope("cpu"); return cd.add(s, 1) end,
+          "bad argument #1 to 'add' (Array or number expected, got cudadev.Scope)")
         helper.assert_error_matches(function() return -arr({ true }, "bool") end,
           "negative: the unary minus is not supported for bool arrays; use cd.logical_not")
       end)

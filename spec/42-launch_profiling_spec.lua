@@ -344,6 +344,8 @@ describe("profiling", function()
     expect_error(function() cd.range("a\0b", print) end, "bad argument #1 to 'range' (range name must not contain NUL bytes)")
     expect_error(function() cd.range("a") end, "bad argument #2 to 'range' (function expected, got no value)")
     expect_error(function() cd.range_push() end, "bad argument #1 to 'range_push' (range name must be a string, got no value)")
+    expect_error(function() cd.range_push(cd.zeros(1, { device = "cpu" })) end,
+      "bad argument #1 to 'range_push' (range name must be a string, got cudadev.Array)")
     expect_error(function() cd.range_push("x\0") end, "bad argument #1 to 'range_push' (range name must not contain NUL bytes)")
     cd.range_push("balanced")
     cd.range_pop()

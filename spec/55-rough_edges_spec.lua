@@ -191,6 +191,8 @@ describe("wall-clock time", function()
     assert.are.equal("two", b)
     assert.are.equal(1, select("#", cd.time(function() end)))
     expect_error(function() cd.time(42) end, "bad argument #1 to 'time' (function expected, got number)")
+    expect_error(function() cd.time(cd.zeros(1, { device = "cpu" })) end,
+      "bad argument #1 to 'time' (function expected, got cudadev.Array)")
     expect_error(function() cd.time(function() error("inner", 0) end) end, "inner")
   end)
 end)

@@ -52,7 +52,7 @@ static int l_profile_stop(lua_State *L) {
 /* The name of a range: a string without NUL bytes (NVTX takes a C string). */
 static const char *check_name(lua_State *L, int arg) {
   if (lua_type(L, arg) != LUA_TSTRING)
-    luaL_argerror(L, arg, lua_pushfstring(L, "range name must be a string, got %s", luaL_typename(L, arg)));
+    luaL_argerror(L, arg, lua_pushfstring(L, "range name must be a string, got %s", cdv_typename(L, arg)));
   size_t n;
   const char *s = lua_tolstring(L, arg, &n);
   if (strlen(s) != n) luaL_argerror(L, arg, "range name must not contain NUL bytes");

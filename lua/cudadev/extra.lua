@@ -54,11 +54,16 @@ function cd.detect()
   return ok
 end
 
+local function typename(v)
+  local mt = getmetatable(v)
+  return type(mt) == "table" and type(rawget(mt, "__name")) == "string" and mt.__name or type(v)
+end
+
 -- cd.time(fn, ...) -> the seconds fn(...) took (wall time, cd.now), then fn's results. Work that fn queues on a
 -- GPU runs asynchronously: synchronize inside fn to time it. An error in fn passes through untimed.
 function cd.time(fn, ...)
   if type(fn) ~= "function" and not (type(getmetatable(fn)) == "table" and getmetatable(fn).__call) then
-    error(("bad argument #1 to 'time' (function expected, got %s)"):format(type(fn)), 2)
+    error(("bad argument #1 to 'time' (function expected, got %s)"):format(typename(fn)), 2)
   end
   local now = cd.now
   local t0 = now()
@@ -71,11 +76,6 @@ end
 -- Raises Lua's own "bad argument #n to 'fname' (why)" at the caller of the public helper (depth: how many
 -- local functions lie between argerror and the helper).
 local function argerror(fname, n, why, depth) error(("bad argument #%d to '%s' (%s)"):format(n, fname, why), 3 + (depth or 0)) end
-
-local function typename(v)
-  local mt = getmetatable(v)
-  return type(mt) == "table" and type(rawget(mt, "__name")) == "string" and mt.__name or type(v)
-end
 
 -- The devices a helper works on: the given list (specs or Devices), else every CUDA device, else cpu.
 local function device_list(devices, fname, n)
