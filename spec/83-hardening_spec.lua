@@ -380,3 +380,31 @@ describe("the C API given NULL and foreign arguments", function()
     assert(out:find("\nembed_host: api checks done\nexit 0\n$"), out)
   end)
 end)
+
+-- ------------------------------------------------------------------------------ NOTE [current stream cache]
+
+describe("the current stream of a launch", function()
+  -- A script with the debug library nils the Stream metatable's __gc and empties the table that anchors the
+  -- current stream: the Stream is freed without its release, under the state's slot. Before the fix the launch
+  -- followed the slot into the freed userdata (ASan: heap-use-after-free in launch, under `make asan`). The
+  -- stream the finalizer never destroyed leaks, by the script's own doing: leaks are not checked in this child.
+  it("follows no pointer into a Stream freed without its finalizer", function()
+    local out = helper.run_child([[
+      local k = cd.compile('extern "C" __global__ void one(float *a) { a[threadIdx.x] = 1; }').one
+      local a = cd.zeros(4)
+      local mt = debug.getmetatable(cd.stream())
+      local gc = mt.__gc
+      do
+        local s = cd.stream()
+        cd.set_stream(s)
+        mt.__gc = nil
+        debug.getregistry()['cudadev.current_streams'] = nil
+      end
+      for _ = 1, 4 do collectgarbage() end
+      mt.__gc = gc
+      for _ = 1, 3 do k({ grid = 1, block = 4 }, a) end
+      cd.synchronize()
+      print(a[1] + a[4])]], "CUDADEV_DEVICE=cpu ASAN_OPTIONS=detect_leaks=0")
+    assert.are.equal("2.0\nexit 0\n", out)
+  end)
+end)

@@ -294,6 +294,14 @@ typedef struct cdv_held_block {
 typedef struct cdv_state {
   int default_device;                        /* registry index; -1 until first needed */
   cdv_stream *cur_stream[CDV_MAXDEV];        /* current stream per device (anchored in the registry) */
+  /* NOTE [current stream cache]: what a launch needs of the current stream, copied out of the Stream when the
+   * slot is set (cdv_set_current_slot) and cleared by the Stream's release, which compares addresses only. The
+   * launch fast path reads these and never follows cur_stream: a script with the debug library can nil a
+   * metatable's __gc, and then a collected Stream is freed without telling the slot (its handle stays valid:
+   * a stream whose __gc never runs is never destroyed). */
+  void *cur_handle[CDV_MAXDEV];
+  unsigned cur_generation[CDV_MAXDEV];
+  unsigned char cur_set[CDV_MAXDEV];
   size_t gc_pressure;                        /* device bytes allocated since the last GC step */
   int sandbox;
   size_t quota, quota_used;                  /* device-memory quota for the state (0 = none) */
@@ -463,6 +471,7 @@ const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out);   /* NO
 const char *cdv_stream_unusable(const cdv_stream *s);   /* why a Stream can no longer be used, or NULL */
 cdv_stream *cdv_opt_stream_field(lua_State *L, int t, const char *fname);  /* option 'stream' of table t, or NULL */
 cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d);  /* never NULL */
+void cdv_set_current_slot(cdv_state *st, cdv_device *d, cdv_stream *s);   /* NOTE [current stream cache] */
 cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d);   /* the same, st being L's */
 void cdv_push_current_stream(lua_State *L, cdv_device *d);
 /* NOTE [stream lifetime]: arrays remember the last stream that used them by its raw handle; a stream

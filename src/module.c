@@ -1338,9 +1338,10 @@ static int launch(lua_State *L) {
   const cdv_launch_config *c = cdv_get_launch_config(L, 2, st, k->name, d->max_shared_optin, &tmp);
   unsigned grid[3], block[3];
   resolve_config(L, k, c, grid, block);
-  cdv_stream *cur = st->cur_stream[d->index];
-  if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
-  void *stream = c->stream ? cdv_stream_for(L, d, c->stream) : cur->handle;
+  void *stream;   /* the current stream's handle without following its pointer: NOTE [current stream cache] */
+  if (c->stream) stream = cdv_stream_for(L, d, c->stream);
+  else if (st->cur_set[d->index] && st->cur_generation[d->index] == d->generation) stream = st->cur_handle[d->index];
+  else stream = cdv_current_stream(L, d)->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
   /* NOTE [pinned reads]: a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array
    * put before it (or a finalizer may): the pointers are checked again, so no freed memory reaches the kernel */

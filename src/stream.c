@@ -82,14 +82,21 @@ static int anchored_stream(lua_State *L, cdv_device *d, const cdv_stream *s) {
   return ok;
 }
 
+void cdv_set_current_slot(cdv_state *st, cdv_device *d, cdv_stream *s) {
+  st->cur_stream[d->index] = s;
+  st->cur_set[d->index] = s != NULL;
+  st->cur_handle[d->index] = s != NULL ? s->handle : NULL;
+  st->cur_generation[d->index] = s != NULL ? s->generation : 0;
+}
+
 cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d) {
   cdv_stream *s = st->cur_stream[d->index];
-  if (!anchored_stream(L, d, s)) s = st->cur_stream[d->index] = NULL;
+  if (!anchored_stream(L, d, s)) cdv_set_current_slot(st, d, s = NULL);
   if (s == NULL || s->dev == NULL || s->generation != d->generation) {
     s = cdv_new_stream(L, d);   /* the default stream */
     anchor(L, d, -1);
     lua_pop(L, 1);
-    st->cur_stream[d->index] = s;
+    cdv_set_current_slot(st, d, s);
   }
   return s;
 }
@@ -100,7 +107,7 @@ void cdv_push_current_stream(lua_State *L, cdv_device *d) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
   if (lua_rawgeti(L, -1, d->index) != LUA_TUSERDATA || lua_touserdata(L, -1) != st->cur_stream[d->index]) {
     lua_pop(L, 1);   /* a script emptied the table (the debug library): the default stream again */
-    st->cur_stream[d->index] = NULL;
+    cdv_set_current_slot(st, d, NULL);
     cdv_state_stream(L, st, d);
     lua_rawgeti(L, -1, d->index);
   }
@@ -183,7 +190,13 @@ static int l_stream(lua_State *L) {
  * lifetime]), then cuStreamDestroy. */
 static void release(lua_State *L, cdv_stream *s) {
   cdv_state *st = cdv_peek_state(L);   /* from __gc too: never made anew here (NOTE [state record]) */
-  if (st != NULL && s->dev != NULL && st->cur_stream[s->dev->index] == s) st->cur_stream[s->dev->index] = NULL;
+  if (st != NULL)   /* every slot that names it, whatever its device says now (NOTE [current stream cache]) */
+    for (int i = 0; i < CDV_MAXDEV; i++)
+      if (st->cur_stream[i] == s) {
+        st->cur_stream[i] = NULL;
+        st->cur_set[i] = 0;
+        st->cur_handle[i] = NULL;
+      }
   if (s->owned && s->dev != NULL && cdv_still_owned(s->dev, s->generation)) {
     cdv_err e;   /* the blocks kept for reuse on it are freed on it first (NOTE [block cache]) */
     if (s->dev->be->stream_synchronize(s->dev, s->handle, &e) != 0 ||
@@ -317,7 +330,7 @@ static int l_get_stream(lua_State *L) {
 static void set_current(lua_State *L, int idx) {
   cdv_stream *s = cdv_check_stream(L, idx);
   anchor(L, s->dev, idx);
-  cdv_get_state(L)->cur_stream[s->dev->index] = s;
+  cdv_set_current_slot(cdv_get_state(L), s->dev, s);
 }
 
 static int l_set_stream(lua_State *L) {
