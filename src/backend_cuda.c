@@ -54,6 +54,13 @@ int cdv_cuda_is_sticky(int code) {
   }
 }
 
+/* NOTE [lifetimes]: the codes with which a finalizer's failure says nothing (error.c's cdv_warn_release): the
+ * process or the host is tearing CUDA down, so there is nothing left to free. */
+int cdv_cuda_is_teardown(int code) {
+  return code == CUDA_ERROR_DEINITIALIZED || code == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+         code == CUDA_ERROR_INVALID_CONTEXT;
+}
+
 /* cuGetErrorName + cuGetErrorString: the driver's own NAME and explanation for a CUresult. The toolkit's stub
  * libcuda answers every call, these two included, with CUDA_ERROR_STUB_LIBRARY, so that one is named here. */
 int cdv_cu_error(cdv_err *e, const char *api, CUresult r) {
@@ -295,13 +302,13 @@ static int cuda_memcpy(cdv_device *d, void *dst, cdv_device *dst_dev, const void
   CUstream s = (CUstream)stream;
   if (n == 0) return 0;
   if (cuda_activate(d, e)) return -1;
-  if (src_dev->is_cpu && dst_dev->is_cpu) {   /* not ours to do, but keep the stream's order if asked */
+  if (src_dev->be->host_memory && dst_dev->be->host_memory) {   /* not ours to do, but keep the stream's order if asked */
     if (CDV_CU(e, cuStreamSynchronize, s)) return -1;
     memcpy(dst, src, n);
     return 0;
   }
-  if (src_dev->is_cpu) return CDV_CU(e, cuMemcpyHtoDAsync, DPTR(dst), src, n, s);
-  if (dst_dev->is_cpu) return CDV_CU(e, cuMemcpyDtoHAsync, dst, DPTR(src), n, s);
+  if (src_dev->be->host_memory) return CDV_CU(e, cuMemcpyHtoDAsync, DPTR(dst), src, n, s);
+  if (dst_dev->be->host_memory) return CDV_CU(e, cuMemcpyDtoHAsync, dst, DPTR(src), n, s);
   if (same_device(dst_dev, src_dev)) return CDV_CU(e, cuMemcpyDtoDAsync, DPTR(dst), DPTR(src), n, s);
   if (retain(dst_dev, e) || retain(src_dev, e)) return -1;
   return CDV_CU(e, cuMemcpyPeerAsync, DPTR(dst), (CUcontext)dst_dev->ctx, DPTR(src), (CUcontext)src_dev->ctx, n, s);
@@ -450,19 +457,39 @@ static int user_arch(const cdv_compile_req *req, int *is_sm) {
   return 0;
 }
 
-/* nvrtcGetNumSupportedArchs + nvrtcGetSupportedArchs: the sm_XX this NVRTC can emit; 0 when it cannot say. */
-static int supported_archs(int *archs, int max) {
+/* The one NVRTC architecture query: nvrtcGetNumSupportedArchs + nvrtcGetSupportedArchs, asked once per process
+ * (loading NVRTC): the sm_XX this NVRTC can emit; none when it cannot say. */
+static int nvrtc_archs[256], nvrtc_narchs;
+
+static void load_archs(void) {
   int n = 0;
-  if (!cdv_nvrtc.nvrtcGetNumSupportedArchs || !cdv_nvrtc.nvrtcGetSupportedArchs) return 0;
-  if (cdv_nvrtc.nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > max) return 0;
-  return cdv_nvrtc.nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS ? n : 0;
+  if (cdv_nvrtc_load() != 0 || !cdv_nvrtc.nvrtcGetNumSupportedArchs || !cdv_nvrtc.nvrtcGetSupportedArchs) return;
+  if (cdv_nvrtc.nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 256) return;
+  if (cdv_nvrtc.nvrtcGetSupportedArchs(nvrtc_archs) == NVRTC_SUCCESS) nvrtc_narchs = n;
+}
+
+static int supported_archs(const int **archs) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, load_archs);
+  *archs = nvrtc_archs;
+  return nvrtc_narchs;
+}
+
+/* NVRTC emits cubin only for the architectures it lists; others get PTX for the driver to JIT. */
+int cdv_cubin_supported(int arch) {
+  const int *archs;
+  int n = supported_archs(&archs);
+  for (int i = 0; i < n; i++)
+    if (archs[i] == arch) return 1;
+  return 0;
 }
 
 /* sm_XX when a cubin is wanted and NVRTC can emit one (and has nvrtcGetCUBIN), else compute_XX for PTX. An
  * architecture newer than this NVRTC knows gets PTX for the newest one it knows below it, which the driver
  * JIT-compiles for the device; one older than all of them is an error that says what NVRTC supports. */
 static int pick_target(const cdv_compile_req *req, int arch, nvrtc_target *t, cdv_err *e) {
-  int archs[256], n = supported_archs(archs, 256), exact = n == 0, below = 0, lo = 1 << 30, hi = 0;
+  const int *archs;
+  int n = supported_archs(&archs), exact = n == 0, below = 0, lo = 1 << 30, hi = 0;
   int want_cubin = req->want_cubin || !req->want_ptx;
   for (int i = 0; i < n; i++) {
     exact |= archs[i] == arch;
@@ -885,6 +912,20 @@ int cdv_cuda_host_unregister(void *p) {
 }
 
 /* ---------------------------------------------------------------- device description */
+/* cuDeviceGetCount: the CUDA devices the registry (device.c) lists; 0 without a driver */
+int cdv_cuda_device_count(void) {
+  int n = 0;
+  if (cdv_cuda_load() != 0 || cdv_cu.cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+  return n;
+}
+
+/* cuCtxGetCurrent: the context current on this thread, NULL when none (or no driver) */
+void *cdv_cuda_current_context(void) {
+  CUcontext ctx = NULL;
+  if (cdv_cuda_load() != 0 || cdv_cu.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) return NULL;
+  return ctx;
+}
+
 /* cuDeviceGetAttribute */
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e) {
   if (cdv_cuda_load() != 0) return cdv_cuda_unavailable(e);
@@ -940,7 +981,6 @@ int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e) {
   d->be = &cdv_backend_cuda;
   d->ordinal = ordinal;
   d->handle = (int)dev;
-  d->is_cpu = 0;
   d->is_primary = 1;
   snprintf(d->alias, sizeof d->alias, "cuda:%d", ordinal);
   if (CDV_CU(e, cuDeviceGetName, d->name, (int)sizeof d->name, dev)) return -1;
@@ -1006,4 +1046,9 @@ const cdv_backend cdv_backend_cuda = {
   .graph_destroy = cdv_cuda_graph_destroy,
   .pool_reserved = cdv_cuda_pool_reserved,
   .pool_trim = cdv_cuda_pool_trim,
+  .attribute = cdv_cuda_attribute,
+  .sm_resources = cdv_cuda_sm_resources,
+  .reset = cdv_cuda_reset,
+  .profiler = cdv_cuda_profiler,
+  .stream_of = cdv_cuda_stream_of,
 };

@@ -65,7 +65,7 @@ typedef struct cdv_device {
   char alias[64];         /* "cpu", "cuda:0", or a mapped alias */
   char name[256];
   int arch;               /* 90 for sm_90, 0 for cpu */
-  int is_cpu, is_primary, is_uva, is_mempool_supported;
+  int is_primary, is_uva, is_mempool_supported;   /* no is_cpu: NOTE [backend properties] */
   int sm_count, warp_size, max_threads_per_block;
   int max_block[3], max_grid[3];
   size_t max_shared_per_block, max_shared_optin;
@@ -133,6 +133,9 @@ struct cdv_backend {
    * streams has finished when the call returns, so the host never waits for it before touching memory. */
   int host_memory;
   int done_when_queued;
+  /* native_code: its kernels compile to native host code: no sm_XX architecture, no PTX or cubin image to
+   * load (load_module), and not in a sandbox (a kernel could do anything the process can). */
+  int native_code;
   /* 1 when this backend's copies from and to pageable host memory are faster through pinned staging buffers
    * (its DMA engines read and write only page-locked memory); 0 when its copies are host memcpys.
    * NOTE [staged copies] in staging.c. */
@@ -206,6 +209,16 @@ struct cdv_backend {
    * back what it keeps beyond what is allocated (after the caller waited for the device). */
   int (*pool_reserved)(cdv_device *d, uint64_t *bytes, cdv_err *e);
   int (*pool_trim)(cdv_device *d, cdv_err *e);
+  /* A device attribute by the driver's number (cdv_attrs.h's table); the multiprocessor's resources that
+   * k:occupancy() divides (threads, 32-bit registers, shared memory; each left as it was when unknown); reset
+   * (destroy the device's context and everything in it; -2 when it was reset but no new context could be
+   * made; the caller has let queued work finish); tell the profiler to start or stop recording; check that a
+   * host's stream handle is a stream of d. */
+  int (*attribute)(cdv_device *d, int attr, int *value, cdv_err *e);
+  void (*sm_resources)(cdv_device *d, int *max_threads, int *regs, size_t *shared);
+  int (*reset)(cdv_device *d, cdv_err *e);
+  int (*profiler)(cdv_device *d, int start, cdv_err *e);
+  int (*stream_of)(cdv_device *d, void *stream, cdv_err *e);
 };
 
 #define CDV_PARAM_HUGE ((size_t)0xfffff)
@@ -215,14 +228,20 @@ extern const cdv_backend cdv_backend_cpu;
 
 /* CUDA-only entry points of backend_cuda.c that are not per-device operations. */
 int cdv_cuda_host_register(void *p, size_t n, cdv_err *e);   /* cuMemHostRegister; -1 and *e when no driver */
-int cdv_cuda_reset(cdv_device *d, cdv_err *e);   /* cuDevicePrimaryCtxReset, then the context retained anew */
 int cdv_cuda_host_unregister(void *p);                       /* cuMemHostUnregister; never raises */
 int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch, limits, uuid, memory... */
-int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
 int cdv_cuda_driver_version(void);                           /* cuDriverGetVersion, 0 without a driver */
 int cdv_nvrtc_version(int *major, int *minor);               /* 0 on success */
 const char *cdv_nvrtc_toolkit_include(int which);  /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
 int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky faults] */
+/* the CUDA backend's attribute, reset and stream_of operations, also callable directly (tests/) */
+int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
+int cdv_cuda_reset(cdv_device *d, cdv_err *e);   /* cuDevicePrimaryCtxReset, then the context retained anew */
+int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
+int cdv_cuda_attribute_id(const char *name);   /* d:attribute's name ("warp_size"): its number, -1 when unknown */
+int cdv_cuda_is_teardown(int code);   /* the driver deinitialised or the context destroyed (NOTE [lifetimes]) */
+int cdv_cuda_device_count(void);     /* cuDeviceGetCount; 0 without a driver */
+void *cdv_cuda_current_context(void);   /* cuCtxGetCurrent; NULL when none */
 int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
 int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
 void cdv_cuda_unadopt(cdv_device *d);                         /* its canary freed (the context lives on) */
@@ -239,7 +258,8 @@ int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e);
 int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e);
 int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e);
 int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e);
-int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
+void cdv_cuda_sm_resources(cdv_device *d, int *max_threads, int *regs, size_t *shared);
+int cdv_cuda_profiler(cdv_device *d, int start, cdv_err *e);
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
 /* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the

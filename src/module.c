@@ -18,7 +18,6 @@
 
 #include "cdv.h"
 #include "sig.h"
-#include "syms.h"
 
 /* ------------------------------------------------------------ the in-memory cache */
 
@@ -190,27 +189,6 @@ static void parse_target(lua_State *L, int o, int *ptx, int *cubin) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
-}
-
-/* ------------------------------------------------------------ NVRTC's supported architectures */
-
-static int nvrtc_archs[128], nvrtc_narchs;
-
-static void load_archs(void) {
-  int n = 0;
-  if (cdv_nvrtc_load() != 0 || cdv_nvrtc.nvrtcGetNumSupportedArchs == NULL) return;
-  if (cdv_nvrtc.nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= 128 &&
-      cdv_nvrtc.nvrtcGetSupportedArchs(nvrtc_archs) == NVRTC_SUCCESS)
-    nvrtc_narchs = n;
-}
-
-/* NVRTC emits cubin only for the architectures it lists; others get PTX for the driver to JIT. */
-int cdv_cubin_supported(int arch) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, load_archs);
-  for (int i = 0; i < nvrtc_narchs; i++)
-    if (nvrtc_archs[i] == arch) return 1;
-  return 0;
 }
 
 /* ------------------------------------------------------------ Module values */
@@ -415,10 +393,11 @@ static int l_compile(lua_State *L) {
   cdv_device *d = cdv_opt_device_field(L, 2, "compile");
   given_dev = d != NULL;
   if (d == NULL) d = cdv_default_device(L);
-  if (arch && d->is_cpu && given_dev)
-    return luaL_error(L, "bad option 'arch' to 'compile' (arch targets CUDA devices; leave it out to compile for cpu)");
-  if (arch && d->is_cpu) d = NULL;          /* compile only: there is no GPU to load it on */
-  if (d != NULL && d->is_cpu && cdv_get_state(L)->sandbox)   /* a cpu kernel is native host code */
+  if (arch && d->be->native_code && given_dev)   /* NOTE [backend properties] */
+    return luaL_error(L, "bad option 'arch' to 'compile' (arch targets CUDA devices; leave it out to compile for %s)",
+                      d->alias);
+  if (arch && d->be->native_code) d = NULL;   /* compile only: there is no GPU to load it on */
+  if (d != NULL && d->be->native_code && cdv_get_state(L)->sandbox)   /* a cpu kernel is native host code */
     return luaL_error(L, "compiling kernels for the cpu device is not available in this sandbox");
   if (!arch && d != NULL) arch = d->arch;
   strlist nvopts = opts;   /* what NVRTC gets */
@@ -691,7 +670,7 @@ static int l_load_module(lua_State *L) {
   if (cdv_get_state(L)->sandbox) return luaL_error(L, "load_module is not available in this sandbox");
   cdv_device *d = cdv_opt_device_field(L, 2, "load_module");
   if (d == NULL) d = cdv_default_device(L);
-  if (d->is_cpu) return luaL_error(L, "load_module loads CUDA code; the target device is cpu");
+  if (d->be->native_code) return luaL_error(L, "load_module loads CUDA code; the target device is %s", d->alias);
   int is_elf = n >= 4 && memcmp(img, "\177ELF", 4) == 0;
   if (!is_elf && strstr(img, ".entry") == NULL && strstr(img, ".version") == NULL)
     return luaL_argerror(L, 1, "neither PTX text nor a cubin (ELF) image");
@@ -1138,11 +1117,13 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
     if (a->block == NULL) arg_error(L, k, i, "a freed Array");
     cdv_block *b = a->block;
     if (b->generation != b->dev->generation) arg_error(L, k, i, "a stale Array (device was reset)");
-    if (b->dev != k->dev && !(b->kind == CDV_MEM_PINNED && !k->dev->is_cpu) &&
-        !(b->dev->is_cpu && k->dev->is_cpu) && !cdv_peer_reachable(L, b->dev, k->dev, b->dev->is_mempool_supported)) {
+    /* NOTE [backend properties]: a GPU reaches pinned host memory; host code reaches host memory */
+    if (b->dev != k->dev && !(b->kind == CDV_MEM_PINNED && !k->dev->be->host_memory) &&
+        !(b->dev->be->host_memory && k->dev->be->host_memory) &&
+        !cdv_peer_reachable(L, b->dev, k->dev, b->dev->is_mempool_supported)) {
       luaL_error(L, "bad argument #%d to '%s' ('%s': array is on %s but the kernel runs on %s; move it with "
                  "a:to(\"%s\")%s)", i + 1, k->name, k->sig.params[i].name, b->dev->alias, k->dev->alias,
-                 k->dev->alias, !b->dev->is_cpu && !k->dev->is_cpu ? lua_pushfstring(L, ", or let %s reach it with cd.set_%s_access_enabled(\"%s\", \"%s\", true)", k->dev->alias, b->dev->is_mempool_supported ? "mempool" : "peer", b->dev->alias, k->dev->alias) : "");
+                 k->dev->alias, b->dev->be->peer_set && k->dev->be->peer_set ? lua_pushfstring(L, ", or let %s reach it with cd.set_%s_access_enabled(\"%s\", \"%s\", true)", k->dev->alias, b->dev->is_mempool_supported ? "mempool" : "peer", b->dev->alias, k->dev->alias) : "");
     }
     if (k->p[i].elem_size && k->p[i].elem_size != cdv_dtypes[a->dtype].size)
       arg_error(L, k, i, lua_pushfstring(L, "an Array of %s", cdv_dtypes[a->dtype].name));
@@ -1400,12 +1381,7 @@ static int kernel_occupancy(lua_State *L) {
   int max_threads = 2048, regs_per_sm = 65536, warp = k->dev->warp_size ? k->dev->warp_size : 32;
   size_t smem_per_sm = k->dev->max_shared_optin;
   cdv_err e;
-  if (!k->dev->is_cpu) {
-    int v;
-    if (cdv_cuda_attribute(k->dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &v, &e) == 0) max_threads = v;
-    if (cdv_cuda_attribute(k->dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, &v, &e) == 0) regs_per_sm = v;
-    if (cdv_cuda_attribute(k->dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &v, &e) == 0) smem_per_sm = (size_t)v;
-  }
+  if (k->dev->be->sm_resources) k->dev->be->sm_resources(k->dev, &max_threads, &regs_per_sm, &smem_per_sm);
   cdv_func_info fi;
   memset(&fi, 0, sizeof fi);
   if (k->dev->be->func_info(k->dev, k->fn, &fi, &e) != 0) return cdv_raise(L, k->dev, &e);
@@ -1414,7 +1390,8 @@ static int kernel_occupancy(lua_State *L) {
   int by_regs = fi.num_regs ? regs_per_sm / (fi.num_regs * warps * warp) : 1 << 30;
   size_t smem = shared + fi.shared_size_bytes;
   int by_smem = smem ? (int)(smem_per_sm / smem) : 1 << 30;
-  const char *limit = k->dev->is_cpu ? "cpu" : by_regs <= by_warps && by_regs <= by_smem ? "regs"
+  /* a device kind without multiprocessors (NOTE [optional operations]) is limited by its own kind */
+  const char *limit = !k->dev->be->sm_resources ? k->dev->be->kind : by_regs <= by_warps && by_regs <= by_smem ? "regs"
                     : by_smem <= by_warps ? "smem" : "warps";
   lua_createtable(L, 0, 3);
   lua_pushinteger(L, n);

@@ -49,7 +49,7 @@ int cdv_cuda_load(void)
 
 /* ---------------------------------------------------------------- helpers */
 static int failures, checks;
-static cdv_device cpu = {.be = &cdv_backend_cpu, .is_cpu = 1, .ordinal = -1, .alias = "cpu"};
+static cdv_device cpu = {.be = &cdv_backend_cpu, .ordinal = -1, .alias = "cpu"};
 static const cdv_backend *be = &cdv_backend_cpu;
 static int quick;
 
@@ -165,7 +165,7 @@ static void test_memory(void)
   CHECK(be->memset(&cpu, d, &dv, 8, 333, NULL, &e) == 0 && d[0] == -2.5 && d[332] == -2.5, "memset 8");
   CHECK(be->memset(&cpu, d, &dv, 3, 1, NULL, &e) == -1 && strstr(e.message, "element size 3"), "bad element size: %s", e.message);
   CHECK(be->memcpy(&cpu, f, &cpu, d, &cpu, 64, NULL, &e) == 0 && !memcmp(f, d, 64), "memcpy");
-  cdv_device gpu = {.is_cpu = 0, .alias = "cuda:0"};
+  cdv_device gpu = {.alias = "cuda:0"};
   CHECK(be->memcpy(&cpu, f, &gpu, d, &cpu, 64, NULL, &e) == -1 && !strcmp(e.message, "the cpu backend cannot copy to cuda:0"),
         "copy to a gpu refused: %s", e.message);
   void *p;

@@ -304,7 +304,9 @@ static void test_misc(void) {
 
 #ifdef WITH_GPU
 /* ---------------------------------------------------------------- GPU */
-static cdv_device gpu, cpu_dev = { .ordinal = -1, .is_cpu = 1, .alias = "cpu" };
+/* the host side of a copy: a backend whose memory is host memory (NOTE [backend properties]) */
+static const cdv_backend host_side = { .kind = "cpu", .host_memory = 1 };
+static cdv_device gpu, cpu_dev = { .be = &host_side, .ordinal = -1, .alias = "cpu" };
 #define TRY(what, call)                                                                                   \
   do {                                                                                                    \
     cdv_err e_;                                                                                           \
