@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "cdv.h"
+#include "backend.h"
 #include "syms.h"
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))

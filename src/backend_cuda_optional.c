@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "cdv.h"
+#include "backend.h"
 #include "syms.h"
 
 /* cuDeviceCanAccessPeer(&can, peer, target): can `peer` map `target`'s memory */

@@ -43,7 +43,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include <sys/stat.h>
-#include "cdv.h"
+#include "backend.h"
 #include "diskcache.h"
 
 #define FORMAT "cdv-cuda-cache-1"

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdv.h"
+#include "backend.h"
 
 /* ---------------------------------------------------------------- SHA-256 (FIPS 180-4) */
 typedef struct cdv_sha256 {

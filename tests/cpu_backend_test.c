@@ -4,7 +4,7 @@
  * Build and run from the repository root:
  *   { printf 'const char cdv_cpu_prelude[] = {'; xxd -i < lua/cudadev/cpu_prelude.hpp; printf ', 0x00};\n'; } \
  *       > /tmp/cpu_prelude_embed.c
- *   gcc -std=gnu11 -O2 -Wall -Wextra -Wshadow -fvisibility=hidden -I/usr/include/lua5.4 -Isrc \
+ *   gcc -std=gnu11 -O2 -Wall -Wextra -Wshadow -fvisibility=hidden -Isrc \
  *       -o /tmp/cpu_backend_test tests/cpu_backend_test.c src/backend_cpu.c src/cpu_compile.c src/cpu_run.c \
  *       src/cpu_fiber.c src/diskcache.c src/util.c /tmp/cpu_prelude_embed.c -ldl -lpthread -lm
  *   (add -DCDV_CPU_UCONTEXT to test the ucontext fallback of the fiber switch)

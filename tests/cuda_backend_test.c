@@ -3,7 +3,7 @@
  *
  * Build and run from the repository root (no GPU needed; NVRTC from the toolkit is enough):
  *   mkdir -p build && gcc -std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
- *     -I/usr/local/cuda/include -I/usr/include/lua5.4 -Isrc tests/cuda_backend_test.c src/loader.c \
+ *     -I/usr/local/cuda/include -Isrc tests/cuda_backend_test.c src/loader.c \
  *     src/backend_cuda.c src/util.c -ldl -lpthread -o build/cuda_backend_test && build/cuda_backend_test
  * On a machine with a GPU add -DWITH_GPU: it also allocates, copies, fills, launches and times on cuda:0,
  * and `build/cuda_backend_test fault` checks that an illegal address is reported as a sticky fault.
@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "cdv.h"
+#include "backend.h"
 #include "syms.h"
 
 static int failures;
