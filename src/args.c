@@ -175,6 +175,21 @@ int cdv_push_method(lua_State *L) {
   return 0;
 }
 
+/* NOTE [class registration]: every Lua type's metatable is made by cdv_new_class: luaL_newmetatable (which
+ * sets __name, for error messages and tostring), the metamethods of meta, and, with a methods list, the methods
+ * table as mt.methods and `index` (a closure over it, NOTE [method lookup]) as __index. The metatable is left
+ * on the stack, as luaL_newmetatable leaves it. */
+void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
+                   lua_CFunction index) {
+  luaL_newmetatable(L, tname);
+  if (meta != NULL) luaL_setfuncs(L, meta, 0);
+  if (methods != NULL) {
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    cdv_set_index(L, -2, index);
+  }
+}
+
 /* The methods table at the top (popped) becomes mt.methods, and `index`, a closure over it, mt.__index. */
 void cdv_set_index(lua_State *L, int mt, lua_CFunction index) {
   mt = lua_absindex(L, mt);

@@ -1405,17 +1405,13 @@ static const luaL_Reg functions[] = {
 };
 
 int cdv_array_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_ARRAY_PIN);   /* NOTE [pinned reads] */
   static const luaL_Reg pin_meta[] = {{"__close", pin_release}, {"__gc", pin_release}, {NULL, NULL}};
-  luaL_setfuncs(L, pin_meta, 0);
+  cdv_new_class(L, CDV_ARRAY_PIN, pin_meta, NULL, NULL);   /* NOTE [pinned reads] */
   lua_pop(L, 1);
-  luaL_newmetatable(L, CDV_ARRAY);
   static const luaL_Reg meta[] = {
     {"__newindex", array_newindex}, {"__len", array_len},
     {"__tostring", array_tostring}, {"__gc", array_gc}, {"__close", array_close}, {NULL, NULL}};
-  luaL_setfuncs(L, meta, 0);
-  luaL_newlib(L, methods);
-  cdv_set_index(L, -2, array_index);
+  cdv_new_class(L, CDV_ARRAY, meta, methods, array_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   return 0;

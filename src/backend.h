@@ -170,7 +170,9 @@ struct cdv_backend {
   int (*event_query)(cdv_device *d, void *ev, int *done, cdv_err *e);
   int (*event_synchronize)(cdv_device *d, void *ev, cdv_err *e);
   int (*event_elapsed)(cdv_device *d, void *start, void *end, float *ms, cdv_err *e);
-  /* kernels; compile may get d == NULL (CUDA: compile for req->arch with no GPU) */
+  /* kernels; compile may get d == NULL (CUDA: compile for req->arch with no GPU); each backend keeps its own
+   * compiled code on disk (NOTE [cuda kernel cache], NOTE [cpu kernel cache]); -2 with e->message when the
+   * request asks for what the backend cannot give (a cubin NVRTC cannot emit) */
   int (*compile)(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e);
   int (*module_load)(cdv_device *d, const cdv_image *img, void **mod, cdv_err *e);
   int (*module_unload)(cdv_device *d, void *mod, cdv_err *e);
@@ -244,6 +246,8 @@ int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDe
 int cdv_cuda_reset(cdv_device *d, cdv_err *e);   /* cuDevicePrimaryCtxReset, then the context retained anew */
 int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
 int cdv_cuda_attribute_id(const char *name);   /* d:attribute's name ("warp_size"): its number, -1 when unknown */
+/* the CUDA compile operation without the disk cache and the target check (tests/cuda_backend_test.c) */
+int cdv_cuda_compile_uncached(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e);
 int cdv_cuda_is_teardown(int code);   /* the driver deinitialised or the context destroyed (NOTE [lifetimes]) */
 int cdv_cuda_device_count(void);     /* cuDeviceGetCount; 0 without a driver */
 void *cdv_cuda_current_context(void);   /* cuCtxGetCurrent; NULL when none */

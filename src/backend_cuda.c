@@ -693,7 +693,41 @@ static int choose_target(const cdv_device *d, const cdv_compile_req *req, nvrtc_
 
 /* Compile req with NVRTC for req->arch, else d's architecture; d may be NULL (no GPU needed). Fills out
  * (ptx/cubin as asked, lowered names, log). On failure out holds the log alone; free it either way. */
+/* The default target (want_cubin < 0): cubin when NVRTC can emit one for the arch, else PTX. Asks NVRTC,
+ * which loads it: NOTE [cuda kernel cache] calls this only after the disk missed. NULL, or why not. */
+static const char *resolve_target(cdv_compile_req *req, char *msg, size_t n) {
+  int cub = cdv_cubin_supported(req->arch);
+  if (req->want_cubin == 1 && !cub) {
+    snprintf(msg, n, "bad option 'target' to 'compile' (NVRTC cannot emit cubin for sm_%d; use target = \"ptx\")",
+             req->arch);
+    return msg;
+  }
+  if (req->want_cubin < 0) {
+    req->want_cubin = cub;
+    req->want_ptx = !cub;
+  }
+  return NULL;
+}
+
+/* NOTE [cuda kernel cache]: the compile operation asks the disk (cuda_cache.c) before NVRTC, and stores what
+ * NVRTC made; -2 with e->message when the target asked for cannot be had (module.c says it as a bad option). */
+
 static int cuda_compile(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
+  cdv_cuda_entry ce;
+  char msg[160];
+  int keyed = cdv_cuda_cache_key(req, &ce) == 0;
+  if (keyed && cdv_cuda_cache_get(&ce, req, out) == 0) return 0;
+  cdv_compile_req r = *req;
+  if (resolve_target(&r, msg, sizeof msg)) {
+    cdv_fail(e, "compile", 0, "", "%s", msg);
+    return -2;
+  }
+  int rc = cdv_cuda_compile_uncached(d, &r, out, e);
+  if (rc == 0 && keyed) cdv_cuda_cache_put(&ce, &r, out);   /* a failed compile is never stored */
+  return rc;
+}
+
+int cdv_cuda_compile_uncached(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
   nvrtc_target t = { "", 0 };
   nvrtc_opts o = { NULL, NULL, 0, 0 };
   nvrtcProgram prog = NULL;

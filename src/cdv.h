@@ -26,6 +26,9 @@ int cdv_device_count_all(void);              /* registry size (cpu + CUDA device
 cdv_device *cdv_device_at(int index);
 cdv_device *cdv_cpu(void);
 cdv_device *cdv_device_add(const cdv_device *proto);      /* a mapped context; NULL when full */
+/* NOTE [layers]: the registry is the one front-end place that names backends: the backend that compiles for an
+ * sm_XX architecture with no device to load the code on (cd.compile{arch=}) */
+const cdv_backend *cdv_arch_backend(void);
 int cdv_cuda_count(void);                    /* CUDA devices (0 without a driver) */
 
 /* per-lua_State state (registry userdata): default device, current streams, embedding options */
@@ -174,6 +177,9 @@ const char *cdv_udata_problem(lua_State *L, int idx, const char *tname, uint64_t
 void *cdv_check_udata(lua_State *L, int arg, const char *tname, uint64_t magic, size_t size);
 int cdv_push_method(lua_State *L);                               /* NOTE [method lookup] */
 void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
+/* NOTE [class registration]: the metatable tname (left on the stack) with meta, and methods behind index */
+void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
+                   lua_CFunction index);
 const char *cdv_typename(lua_State *L, int idx);    /* __name of its metatable, else the basic type */
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why);   /* raises */
 int cdv_self_error(lua_State *L, int arg, const char *why);      /* raises; NOTE [self errors] */

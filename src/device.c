@@ -38,7 +38,7 @@ static void init_cpu(cdv_device *d) {
   d->is_uva = 1;
   size_t free_b = 0, total = 0;
   cdv_err e;
-  if (cdv_backend_cpu.mem_info(d, &free_b, &total, &e) == 0) d->total_memory = total;
+  if (d->be->mem_info(d, &free_b, &total, &e) == 0) d->total_memory = total;
 }
 
 /* NOTE [fork]: the CUDA driver's state belongs to the process that initialised it; a child made by
@@ -82,6 +82,8 @@ cdv_device *cdv_device_at(int index) {
 }
 
 cdv_device *cdv_cpu(void) { return cdv_device_at(0); }
+
+const cdv_backend *cdv_arch_backend(void) { return &cdv_backend_cuda; }
 
 int cdv_cuda_count(void) {
   cdv_device_count_all();
@@ -625,17 +627,11 @@ static const luaL_Reg functions[] = {
 };
 
 int cdv_device_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_DEVICE);
-  lua_pushcfunction(L, device_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, device_eq);
-  lua_setfield(L, -2, "__eq");
-  luaL_newlib(L, device_methods);
-  cdv_set_index(L, -2, device_index);
+  static const luaL_Reg meta[] = {{"__tostring", device_tostring}, {"__eq", device_eq}, {NULL, NULL}};
+  cdv_new_class(L, CDV_DEVICE, meta, device_methods, device_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
-  luaL_newmetatable(L, "cudadev.Scope");
-  lua_pushcfunction(L, scope_close);
-  lua_setfield(L, -2, "__close");
+  static const luaL_Reg scope_meta[] = {{"__close", scope_close}, {NULL, NULL}};
+  cdv_new_class(L, "cudadev.Scope", scope_meta, NULL, NULL);
   lua_pop(L, 1);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.device_values");   /* kept by a second luaopen */
   lua_pop(L, 1);

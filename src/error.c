@@ -122,11 +122,8 @@ int cdv_raise_sticky(lua_State *L, cdv_device *d) {
 }
 
 int cdv_error_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_ERROR);
-  lua_pushcfunction(L, error_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushliteral(L, "cudadev.Error");
-  lua_setfield(L, -2, "__name");
+  static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {NULL, NULL}};
+  cdv_new_class(L, CDV_ERROR, meta, NULL, NULL);   /* NOTE [class registration]; __name is "cudadev.Error" */
   lua_setfield(L, -2, "Error");   /* module.Error = the metatable */
   return 0;
 }

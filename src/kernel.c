@@ -712,18 +712,13 @@ static int kernel_tostring(lua_State *L) {
 }
 
 static const luaL_Reg kernel_methods[] = {
-  {"occupancy", kernel_occupancy}, {"suggest_block_size", kernel_suggest_block_size}, {NULL, NULL}};
+  {"occupancy", kernel_occupancy}, {"suggest_block_size", kernel_suggest_block_size}, {"launch", launch},
+  {NULL, NULL}};
 
 /* The Kernel metatable (cdv_module_open calls this: cd.compile and friends make Kernels). */
 void cdv_kernel_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_KERNEL);
-  static const luaL_Reg kmeta[] = {{"__gc", kernel_gc}, {"__tostring", kernel_tostring}, {NULL, NULL}};
-  luaL_setfuncs(L, kmeta, 0);
-  luaL_newlib(L, kernel_methods);
-  lua_pushcfunction(L, launch);
-  lua_setfield(L, -2, "launch");
-  cdv_set_index(L, -2, kernel_index);
-  lua_pushcfunction(L, launch);
-  lua_setfield(L, -2, "__call");
+  static const luaL_Reg kmeta[] = {{"__gc", kernel_gc}, {"__tostring", kernel_tostring}, {"__call", launch},
+                                   {NULL, NULL}};
+  cdv_new_class(L, CDV_KERNEL, kmeta, kernel_methods, kernel_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
 }

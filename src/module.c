@@ -309,38 +309,8 @@ static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const s
   lua_error(L);
 }
 
-/* The default target (want_cubin < 0): cubin when NVRTC can emit one for the arch, else PTX. Asks NVRTC,
- * which loads it: NOTE [cuda kernel cache] calls this only after the disk missed. NULL, or why not. */
-static const char *resolve_target(cdv_compile_req *req, char *msg, size_t n) {
-  int cub = cdv_cubin_supported(req->arch);
-  if (req->want_cubin == 1 && !cub) {
-    snprintf(msg, n, "bad option 'target' to 'compile' (NVRTC cannot emit cubin for sm_%d; use target = \"ptx\")",
-             req->arch);
-    return msg;
-  }
-  if (req->want_cubin < 0) {
-    req->want_cubin = cub;
-    req->want_ptx = !cub;
-  }
-  return NULL;
-}
-
-/* The image for req: the backend's compile, through the disk for CUDA (NOTE [cuda kernel cache]; the cpu
- * backend keeps its objects on disk itself, NOTE [cpu kernel cache]). 0, -1 with *e, or 1 with the reason
+/* The module's entries (make_entries) into req, then the backend's compile. 0, -1 with *e, or 1 with the reason
  * in msg when the target asked for cannot be had. */
-static int compile_image(const cdv_backend *be, cdv_device *d, cdv_compile_req *req, cdv_image *img, cdv_err *e,
-                         char *msg, size_t n) {
-  if (be != &cdv_backend_cuda) return be->compile(d, req, img, e);
-  cdv_cuda_entry ce;
-  int keyed = cdv_cuda_cache_key(req, &ce) == 0;
-  if (keyed && cdv_cuda_cache_get(&ce, req, img) == 0) return 0;
-  if (resolve_target(req, msg, n)) return 1;
-  int rc = be->compile(d, req, img, e);
-  if (rc == 0 && keyed) cdv_cuda_cache_put(&ce, req, img);   /* a failed compile is never stored */
-  return rc;
-}
-
-/* The module's entries (make_entries) into req, then compile_image. */
 static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m, cdv_compile_req *req,
                            const strlist *exprs, int with_auto, cdv_err *e, char *msg, size_t n) {
   unsigned char *is_expr = NULL;
@@ -355,7 +325,11 @@ static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m
   req->nentries = m->nentries + m->nglobals;
   req->entries = all;
   req->is_expr = is_expr;
-  int rc = compile_image(be, d, req, &m->img, e, msg, n);
+  int rc = be->compile(d, req, &m->img, e);   /* NOTE [cuda kernel cache]: the backend's cache first */
+  if (rc == -2) {   /* the request asks for what the backend cannot give: a plain error, not a compile's */
+    snprintf(msg, n, "%s", e->message);
+    rc = 1;
+  }
   req->entries = NULL;
   req->is_expr = NULL;
   free(is_expr);
@@ -403,7 +377,7 @@ static int l_compile(lua_State *L) {
     nvopts.v[nvopts.n++] = "--no-source-include";
     nvopts.v[nvopts.n] = NULL;
   }
-  const cdv_backend *be = d != NULL ? d->be : &cdv_backend_cuda;
+  const cdv_backend *be = d != NULL ? d->be : cdv_arch_backend();   /* compile only, for an sm_XX */
   if (d != NULL) cdv_device_use(L, d);
 
   hasher h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
@@ -432,7 +406,7 @@ static int l_compile(lua_State *L) {
   cdv_compile_req req = {src, srclen, name, nvopts.n, nvopts.v, nh, hnames, htexts, incs.n, incs.v,
                          0, NULL, NULL, arch, want_ptx, want_cubin};
   cdv_err e;
-  char bad_target[160];
+  char bad_target[sizeof e.message];
   memset(&e, 0, sizeof e);
   int rc = compile_entries(be, d, m, &req, &exprs, 1, &e, bad_target, sizeof bad_target);
   if (rc < 0 && m->nauto > 0 && e.log != NULL &&
@@ -822,12 +796,9 @@ static const luaL_Reg functions[] = {
 };
 
 int cdv_module_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_MODULE);
   static const luaL_Reg mmeta[] = {{"__gc", module_gc}, {"__close", module_gc},
                                    {"__tostring", module_tostring}, {NULL, NULL}};
-  luaL_setfuncs(L, mmeta, 0);
-  luaL_newlib(L, module_methods);
-  cdv_set_index(L, -2, module_index);
+  cdv_new_class(L, CDV_MODULE, mmeta, module_methods, module_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
   cdv_kernel_open(L);
   luaL_setfuncs(L, functions, 0);
