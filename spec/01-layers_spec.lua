@@ -62,4 +62,30 @@ describe("the layers", function()
   it("no cdv_device field says the kind: the contract's properties do", function()
     assert.is_nil(helper.read_file("src/backend.h"):match("int is_cpu"))
   end)
+
+  -- NOTE hygiene: a note is defined once, as "NOTE [name]:"; every other mention is a reference to it
+  it("each NOTE is defined once, and every referenced NOTE is defined", function()
+    local defined, referenced, twice, missing = {}, {}, {}, {}
+    local p = assert(io.popen("ls src/*.c src/*.h src/*.hpp lua/cudadev/*.lua lua/cudadev/*.hpp 2>/dev/null"))
+    for path in p:lines() do
+      local text = helper.read_file(path)
+      for name, colon in text:gmatch("NOTE %[([^%]]+)%](:?)") do
+        name = name:gsub("%s*\n%s*%*?%s*", " ")   -- a name broken across comment lines
+        if colon == ":" then
+          if defined[name] then twice[#twice + 1] = name .. " (" .. defined[name] .. ", " .. path .. ")" end
+          defined[name] = path
+        else
+          referenced[name] = path
+        end
+      end
+    end
+    p:close()
+    for name, path in pairs(referenced) do
+      if not defined[name] then missing[#missing + 1] = name .. " (" .. path .. ")" end
+    end
+    table.sort(twice)
+    table.sort(missing)
+    assert.are.same({}, twice)
+    assert.are.same({}, missing)
+  end)
 end)

@@ -48,7 +48,7 @@ void cdv_check_options(lua_State *L, int arg, const char *const *known, const ch
   while (lua_next(L, arg) != 0) {
     lua_pop(L, 1);
     const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    if (k != NULL && cdv_has_nul(L, -1))   /* NOTE [C strings]: "stream\0x" is no "stream" */
+    if (k != NULL && cdv_has_nul(L, -1))   /* (see NOTE [C strings]) "stream\0x" is no "stream" */
       luaL_argerror(L, arg, lua_pushfstring(L, "option name '%s' contains a NUL byte", k));
     int ok = 0;
     for (int i = 0; k != NULL && known[i] != NULL && !ok; i++) ok = strcmp(k, known[i]) == 0;

@@ -80,7 +80,7 @@ typedef struct cdv_device {
   void *ctx;              /* CUcontext (NULL until first needed, and on cpu) */
   int handle;             /* CUdevice */
   unsigned generation;    /* bumped by reset: objects made before it are stale */
-  int sticky;             /* NOTE [sticky faults]: a fault poisoned the context */
+  int sticky;             /* (see NOTE [sticky faults]) a fault poisoned the context */
   int unmapped;           /* a mapped context whose alias was released: listed and resolved no more */
   uintptr_t canary;       /* a mapped context: a tiny allocation of ours in it (NOTE [adopted contexts]) */
   int gone;               /* a mapped context that its owner destroyed: nothing on it calls the driver again */
@@ -186,13 +186,13 @@ struct cdv_backend {
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
   int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
                 void *stream, void **args, cdv_err *e);
-  /* NOTE [cooperative launch]: the same launch with every block resident at once (grid-wide sync works);
+  /* (see NOTE [cooperative launch]) the same launch with every block resident at once (grid-wide sync works);
    * coop_limit says how many blocks of that size fit at once: per_sm blocks on each of sms multiprocessors
    * (-1 with *e when the device cannot launch cooperatively). */
   int (*launch_cooperative)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
                             unsigned shared, void *stream, void **args, cdv_err *e);
   int (*coop_limit)(cdv_device *d, void *fn, int block, size_t shared, int *per_sm, int *sms, cdv_err *e);
-  /* NOTE [big shared memory]: let fn take `bytes` of dynamic shared memory per launch (more than the default
+  /* (see NOTE [big shared memory]) let fn take `bytes` of dynamic shared memory per launch (more than the default
    * 48 KiB: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); *allowed is what it may take now (never lowered).
    * NULL when every size up to the device's limit works without it. */
   int (*allow_shared)(cdv_device *d, void *fn, size_t bytes, size_t *allowed, cdv_err *e);
@@ -271,7 +271,7 @@ void cdv_cuda_sm_resources(cdv_device *d, int *max_threads, int *regs, size_t *s
 int cdv_cuda_profiler(cdv_device *d, int start, cdv_err *e);
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
-/* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
+/* (see NOTE [cuda kernel cache]) one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
  * cache is off, has no directory, or cannot know every input: then get misses and put does nothing). */
 typedef struct cdv_cuda_entry {
   int on;
@@ -290,7 +290,7 @@ void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, cha
                           size_t nmiss);
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
 void cdv_cpu_cache_dir_used(char *out, size_t n);   /* the cpu kernel cache's directory, "" before a compile */
-void cdv_cache_refusal(char *out, size_t n);        /* NOTE [cache trust]: the last directory refused, "" if none */
+void cdv_cache_refusal(char *out, size_t n);        /* (see NOTE [cache trust]) the last directory refused, "" if none */
 int cdv_cache_trust_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.cache_trust */
 
 /* ---------------------------------------------------------------- loader (loader.c) */

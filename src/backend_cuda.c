@@ -709,7 +709,7 @@ static const char *resolve_target(cdv_compile_req *req, char *msg, size_t n) {
   return NULL;
 }
 
-/* NOTE [cuda kernel cache]: the compile operation asks the disk (cuda_cache.c) before NVRTC, and stores what
+/* (see NOTE [cuda kernel cache]) the compile operation asks the disk (cuda_cache.c) before NVRTC, and stores what
  * NVRTC made; -2 with e->message when the target asked for cannot be had (module.c says it as a bad option). */
 
 static int cuda_compile(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
@@ -1069,7 +1069,7 @@ const cdv_backend cdv_backend_cuda = {
   .launch_cooperative = cuda_launch_cooperative,
   .coop_limit = cuda_coop_limit,
   .allow_shared = cuda_allow_shared,
-  /* NOTE [optional operations]: backend_cuda_optional.c */
+  /* (see NOTE [optional operations]) backend_cuda_optional.c */
   .peer_supported = cdv_cuda_peer_supported,
   .peer_set = cdv_cuda_peer_set,
   .mempool_access_get = cdv_cuda_mempool_access_get,

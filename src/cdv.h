@@ -26,7 +26,7 @@ int cdv_device_count_all(void);              /* registry size (cpu + CUDA device
 cdv_device *cdv_device_at(int index);
 cdv_device *cdv_cpu(void);
 cdv_device *cdv_device_add(const cdv_device *proto);      /* a mapped context; NULL when full */
-/* NOTE [layers]: the registry is the one front-end place that names backends: the backend that compiles for an
+/* (see NOTE [layers]) the registry is the one front-end place that names backends: the backend that compiles for an
  * sm_XX architecture with no device to load the code on (cd.compile{arch=}) */
 const cdv_backend *cdv_arch_backend(void);
 int cdv_cuda_count(void);                    /* CUDA devices (0 without a driver) */
@@ -63,18 +63,18 @@ typedef struct cdv_state {
   void *anchor;                              /* the registry's userdata that finds it (NULL once released) */
   int refs;                                  /* the state itself, each block it owns, each Kernel */
   int released;                              /* its state closed: no longer found by reg */
-  size_t max_arrays, live_arrays;            /* NOTE [state limits]: allocations the state may hold at once */
+  size_t max_arrays, live_arrays;            /* (see NOTE [state limits]) allocations the state may hold at once */
   char **allowed_options;                    /* cudadev_options.allowed_compile_options (NULL: any) */
   char **include_dirs;                       /* cudadev_options.include_dirs, resolved (NULL: the toolkit's) */
 } cdv_state;
 
-#define CDV_DEFAULT_MAX_ARRAYS ((size_t)1 << 20)   /* NOTE [state limits]: cudadev_options.max_arrays 0 */
+#define CDV_DEFAULT_MAX_ARRAYS ((size_t)1 << 20)   /* (see NOTE [state limits]) cudadev_options.max_arrays 0 */
 cdv_state *cdv_get_state(lua_State *L);
 /* The record without creating one, for finalizers (never raises; NULL when there is none) */
 cdv_state *cdv_peek_state(lua_State *L);
 void cdv_state_ref(cdv_state *st);
 void cdv_state_unref(cdv_state *st);          /* the last reference frees the record of a closed state */
-/* NOTE [objects made in finalizers]: called on each new userdata that holds a resource, after its metatable is set
+/* (see NOTE [objects made in finalizers]) called on each new userdata that holds a resource, after its metatable is set
  * and before the resource is acquired (it raises once the state is closing) */
 void cdv_track_late(lua_State *L, int idx);
 
@@ -168,7 +168,7 @@ static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t 
   return *(const uint64_t *)p == magic ? p : NULL;
 }
 
-/* NOTE [magic] + NOTE [checked values]: every cudadev userdata starts with its type's tag. A checked
+/* (see NOTE [magic] and NOTE [checked values]) every cudadev userdata starts with its type's tag. A checked
  * value comes with a `problem` function that returns NULL and the value when the value at idx is usable,
  * else pushes and returns why not; the caller words it as an argument (luaL_argerror), an option ("bad
  * option 'stream' to 'zeros' (why)") or a launch configuration key, so every error names what the user
@@ -177,7 +177,7 @@ const char *cdv_udata_problem(lua_State *L, int idx, const char *tname, uint64_t
 void *cdv_check_udata(lua_State *L, int arg, const char *tname, uint64_t magic, size_t size);
 int cdv_push_method(lua_State *L);                               /* NOTE [method lookup] */
 void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
-/* NOTE [class registration]: the metatable tname (left on the stack) with meta, and methods behind index */
+/* (see NOTE [class registration]) the metatable tname (left on the stack) with meta, and methods behind index */
 void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
                    lua_CFunction index);
 const char *cdv_typename(lua_State *L, int idx);    /* __name of its metatable, else the basic type */
@@ -279,7 +279,7 @@ int cdv_launch_config_open(lua_State *L);
 /* memory.c */
 int cdv_memory_open(lua_State *L);
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */
-/* NOTE [block cache]: device blocks a state freed, kept for reuse on the same stream. class rounds a size up to
+/* (see NOTE [block cache]) device blocks a state freed, kept for reuse on the same stream. class rounds a size up to
  * the cache's classes; take returns a kept block of d of that class freed on `stream` (NULL: none); put keeps
  * a freed block (giving the oldest back when full); release gives back those of d (NULL: every device's) freed
  * on one stream, or all of them (freed, or forgotten when their context is gone). */
@@ -287,7 +287,7 @@ size_t cdv_block_class(size_t bytes);
 void *cdv_block_take(cdv_state *st, cdv_device *d, size_t bytes, void *stream);
 int cdv_block_put(cdv_state *st, cdv_device *d, void *ptr, size_t bytes, void *stream, cdv_err *e);
 int cdv_block_release(cdv_state *st, cdv_device *d, void *stream, int all, cdv_err *e);
-/* NOTE [pinned pool]: page-locked host memory of d (the cpu device) by size class, reused instead of pinned
+/* (see NOTE [pinned pool]) page-locked host memory of d (the cpu device) by size class, reused instead of pinned
  * and unpinned per allocation. alloc calls d's mem_alloc(CDV_MEM_PINNED) on a miss (after giving the cached
  * blocks back when that fails); free keeps the block (its memory must be idle); trim gives the cached blocks
  * of d (NULL: of every device) back to the backend. Thread-safe: every lua_State of the process shares it. */
@@ -332,19 +332,19 @@ typedef struct cdv_hooks {
 cdv_hooks cdv_get_hooks(void);
 
 /* embed.c: the embedding API's internal side */
-/* NOTE [state limits]: raises when `bytes` more would exceed the state's quota (after a collection); returns
+/* (see NOTE [state limits]) raises when `bytes` more would exceed the state's quota (after a collection); returns
  * the state to charge (block->quota; the caller adds to quota_used), or NULL when there is no quota. */
 cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes);
 /* what an allocation of `bytes` of that kind on d really holds: its class, whole pages on the cpu device */
 size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes);
 size_t cdv_pinned_class(size_t bytes);        /* memory.c: NOTE [pinned pool]'s class of a request (> 0) */
 void cdv_check_compile_options(lua_State *L, int n, const char *const *opts);   /* the allow-list; raises */
-/* NOTE [sandboxed includes]: in a sandbox, refuses what NVRTC would read outside the allowed directories */
+/* (see NOTE [sandboxed includes]) in a sandbox, refuses what NVRTC would read outside the allowed directories */
 void cdv_check_includes(lua_State *L, const cdv_compile_req *req);
 void cdv_free_state_options(cdv_state *st);   /* the lists of the options (the record's end) */
-void cdv_protect_metatables(lua_State *L);    /* NOTE [protected metatables]: in a sandbox */
+void cdv_protect_metatables(lua_State *L);    /* (see NOTE [protected metatables]) in a sandbox */
 int cdv_sandbox_run(lua_State *L);            /* cd._sandbox(script [, options]) */
-/* NOTE [interruptible waits]: synchronize on a device / stream / event; in an interruptible state they
+/* (see NOTE [interruptible waits]) synchronize on a device / stream / event; in an interruptible state they
  * poll and raise "interrupted!" on cudadev_interrupt(). -1 with *e on a backend failure. */
 int cdv_wait_device(lua_State *L, cdv_device *d, cdv_err *e);
 int cdv_wait_stream(lua_State *L, cdv_device *d, void *stream, cdv_err *e);
@@ -381,7 +381,7 @@ const char *cdv_fmt_bytes(char *buf, size_t n, double bytes);       /* "79.1 GiB
 int cdv_opt_field(lua_State *L, int t, const char *k);
 int cdv_has_nul(lua_State *L, int idx);   /* the string at idx holds a NUL byte (NOTE [C strings]) */
 const char *cdv_check_cstring(lua_State *L, int arg, const char *what);   /* "<what> contains a NUL byte" */
-/* NOTE [scoped calls]: calls the function below nargs arguments, the scope to restore being the to-be-closed
+/* (see NOTE [scoped calls]) calls the function below nargs arguments, the scope to restore being the to-be-closed
  * slot 1; returns the number of results (all the stack above slot 1) */
 int cdv_call_scoped(lua_State *L, int nargs);  /* pushes t[k] when t is a table; type or LUA_TNIL */
 int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname);

@@ -559,7 +559,7 @@ static int add_kfunc(scanres *r, const char *name, const char *s, const cdv_toks
   return 0;
 }
 
-/* NOTE [kernel paths]: the functions, macros and other brace regions at namespace scope of one file. */
+/* (see NOTE [kernel paths]) the functions, macros and other brace regions at namespace scope of one file. */
 static int note_functions(const char *s, const cdv_toks *t, scanres *r)
 {
   int depth = 0;               /* braces of namespaces and linkage blocks */
@@ -914,7 +914,7 @@ static int get_compiler(cdv_strlist *argv, char **version, cdv_err *e)
 }
 
 /* ---------------------------------------------------------------- cache directory, memo, trailer */
-/* NOTE [cpu kernel cache]: the directory, created on demand and used only when NOTE [cache trust]
+/* (see NOTE [cpu kernel cache]) the directory, created on demand and used only when NOTE [cache trust]
  * (diskcache.c) allows it. When it cannot be created (HOME unset, absent or read-only) or is refused, the
  * objects go to this process's private directory (a random name, 0700, removed at exit): compiling works,
  * without the persistence the user asked for. The directory last used is kept for cd.kernel_cache_stats(). */
@@ -992,8 +992,8 @@ void cdv_cpu_cache_forget(void)
   pthread_mutex_unlock(&memo_lock);
 }
 
-/* NOTE [cpu kernel cache]: the object at path is whole (its trailer matches all its bytes) and may be
- * trusted (NOTE [cache trust]: a regular file of this user, not reached through a symbolic link). */
+/* (see NOTE [cpu kernel cache]) the object at path is whole (its trailer matches all its bytes) and may be
+ * trusted (see NOTE [cache trust]; a regular file of this user, not reached through a symbolic link). */
 int cdv_cpu_cache_verify(const char *path, cdv_err *e)
 {
   if (cdv_cache_check(path, TRAILER_MAGIC) == 0)
@@ -1087,7 +1087,7 @@ static int scan_all(job *j, cdv_err *e)
   return 0;
 }
 
-/* NOTE [kernel paths]: each entry's path, from the scans of the source and the request's headers. */
+/* (see NOTE [kernel paths]) each entry's path, from the scans of the source and the request's headers. */
 static int entry_paths(job *j, int wide)
 {
   const cdv_compile_req *req = j->req;
@@ -1161,7 +1161,7 @@ static int make_key(job *j, const char *version, cdv_err *e)
   for (int i = 0; i < req->nheaders; i++)
     cdv_include_scan(&is, NULL, &j->hdr[i].includes);
   cdv_sl_free(&is.seen);
-  if (is.special[0])   /* NOTE [compile timeout]: refused before the compiler opens it */
+  if (is.special[0])   /* (see NOTE [compile timeout]) refused before the compiler opens it */
     return cdv_fail(e, "cpu.compile", 6, "NVRTC_ERROR_COMPILATION", "the included file '%s' is not a regular "
                     "file (a FIFO or a device would block the compiler or never end)", is.special);
   j->fibers |= inc_fibers;
@@ -1435,7 +1435,7 @@ int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e)
     if (cdv_cpu_cache_verify(path, &ignored) == 0)
       rc = 0;   /* a whole entry from an earlier process */
     else if ((rc = build(&j, dir, path, &log, e)) && j.refusal && !strcmp(e->name, HOST_COMPILER_ERROR)) {
-      char *clog = e->log;   /* NOTE [refused constructs]: the construct is the likely cause; keep the log */
+      char *clog = e->log;   /* (see NOTE [refused constructs]) the construct is the likely cause; keep the log */
       cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%s", j.refusal);
       e->log = clog;
     }

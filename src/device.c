@@ -335,7 +335,7 @@ static void context_gone(lua_State *L, cdv_device *d) {
 /* The checks of cdv_device_use without making the context current, for hot paths whose backend call
  * activates the context itself (every cuda backend operation does). */
 void cdv_device_check(lua_State *L, cdv_device *d) {
-  if (forked && d->be->has_contexts)   /* NOTE [fork]: a context is the driver's state */
+  if (forked && d->be->has_contexts)   /* (see NOTE [fork]) a context is the driver's state */
     luaL_error(L, "%s cannot be used in a child process made by fork() (the CUDA driver belongs to the "
                "parent); use the cpu device here, or start a new process", d->alias);
   if (d->sticky) cdv_raise_sticky(L, d);
@@ -583,13 +583,13 @@ static int device_reset(lua_State *L) {
   if (d->be->has_contexts && !d->is_primary)
     return luaL_error(L, "%s is a mapped context: reset applies to a device's primary context", d->alias);
   cdv_block_release(cdv_get_state(L), d, NULL, 1, &e);   /* NOTE [block cache]; a poisoned context's are forgotten */
-  if (d->be->reset != NULL) {   /* NOTE [optional operations]: a device kind without contexts has nothing to reset */
+  if (d->be->reset != NULL) {   /* (see NOTE [optional operations]) a device kind without contexts has nothing to reset */
     if (d->ctx != NULL && !d->sticky) d->be->synchronize(d, &e);   /* let queued work finish; errors are moot */
-    cdv_pinned_trim(NULL, &e);   /* NOTE [pinned pool]: cached blocks may be pinned through this context */
+    cdv_pinned_trim(NULL, &e);   /* (see NOTE [pinned pool]) cached blocks may be pinned through this context */
     int rc = d->be->reset(d, &e);
     if (rc == -2) d->generation++;   /* reset, but no new context: the objects of before are gone anyway */
     if (rc == -2 && d->sticky)
-      /* NOTE [sticky faults]: the driver keeps answering with the fault: CUDA documents that only a new
+      /* (see NOTE [sticky faults]) the driver keeps answering with the fault: CUDA documents that only a new
        * process recovers from a sticky error */
       return luaL_error(L, "%s cannot be recovered in this process: after the reset the CUDA driver still reports "
                         "the sticky fault (%s: %s); start a new process (the cpu device keeps working here)",

@@ -44,7 +44,7 @@ CUDADEV_API const char *cudadev_version(void) { return CDV_VERSION; }
 
 CUDADEV_API void cudadev_set_sandbox(lua_State *L, int on) {
   cdv_get_state(L)->sandbox = on != 0;
-  if (on) cdv_protect_metatables(L);   /* NOTE [protected metatables]: those already made */
+  if (on) cdv_protect_metatables(L);   /* (see NOTE [protected metatables]) those already made */
 }
 
 CUDADEV_API void cudadev_set_memory_quota(lua_State *L, size_t bytes) { cdv_get_state(L)->quota = bytes; }
@@ -114,7 +114,7 @@ CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *o) {
   cudadev_set_sandbox(L, o->sandbox);
 }
 
-/* NOTE [state limits]: an allocation really holds its size class (the block cache's, or the pinned pool's),
+/* (see NOTE [state limits]) an allocation really holds its size class (the block cache's, or the pinned pool's),
  * and the cpu device maps whole pages for it. */
 size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
   if (bytes == 0) return 0;
@@ -128,7 +128,7 @@ size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
   return c;
 }
 
-/* NOTE [state limits]: a cap on the allocations a state holds at once (each is at least one mapping of the
+/* (see NOTE [state limits]) a cap on the allocations a state holds at once (each is at least one mapping of the
  * process on the cpu device, whose count the kernel limits: vm.max_map_count, about 65k), then the quota */
 cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes) {
   size_t max_arrays = st->max_arrays ? st->max_arrays : CDV_DEFAULT_MAX_ARRAYS;
@@ -190,7 +190,7 @@ CUDADEV_API void cudadev_clear_interrupt(void) { interrupt_requested = 0; }
 
 typedef int (*query_fn)(cdv_device *d, void *h, int *done, cdv_err *e);
 
-/* NOTE [interruptible waits]: 0 when the query says done, -1 with *e when it failed; raises on interrupt */
+/* (see NOTE [interruptible waits]) 0 when the query says done, -1 with *e when it failed; raises on interrupt */
 static int poll_until_done(lua_State *L, cdv_device *d, query_fn query, void *h, cdv_err *e) {
   long ns = 20 * 1000;
   for (;;) {

@@ -242,7 +242,7 @@ int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name
   k->dev = m->dev;
   k->generation = m->generation;
   k->st = cdv_get_state(L);
-  cdv_state_ref(k->st);   /* NOTE [state record]: its launch path reads the record */
+  cdv_state_ref(k->st);   /* (see NOTE [state record]) its launch path reads the record */
   static uint64_t serials;
   k->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
   snprintf(k->name, sizeof k->name, "%s", name);
@@ -346,7 +346,7 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
     if (a->block == NULL) arg_error(L, k, i, "a freed Array");
     cdv_block *b = a->block;
     if (b->generation != b->dev->generation) arg_error(L, k, i, "a stale Array (device was reset)");
-    /* NOTE [backend properties]: a GPU reaches pinned host memory; host code reaches host memory */
+    /* (see NOTE [backend properties]) a GPU reaches pinned host memory; host code reaches host memory */
     if (b->dev != k->dev && !(b->kind == CDV_MEM_PINNED && !k->dev->be->host_memory) &&
         !(b->dev->be->host_memory && k->dev->be->host_memory) &&
         !cdv_peer_reachable(L, b->dev, k->dev, b->dev->is_mempool_supported)) {
@@ -552,7 +552,7 @@ static int launch(lua_State *L) {
   if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
   void *stream = c->stream ? cdv_stream_for(L, d, c->stream) : cur->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
-  /* NOTE [pinned reads]: a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array
+  /* (see NOTE [pinned reads]) a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array
    * put before it (or a finalizer may): the pointers are checked again, so no freed memory reaches the kernel */
   if (k->reads_tables)
     for (int i = 0; i < k->nparams; i++)

@@ -317,7 +317,7 @@ static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m
   const char **all = NULL;
   if (make_entries(m, exprs, with_auto, &is_expr) != 0 ||
       (all = malloc(sizeof *all * (size_t)(m->nentries + m->nglobals + 1))) == NULL) {   /* kernels, then globals */
-    free(is_expr);   /* NOTE [no abort]: the entries made so far go with m */
+    free(is_expr);   /* (see NOTE [no abort]) the entries made so far go with m */
     return cdv_fail(e, "compile", 0, "", "not enough memory");
   }
   for (int i = 0; i < m->nentries; i++) all[i] = m->entries[i];
@@ -325,7 +325,7 @@ static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m
   req->nentries = m->nentries + m->nglobals;
   req->entries = all;
   req->is_expr = is_expr;
-  int rc = be->compile(d, req, &m->img, e);   /* NOTE [cuda kernel cache]: the backend's cache first */
+  int rc = be->compile(d, req, &m->img, e);   /* (see NOTE [cuda kernel cache]) the backend's cache first */
   if (rc == -2) {   /* the request asks for what the backend cannot give: a plain error, not a compile's */
     snprintf(msg, n, "%s", e->message);
     rc = 1;
@@ -351,7 +351,7 @@ static int l_compile(lua_State *L) {
     name = lua_tostring(L, -1);
   }
   strlist opts = check_strlist(L, 2, "options"), incs = check_strlist(L, 2, "include_paths");
-  cdv_check_compile_options(L, opts.n, opts.v);   /* NOTE [state limits]: the embedding host's allow-list */
+  cdv_check_compile_options(L, opts.n, opts.v);   /* (see NOTE [state limits]) the embedding host's allow-list */
   strlist exprs = check_strlist(L, 2, "name_expressions");
   const char **hnames, **htexts;
   int nh = check_headers(L, 2, &hnames, &htexts);
@@ -368,7 +368,7 @@ static int l_compile(lua_State *L) {
     return luaL_error(L, "compiling kernels for the cpu device is not available in this sandbox");
   if (!arch && d != NULL) arch = d->arch;
   strlist nvopts = opts;   /* what NVRTC gets */
-  if (cdv_get_state(L)->sandbox) {   /* NOTE [sandboxed includes]: before any cache is asked */
+  if (cdv_get_state(L)->sandbox) {   /* (see NOTE [sandboxed includes]) before any cache is asked */
     cdv_compile_req chk = {src, srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n, incs.v,
                            0, NULL, NULL, arch, 0, 0};
     cdv_check_includes(L, &chk);
@@ -411,7 +411,7 @@ static int l_compile(lua_State *L) {
   int rc = compile_entries(be, d, m, &req, &exprs, 1, &e, bad_target, sizeof bad_target);
   if (rc < 0 && m->nauto > 0 && e.log != NULL &&
       (strstr(e.log, "__nv_name_map") != NULL || strstr(e.log, "<cudadev entries>") != NULL)) {
-    /* NOTE [module globals]: a variable the scanner found in a branch the preprocessor drops (it reads both
+    /* (see NOTE [module globals]) a variable the scanner found in a branch the preprocessor drops (it reads both
      * branches of an #ifdef) cannot be named: compile again with only the globals named by expressions */
     free(e.log);
     memset(&e, 0, sizeof e);

@@ -18,7 +18,7 @@ typedef struct cdv_module {
   int nentries;
   char **entries;             /* the names kernels are looked up by ("saxpy", "axpy<float>") */
   int nglobals, nauto;        /* nauto: the globals the scanner found (the first ones), not named by expressions */
-  char **globals;             /* NOTE [module globals]: the names get_global takes ("table", "ns::counter"); their
+  char **globals;             /* (see NOTE [module globals]) the names get_global takes ("table", "ns::counter"); their
                                * lowered names follow the kernels' in img.lowered */
   cdv_sigs sigs;
   int have_sigs;

@@ -248,7 +248,7 @@ static int l_unmap_cuda_device(lua_State *L) {
     if (!d->is_primary && strcmp(d->alias, alias) == 0) {
       cdv_state *st = cdv_get_state(L);
       if (st->default_device == d->index) st->default_device = -1;
-      cdv_err e;   /* NOTE [block cache]: the kept blocks go back to the host's context, unless it is gone */
+      cdv_err e;   /* (see NOTE [block cache]) the kept blocks go back to the host's context, unless it is gone */
       cdv_block_release(st, d, NULL, 1, &e);
       d->generation++;
       d->unmapped = 1;

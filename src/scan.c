@@ -162,7 +162,7 @@ static const struct { const char *word; int prefix; } barrier_words[] = {
   {"__reduce_", 1}, {"__barrier_sync", 0}, {"cooperative_groups", 0}, {"this_thread_block", 0},
   {"tiled_partition", 0}, {"coalesced_threads", 0}, {"this_grid", 0}, {"grid_group", 0}, {NULL, 0}};
 
-/* Is the identifier k one of barrier_words (NOTE [kernel paths]: its kernel needs fibers)? */
+/* Is the identifier k one of barrier_words (see NOTE [kernel paths]; its kernel needs fibers)? */
 int cdv_scan_barrier_word(const char *s, const cdv_tok *k)
 {
   for (int i = 0; barrier_words[i].word; i++) {
