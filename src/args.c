@@ -48,7 +48,7 @@ void cdv_check_options(lua_State *L, int arg, const char *const *known, const ch
   while (lua_next(L, arg) != 0) {
     lua_pop(L, 1);
     const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    if (k != NULL && cdv_has_nul(L, -1))   /* NOTE [C strings]: "stream\0x" is no "stream" */
+    if (k != NULL && cdv_has_nul(L, -1))   /* (see NOTE [C strings]) "stream\0x" is no "stream" */
       luaL_argerror(L, arg, lua_pushfstring(L, "option name '%s' contains a NUL byte", k));
     int ok = 0;
     for (int i = 0; k != NULL && known[i] != NULL && !ok; i++) ok = strcmp(k, known[i]) == 0;
@@ -173,6 +173,21 @@ int cdv_push_method(lua_State *L) {
   if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
   lua_pop(L, 1);
   return 0;
+}
+
+/* NOTE [class registration]: every Lua type's metatable is made by cdv_new_class: luaL_newmetatable (which
+ * sets __name, for error messages and tostring), the metamethods of meta, and, with a methods list, the methods
+ * table as mt.methods and `index` (a closure over it, NOTE [method lookup]) as __index. The metatable is left
+ * on the stack, as luaL_newmetatable leaves it. */
+void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
+                   lua_CFunction index) {
+  luaL_newmetatable(L, tname);
+  if (meta != NULL) luaL_setfuncs(L, meta, 0);
+  if (methods != NULL) {
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    cdv_set_index(L, -2, index);
+  }
 }
 
 /* The methods table at the top (popped) becomes mt.methods, and `index`, a closure over it, mt.__index. */

@@ -177,7 +177,7 @@ static int mem_alloc(cdv_state *st, cdv_device *d, int kind, size_t bytes, void 
  * raises `out of memory on cuda:0 (requested X, free Y)`. */
 static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int kind, size_t bytes, void *stream) {
   size_t charged = cdv_footprint(d, kind, bytes);
-  cdv_state *quota = cdv_quota_check(L, st, d, charged);   /* NOTE [state limits]: raises when over */
+  cdv_state *quota = cdv_quota_check(L, st, d, charged);   /* (see NOTE [state limits]) raises when over */
   cdv_block *b = calloc(1, sizeof *b);
   cdv_err e;
   if (b == NULL) luaL_error(L, "not enough host memory");
@@ -207,7 +207,7 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
   b->quota = quota;
   b->charged = charged;
   b->owner = st;
-  cdv_state_ref(st);   /* NOTE [state record]: the block counts against it until freed */
+  cdv_state_ref(st);   /* (see NOTE [state record]) the block counts against it until freed */
   st->live_arrays++;
   if (quota != NULL) quota->quota_used += charged;
   cdv_mem_account(d, (int64_t)bytes, 1);
@@ -1266,7 +1266,7 @@ static int array_tostring(lua_State *L) {
   }
   int values = a->size <= PRINT_MAX;
   cdv_array snap;
-  if (!pin_array(L, 1, &snap)) {   /* NOTE [pinned reads]: the buffer and the host copy allocate */
+  if (!pin_array(L, 1, &snap)) {   /* (see NOTE [pinned reads]) the buffer and the host copy allocate */
     lua_pushliteral(L, "Array(freed)");
     return 1;
   }
@@ -1405,17 +1405,13 @@ static const luaL_Reg functions[] = {
 };
 
 int cdv_array_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_ARRAY_PIN);   /* NOTE [pinned reads] */
   static const luaL_Reg pin_meta[] = {{"__close", pin_release}, {"__gc", pin_release}, {NULL, NULL}};
-  luaL_setfuncs(L, pin_meta, 0);
+  cdv_new_class(L, CDV_ARRAY_PIN, pin_meta, NULL, NULL);   /* NOTE [pinned reads] */
   lua_pop(L, 1);
-  luaL_newmetatable(L, CDV_ARRAY);
   static const luaL_Reg meta[] = {
     {"__newindex", array_newindex}, {"__len", array_len},
     {"__tostring", array_tostring}, {"__gc", array_gc}, {"__close", array_close}, {NULL, NULL}};
-  luaL_setfuncs(L, meta, 0);
-  luaL_newlib(L, methods);
-  cdv_set_index(L, -2, array_index);
+  cdv_new_class(L, CDV_ARRAY, meta, methods, array_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   return 0;

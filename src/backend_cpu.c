@@ -484,7 +484,7 @@ void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n)
 
 static int on_host(const cdv_device *dev)
 {
-  return !dev || dev->is_cpu || dev->be == &cdv_backend_cpu;
+  return !dev || dev->be == &cdv_backend_cpu;
 }
 
 /* memmove: the cpu backend only copies between host buffers (a copy with a GPU side is the CUDA backend's) */
@@ -980,6 +980,7 @@ const cdv_backend cdv_backend_cpu = {
   .kind = "cpu",
   .host_memory = 1,        /* NOTE [backend properties] */
   .done_when_queued = 1,
+  .native_code = 1,
   .stage_pageable = 0,
   .activate = no_op,
   .synchronize = no_op,

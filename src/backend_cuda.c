@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "cdv.h"
+#include "backend.h"
 #include "syms.h"
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -52,6 +52,13 @@ int cdv_cuda_is_sticky(int code) {
   default:
     return 0;
   }
+}
+
+/* NOTE [lifetimes]: the codes with which a finalizer's failure says nothing (error.c's cdv_warn_release): the
+ * process or the host is tearing CUDA down, so there is nothing left to free. */
+int cdv_cuda_is_teardown(int code) {
+  return code == CUDA_ERROR_DEINITIALIZED || code == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+         code == CUDA_ERROR_INVALID_CONTEXT;
 }
 
 /* cuGetErrorName + cuGetErrorString: the driver's own NAME and explanation for a CUresult. The toolkit's stub
@@ -295,13 +302,13 @@ static int cuda_memcpy(cdv_device *d, void *dst, cdv_device *dst_dev, const void
   CUstream s = (CUstream)stream;
   if (n == 0) return 0;
   if (cuda_activate(d, e)) return -1;
-  if (src_dev->is_cpu && dst_dev->is_cpu) {   /* not ours to do, but keep the stream's order if asked */
+  if (src_dev->be->host_memory && dst_dev->be->host_memory) {   /* not ours to do, but keep the stream's order if asked */
     if (CDV_CU(e, cuStreamSynchronize, s)) return -1;
     memcpy(dst, src, n);
     return 0;
   }
-  if (src_dev->is_cpu) return CDV_CU(e, cuMemcpyHtoDAsync, DPTR(dst), src, n, s);
-  if (dst_dev->is_cpu) return CDV_CU(e, cuMemcpyDtoHAsync, dst, DPTR(src), n, s);
+  if (src_dev->be->host_memory) return CDV_CU(e, cuMemcpyHtoDAsync, DPTR(dst), src, n, s);
+  if (dst_dev->be->host_memory) return CDV_CU(e, cuMemcpyDtoHAsync, dst, DPTR(src), n, s);
   if (same_device(dst_dev, src_dev)) return CDV_CU(e, cuMemcpyDtoDAsync, DPTR(dst), DPTR(src), n, s);
   if (retain(dst_dev, e) || retain(src_dev, e)) return -1;
   return CDV_CU(e, cuMemcpyPeerAsync, DPTR(dst), (CUcontext)dst_dev->ctx, DPTR(src), (CUcontext)src_dev->ctx, n, s);
@@ -450,19 +457,39 @@ static int user_arch(const cdv_compile_req *req, int *is_sm) {
   return 0;
 }
 
-/* nvrtcGetNumSupportedArchs + nvrtcGetSupportedArchs: the sm_XX this NVRTC can emit; 0 when it cannot say. */
-static int supported_archs(int *archs, int max) {
+/* The one NVRTC architecture query: nvrtcGetNumSupportedArchs + nvrtcGetSupportedArchs, asked once per process
+ * (loading NVRTC): the sm_XX this NVRTC can emit; none when it cannot say. */
+static int nvrtc_archs[256], nvrtc_narchs;
+
+static void load_archs(void) {
   int n = 0;
-  if (!cdv_nvrtc.nvrtcGetNumSupportedArchs || !cdv_nvrtc.nvrtcGetSupportedArchs) return 0;
-  if (cdv_nvrtc.nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > max) return 0;
-  return cdv_nvrtc.nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS ? n : 0;
+  if (cdv_nvrtc_load() != 0 || !cdv_nvrtc.nvrtcGetNumSupportedArchs || !cdv_nvrtc.nvrtcGetSupportedArchs) return;
+  if (cdv_nvrtc.nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 256) return;
+  if (cdv_nvrtc.nvrtcGetSupportedArchs(nvrtc_archs) == NVRTC_SUCCESS) nvrtc_narchs = n;
+}
+
+static int supported_archs(const int **archs) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, load_archs);
+  *archs = nvrtc_archs;
+  return nvrtc_narchs;
+}
+
+/* NVRTC emits cubin only for the architectures it lists; others get PTX for the driver to JIT. */
+int cdv_cubin_supported(int arch) {
+  const int *archs;
+  int n = supported_archs(&archs);
+  for (int i = 0; i < n; i++)
+    if (archs[i] == arch) return 1;
+  return 0;
 }
 
 /* sm_XX when a cubin is wanted and NVRTC can emit one (and has nvrtcGetCUBIN), else compute_XX for PTX. An
  * architecture newer than this NVRTC knows gets PTX for the newest one it knows below it, which the driver
  * JIT-compiles for the device; one older than all of them is an error that says what NVRTC supports. */
 static int pick_target(const cdv_compile_req *req, int arch, nvrtc_target *t, cdv_err *e) {
-  int archs[256], n = supported_archs(archs, 256), exact = n == 0, below = 0, lo = 1 << 30, hi = 0;
+  const int *archs;
+  int n = supported_archs(&archs), exact = n == 0, below = 0, lo = 1 << 30, hi = 0;
   int want_cubin = req->want_cubin || !req->want_ptx;
   for (int i = 0; i < n; i++) {
     exact |= archs[i] == arch;
@@ -666,7 +693,41 @@ static int choose_target(const cdv_device *d, const cdv_compile_req *req, nvrtc_
 
 /* Compile req with NVRTC for req->arch, else d's architecture; d may be NULL (no GPU needed). Fills out
  * (ptx/cubin as asked, lowered names, log). On failure out holds the log alone; free it either way. */
+/* The default target (want_cubin < 0): cubin when NVRTC can emit one for the arch, else PTX. Asks NVRTC,
+ * which loads it: NOTE [cuda kernel cache] calls this only after the disk missed. NULL, or why not. */
+static const char *resolve_target(cdv_compile_req *req, char *msg, size_t n) {
+  int cub = cdv_cubin_supported(req->arch);
+  if (req->want_cubin == 1 && !cub) {
+    snprintf(msg, n, "bad option 'target' to 'compile' (NVRTC cannot emit cubin for sm_%d; use target = \"ptx\")",
+             req->arch);
+    return msg;
+  }
+  if (req->want_cubin < 0) {
+    req->want_cubin = cub;
+    req->want_ptx = !cub;
+  }
+  return NULL;
+}
+
+/* (see NOTE [cuda kernel cache]) the compile operation asks the disk (cuda_cache.c) before NVRTC, and stores what
+ * NVRTC made; -2 with e->message when the target asked for cannot be had (module.c says it as a bad option). */
+
 static int cuda_compile(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
+  cdv_cuda_entry ce;
+  char msg[160];
+  int keyed = cdv_cuda_cache_key(req, &ce) == 0;
+  if (keyed && cdv_cuda_cache_get(&ce, req, out) == 0) return 0;
+  cdv_compile_req r = *req;
+  if (resolve_target(&r, msg, sizeof msg)) {
+    cdv_fail(e, "compile", 0, "", "%s", msg);
+    return -2;
+  }
+  int rc = cdv_cuda_compile_uncached(d, &r, out, e);
+  if (rc == 0 && keyed) cdv_cuda_cache_put(&ce, &r, out);   /* a failed compile is never stored */
+  return rc;
+}
+
+int cdv_cuda_compile_uncached(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
   nvrtc_target t = { "", 0 };
   nvrtc_opts o = { NULL, NULL, 0, 0 };
   nvrtcProgram prog = NULL;
@@ -885,6 +946,20 @@ int cdv_cuda_host_unregister(void *p) {
 }
 
 /* ---------------------------------------------------------------- device description */
+/* cuDeviceGetCount: the CUDA devices the registry (device.c) lists; 0 without a driver */
+int cdv_cuda_device_count(void) {
+  int n = 0;
+  if (cdv_cuda_load() != 0 || cdv_cu.cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+  return n;
+}
+
+/* cuCtxGetCurrent: the context current on this thread, NULL when none (or no driver) */
+void *cdv_cuda_current_context(void) {
+  CUcontext ctx = NULL;
+  if (cdv_cuda_load() != 0 || cdv_cu.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) return NULL;
+  return ctx;
+}
+
 /* cuDeviceGetAttribute */
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e) {
   if (cdv_cuda_load() != 0) return cdv_cuda_unavailable(e);
@@ -940,7 +1015,6 @@ int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e) {
   d->be = &cdv_backend_cuda;
   d->ordinal = ordinal;
   d->handle = (int)dev;
-  d->is_cpu = 0;
   d->is_primary = 1;
   snprintf(d->alias, sizeof d->alias, "cuda:%d", ordinal);
   if (CDV_CU(e, cuDeviceGetName, d->name, (int)sizeof d->name, dev)) return -1;
@@ -995,7 +1069,7 @@ const cdv_backend cdv_backend_cuda = {
   .launch_cooperative = cuda_launch_cooperative,
   .coop_limit = cuda_coop_limit,
   .allow_shared = cuda_allow_shared,
-  /* NOTE [optional operations]: backend_cuda_optional.c */
+  /* (see NOTE [optional operations]) backend_cuda_optional.c */
   .peer_supported = cdv_cuda_peer_supported,
   .peer_set = cdv_cuda_peer_set,
   .mempool_access_get = cdv_cuda_mempool_access_get,
@@ -1006,4 +1080,9 @@ const cdv_backend cdv_backend_cuda = {
   .graph_destroy = cdv_cuda_graph_destroy,
   .pool_reserved = cdv_cuda_pool_reserved,
   .pool_trim = cdv_cuda_pool_trim,
+  .attribute = cdv_cuda_attribute,
+  .sm_resources = cdv_cuda_sm_resources,
+  .reset = cdv_cuda_reset,
+  .profiler = cdv_cuda_profiler,
+  .stream_of = cdv_cuda_stream_of,
 };

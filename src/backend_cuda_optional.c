@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "cdv.h"
+#include "backend.h"
 #include "syms.h"
 
 /* cuDeviceCanAccessPeer(&can, peer, target): can `peer` map `target`'s memory */
@@ -125,4 +125,31 @@ int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e) {
   CUmemoryPool pool;
   if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle)) return -1;
   return CDV_CU(e, cuMemPoolTrimTo, pool, 0);
+}
+
+/* k:occupancy()'s multiprocessor resources: cuDeviceGetAttribute of MAX_THREADS_PER_MULTIPROCESSOR,
+ * MAX_REGISTERS_PER_MULTIPROCESSOR and MAX_SHARED_MEMORY_PER_MULTIPROCESSOR; one that fails leaves its value. */
+void cdv_cuda_sm_resources(cdv_device *d, int *max_threads, int *regs, size_t *shared) {
+  cdv_err e;
+  int v;
+  if (cdv_cuda_attribute(d, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &v, &e) == 0) *max_threads = v;
+  if (cdv_cuda_attribute(d, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, &v, &e) == 0) *regs = v;
+  if (cdv_cuda_attribute(d, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &v, &e) == 0) *shared = (size_t)v;
+}
+
+/* cuProfilerStart / cuProfilerStop in d's context (the caller made it current) */
+int cdv_cuda_profiler(cdv_device *d, int start, cdv_err *e) {
+  (void)d;
+  return start ? CDV_CU(e, cuProfilerStart) : CDV_CU(e, cuProfilerStop);
+}
+
+/* The number of CU_DEVICE_ATTRIBUTE_<NAME> for d:attribute("name") (lowercase, without the prefix; the table
+ * is generated from cuda.h, cmake/gen_attrs.cmake), -1 for a name it does not have. */
+int cdv_cuda_attribute_id(const char *name) {
+  static const struct { const char *name; int value; } attrs[] = {
+#include "cdv_attrs.h"
+  };
+  for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
+    if (strcmp(attrs[i].name, name) == 0) return attrs[i].value;
+  return -1;
 }

@@ -1,10 +1,10 @@
 /*
  * cdv.h: cudadev's internal header. Every C file of the module includes it; nothing here is exported.
  *
- * The layers (see STYLE.md):
+ * The layers (NOTE [layers] in backend.h; doc/DESIGN.md):
  *   loader.c      raw symbols of libcuda and NVRTC, opened lazily with dlopen (syms.h lists them)
  *   backend.h     the operations a device kind implements; backend_cuda.c and backend_cpu.c fill it
- *   device.c ...  one file per Lua type, calling the backend of the object's device
+ *   device.c ...  one file per Lua type, calling the backend of the object's device (this header)
  */
 #ifndef CDV_H
 #define CDV_H
@@ -14,270 +14,21 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#define CDV_VERSION "0.1.0"
-
-#if defined(__x86_64__)
-#define CDV_HOST_ARCH "x86_64"
-#elif defined(__aarch64__)
-#define CDV_HOST_ARCH "aarch64"
-#else
-#define CDV_HOST_ARCH "unknown"
+#include "backend.h"   /* the contract below the Lua types: NOTE [layers] */
+#ifdef CDV_LAYER_BACKEND
+#error "cdv.h is the front end's header: a backend file includes backend.h (NOTE [layers])"
 #endif
 
-/* ---------------------------------------------------------------- dtypes */
-typedef enum cdv_dtype {
-  CDV_F16, CDV_F32, CDV_F64,
-  CDV_I8, CDV_I16, CDV_I32, CDV_I64,
-  CDV_U8, CDV_U16, CDV_U32, CDV_U64,
-  CDV_BOOL, CDV_NDTYPES
-} cdv_dtype;
-
-typedef struct cdv_dtype_info {
-  const char *name;   /* "float32" */
-  const char *short_name; /* "f32" */
-  unsigned char size;
-  unsigned char is_float, is_signed;
-} cdv_dtype_info;
-
-extern const cdv_dtype_info cdv_dtypes[CDV_NDTYPES];
-
-/* ---------------------------------------------------------------- errors */
-/* A failure reported by a backend or a driver call, before it becomes a cudadev.Error (error.c). */
-typedef struct cdv_err {
-  const char *api;        /* "cuMemAlloc", "nvrtcCompileProgram", "cpu.launch" ... (static string) */
-  int code;               /* CUresult / nvrtcResult / errno; 0 when unset */
-  char name[64];          /* "CUDA_ERROR_OUT_OF_MEMORY" */
-  char message[512];      /* the driver's explanation */
-  int sticky;             /* the context is corrupted (error.c classifies CUresult codes) */
-  char *log;              /* compile log (malloc'd, owned by the receiver) or NULL */
-} cdv_err;
-
-/* Fill e from a printf-style message; returns -1 so backends can `return cdv_fail(...)`. */
-int cdv_fail(cdv_err *e, const char *api, int code, const char *name, const char *fmt, ...);
-
-/* ---------------------------------------------------------------- devices */
-typedef struct cdv_backend cdv_backend;
-
-typedef struct cdv_device {
-  const cdv_backend *be;
-  int index;              /* position in the process-wide registry; cpu is 0 */
-  int ordinal;            /* CUDA ordinal, -1 for cpu */
-  char alias[64];         /* "cpu", "cuda:0", or a mapped alias */
-  char name[256];
-  int arch;               /* 90 for sm_90, 0 for cpu */
-  int is_cpu, is_primary, is_uva, is_mempool_supported;
-  int sm_count, warp_size, max_threads_per_block;
-  int max_block[3], max_grid[3];
-  size_t max_shared_per_block, max_shared_optin;
-  size_t total_memory;
-  char uuid[48];          /* "GPU-xxxxxxxx-..." (40 characters; "" on cpu) */
-  char pci_bus_id[32];    /* "0000:00:00.0" ("" on cpu) */
-  void *ctx;              /* CUcontext (NULL until first needed, and on cpu) */
-  int handle;             /* CUdevice */
-  unsigned generation;    /* bumped by reset: objects made before it are stale */
-  int sticky;             /* NOTE [sticky faults]: a fault poisoned the context */
-  int unmapped;           /* a mapped context whose alias was released: listed and resolved no more */
-  uintptr_t canary;       /* a mapped context: a tiny allocation of ours in it (NOTE [adopted contexts]) */
-  int gone;               /* a mapped context that its owner destroyed: nothing on it calls the driver again */
-  cdv_err fault;          /* the sticky error and where it first surfaced */
-  char fault_where[128];
-  void *backend_data;     /* per-backend state (cpu: thread pool, ...) */
-} cdv_device;
-
-/* ---------------------------------------------------------------- kernels */
-/* A compile request, device-independent; the backend of the target turns it into an image. */
-typedef struct cdv_compile_req {
-  const char *source; size_t source_len;
-  const char *name;                         /* file name used in messages, "kernel.cu" */
-  int nopts; const char *const *opts;       /* compiler options */
-  int nheaders; const char *const *header_names; const char *const *header_srcs;   /* sorted by name, so
-                                            * cache keys do not follow Lua's table order (module.c) */
-  int nincludes; const char *const *include_paths;
-  int nentries; const char *const *entries; /* kernels to expose: "saxpy", "axpy<float>" */
-  const unsigned char *is_expr;             /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol;
-                                            * 2 = a global variable (NOTE [module globals] in module.c) */
-  int arch;                                 /* CUDA: 90 for sm_90; ignored by cpu */
-  int want_ptx, want_cubin;                 /* CUDA targets asked for */
-} cdv_compile_req;
-
-typedef struct cdv_image {
-  char *ptx; size_t ptx_len;        /* NUL-terminated PTX, or NULL */
-  char *cubin; size_t cubin_len;    /* cubin bytes, or NULL */
-  char *path;                       /* cpu: the shared object on disk */
-  char *log;                        /* compiler log ("" when empty) */
-  char **lowered;                   /* per entry: the symbol module_function looks up */
-  int nentries;
-} cdv_image;
-
-void cdv_image_free(cdv_image *img);
-
-typedef struct cdv_func_info {
-  int num_regs, max_threads_per_block;
-  size_t shared_size_bytes, const_size_bytes, local_size_bytes;
-  const char *cpu_path;   /* the cpu device's "loop" or "fibers" (NOTE [kernel paths]); NULL elsewhere */
-} cdv_func_info;
-
-/* ---------------------------------------------------------------- the backend interface */
-/* Every operation returns 0 on success or -1 with *e filled. `stream` is a backend stream handle:
- * NULL means the device's default stream. No operation raises a Lua error or touches a lua_State. */
-enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2 };
-
-struct cdv_backend {
-  const char *kind;                              /* "cpu" or "cuda" */
-  int reset_frees;                               /* a reset takes everything made before it (NOTE [stale release]) */
-  int has_contexts;                              /* its devices have a context, made when first needed (d->ctx) */
-  /* NOTE [backend properties]: what the Lua layer must know of a device kind, asked as properties instead of
-   * "is it the cpu?". host_memory: its arrays live in host memory that host code may read and write directly
-   * (once the last stream using it is done: array.c's host_wait); so it also takes pinned arrays, and a copy
-   * between it and another kind runs on the other kind's backend. done_when_queued: work it queues on its
-   * streams has finished when the call returns, so the host never waits for it before touching memory. */
-  int host_memory;
-  int done_when_queued;
-  /* 1 when this backend's copies from and to pageable host memory are faster through pinned staging buffers
-   * (its DMA engines read and write only page-locked memory); 0 when its copies are host memcpys.
-   * NOTE [staged copies] in staging.c. */
-  int stage_pageable;
-  int (*activate)(cdv_device *d, cdv_err *e);    /* create/make current the context */
-  int (*synchronize)(cdv_device *d, cdv_err *e);
-  int (*mem_info)(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err *e);
-  /* memory: kind is CDV_MEM_DEVICE (memory of d) or CDV_MEM_PINNED (page-locked host memory) */
-  int (*mem_alloc)(cdv_device *d, size_t bytes, int kind, void *stream, void **ptr, cdv_err *e);
-  int (*mem_free)(cdv_device *d, void *ptr, int kind, void *stream, cdv_err *e);
-  /* copy n bytes; dst_dev/src_dev tell where each side lives (either may be cpu). Called on the backend
-   * of the non-cpu side when there is one (cdv_copy_device picks it). */
-  int (*memcpy)(cdv_device *d, void *dst, cdv_device *dst_dev, const void *src, cdv_device *src_dev,
-                size_t n, void *stream, cdv_err *e);
-  /* set count elements of elsize bytes (1, 2, 4 or 8) to *pattern */
-  int (*memset)(cdv_device *d, void *dst, const void *pattern, size_t elsize, size_t count,
-                void *stream, cdv_err *e);
-  int (*stream_create)(cdv_device *d, int priority, int blocking, void **s, cdv_err *e);
-  int (*stream_destroy)(cdv_device *d, void *s, cdv_err *e);
-  int (*stream_synchronize)(cdv_device *d, void *s, cdv_err *e);
-  int (*stream_query)(cdv_device *d, void *s, int *idle, cdv_err *e);
-  int (*stream_wait_event)(cdv_device *d, void *s, void *ev, cdv_err *e);
-  int (*stream_priority_range)(cdv_device *d, int *least, int *greatest, cdv_err *e);
-  int (*event_create)(cdv_device *d, int timing, int blocking, void **ev, cdv_err *e);
-  int (*event_destroy)(cdv_device *d, void *ev, cdv_err *e);
-  int (*event_record)(cdv_device *d, void *ev, void *s, cdv_err *e);
-  int (*event_query)(cdv_device *d, void *ev, int *done, cdv_err *e);
-  int (*event_synchronize)(cdv_device *d, void *ev, cdv_err *e);
-  int (*event_elapsed)(cdv_device *d, void *start, void *end, float *ms, cdv_err *e);
-  /* kernels; compile may get d == NULL (CUDA: compile for req->arch with no GPU) */
-  int (*compile)(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e);
-  int (*module_load)(cdv_device *d, const cdv_image *img, void **mod, cdv_err *e);
-  int (*module_unload)(cdv_device *d, void *mod, cdv_err *e);
-  int (*module_function)(cdv_device *d, void *mod, const char *symbol, void **fn, cdv_err *e);
-  /* the address and size of a global variable (an entry with is_expr 2) by its lowered name */
-  int (*module_global)(cdv_device *d, void *mod, const char *symbol, void **ptr, size_t *bytes, cdv_err *e);
-  int (*func_info)(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e);
-  /* size and offset of parameter i as the compiler laid it out; returns 1 when unknown (cpu, old driver) or
-   * i is past the last parameter. A size of CDV_PARAM_HUGE means that size or more (the cpu object's field). */
-  int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
-  int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
-  int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                void *stream, void **args, cdv_err *e);
-  /* NOTE [cooperative launch]: the same launch with every block resident at once (grid-wide sync works);
-   * coop_limit says how many blocks of that size fit at once: per_sm blocks on each of sms multiprocessors
-   * (-1 with *e when the device cannot launch cooperatively). */
-  int (*launch_cooperative)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
-                            unsigned shared, void *stream, void **args, cdv_err *e);
-  int (*coop_limit)(cdv_device *d, void *fn, int block, size_t shared, int *per_sm, int *sms, cdv_err *e);
-  /* NOTE [big shared memory]: let fn take `bytes` of dynamic shared memory per launch (more than the default
-   * 48 KiB: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); *allowed is what it may take now (never lowered).
-   * NULL when every size up to the device's limit works without it. */
-  int (*allow_shared)(cdv_device *d, void *fn, size_t bytes, size_t *allowed, cdv_err *e);
-
-  /* NOTE [optional operations]: features a device kind may not have at all (the cpu device has no peers and
-   * no graphs) are operations left NULL; the Lua-facing file asks for the operation and, when it is missing,
-   * says by name that the feature belongs to another kind of device, instead of testing the kind itself.
-   * Peer access: may `peer` map `target`'s memory; turn the access on or off (the caller made both contexts
-   * and peer's current; twice is not a failure); the same for memory from target's stream-ordered pool. */
-  int (*peer_supported)(cdv_device *target, cdv_device *peer, int *can, cdv_err *e);
-  int (*peer_set)(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
-  int (*mempool_access_get)(cdv_device *target, cdv_device *peer, int *on, cdv_err *e);
-  int (*mempool_access_set)(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
-  /* Graphs by stream capture: begin; end (keep = 0: discard what was captured) giving an executable graph
-   * and its node count; launch one on a stream; destroy one. */
-  int (*capture_begin)(cdv_device *d, void *stream, cdv_err *e);
-  int (*capture_end)(cdv_device *d, void *stream, int keep, void **exec, int *nodes, cdv_err *e);
-  int (*graph_launch)(cdv_device *d, void *exec, void *stream, cdv_err *e);
-  int (*graph_destroy)(cdv_device *d, void *exec, cdv_err *e);
-  /* The device's stream-ordered pool (where d->is_mempool_supported): the bytes it reserves now, and giving
-   * back what it keeps beyond what is allocated (after the caller waited for the device). */
-  int (*pool_reserved)(cdv_device *d, uint64_t *bytes, cdv_err *e);
-  int (*pool_trim)(cdv_device *d, cdv_err *e);
-};
-
-#define CDV_PARAM_HUGE ((size_t)0xfffff)
-
-extern const cdv_backend cdv_backend_cuda;
-extern const cdv_backend cdv_backend_cpu;
-
-/* CUDA-only entry points of backend_cuda.c that are not per-device operations. */
-int cdv_cuda_host_register(void *p, size_t n, cdv_err *e);   /* cuMemHostRegister; -1 and *e when no driver */
-int cdv_cuda_reset(cdv_device *d, cdv_err *e);   /* cuDevicePrimaryCtxReset, then the context retained anew */
-int cdv_cuda_host_unregister(void *p);                       /* cuMemHostUnregister; never raises */
-int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch, limits, uuid, memory... */
-int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
-int cdv_cuda_driver_version(void);                           /* cuDriverGetVersion, 0 without a driver */
-int cdv_nvrtc_version(int *major, int *minor);               /* 0 on success */
-const char *cdv_nvrtc_toolkit_include(int which);  /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
-int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky faults] */
-int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
-int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
-void cdv_cuda_unadopt(cdv_device *d);                         /* its canary freed (the context lives on) */
-/* the CUdevice of context *ctx (NULL: the current one, stored in *ctx; none current leaves it NULL) */
-int cdv_cuda_context_device(void **ctx, int *device, cdv_err *e);
-/* backend_cuda_optional.c: the CUDA backend's NOTE [optional operations] */
-int cdv_cuda_peer_supported(cdv_device *target, cdv_device *peer, int *can, cdv_err *e);
-int cdv_cuda_peer_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
-int cdv_cuda_mempool_access_get(cdv_device *target, cdv_device *peer, int *on, cdv_err *e);
-int cdv_cuda_mempool_access_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
-int cdv_cuda_capture_begin(cdv_device *d, void *stream, cdv_err *e);
-int cdv_cuda_capture_end(cdv_device *d, void *stream, int keep, void **exec, int *nodes, cdv_err *e);
-int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e);
-int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e);
-int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e);
-int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e);
-int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
-
-/* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
-/* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
- * cache is off, has no directory, or cannot know every input: then get misses and put does nothing). */
-typedef struct cdv_cuda_entry {
-  int on;
-  unsigned char key[16];
-  char dir[4096];               /* <cache>/cuda */
-  char path[4200];              /* <dir>/<32 hex digits>.mod */
-} cdv_cuda_entry;
-
-int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce);
-int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv_image *out);  /* 0: a hit */
-void cdv_cuda_cache_put(const cdv_cuda_entry *ce, const cdv_compile_req *req, const cdv_image *img);
-enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DISK_NSTATS };
-/* the counters, the directory ("" when the cache is off), the last error's text and why the last compile did
- * not come from the disk ("" when none) */
-void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast, char *miss,
-                          size_t nmiss);
-int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
-void cdv_cpu_cache_dir_used(char *out, size_t n);   /* the cpu kernel cache's directory, "" before a compile */
-void cdv_cache_refusal(char *out, size_t n);        /* NOTE [cache trust]: the last directory refused, "" if none */
-int cdv_cache_trust_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.cache_trust */
-
-/* ---------------------------------------------------------------- loader (loader.c) */
-int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */
-const char *cdv_cuda_why(void);          /* why it is not: every name that was tried */
-int cdv_nvrtc_load(void);
-const char *cdv_nvrtc_why(void);
-const char *cdv_nvrtc_file(void);        /* the file NVRTC was loaded from (loads it); "" when it cannot be */
+#define CDV_VERSION "0.1.0"
 
 /* ---------------------------------------------------------------- device registry (device.c) */
 int cdv_device_count_all(void);              /* registry size (cpu + CUDA devices + mapped) */
 cdv_device *cdv_device_at(int index);
 cdv_device *cdv_cpu(void);
-size_t cdv_cpu_available(void);   /* backend_cpu.c: host memory available now (MemAvailable), in bytes */
 cdv_device *cdv_device_add(const cdv_device *proto);      /* a mapped context; NULL when full */
-int cdv_cubin_supported(int arch);                       /* NVRTC can emit cubin for sm_<arch> */
+/* (see NOTE [layers]) the registry is the one front-end place that names backends: the backend that compiles for an
+ * sm_XX architecture with no device to load the code on (cd.compile{arch=}) */
+const cdv_backend *cdv_arch_backend(void);
 int cdv_cuda_count(void);                    /* CUDA devices (0 without a driver) */
 
 /* per-lua_State state (registry userdata): default device, current streams, embedding options */
@@ -320,18 +71,18 @@ typedef struct cdv_state {
   void *anchor;                              /* the registry's userdata that finds it (NULL once released) */
   int refs;                                  /* the state itself, each block it owns, each Kernel */
   int released;                              /* its state closed: no longer found by reg */
-  size_t max_arrays, live_arrays;            /* NOTE [state limits]: allocations the state may hold at once */
+  size_t max_arrays, live_arrays;            /* (see NOTE [state limits]) allocations the state may hold at once */
   char **allowed_options;                    /* cudadev_options.allowed_compile_options (NULL: any) */
   char **include_dirs;                       /* cudadev_options.include_dirs, resolved (NULL: the toolkit's) */
 } cdv_state;
 
-#define CDV_DEFAULT_MAX_ARRAYS ((size_t)1 << 20)   /* NOTE [state limits]: cudadev_options.max_arrays 0 */
+#define CDV_DEFAULT_MAX_ARRAYS ((size_t)1 << 20)   /* (see NOTE [state limits]) cudadev_options.max_arrays 0 */
 cdv_state *cdv_get_state(lua_State *L);
 /* The record without creating one, for finalizers (never raises; NULL when there is none) */
 cdv_state *cdv_peek_state(lua_State *L);
 void cdv_state_ref(cdv_state *st);
 void cdv_state_unref(cdv_state *st);          /* the last reference frees the record of a closed state */
-/* NOTE [objects made in finalizers]: called on each new userdata that holds a resource, after its metatable is set
+/* (see NOTE [objects made in finalizers]) called on each new userdata that holds a resource, after its metatable is set
  * and before the resource is acquired (it raises once the state is closing) */
 void cdv_track_late(lua_State *L, int idx);
 
@@ -425,7 +176,7 @@ static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t 
   return *(const uint64_t *)p == magic ? p : NULL;
 }
 
-/* NOTE [magic] + NOTE [checked values]: every cudadev userdata starts with its type's tag. A checked
+/* (see NOTE [magic] and NOTE [checked values]) every cudadev userdata starts with its type's tag. A checked
  * value comes with a `problem` function that returns NULL and the value when the value at idx is usable,
  * else pushes and returns why not; the caller words it as an argument (luaL_argerror), an option ("bad
  * option 'stream' to 'zeros' (why)") or a launch configuration key, so every error names what the user
@@ -434,6 +185,9 @@ const char *cdv_udata_problem(lua_State *L, int idx, const char *tname, uint64_t
 void *cdv_check_udata(lua_State *L, int arg, const char *tname, uint64_t magic, size_t size);
 int cdv_push_method(lua_State *L);                               /* NOTE [method lookup] */
 void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
+/* (see NOTE [class registration]) the metatable tname (left on the stack) with meta, and methods behind index */
+void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
+                   lua_CFunction index);
 const char *cdv_typename(lua_State *L, int idx);    /* __name of its metatable, else the basic type */
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why);   /* raises */
 int cdv_self_error(lua_State *L, int arg, const char *why);      /* raises; NOTE [self errors] */
@@ -534,7 +288,7 @@ int cdv_launch_config_open(lua_State *L);
 /* memory.c */
 int cdv_memory_open(lua_State *L);
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */
-/* NOTE [block cache]: device blocks a state freed, kept for reuse on the same stream. class rounds a size up to
+/* (see NOTE [block cache]) device blocks a state freed, kept for reuse on the same stream. class rounds a size up to
  * the cache's classes; take returns a kept block of d of that class freed on `stream` (NULL: none); put keeps
  * a freed block (giving the oldest back when full); release gives back those of d (NULL: every device's) freed
  * on one stream, or all of them (freed, or forgotten when their context is gone). */
@@ -542,7 +296,7 @@ size_t cdv_block_class(size_t bytes);
 void *cdv_block_take(cdv_state *st, cdv_device *d, size_t bytes, void *stream);
 int cdv_block_put(cdv_state *st, cdv_device *d, void *ptr, size_t bytes, void *stream, cdv_err *e);
 int cdv_block_release(cdv_state *st, cdv_device *d, void *stream, int all, cdv_err *e);
-/* NOTE [pinned pool]: page-locked host memory of d (the cpu device) by size class, reused instead of pinned
+/* (see NOTE [pinned pool]) page-locked host memory of d (the cpu device) by size class, reused instead of pinned
  * and unpinned per allocation. alloc calls d's mem_alloc(CDV_MEM_PINNED) on a miss (after giving the cached
  * blocks back when that fails); free keeps the block (its memory must be idle); trim gives the cached blocks
  * of d (NULL: of every device) back to the backend. Thread-safe: every lua_State of the process shares it. */
@@ -587,19 +341,19 @@ typedef struct cdv_hooks {
 cdv_hooks cdv_get_hooks(void);
 
 /* embed.c: the embedding API's internal side */
-/* NOTE [state limits]: raises when `bytes` more would exceed the state's quota (after a collection); returns
+/* (see NOTE [state limits]) raises when `bytes` more would exceed the state's quota (after a collection); returns
  * the state to charge (block->quota; the caller adds to quota_used), or NULL when there is no quota. */
 cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes);
 /* what an allocation of `bytes` of that kind on d really holds: its class, whole pages on the cpu device */
 size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes);
 size_t cdv_pinned_class(size_t bytes);        /* memory.c: NOTE [pinned pool]'s class of a request (> 0) */
 void cdv_check_compile_options(lua_State *L, int n, const char *const *opts);   /* the allow-list; raises */
-/* NOTE [sandboxed includes]: in a sandbox, refuses what NVRTC would read outside the allowed directories */
+/* (see NOTE [sandboxed includes]) in a sandbox, refuses what NVRTC would read outside the allowed directories */
 void cdv_check_includes(lua_State *L, const cdv_compile_req *req);
 void cdv_free_state_options(cdv_state *st);   /* the lists of the options (the record's end) */
-void cdv_protect_metatables(lua_State *L);    /* NOTE [protected metatables]: in a sandbox */
+void cdv_protect_metatables(lua_State *L);    /* (see NOTE [protected metatables]) in a sandbox */
 int cdv_sandbox_run(lua_State *L);            /* cd._sandbox(script [, options]) */
-/* NOTE [interruptible waits]: synchronize on a device / stream / event; in an interruptible state they
+/* (see NOTE [interruptible waits]) synchronize on a device / stream / event; in an interruptible state they
  * poll and raise "interrupted!" on cudadev_interrupt(). -1 with *e on a backend failure. */
 int cdv_wait_device(lua_State *L, cdv_device *d, cdv_err *e);
 int cdv_wait_stream(lua_State *L, cdv_device *d, void *stream, cdv_err *e);
@@ -636,7 +390,7 @@ const char *cdv_fmt_bytes(char *buf, size_t n, double bytes);       /* "79.1 GiB
 int cdv_opt_field(lua_State *L, int t, const char *k);
 int cdv_has_nul(lua_State *L, int idx);   /* the string at idx holds a NUL byte (NOTE [C strings]) */
 const char *cdv_check_cstring(lua_State *L, int arg, const char *what);   /* "<what> contains a NUL byte" */
-/* NOTE [scoped calls]: calls the function below nargs arguments, the scope to restore being the to-be-closed
+/* (see NOTE [scoped calls]) calls the function below nargs arguments, the scope to restore being the to-be-closed
  * slot 1; returns the number of results (all the stack above slot 1) */
 int cdv_call_scoped(lua_State *L, int nargs);  /* pushes t[k] when t is a table; type or LUA_TNIL */
 int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname);

@@ -13,7 +13,7 @@
 #define CDV_CPU_H
 
 #include <stdint.h>
-#include "cdv.h"
+#include "backend.h"
 
 #define CDV_CPU_ABI 2
 

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -82,7 +82,7 @@ typedef struct launch {
   uint64_t nblocks, next;
   unsigned chunk;
   int fibers, in_child, aborted, nworkers;
-  int coop;                   /* NOTE [cpu grid sync]: one block per worker; the grid barrier below */
+  int coop;                   /* (see NOTE [cpu grid sync]) one block per worker; the grid barrier below */
   pthread_mutex_t gm;
   pthread_cond_t gc;
   uint64_t garrived, gexited; /* blocks waiting at grid.sync(), blocks that have ended */
@@ -862,7 +862,7 @@ static void interrupt_disarm(void)
 static status *child_status;
 static launch *child_launch;
 
-/* NOTE [fault containment]: in the child, a fault records its signal, address, block and thread, then lets
+/* (see NOTE [fault containment]) in the child, a fault records its signal, address, block and thread, then lets
  * the default action end the child (SA_RESETHAND; returning re-executes the faulting instruction). Only
  * async-signal-safe work here. */
 static void on_fault(int sig, siginfo_t *si, void *uc)
@@ -1495,7 +1495,7 @@ static int check_config(const cdv_cpu_func *f, const unsigned g[3], const unsign
   return 0;
 }
 
-/* NOTE [cpu grid sync]: what limits a cooperative launch besides the occupancy model: a worker thread per
+/* (see NOTE [cpu grid sync]) what limits a cooperative launch besides the occupancy model: a worker thread per
  * block, and the mappings of their fiber stacks. */
 int cdv_cpu_coop_max(unsigned nthreads)
 {

@@ -43,7 +43,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include <sys/stat.h>
-#include "cdv.h"
+#include "backend.h"
 #include "diskcache.h"
 
 #define FORMAT "cdv-cuda-cache-1"
@@ -263,7 +263,7 @@ int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce) {
   cdv_cache_dir("cuda", ce->dir, sizeof ce->dir);
   if (!ce->dir[0]) return miss_reason("no cache directory (none of CUDADEV_CACHE_DIR, XDG_CACHE_HOME, HOME is set)"), -1;
   char why[PATH_MAX + 256];
-  if (cdv_cache_trust_dir(ce->dir, 1, why, sizeof why) != 0) {   /* NOTE [cache trust]: no cache, not a failure */
+  if (cdv_cache_trust_dir(ce->dir, 1, why, sizeof why) != 0) {   /* (see NOTE [cache trust]) no cache, not a failure */
     disk_error("%s", why);
     return miss_reason("the cache directory is not trusted: %s", why), -1;
   }

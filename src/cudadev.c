@@ -225,7 +225,7 @@ void cdv_state_unref(cdv_state *st) {
   free(st);
 }
 
-/* NOTE [state record]: the close of the state gives the kept blocks back (errors are moot: the state is
+/* (see NOTE [state record]) the close of the state gives the kept blocks back (errors are moot: the state is
  * going). The anchor was made before any object of the module, so its finalizer runs after theirs; a block
  * freed later still goes back, and what still holds the record keeps it. */
 static void release_record(state_anchor *a) {
@@ -285,7 +285,7 @@ static cdv_state *anchored(lua_State *L) {
 
 cdv_state *cdv_peek_state(lua_State *L) { return anchored(L); }
 
-/* NOTE [state record]: a new record for this state, failing closed over the ones still listed for it */
+/* (see NOTE [state record]) a new record for this state, failing closed over the ones still listed for it */
 static cdv_state *new_record(lua_State *L) {
   const void *reg = lua_topointer(L, LUA_REGISTRYINDEX);
   /* a finalizer that runs after the state's own, at lua_close: nothing it made would ever be finalized */
@@ -353,7 +353,7 @@ static cdv_state *new_record(lua_State *L) {
   const char **keys[] = {&st->key_grid, &st->key_block, &st->key_dim, &st->key_shared, &st->key_stream, &st->key_device,
                          &st->key_cooperative};
   static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative"};
-  lua_createtable(L, 7, 0);   /* NOTE [launch keys]: anchors the interned names */
+  lua_createtable(L, 7, 0);   /* (see NOTE [launch keys]) anchors the interned names */
   for (int i = 0; i < 7; i++) {
     *keys[i] = lua_pushstring(L, names[i]);
     lua_rawseti(L, -2, i + 1);
@@ -399,7 +399,7 @@ static void load_embedded(lua_State *L) {
 
 CUDADEV_API int luaopen_cudadev(lua_State *L) {
   luaL_checkversion(L);
-  cdv_get_state(L);   /* NOTE [state record]: the anchor is made before any object of the module */
+  cdv_get_state(L);   /* (see NOTE [state record]) the anchor is made before any object of the module */
   lua_newtable(L);
   cdv_error_open(L);
   cdv_device_open(L);

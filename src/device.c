@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cdv.h"
-#include "syms.h"
 
 #define MAXDEV CDV_MAXDEV
 
@@ -26,7 +25,6 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static void init_cpu(cdv_device *d) {
   d->be = &cdv_backend_cpu;
   d->ordinal = -1;
-  d->is_cpu = 1;
   snprintf(d->alias, sizeof d->alias, "cpu");
   snprintf(d->name, sizeof d->name, "host CPU (%s)", CDV_HOST_ARCH);
   d->warp_size = 32;
@@ -40,7 +38,7 @@ static void init_cpu(cdv_device *d) {
   d->is_uva = 1;
   size_t free_b = 0, total = 0;
   cdv_err e;
-  if (cdv_backend_cpu.mem_info(d, &free_b, &total, &e) == 0) d->total_memory = total;
+  if (d->be->mem_info(d, &free_b, &total, &e) == 0) d->total_memory = total;
 }
 
 /* NOTE [fork]: the CUDA driver's state belongs to the process that initialised it; a child made by
@@ -58,8 +56,7 @@ static void registry_init(void) {
   if (cpu == NULL) abort();
   init_cpu(cpu);
   registry[ndevices++] = cpu;
-  int n = 0;
-  if (cdv_cuda_load() != 0 || cdv_cu.cuDeviceGetCount(&n) != CUDA_SUCCESS) return;
+  int n = cdv_cuda_device_count();
   for (int i = 0; i < n && ndevices < MAXDEV; i++) {
     cdv_device *d = calloc(1, sizeof *d);
     cdv_err e;
@@ -85,6 +82,8 @@ cdv_device *cdv_device_at(int index) {
 }
 
 cdv_device *cdv_cpu(void) { return cdv_device_at(0); }
+
+const cdv_backend *cdv_arch_backend(void) { return &cdv_backend_cuda; }
 
 int cdv_cuda_count(void) {
   cdv_device_count_all();
@@ -121,9 +120,9 @@ static cdv_device *by_alias(const char *s) {
 
 /* The device whose context is current on this thread, else the first CUDA device: what "cuda" means. */
 static cdv_device *current_cuda(void) {
-  CUcontext ctx = NULL;
+  void *ctx;
   if (cdv_cuda_count() == 0) return NULL;
-  if (cdv_cu.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL)
+  if ((ctx = cdv_cuda_current_context()) != NULL)
     for (int i = 1; i < ndevices; i++)
       if (registry[i]->ctx == ctx) return registry[i];
   return cuda_by_ordinal(0);
@@ -336,7 +335,7 @@ static void context_gone(lua_State *L, cdv_device *d) {
 /* The checks of cdv_device_use without making the context current, for hot paths whose backend call
  * activates the context itself (every cuda backend operation does). */
 void cdv_device_check(lua_State *L, cdv_device *d) {
-  if (forked && !d->is_cpu)
+  if (forked && d->be->has_contexts)   /* (see NOTE [fork]) a context is the driver's state */
     luaL_error(L, "%s cannot be used in a child process made by fork() (the CUDA driver belongs to the "
                "parent); use the cpu device here, or start a new process", d->alias);
   if (d->sticky) cdv_raise_sticky(L, d);
@@ -375,7 +374,7 @@ static cdv_device *self(lua_State *L) {
 static int device_tostring(lua_State *L) {
   cdv_device *d = self(L);
   char mem[32];
-  if (d->is_cpu || d->ordinal < 0)
+  if (d->ordinal < 0)   /* the cpu device */
     lua_pushfstring(L, "Device(cpu \"%s\" %s)", d->name, cdv_fmt_bytes(mem, sizeof mem, (double)d->total_memory));
   else
     lua_pushfstring(L, "Device(%s \"%s\" sm_%d %s)", d->alias, d->name, d->arch,
@@ -399,7 +398,7 @@ static int device_synchronize(lua_State *L) {
 static int device_memory_info(lua_State *L) {
   cdv_device *d = self(L);
   size_t free_b = 0, total = 0;
-  if (!d->is_cpu) cdv_device_use(L, d);
+  if (d->be->has_contexts) cdv_device_use(L, d);
   cdv_try(L, d, d->be->mem_info(d, &free_b, &total, &e_));
   lua_pushinteger(L, (lua_Integer)free_b);
   lua_pushinteger(L, (lua_Integer)total);
@@ -409,17 +408,14 @@ static int device_memory_info(lua_State *L) {
 static int device_attribute(lua_State *L) {
   cdv_device *d = self(L);
   const char *name = luaL_checkstring(L, 2);
-  static const struct { const char *name; int value; } attrs[] = {
-#include "cdv_attrs.h"
-  };
-  for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
-    if (strcmp(attrs[i].name, name) == 0) {
-      int v = 0;
-      if (d->is_cpu) return luaL_error(L, "the cpu device has no CUDA attribute '%s'", name);
-      cdv_try(L, d, cdv_cuda_attribute(d, attrs[i].value, &v, &e_));
-      lua_pushinteger(L, v);
-      return 1;
-    }
+  int id = cdv_cuda_attribute_id(name), v = 0;
+  if (id >= 0) {
+    if (d->be->attribute == NULL)   /* NOTE [optional operations] */
+      return luaL_error(L, "the %s device has no CUDA attribute '%s'", d->be->kind, name);
+    cdv_try(L, d, d->be->attribute(d, id, &v, &e_));
+    lua_pushinteger(L, v);
+    return 1;
+  }
   return luaL_argerror(L, 2, lua_pushfstring(L, "unknown attribute '%s' (any CU_DEVICE_ATTRIBUTE_* "
                                              "name, lowercase, without the prefix)", name));
 }
@@ -437,8 +433,8 @@ static int device_index(lua_State *L) {
   else if (strcmp(k, "name") == 0) lua_pushstring(L, d->name);
   else if (strcmp(k, "ordinal") == 0) lua_pushinteger(L, d->ordinal);
   else if (strcmp(k, "arch") == 0) lua_pushinteger(L, d->arch);
-  else if (strcmp(k, "is_cpu") == 0) lua_pushboolean(L, d->is_cpu);
-  else if (strcmp(k, "is_cuda") == 0) lua_pushboolean(L, !d->is_cpu);
+  else if (strcmp(k, "is_cpu") == 0) lua_pushboolean(L, strcmp(d->be->kind, "cpu") == 0);   /* reports the kind */
+  else if (strcmp(k, "is_cuda") == 0) lua_pushboolean(L, strcmp(d->be->kind, "cuda") == 0);
   else if (strcmp(k, "is_uva") == 0) lua_pushboolean(L, d->is_uva);
   else if (strcmp(k, "is_cubin_supported") == 0) lua_pushboolean(L, cdv_cubin_supported(d->arch));
   else if (strcmp(k, "is_mempool_supported") == 0) lua_pushboolean(L, d->is_mempool_supported);
@@ -448,7 +444,7 @@ static int device_index(lua_State *L) {
   else if (strcmp(k, "total_memory") == 0) lua_pushinteger(L, (lua_Integer)d->total_memory);
   else if (strcmp(k, "free_memory") == 0) {
     size_t free_b = 0, total = 0;
-    if (!d->is_cpu) {
+    if (d->be->has_contexts) {
       cdv_device_use(L, d);
       cdv_try(L, d, d->be->mem_info(d, &free_b, &total, &e_));
     }
@@ -456,7 +452,7 @@ static int device_index(lua_State *L) {
   } else if (strcmp(k, "sm_count") == 0) lua_pushinteger(L, d->sm_count);
   else if (strcmp(k, "warp_size") == 0) lua_pushinteger(L, d->warp_size);
   else if (strcmp(k, "max_threads_per_block") == 0) lua_pushinteger(L, d->max_threads_per_block);
-  else if (strcmp(k, "has_context") == 0) lua_pushboolean(L, d->is_cpu || d->ctx != NULL);
+  else if (strcmp(k, "has_context") == 0) lua_pushboolean(L, !d->be->has_contexts || d->ctx != NULL);
   else if (strcmp(k, "is_sticky") == 0) lua_pushboolean(L, d->sticky);
   else if (strcmp(k, "stream") == 0) {
     cdv_push_current_stream(L, d);
@@ -512,7 +508,7 @@ static int l_get_device(lua_State *L) {
 }
 
 static void set_default(lua_State *L, cdv_device *d) {
-  if (!d->is_cpu) cdv_device_use(L, d);   /* setting a CUDA device makes its context current */
+  if (d->be->has_contexts) cdv_device_use(L, d);   /* setting a CUDA device makes its context current */
   cdv_get_state(L)->default_device = d->index;
 }
 
@@ -563,7 +559,7 @@ static int l_with_device(lua_State *L) {
 static int l_synchronize(lua_State *L) {
   for (int i = 0; i < cdv_device_count_all(); i++) {
     cdv_device *d = registry[i];
-    if (!d->is_cpu && d->ctx == NULL) continue;   /* nothing can be queued on a context never made */
+    if (d->be->has_contexts && d->ctx == NULL) continue;   /* nothing can be queued on a context never made */
     cdv_device_use(L, d);
     cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
   }
@@ -583,17 +579,17 @@ static int l_synchronize_device(lua_State *L) {
 static int device_reset(lua_State *L) {
   cdv_device *d = self(L);
   cdv_err e;
-  if (forked && !d->is_cpu) cdv_device_use(L, d);   /* the fork message */
-  if (!d->is_cpu && !d->is_primary)
+  if (forked && d->be->has_contexts) cdv_device_use(L, d);   /* the fork message */
+  if (d->be->has_contexts && !d->is_primary)
     return luaL_error(L, "%s is a mapped context: reset applies to a device's primary context", d->alias);
   cdv_block_release(cdv_get_state(L), d, NULL, 1, &e);   /* NOTE [block cache]; a poisoned context's are forgotten */
-  if (!d->is_cpu) {
+  if (d->be->reset != NULL) {   /* (see NOTE [optional operations]) a device kind without contexts has nothing to reset */
     if (d->ctx != NULL && !d->sticky) d->be->synchronize(d, &e);   /* let queued work finish; errors are moot */
-    cdv_pinned_trim(NULL, &e);   /* NOTE [pinned pool]: cached blocks may be pinned through this context */
-    int rc = cdv_cuda_reset(d, &e);
+    cdv_pinned_trim(NULL, &e);   /* (see NOTE [pinned pool]) cached blocks may be pinned through this context */
+    int rc = d->be->reset(d, &e);
     if (rc == -2) d->generation++;   /* reset, but no new context: the objects of before are gone anyway */
     if (rc == -2 && d->sticky)
-      /* NOTE [sticky faults]: the driver keeps answering with the fault: CUDA documents that only a new
+      /* (see NOTE [sticky faults]) the driver keeps answering with the fault: CUDA documents that only a new
        * process recovers from a sticky error */
       return luaL_error(L, "%s cannot be recovered in this process: after the reset the CUDA driver still reports "
                         "the sticky fault (%s: %s); start a new process (the cpu device keeps working here)",
@@ -631,17 +627,11 @@ static const luaL_Reg functions[] = {
 };
 
 int cdv_device_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_DEVICE);
-  lua_pushcfunction(L, device_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, device_eq);
-  lua_setfield(L, -2, "__eq");
-  luaL_newlib(L, device_methods);
-  cdv_set_index(L, -2, device_index);
+  static const luaL_Reg meta[] = {{"__tostring", device_tostring}, {"__eq", device_eq}, {NULL, NULL}};
+  cdv_new_class(L, CDV_DEVICE, meta, device_methods, device_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
-  luaL_newmetatable(L, "cudadev.Scope");
-  lua_pushcfunction(L, scope_close);
-  lua_setfield(L, -2, "__close");
+  static const luaL_Reg scope_meta[] = {{"__close", scope_close}, {NULL, NULL}};
+  cdv_new_class(L, "cudadev.Scope", scope_meta, NULL, NULL);
   lua_pop(L, 1);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.device_values");   /* kept by a second luaopen */
   lua_pop(L, 1);

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdv.h"
+#include "backend.h"
 
 /* ---------------------------------------------------------------- SHA-256 (FIPS 180-4) */
 typedef struct cdv_sha256 {
@@ -79,7 +79,7 @@ int cdv_cache_write(const char *dir, const char *path, const char magic[8], cons
 
 /* ---------------------------------------------------------------- files included from disk */
 /* The #include directives of a file's text, each as 'q' (quoted) or 'a' (angled) followed by the name. The
- * one reader of them is the cpu compiler's source scanner (cpu_compile.c), which blanks comments and literals
+ * one reader of them is the source scanner (scan.c, NOTE [source scanner]), which blanks comments and literals
  * first; `barriers` (an int *, or NULL) is set when the text uses barriers or warp intrinsics. */
 int cdv_list_includes(void *barriers, const char *path, const char *text, size_t n, cdv_strlist *includes);
 

@@ -44,7 +44,7 @@ CUDADEV_API const char *cudadev_version(void) { return CDV_VERSION; }
 
 CUDADEV_API void cudadev_set_sandbox(lua_State *L, int on) {
   cdv_get_state(L)->sandbox = on != 0;
-  if (on) cdv_protect_metatables(L);   /* NOTE [protected metatables]: those already made */
+  if (on) cdv_protect_metatables(L);   /* (see NOTE [protected metatables]) those already made */
 }
 
 CUDADEV_API void cudadev_set_memory_quota(lua_State *L, size_t bytes) { cdv_get_state(L)->quota = bytes; }
@@ -114,13 +114,13 @@ CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *o) {
   cudadev_set_sandbox(L, o->sandbox);
 }
 
-/* NOTE [state limits]: an allocation really holds its size class (the block cache's, or the pinned pool's),
+/* (see NOTE [state limits]) an allocation really holds its size class (the block cache's, or the pinned pool's),
  * and the cpu device maps whole pages for it. */
 size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
   if (bytes == 0) return 0;
   size_t c = kind == CDV_MEM_PINNED ? cdv_pinned_class(bytes) : kind == CDV_MEM_DEVICE ? cdv_block_class(bytes) : bytes;
   if (c < bytes) return SIZE_MAX;   /* no class holds it: the allocation fails anyway */
-  if (d->is_cpu || kind == CDV_MEM_PINNED) {
+  if (d->be->host_memory || kind == CDV_MEM_PINNED) {   /* NOTE [backend properties] */
     static size_t pg;   /* a benign race: every thread writes the same value */
     if (pg == 0) pg = (size_t)sysconf(_SC_PAGESIZE);
     c = c > SIZE_MAX - (pg - 1) ? SIZE_MAX : (c + pg - 1) & ~(pg - 1);
@@ -128,7 +128,7 @@ size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
   return c;
 }
 
-/* NOTE [state limits]: a cap on the allocations a state holds at once (each is at least one mapping of the
+/* (see NOTE [state limits]) a cap on the allocations a state holds at once (each is at least one mapping of the
  * process on the cpu device, whose count the kernel limits: vm.max_map_count, about 65k), then the quota */
 cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes) {
   size_t max_arrays = st->max_arrays ? st->max_arrays : CDV_DEFAULT_MAX_ARRAYS;
@@ -190,7 +190,7 @@ CUDADEV_API void cudadev_clear_interrupt(void) { interrupt_requested = 0; }
 
 typedef int (*query_fn)(cdv_device *d, void *h, int *done, cdv_err *e);
 
-/* NOTE [interruptible waits]: 0 when the query says done, -1 with *e when it failed; raises on interrupt */
+/* (see NOTE [interruptible waits]) 0 when the query says done, -1 with *e when it failed; raises on interrupt */
 static int poll_until_done(lua_State *L, cdv_device *d, query_fn query, void *h, cdv_err *e) {
   long ns = 20 * 1000;
   for (;;) {
@@ -281,7 +281,7 @@ static int device_wait_close(lua_State *L) {
 
 int cdv_wait_device(lua_State *L, cdv_device *d, cdv_err *e) {
   if (!cdv_get_state(L)->interruptible) return d->be->synchronize(d, e);
-  if (d->is_cpu) {   /* the cpu device's streams answer queries; its device wait is theirs */
+  if (!d->be->has_contexts) {   /* the cpu device's streams answer queries; its device wait is theirs */
     void *current = cdv_current_stream(L, d)->handle;
     if (d->be->stream_query != NULL && (poll_until_done(L, d, d->be->stream_query, current, e) != 0 ||
                                         (current != NULL && poll_until_done(L, d, d->be->stream_query, NULL, e) != 0)))
@@ -385,11 +385,12 @@ CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *dev
   cdv_device *d = named_device(L, api, device);
   cdv_err e;
   /* a handle that is not a stream of d would be used by every copy and launch on it: checked once, here */
-  if (stream != NULL && d->is_cpu)
-    luaL_error(L, "%s: the cpu device has no streams a host can make (pass NULL for its default stream)", api);
+  if (stream != NULL && d->be->stream_of == NULL)   /* NOTE [optional operations] */
+    luaL_error(L, "%s: the %s device has no streams a host can make (pass NULL for its default stream)", api,
+               d->be->kind);
   if (stream != NULL) {
     cdv_device_use(L, d);
-    if (cdv_cuda_stream_of(d, stream, &e) != 0)
+    if (d->be->stream_of(d, stream, &e) != 0)
       luaL_error(L, "%s: %p is not a stream of %s (%s: %s)", api, stream, d->alias, e.name, e.message);
   }
   /* a Stream that is not owned: __gc and :destroy() leave the host's stream alone */
@@ -408,7 +409,7 @@ static void fill_info(cdv_array *a, cudadev_array_info *info) {
   info->nbytes = (size_t)a->size * info->itemsize;
   info->device = d->alias;
   info->device_ordinal = d->ordinal;
-  info->cuda_context = d->is_cpu ? NULL : d->ctx;
+  info->cuda_context = d->ctx;   /* NULL on the cpu device */
 }
 
 CUDADEV_API void cudadev_check_array(lua_State *L, int idx, cudadev_array_info *info) {

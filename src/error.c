@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda.h>
 
 #include "cdv.h"
 
@@ -108,9 +107,7 @@ void cdv_warn(lua_State *L, const char *fmt, ...) {
  * tearing CUDA down (the driver deinitialised, the context destroyed under us), there is nothing to free
  * and nothing to say: objects left alive at exit must not make noise. */
 void cdv_warn_release(lua_State *L, const char *what, cdv_device *d, const cdv_err *e) {
-  if (e->code == CUDA_ERROR_DEINITIALIZED || e->code == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
-      e->code == CUDA_ERROR_INVALID_CONTEXT)
-    return;
+  if (cdv_cuda_is_teardown(e->code)) return;
   cdv_warn(L, "%s on %s: %s", what, d ? d->alias : "?", e->message);
 }
 
@@ -125,11 +122,8 @@ int cdv_raise_sticky(lua_State *L, cdv_device *d) {
 }
 
 int cdv_error_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_ERROR);
-  lua_pushcfunction(L, error_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushliteral(L, "cudadev.Error");
-  lua_setfield(L, -2, "__name");
+  static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {NULL, NULL}};
+  cdv_new_class(L, CDV_ERROR, meta, NULL, NULL);   /* NOTE [class registration]; __name is "cudadev.Error" */
   lua_setfield(L, -2, "Error");   /* module.Error = the metatable */
   return 0;
 }

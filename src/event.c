@@ -160,15 +160,9 @@ static const luaL_Reg methods[] = {
 };
 
 int cdv_event_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_EVENT);
-  lua_pushcfunction(L, event_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, event_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, event_release);
-  lua_setfield(L, -2, "__close");
-  luaL_newlib(L, methods);
-  cdv_set_index(L, -2, event_index);
+  static const luaL_Reg meta[] = {{"__tostring", event_tostring}, {"__gc", event_gc}, {"__close", event_release},
+                                  {NULL, NULL}};
+  cdv_new_class(L, CDV_EVENT, meta, methods, event_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
   lua_pushcfunction(L, cdv_event_new);
   lua_setfield(L, -2, "event");

@@ -133,10 +133,9 @@ static int graph_index(lua_State *L) {
 }
 
 int cdv_graph_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_GRAPH);
   static const luaL_Reg meta[] = {{"__index", graph_index}, {"__gc", graph_gc}, {"__close", graph_release},
                                   {"__tostring", graph_tostring}, {NULL, NULL}};
-  luaL_setfuncs(L, meta, 0);
+  cdv_new_class(L, CDV_GRAPH, meta, NULL, NULL);   /* NOTE [class registration] */
   lua_pop(L, 1);
   lua_pushcfunction(L, l_capture);
   lua_setfield(L, -2, "capture");

@@ -199,10 +199,9 @@ static int config_tostring(lua_State *L) {
 }
 
 int cdv_launch_config_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_LAUNCH_CONFIG);
   static const luaL_Reg meta[] = {{"__index", config_index}, {"__newindex", config_newindex},
                                   {"__tostring", config_tostring}, {NULL, NULL}};
-  luaL_setfuncs(L, meta, 0);
+  cdv_new_class(L, CDV_LAUNCH_CONFIG, meta, NULL, NULL);   /* NOTE [class registration] */
   lua_pop(L, 1);
   lua_pushcfunction(L, l_launch_config);
   lua_setfield(L, -2, "launch_config");

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdv.h"
+#include "backend.h"
 #include "syms.h"
 
 struct cdv_cu_syms cdv_cu;

@@ -323,7 +323,7 @@ static int l_memory_stats(lua_State *L) {
   lua_setfield(L, -2, "active_blocks");
   lua_pushinteger(L, r > s.allocated ? r - s.allocated : 0);
   lua_setfield(L, -2, "held_bytes");
-  lua_pushinteger(L, s.held_blocks);   /* NOTE [block cache]: the driver's pool does not count what it keeps */
+  lua_pushinteger(L, s.held_blocks);   /* (see NOTE [block cache]) the driver's pool does not count what it keeps */
   lua_setfield(L, -2, "held_blocks");
   return 1;
 }
@@ -350,7 +350,7 @@ static int l_reset_peak(lua_State *L) {
 }
 
 /* cd.empty_cache([device]): collect garbage (dropped arrays free their blocks), give the pinned blocks of the
- * device back (NOTE [pinned pool]: they are the cpu device's; with no argument, every cached pinned block),
+ * device back (see NOTE [pinned pool]; they are the cpu device's; with no argument, every cached pinned block),
  * then the blocks kept for reuse (NOTE [block cache]), wait for the device so the stream-ordered frees have
  * happened, and the backend's pool_trim (cuMemPoolTrimTo(pool, 0)) gives the driver pool's cache back. */
 static int l_empty_cache(lua_State *L) {

@@ -248,7 +248,7 @@ static int l_unmap_cuda_device(lua_State *L) {
     if (!d->is_primary && strcmp(d->alias, alias) == 0) {
       cdv_state *st = cdv_get_state(L);
       if (st->default_device == d->index) st->default_device = -1;
-      cdv_err e;   /* NOTE [block cache]: the kept blocks go back to the host's context, unless it is gone */
+      cdv_err e;   /* (see NOTE [block cache]) the kept blocks go back to the host's context, unless it is gone */
       cdv_block_release(st, d, NULL, 1, &e);
       d->generation++;
       d->unmapped = 1;
@@ -274,9 +274,8 @@ static const char *const query_names[Q_N] = {"is_peer_access_supported", "is_pee
 static const char *const set_names[2] = {"set_peer_access_enabled", "set_mempool_access_enabled"};
 
 int cdv_peer_open(lua_State *L) {
-  luaL_newmetatable(L, "cudadev.AccessScope");
-  lua_pushcfunction(L, access_scope_close);
-  lua_setfield(L, -2, "__close");
+  static const luaL_Reg scope_meta[] = {{"__close", access_scope_close}, {NULL, NULL}};
+  cdv_new_class(L, "cudadev.AccessScope", scope_meta, NULL, NULL);   /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   for (int q = 0; q < Q_N; q++) {

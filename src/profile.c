@@ -4,7 +4,7 @@
  * cd.range(name, fn, ...), cd.range_push(name) and cd.range_pop() mark NVTX ranges on its timeline.
  *
  * NOTE [profiling no-ops]: both halves cost nothing and never fail when nobody listens. The profiler calls go
- * through the driver (cuProfilerStart/Stop, syms.h) and do nothing without a driver or when the default device
+ * through the driver (cuProfilerStart/Stop: the backend's profiler operation) and do nothing without a driver or when the default device
  * is the cpu device. NVTX is the toolkit's header-only NVTX3: its first call looks for a tool injected through
  * NVTX_INJECTION64_PATH (Nsight sets it) and, without one, every later call returns at once. A build without
  * the NVTX3 headers (CMake defines CDV_HAVE_NVTX when it finds them) keeps the functions as no-ops.
@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "cdv.h"
-#include "syms.h"
 
 #ifdef CDV_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
@@ -26,14 +25,14 @@
 static int profiler(lua_State *L, int start, int quiet) {
   if (cdv_cuda_load() != 0) return 0;
   cdv_device *d = cdv_default_device(L);
-  if (d->is_cpu) return 0;
+  if (d->be->profiler == NULL) return 0;   /* NOTE [optional operations] */
   cdv_err e;
   if (quiet) {
     if (d->sticky || d->be->activate(d, &e) != 0) return 0;
-    return (start ? CDV_CU(&e, cuProfilerStart) : CDV_CU(&e, cuProfilerStop)) == 0;
+    return d->be->profiler(d, start, &e) == 0;
   }
   cdv_device_use(L, d);
-  if ((start ? CDV_CU(&e, cuProfilerStart) : CDV_CU(&e, cuProfilerStop)) != 0) cdv_raise(L, d, &e);
+  if (d->be->profiler(d, start, &e) != 0) cdv_raise(L, d, &e);
   return 1;
 }
 

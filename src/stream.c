@@ -385,21 +385,12 @@ static const luaL_Reg functions[] = {
 };
 
 int cdv_stream_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_STREAM);
-  lua_pushcfunction(L, stream_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, stream_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, stream_release);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, stream_eq);
-  lua_setfield(L, -2, "__eq");
-  luaL_newlib(L, methods);
-  cdv_set_index(L, -2, stream_index);
+  static const luaL_Reg meta[] = {{"__tostring", stream_tostring}, {"__gc", stream_gc}, {"__close", stream_release},
+                                  {"__eq", stream_eq}, {NULL, NULL}};
+  cdv_new_class(L, CDV_STREAM, meta, methods, stream_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
-  luaL_newmetatable(L, "cudadev.StreamScope");
-  lua_pushcfunction(L, stream_scope_close);
-  lua_setfield(L, -2, "__close");
+  static const luaL_Reg scope_meta[] = {{"__close", stream_scope_close}, {NULL, NULL}};
+  cdv_new_class(L, "cudadev.StreamScope", scope_meta, NULL, NULL);
   lua_pop(L, 1);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.current_streams");  /* cdv_state points into it */
   lua_pop(L, 1);

@@ -24,7 +24,10 @@
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include <nvrtc.h>
-#include "cdv.h"
+#include "backend.h"
+#ifdef CDV_LAYER_FRONT
+#error "syms.h belongs to the loader and the CUDA backend: the front end asks the backend (NOTE [layers])"
+#endif
 
 #define CDV_STR_(x) #x
 #define CDV_XSTR(x) CDV_STR_(x)   /* stringify after macro expansion: cuMemAlloc -> "cuMemAlloc_v2" */

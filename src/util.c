@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdv.h"
+#include "backend.h"
 
 /* Fill e from a printf-style message; -1 lets a backend write `return cdv_fail(...)`. */
 int cdv_fail(cdv_err *e, const char *api, int code, const char *name, const char *fmt, ...) {

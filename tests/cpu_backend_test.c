@@ -4,7 +4,7 @@
  * Build and run from the repository root:
  *   { printf 'const char cdv_cpu_prelude[] = {'; xxd -i < lua/cudadev/cpu_prelude.hpp; printf ', 0x00};\n'; } \
  *       > /tmp/cpu_prelude_embed.c
- *   gcc -std=gnu11 -O2 -Wall -Wextra -Wshadow -fvisibility=hidden -I/usr/include/lua5.4 -Isrc \
+ *   gcc -std=gnu11 -O2 -Wall -Wextra -Wshadow -fvisibility=hidden -Isrc \
  *       -o /tmp/cpu_backend_test tests/cpu_backend_test.c src/backend_cpu.c src/cpu_compile.c src/cpu_run.c \
  *       src/cpu_fiber.c src/diskcache.c src/util.c /tmp/cpu_prelude_embed.c -ldl -lpthread -lm
  *   (add -DCDV_CPU_UCONTEXT to test the ucontext fallback of the fiber switch)
@@ -49,7 +49,7 @@ int cdv_cuda_load(void)
 
 /* ---------------------------------------------------------------- helpers */
 static int failures, checks;
-static cdv_device cpu = {.be = &cdv_backend_cpu, .is_cpu = 1, .ordinal = -1, .alias = "cpu"};
+static cdv_device cpu = {.be = &cdv_backend_cpu, .ordinal = -1, .alias = "cpu"};
 static const cdv_backend *be = &cdv_backend_cpu;
 static int quick;
 
@@ -165,7 +165,7 @@ static void test_memory(void)
   CHECK(be->memset(&cpu, d, &dv, 8, 333, NULL, &e) == 0 && d[0] == -2.5 && d[332] == -2.5, "memset 8");
   CHECK(be->memset(&cpu, d, &dv, 3, 1, NULL, &e) == -1 && strstr(e.message, "element size 3"), "bad element size: %s", e.message);
   CHECK(be->memcpy(&cpu, f, &cpu, d, &cpu, 64, NULL, &e) == 0 && !memcmp(f, d, 64), "memcpy");
-  cdv_device gpu = {.is_cpu = 0, .alias = "cuda:0"};
+  cdv_device gpu = {.alias = "cuda:0"};
   CHECK(be->memcpy(&cpu, f, &gpu, d, &cpu, 64, NULL, &e) == -1 && !strcmp(e.message, "the cpu backend cannot copy to cuda:0"),
         "copy to a gpu refused: %s", e.message);
   void *p;

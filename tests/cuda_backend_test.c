@@ -3,7 +3,7 @@
  *
  * Build and run from the repository root (no GPU needed; NVRTC from the toolkit is enough):
  *   mkdir -p build && gcc -std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
- *     -I/usr/local/cuda/include -I/usr/include/lua5.4 -Isrc tests/cuda_backend_test.c src/loader.c \
+ *     -I/usr/local/cuda/include -Isrc tests/cuda_backend_test.c src/loader.c \
  *     src/backend_cuda.c src/util.c -ldl -lpthread -o build/cuda_backend_test && build/cuda_backend_test
  * On a machine with a GPU add -DWITH_GPU: it also allocates, copies, fills, launches and times on cuda:0,
  * and `build/cuda_backend_test fault` checks that an illegal address is reported as a sticky fault.
@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "cdv.h"
+#include "backend.h"
 #include "syms.h"
 
 static int failures;
@@ -146,7 +146,7 @@ static void test_compile_saxpy(void) {
   cdv_compile_req r = saxpy_req(90);
   cdv_image img;
   cdv_err e;
-  int rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  int rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   if (rc) show_err("compile", &e);
   check(rc == 0, "compile saxpy.cu with no device for arch 90");
   check(img.ptx && strstr(img.ptx, ".entry saxpy") && strstr(img.ptx, ".target sm_90") &&
@@ -161,7 +161,7 @@ static void test_compile_saxpy(void) {
   cdv_image_free(&img);
 
   r.want_cubin = 0;
-  rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == 0 && img.ptx && !img.cubin && strstr(img.ptx, ".target sm_90"), "PTX only when only PTX is asked for");
   cdv_image_free(&img);
 }
@@ -190,7 +190,7 @@ static void test_compile_options(void) {
   r.nentries = 1, r.entries = ents, r.arch = 80, r.want_cubin = 1;
   cdv_image img;
   cdv_err e;
-  int rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  int rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   if (rc) show_err("compile", &e);
   check(rc == 0 && img.cubin && !img.ptx, "include path and -D options reach NVRTC (cubin only, sm_80)");
   cdv_image_free(&img);
@@ -201,7 +201,7 @@ static void test_compile_options(void) {
   r.nopts = 1, r.opts = user, r.nincludes = 0;
   r.source = "extern \"C\" __global__ void k(float *y) { y[0] = 1; }";
   r.source_len = strlen(r.source);
-  rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == 0 && !img.cubin && img.ptx && strstr(img.ptx, ".target sm_75"), "the user's compute_75 wins: PTX only");
   cdv_image_free(&img);
 }
@@ -210,20 +210,20 @@ static void test_compile_archs(void) {
   cdv_compile_req r = saxpy_req(500);
   cdv_image img;
   cdv_err e;
-  int rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  int rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   const char *target = img.ptx ? strstr(img.ptx, ".target ") : NULL;
   check(rc == 0 && !img.cubin && target, "an arch newer than NVRTC knows gets PTX for the newest below it (%.14s)",
         target ? target : "none");
   cdv_image_free(&img);
 
   r.arch = 20;
-  rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == -1 && strstr(e.message, "cannot compile for sm_20"), "an arch older than NVRTC supports is refused");
   show_err("arch 20", &e);
   cdv_image_free(&img);
 
   r.arch = 0;
-  rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == -1 && strstr(e.message, "no target architecture") && img.log && !img.log[0] && !img.ptx,
         "no device and no arch is refused (out->log is \"\")");
   cdv_image_free(&img);
@@ -236,7 +236,7 @@ static void test_compile_errors(void) {
   r.source = bad, r.source_len = sizeof bad - 1, r.name = "bad.cu", r.arch = 90;
   cdv_image img;
   cdv_err e;
-  int rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  int rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == -1 && e.code == NVRTC_ERROR_COMPILATION && strcmp(e.name, "NVRTC_ERROR_COMPILATION") == 0 &&
         strcmp(e.api, "nvrtcCompileProgram") == 0 && strcmp(e.message, "compilation of bad.cu failed") == 0,
         "a compile error is NVRTC_ERROR_COMPILATION");
@@ -249,7 +249,7 @@ static void test_compile_errors(void) {
   const char *opts[1] = { "--no-such-option" };
   r.source = "extern \"C\" __global__ void k() {}", r.source_len = strlen(r.source);
   r.nopts = 1, r.opts = opts;
-  rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == -1 && strcmp(e.name, "NVRTC_ERROR_INVALID_OPTION") == 0, "an unknown option is %s: %s", e.name,
         e.message);
   free(e.log);
@@ -258,7 +258,7 @@ static void test_compile_errors(void) {
   static const char *const ents[1] = { "nosuch<int>" };
   static const unsigned char ex[1] = { 1 };
   r.nopts = 0, r.nentries = 1, r.entries = ents, r.is_expr = ex;
-  rc = cdv_backend_cuda.compile(NULL, &r, &img, &e);
+  rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == -1, "a name expression naming nothing fails (%s: %s)", e.api, e.name);
   free(e.log);
   cdv_image_free(&img);
@@ -269,7 +269,7 @@ static void *compile_thread(void *arg) {
   cdv_compile_req r = saxpy_req(90);
   cdv_image img;
   cdv_err e;
-  *(int *)arg = cdv_nvrtc_load() == 0 && cdv_backend_cuda.compile(NULL, &r, &img, &e) == 0 && img.cubin;
+  *(int *)arg = cdv_nvrtc_load() == 0 && cdv_cuda_compile_uncached(NULL, &r, &img, &e) == 0 && img.cubin;
   cdv_image_free(&img);
   return NULL;
 }
@@ -304,7 +304,9 @@ static void test_misc(void) {
 
 #ifdef WITH_GPU
 /* ---------------------------------------------------------------- GPU */
-static cdv_device gpu, cpu_dev = { .ordinal = -1, .is_cpu = 1, .alias = "cpu" };
+/* the host side of a copy: a backend whose memory is host memory (NOTE [backend properties]) */
+static const cdv_backend host_side = { .kind = "cpu", .host_memory = 1 };
+static cdv_device gpu, cpu_dev = { .be = &host_side, .ordinal = -1, .alias = "cpu" };
 #define TRY(what, call)                                                                                   \
   do {                                                                                                    \
     cdv_err e_;                                                                                           \
