@@ -1,7 +1,7 @@
 -- examples/09-mpi-data-parallel.lua: data parallelism over MPI ranks (doc/mpi.md). The work, a histogram of
 -- (i * i) % 16 for i in 0 .. N-1, is split into one slice per rank; each rank counts its slice with a kernel (on
 -- cuda:<local rank> when this node has a GPU for it, else on the cpu device), then the ranks add their partial
--- histograms: through NCCL (cd.mpi.nccl_comm) when cudadev has it and the counts are on a GPU, else with
+-- histograms: through NCCL (cd.mpi.nccl_comm) when cudadev has it and every rank counted on a GPU, else with
 -- cd.mpi.allreduce on the cpu device. Every rank checks the total against the histogram computed here in Lua.
 --
 --   make build && build/luacuda examples/09-mpi-data-parallel.lua
@@ -19,8 +19,13 @@ local rank, size, local_rank = mpi.rank(), mpi.size(), mpi.local_rank()
 local dev = cd.device_count() > local_rank and cd.device(local_rank) or cd.device("cpu")
 cd.set_device(dev)
 
--- The cpu device needs a host C++ compiler; without one (and without a GPU) there is nothing to show. Every
--- rank finds the same, so every rank stops here alike.
+-- Whether a condition holds on every rank: each rank's choice that changes what it calls next (stop here, or
+-- add through NCCL) must be the same on all of them, or some would wait for the others forever.
+local function on_all(flag)
+  return mpi.allreduce(cd.array({ flag and 1 or 0 }, "int32", { device = "cpu" }), "min")[1] == 1
+end
+
+-- The cpu device needs a host C++ compiler; without one (and without a GPU) there is nothing to show.
 local src = [[
 extern "C" __global__ void count(unsigned long long *hist, long long lo, long long n) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
@@ -31,9 +36,9 @@ extern "C" __global__ void count(unsigned long long *hist, long long lo, long lo
 }
 ]]
 local compiled, mod = pcall(cd.compile, src, { name = "count.cu" })
-if not compiled then
-  print(("09-mpi-data-parallel: rank %d: skipped: the %s device cannot compile kernels: %s"):format(rank, dev.alias,
-    tostring(mod)))
+if not on_all(compiled) then
+  print(("09-mpi-data-parallel: rank %d: skipped: %s"):format(rank, compiled and "another rank cannot compile kernels"
+    or ("the " .. dev.alias .. " device cannot compile kernels: " .. tostring(mod))))
   return
 end
 
@@ -49,7 +54,8 @@ if n > 0 then mod.count({ dim = n }, hist, lo, n) end
 -- The partial histograms, added over the ranks.
 local nccl = rawget(cd, "nccl")
 local via
-if not dev.is_cpu and type(nccl) == "table" and (type(nccl.is_available) ~= "function" or nccl.is_available()) then
+if on_all(not dev.is_cpu and type(nccl) == "table" and (type(nccl.is_available) ~= "function" or nccl.is_available()))
+then
   local comm = mpi.nccl_comm()
   comm:all_reduce(hist, hist, "sum")
   cd.synchronize()

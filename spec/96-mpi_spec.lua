@@ -241,8 +241,8 @@ describe("cd.mpi", function()
     end
   end)
 
-  helper.gpu_it("nccl_comm alone (one rank) makes a communicator of one on cuda:0", function()
-    if why_not then return pending(why_not) end
+  local gpu_it = why_not and function(name) pending(name .. " (" .. why_not .. ")") end or helper.gpu_it
+  gpu_it("nccl_comm alone (one rank) makes a communicator of one on cuda:0", function()
     local out, code = run(("cd %s && env -u LD_PRELOAD timeout -k 5 %d build/luacuda -e %s"):format(sh(root), BOUND,
       sh("local c = cuda.mpi.nccl_comm() print(c.rank, c.size, c.device.alias)")))
     assert.are.equal(0, code, out)
