@@ -90,12 +90,14 @@ ctest: deps build
 	ctest --test-dir build -LE gpu --output-on-failure
 
 # The install spec (spec/78-install_spec.lua) tests packaging, not memory: it runs in the suite pass only.
+# The MPI spec (spec/96-mpi_spec.lua) runs its ranks as processes of their own (mpirun, build/luacuda) that neither
+# the ASan nor the valgrind pass instruments (valgrind does not follow into mpirun's ranks): suite pass only.
 # The embedding examples (spec/75-embed_spec.lua) are programs built in build/, not instrumented: under the
 # preloaded ASan runtime they gain nothing, and embed_threads deadlocks there (a launch forked from one of
 # its four threads waits in the child for an ASan allocator lock that another thread held at the fork).
 check-asan: deps
 	$(call cmake_build,asan,build-asan)
-	@CUDADEV_DEVICE=cpu bash .ci/check.sh asan $(MAKE) asan BUSTED_ARGS="--exclude-pattern=embed_spec --exclude-pattern=install_spec"
+	@CUDADEV_DEVICE=cpu bash .ci/check.sh asan $(MAKE) asan BUSTED_ARGS="--exclude-pattern=embed_spec --exclude-pattern=install_spec --exclude-pattern=mpi_spec"
 
 check-valgrind: deps build
 	@if command -v valgrind >/dev/null; then bash .ci/check.sh valgrind $(MAKE) valgrind; \
@@ -107,7 +109,7 @@ asan: deps
 
 valgrind: deps build
 	@rm -f build/valgrind.log build/valgrind-fuzz.log build/valgrind-fuzz.status
-	-$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind.log $(BUSTED) --helper=.ci/keep_loaded.lua --exclude-pattern=fuzz_spec --exclude-pattern=install_spec $(BUSTED_ARGS)
+	-$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind.log $(BUSTED) --helper=.ci/keep_loaded.lua --exclude-pattern=fuzz_spec --exclude-pattern=install_spec --exclude-pattern=mpi_spec $(BUSTED_ARGS)
 	$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind-fuzz.log $(LUA) -e "dofile('.ci/keep_loaded.lua')" \
 	  spec/fuzz.lua --worker --brief --calls 20000 --seed $(FUZZ_SEED); echo $$? > build/valgrind-fuzz.status
 	@cat build/valgrind-fuzz.log >> build/valgrind.log; rm -f build/valgrind-fuzz.log

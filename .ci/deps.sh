@@ -4,7 +4,8 @@
 # database, so a host that has them some other way (e.g. a GPU host with the .debs unpacked under
 # /tmp/gpuroot, see shared/gpu-host/env.sh) passes without apt. As root, the missing ones are installed
 # with one `apt-get update` and one `apt-get install -y`; otherwise this prints the command to run.
-# Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind, luarocks): a note, exit 0.
+# Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind, luarocks, OpenMPI for cd.mpi
+# and its spec): a note, exit 0.
 set -euo pipefail
 
 lua=${LUA:-lua5.4}
@@ -26,6 +27,8 @@ checks=(
   "tmux           no   has tmux"
   "valgrind       no   has valgrind"
   "luarocks       no   has luarocks"
+  "libopenmpi-dev no   has mpicc"
+  "openmpi-bin    no   has mpirun"
 )
 
 missing=() essential=()

@@ -29,5 +29,6 @@ build = {
       CUDADEV_LUA_CMOD_DIR = "$(LIBDIR)",    -- cudadev.so, deployed by LuaRocks into its Lua C module dir
       CUDADEV_INSTALL_DEV = "OFF",           -- libcudadev.a and cudadev.h are for hosts, not for require
       CUDADEV_EXAMPLES = "OFF",              -- nor the embedding examples and the launch benchmark
+      CUDADEV_MPI = "OFF",                   -- nor cudadev_mpi.so (cd.mpi): a rock is the module and luacuda
    },
 }

@@ -228,6 +228,14 @@ static int host_wait(cdv_block *b, cdv_err *e) {
   return b->last_dev->be->stream_synchronize(b->last_dev, b->last_stream, e);
 }
 
+/* The elements of an array in host memory, once every stream that may still copy into or out of it is done
+ * (cd.mpi hands them to MPI). Raises when the wait fails. */
+char *cdv_array_host_data(lua_State *L, cdv_array *a) {
+  cdv_err e;
+  if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
+  return a->data;
+}
+
 /* Drops one reference; the last one frees the memory, ordered after the last stream that used it.
  * Never raises (it runs from __gc): failures are reported through *e and the return value. */
 static int block_unref(cdv_block *b, cdv_err *e) {

@@ -252,11 +252,15 @@ void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
 /* memory the host owns as an Array (embed.c): borrowed when release is NULL, else release(ud, ptr) frees it */
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
                                void (*release)(void *ud, void *ptr), void *ud);
+char *cdv_array_host_data(lua_State *L, cdv_array *a);   /* a in host memory: its elements, once idle */
 uint16_t cdv_f32_to_f16(float f);
 float cdv_f16_to_f32(uint16_t h);
 
 /* module.c */
 int cdv_module_open(lua_State *L);
+
+/* mpi.c: cd._mpi, the C side of cd.mpi (lua/cudadev/mpi.lua); NOTE [mpi shim] in mpi_api.h */
+int cdv_mpi_open(lua_State *L);
 
 /* graph.c */
 int cdv_graph_open(lua_State *L);

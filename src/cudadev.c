@@ -372,7 +372,8 @@ cdv_state *cdv_get_state(lua_State *L) {
  * each gets the module table, the Array metatable (whose methods table it may extend) and a table the parts
  * share their internals through (ops.lua's kernel generation, which random.lua uses). */
 static int run_at_open(const char *name) {
-  static const char *const parts[] = {"cudadev.extra", "cudadev.files", "cudadev.ops", "cudadev.random", NULL};
+  static const char *const parts[] = {"cudadev.extra", "cudadev.files", "cudadev.mpi", "cudadev.ops", "cudadev.random",
+                                      NULL};
   for (int i = 0; parts[i] != NULL; i++)
     if (strcmp(name, parts[i]) == 0) return 1;
   return 0;
@@ -412,6 +413,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_graph_open(L);
   cdv_launch_config_open(L);
   cdv_profile_open(L);
+  cdv_mpi_open(L);
   lua_pushcfunction(L, l_live);
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);
