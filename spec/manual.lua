@@ -95,10 +95,20 @@ function manual.c_fields(files)
   local fields = {}
   for _, text in pairs(files) do
     local index_of = {}   -- function name -> metatable name
-    local current
+    local current, pending, old_style
     for line in text:gmatch("[^\n]+") do
-      current = line:match("luaL_newmetatable%(L,%s*([%w_]+)%)") or current
+      local made = line:match("luaL_newmetatable%(L,%s*([%w_]+)%)")
+      if made then current, old_style = made, true end
       local fn = line:match("cdv_set_index%(L,%s*[^,]+,%s*([%w_]+)%)") or line:match("\"__index\",%s*([%w_]+)")
+      -- NOTE [class registration]: cdv_new_class(L, tname, meta, methods, index); meta (listing "__index"
+      -- for a type without methods) comes on the lines before it
+      local class, _, index = line:match("cdv_new_class%(L,%s*([%w_\"%.]+),%s*([%w_]+),%s*[%w_]+,%s*([%w_]+)%)")
+      if class then
+        current, old_style = class:gsub('"', ""), false
+        if index ~= "NULL" then fn = index elseif pending then fn, pending = pending, nil end
+      elseif fn and not old_style and line:match("\"__index\"") then
+        pending, fn = fn, nil
+      end
       if fn and current then index_of[fn] = tnames[current] or current end
     end
     for fn, tname in pairs(index_of) do
