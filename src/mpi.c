@@ -49,7 +49,7 @@ static void try_shim(const char *path, size_t *at) {
   }
 }
 
-/* NOTE [mpi shim]: where cudadev_mpi.so is looked for: only CUDADEV_MPI_SHIM when set; else beside the file that
+/* Where cudadev_mpi.so is looked for (see NOTE [mpi shim]): only CUDADEV_MPI_SHIM when set; else beside the file that
  * holds this code (build/cudadev.so, or build/luacuda, which links the module in), then where `make install`
  * put it. Never dlclosed: MPI lives until the process ends. Called with mpi_lock held. */
 static void load_shim(void) {

@@ -148,7 +148,7 @@ local function same(a, h)
   return true
 end
 
--- NOTE [mpi agreement]: raises on every rank when any rank has a problem (its whole message: pass nil when none)
+-- Raises on every rank (see NOTE [mpi agreement]) when any rank has a problem (its whole message: pass nil when none)
 local function agree(w, problem)
   local bad = call(C.min_int, problem and w.rank or w.size)
   if bad < w.size then raise((call(C.bcast_bytes, problem, bad))) end
@@ -273,7 +273,7 @@ function mpi.send(x, dest, tag)
       return
     end
   end
-  -- NOTE [mpi agreement]: the receiver learns why nothing comes, and raises too
+  -- The receiver learns (see NOTE [mpi agreement]) why nothing comes, and raises too
   call(C.send_bytes, header(PROBLEM, #why), dest, tag)
   call(C.send_bytes, why, dest, tag)
   argerror("send", 1, why)
