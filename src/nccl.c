@@ -279,7 +279,7 @@ static cdv_ncclRedOp_t check_op(lua_State *L, int arg) {
 static int check_rank(lua_State *L, int arg, const nccl_comm *c, const char *what) {
   int isint;
   lua_Integer v = lua_tointegerx(L, arg, &isint);
-  if (!isint)
+  if (!isint || lua_type(L, arg) != LUA_TNUMBER)   /* not the string "0" */
     luaL_argerror(L, arg, lua_pushfstring(L, "%s rank (an integer) expected, got %s", what, cdv_typename(L, arg)));
   if (v < 0 || v >= c->size)
     luaL_argerror(L, arg, lua_pushfstring(L, "%s rank %I out of range (0 to %d)", what, v, c->size - 1));
