@@ -2,14 +2,15 @@
 -- it), the arguments checked before NCCL sees them, one-rank communicators on one GPU, and every collective across
 -- all the GPUs of the process where there are two or more.
 --
--- On a host without a GPU, what calls into a real libnccl runs in a child process (plain lua5.4, no preloaded
--- sanitizer): NCCL's own allocations are not cudadev's (an empty group leaves NCCL a job it never frees), and the
--- library is opened once per process, so each CUDADEV_LIBNCCL case needs a process of its own.
+-- On a host without a GPU, what calls into a real libnccl runs in a child process (which valgrind does not follow):
+-- NCCL's own allocations are not cudadev's (an empty group leaves NCCL a job it never frees), and the library is
+-- opened once per process, so each CUDADEV_LIBNCCL case needs a process of its own. The child keeps LD_PRELOAD:
+-- under `make asan` it loads the instrumented build, which needs the sanitizer's runtime first.
 local helper = require "spec.helper"
 local cd = require "cudadev"
 
 local function child(code, env)
-  return helper.run_child(code, "env -u LD_PRELOAD " .. (env or ""))
+  return helper.run_child(code, "env " .. (env or ""))
 end
 
 -- Whether the default search finds a libnccl on this host (in a child: opening it here is for GPU hosts only).
