@@ -251,6 +251,7 @@ int cdv_cuda_compile_uncached(cdv_device *d, const cdv_compile_req *req, cdv_ima
 int cdv_cuda_is_teardown(int code);   /* the driver deinitialised or the context destroyed (NOTE [lifetimes]) */
 int cdv_cuda_device_count(void);     /* cuDeviceGetCount; 0 without a driver */
 void *cdv_cuda_current_context(void);   /* cuCtxGetCurrent; NULL when none */
+void cdv_cuda_set_current_context(void *ctx);   /* cuCtxSetCurrent when ctx is not NULL; never raises */
 int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
 int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
 void cdv_cuda_unadopt(cdv_device *d);                         /* its canary freed (the context lives on) */

@@ -960,6 +960,10 @@ void *cdv_cuda_current_context(void) {
   return ctx;
 }
 
+void cdv_cuda_set_current_context(void *ctx) {
+  if (ctx != NULL && cdv_cu.cuCtxSetCurrent != NULL) cdv_cu.cuCtxSetCurrent((CUcontext)ctx);
+}
+
 /* cuDeviceGetAttribute */
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e) {
   if (cdv_cuda_load() != 0) return cdv_cuda_unavailable(e);

@@ -105,6 +105,7 @@ static inline int cdv_still_owned(cdv_device *d, unsigned generation) {
 #define CDV_GRAPH  "cudadev.Graph"
 #define CDV_LAUNCH_CONFIG "cudadev.LaunchConfig"
 #define CDV_ERROR  "cudadev.Error"
+#define CDV_COMM   "cudadev.Comm"
 
 struct cdv_stream {
   uint64_t magic;         /* CDV_STREAM_MAGIC (NOTE [magic]) */
@@ -155,6 +156,7 @@ typedef struct cdv_block {
 #define CDV_GRAPH_MAGIC 0x63647647726170ULL    /* "cdvGrap" */
 #define CDV_SCOPE_MAGIC 0x63647653636f70ULL    /* "cdvScop"; + 1 for access scopes (peer.c) */
 #define CDV_LCFG_MAGIC 0x6364764c436667ULL     /* "cdvLCfg" */
+#define CDV_COMM_MAGIC 0x6364764e63636cULL     /* "cdvNccl" */
 
 /* luaL_setmetatable, safe when a script (with the debug library) put something else than a table at the type's
  * name in the registry: the value then gets no metatable (no methods, no finalizer), never a bad pointer */
@@ -264,6 +266,9 @@ int cdv_mpi_open(lua_State *L);
 
 /* graph.c */
 int cdv_graph_open(lua_State *L);
+
+/* nccl.c: cd.nccl and cudadev.Comm */
+int cdv_nccl_open(lua_State *L);
 
 /* profile.c: cd.profile_start/stop, cd.profiling, NVTX ranges (NOTE [profiling no-ops]) */
 int cdv_profile_open(lua_State *L);

@@ -414,6 +414,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_launch_config_open(L);
   cdv_profile_open(L);
   cdv_mpi_open(L);
+  cdv_nccl_open(L);
   lua_pushcfunction(L, l_live);
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);

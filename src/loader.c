@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE   /* dlinfo */
 #include <dlfcn.h>
+#include <glob.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include "backend.h"
 #include "syms.h"
+#include "nccl_abi.h"
 
 struct cdv_cu_syms cdv_cu;
 struct cdv_nvrtc_syms cdv_nvrtc;
@@ -206,6 +208,97 @@ const char *cdv_nvrtc_file(void) {
 
 int cdv_nvrtc_unavailable(cdv_err *e) {
   return cdv_fail(e, "dlopen", 0, "NVRTC_NOT_FOUND", "%s", cdv_nvrtc_why());
+}
+
+/* ---------------------------------------------------------------- NCCL */
+/* NOTE [nccl library]: libnccl (src/nccl.c's communicators) is opened like libcuda, on first use and never at
+ * `require`: CUDADEV_LIBNCCL when set (that file alone), else libnccl.so.2 and libnccl.so through the dynamic
+ * linker's own search (LD_LIBRARY_PATH, ld.so.cache), then in each CUDA toolkit's lib64 and lib folders (the
+ * toolkit's tarball ships NCCL in lib), then where Python installs NVIDIA's wheel (nvidia-nccl-cu*, which
+ * PyTorch depends on): site-packages/nvidia/nccl/lib of the active virtual environment, of virtual environments
+ * under /opt (the GPU hosts' /opt/torch/.venv), of the system's and the user's Python. Python itself is never
+ * run. A library that opens but lacks one of the core entry points is no NCCL; the reason then names it. */
+struct cdv_nccl_syms cdv_nccl;
+
+#define CDV_NCCL_ENTRY(ret, name, params) { #name, offsetof(struct cdv_nccl_syms, name) },
+static const cdv_sym nccl_table[] = { CDV_NCCL_SYMS(CDV_NCCL_ENTRY) };
+static lib_state nccl_lib;
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+
+/* Each file matching a pattern; a pattern that matches nothing joins the list of names tried. */
+static void try_glob(lib_state *l, const char *pattern) {
+  glob_t g;
+  if (l->handle) return;
+  if (glob(pattern, 0, NULL, &g) != 0) {
+    why_add(l, "%s%s (no such file)", l->ntried++ ? ", " : "tried ", pattern);
+    return;
+  }
+  for (size_t i = g.gl_pathc; i-- > 0 && !l->handle;) try_open(l, g.gl_pathv[i]);   /* the newest Python first */
+  globfree(&g);
+}
+
+static void nccl_open(void) {
+  static const char *const wheel = "lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2";
+  const char *env = getenv("CUDADEV_LIBNCCL");
+  char path[1024];
+  why_add(&nccl_lib, "no NCCL: ");
+  if (env && *env) {
+    try_open(&nccl_lib, env);
+    return;
+  }
+  try_open(&nccl_lib, "libnccl.so.2");
+  try_open(&nccl_lib, "libnccl.so");
+  const char *dirs[3];
+  int ndirs = nvrtc_dirs(dirs);
+  for (int j = 0; j < ndirs && !nccl_lib.handle; j++) {
+    snprintf(path, sizeof path, "%s/lib64/libnccl.so.2", dirs[j]);
+    try_open(&nccl_lib, path);
+    snprintf(path, sizeof path, "%s/lib/libnccl.so.2", dirs[j]);
+    try_open(&nccl_lib, path);
+  }
+  const char *venv = getenv("VIRTUAL_ENV"), *home = getenv("HOME");
+  if (venv && *venv) {
+    snprintf(path, sizeof path, "%s/%s", venv, wheel);
+    try_glob(&nccl_lib, path);
+  }
+  snprintf(path, sizeof path, "/opt/*/.venv/%s", wheel);
+  try_glob(&nccl_lib, path);
+  try_glob(&nccl_lib, "/usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2");
+  try_glob(&nccl_lib, "/usr/lib/python3/dist-packages/nvidia/nccl/lib/libnccl.so.2");
+  if (home && *home) {
+    snprintf(path, sizeof path, "%s/.local/%s", home, wheel);
+    try_glob(&nccl_lib, path);
+  }
+}
+
+static void nccl_load_once(void) {
+  /* what every communicator needs; the rest fails by name when used (NOTE [missing symbols]) */
+  static const char *const core[] = {"ncclGetErrorString", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy",
+                                     "ncclAllReduce", "ncclGroupStart", "ncclGroupEnd"};
+  nccl_open();
+  if (!nccl_lib.handle) return;
+  resolve(nccl_lib.handle, nccl_table, COUNT(nccl_table), &cdv_nccl);
+  why_clear(&nccl_lib);
+  for (size_t i = 0; i < COUNT(core); i++)
+    if (dlsym(nccl_lib.handle, core[i]) == NULL) {
+      why_add(&nccl_lib, "no NCCL: %s does not export %s", nccl_lib.path, core[i]);
+      return;
+    }
+}
+
+int cdv_nccl_load(void) {
+  pthread_once(&nccl_once, nccl_load_once);
+  return nccl_lib.handle && nccl_lib.why_len == 0 ? 0 : -1;
+}
+
+const char *cdv_nccl_why(void) {
+  pthread_once(&nccl_once, nccl_load_once);
+  return nccl_lib.why;
+}
+
+const char *cdv_nccl_path(void) {
+  pthread_once(&nccl_once, nccl_load_once);
+  return nccl_lib.path;
 }
 
 /* ---------------------------------------------------------------- missing entry points */

@@ -768,7 +768,7 @@ static int l_type(lua_State *L) {
   static const char *const types[][2] = {{CDV_DEVICE, "Device"}, {CDV_STREAM, "Stream"}, {CDV_EVENT, "Event"},
                                          {CDV_ARRAY, "Array"},   {CDV_MODULE, "Module"}, {CDV_KERNEL, "Kernel"},
                                          {CDV_GRAPH, "Graph"},   {CDV_ERROR, "Error"},
-                                         {CDV_LAUNCH_CONFIG, "LaunchConfig"}};
+                                         {CDV_LAUNCH_CONFIG, "LaunchConfig"}, {CDV_COMM, "Comm"}};
   luaL_checkany(L, 1);
   if (lua_getmetatable(L, 1)) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
