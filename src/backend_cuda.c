@@ -1006,4 +1006,14 @@ const cdv_backend cdv_backend_cuda = {
   .graph_destroy = cdv_cuda_graph_destroy,
   .pool_reserved = cdv_cuda_pool_reserved,
   .pool_trim = cdv_cuda_pool_trim,
+  /* backend_cuda_ipc.c */
+  .host_func = cdv_cuda_host_func,
+  .ipc_alloc = cdv_cuda_ipc_alloc,
+  .ipc_free = cdv_cuda_ipc_free,
+  .ipc_mem_get = cdv_cuda_ipc_mem_get,
+  .ipc_mem_open = cdv_cuda_ipc_mem_open,
+  .ipc_mem_close = cdv_cuda_ipc_mem_close,
+  .ipc_event_create = cdv_cuda_ipc_event_create,
+  .ipc_event_get = cdv_cuda_ipc_event_get,
+  .ipc_event_open = cdv_cuda_ipc_event_open,
 };

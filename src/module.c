@@ -1339,7 +1339,8 @@ static int launch(lua_State *L) {
   unsigned grid[3], block[3];
   resolve_config(L, k, c, grid, block);
   cdv_stream *cur = st->cur_stream[d->index];
-  if (cur == NULL || cur->dev != d || cur->generation != d->generation) cur = cdv_current_stream(L, d);
+  if (cur == NULL || cur->dev != d || cur->generation != d->generation || st->coscopes)   /* NOTE [coroutine scopes] */
+    cur = cdv_current_stream(L, d);
   void *stream = c->stream ? cdv_stream_for(L, d, c->stream) : cur->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
   /* NOTE [pinned reads]: a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array
