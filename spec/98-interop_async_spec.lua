@@ -12,7 +12,7 @@ local sh = helper.shell_quote
 local function child(code, flags)
   local path = os.tmpname()
   helper.write_file(path, ("package.cpath = %q\nlocal cd = require 'cudadev'\n"):format(package.cpath) .. code)
-  local p = assert(io.popen(("env -u LD_PRELOAD lua5.4 %s %s 2>&1; echo \"exit $?\""):format(flags or "", sh(path))))
+  local p = assert(io.popen(("lua5.4 %s %s 2>&1; echo \"exit $?\""):format(flags or "", sh(path))))
   local out = p:read("a")
   p:close()
   os.remove(path)
