@@ -18,7 +18,8 @@ int cdv_cuda_host_func(cdv_device *d, void *stream, void (*fn)(void *), void *ud
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
   if (CDV_HAVE_CU(cuStreamIsCapturing) && CDV_CU(e, cuStreamIsCapturing, (CUstream)stream, &cap)) return -1;
   if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
-    return cdv_fail(e, "cuLaunchHostFunc", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+    return cdv_fail(e, "cuLaunchHostFunc", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                    "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
                     "a stream callback cannot be captured into a graph (add it after cd.capture ends)");
   return CDV_CU(e, cuLaunchHostFunc, (CUstream)stream, fn, ud);
 }

@@ -119,7 +119,8 @@ int cdv_array_ipc_handle(lua_State *L) {
     return cdv_self_error(L, 1, "the array was not made with ipc = true (memory from the pool or the block cache "
                                "cannot be shared): make it with {ipc = true}");
   ipc_mem *m = a->block->release_ud;
-  if (m->opened) return cdv_self_error(L, 1, "the array was opened from an ipc handle: the process that made it shares it");
+  if (m->opened)
+    return cdv_self_error(L, 1, "the array was opened from an ipc handle: the process that made it shares it");
   unsigned char h[64];
   cdv_device_use(L, d);
   cdv_try(L, d, d->be->ipc_mem_get(d, m->base, h, &e_));
@@ -144,8 +145,10 @@ int cdv_event_ipc_handle(lua_State *L) {
   cdv_device *d = ev->dev;
   no_sandbox(L);
   if (d->be->ipc_event_get == NULL) return cdv_self_error(L, 1, cannot_share(L, d, "events"));
-  if (ev->ipc == 2) return cdv_self_error(L, 1, "the event was opened from an ipc handle: the process that made it shares it");
-  if (ev->ipc != 1) return cdv_self_error(L, 1, "the event was not made with ipc = true: make it with cd.event({ipc = true})");
+  if (ev->ipc == 2)
+    return cdv_self_error(L, 1, "the event was opened from an ipc handle: the process that made it shares it");
+  if (ev->ipc != 1)
+    return cdv_self_error(L, 1, "the event was not made with ipc = true: make it with cd.event({ipc = true})");
   unsigned char h[64];
   cdv_device_use(L, d);
   cdv_try(L, d, d->be->ipc_event_get(d, ev->handle, h, &e_));
@@ -170,7 +173,9 @@ typedef struct parsed {
 
 static int bad_handle(lua_State *L, const char *why) { return luaL_argerror(L, 1, why); }
 
-static int field_is(const parsed *p, int i, const char *s) { return p->len[i] == strlen(s) && memcmp(p->f[i], s, p->len[i]) == 0; }
+static int field_is(const parsed *p, int i, const char *s) {
+  return p->len[i] == strlen(s) && memcmp(p->f[i], s, p->len[i]) == 0;
+}
 
 /* a decimal integer of at most 18 digits filling the field, else -1 */
 static int64_t field_int(const parsed *p, int i) {
@@ -184,7 +189,9 @@ static int64_t field_int(const parsed *p, int i) {
 }
 
 static int hexval(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 /* Splits and checks the fields every handle has (prefix, version, kind, pid, uuid, the hex digits last); the caller
@@ -208,11 +215,12 @@ static void parse(lua_State *L, parsed *p, const char *kind, int nfields, const 
                                   lua_pushlstring(L, p->f[1], p->len[1] > 16 ? 16 : p->len[1])));
   if (p->nf > 3 && !field_is(p, 2, kind)) {
     if (field_is(p, 2, "array") || field_is(p, 2, "event"))
-      bad_handle(L, lua_pushfstring(L, "the handle is an %s's: open it with %s", field_is(p, 2, "array") ? "array" : "event",
-                                    other));
+      bad_handle(L, lua_pushfstring(L, "the handle is an %s's: open it with %s",
+                                    field_is(p, 2, "array") ? "array" : "event", other));
     bad_handle(L, "malformed ipc handle (unknown kind)");
   }
-  if (p->nf > nfields || (p->nf == nfields && p->len[p->nf - 1] > 128)) bad_handle(L, "malformed ipc handle (too long)");
+  if (p->nf > nfields || (p->nf == nfields && p->len[p->nf - 1] > 128))
+    bad_handle(L, "malformed ipc handle (too long)");
   if (p->nf < nfields || p->len[p->nf - 1] < 128) bad_handle(L, "truncated ipc handle");
   const char *hex = p->f[p->nf - 1];
   for (int i = 0; i < 64; i++) {
