@@ -223,7 +223,7 @@ describe("cd.event", function()
 
   it("rejects unknown options and bad values", function()
     expect_error(function() cd.event({ timer = true }) end,
-      "bad argument #1 to 'event' (unknown option 'timer' (expected timing, blocking))")
+      "bad argument #1 to 'event' (unknown option 'timer' (expected timing, blocking, ipc))")
     expect_error(function() cd.event("cpu", { timing = "yes" }) end,
       "bad option 'timing' to 'event' (boolean expected, got string)")
   end)

@@ -199,24 +199,48 @@ void cdv_set_index(lua_State *L, int mt, lua_CFunction index) {
   lua_setfield(L, mt, "__index");
 }
 
+/* Pushes the registry's table at `key` (a C address), weak-keyed, made when missing. */
+void cdv_weak_registry_table(lua_State *L, const void *key) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}
+
 /* NOTE [scoped calls]: cd.with_device, cd.with_stream, cd.with_peer_access and cd.with_mempool_access keep the
  * setting to restore in a to-be-closed slot (slot 1), so an error restores it as it unwinds, and its traceback
  * passes through untouched (no pcall in between). Inside a coroutine that is not enough: an error that leaves
  * the coroutine through coroutine.resume does not unwind its stack, and Lua closes the slot only when the
  * coroutine is closed (coroutine.close; coroutine.wrap does it at once), so the setting would stay on for the
  * code that resumed it. There the function is called under pcall, the slot is closed, and the error is raised
- * again, unchanged. A yield inside the function is refused ("attempt to yield across a C-call boundary", Lua's
- * own message), after the setting is restored: suspended, the coroutine would otherwise leave it on for its
- * resumer. (Switching settings per coroutine, so that a yield keeps them, is left to the issue that asks for it;
- * a continuation, lua_pcallk, is where it would start.) */
-int cdv_call_scoped(lua_State *L, int nargs) {
-  int main_thread = lua_pushthread(L);
-  lua_pop(L, 1);
-  if (main_thread) {
-    lua_call(L, nargs, LUA_MULTRET);
-  } else if (lua_pcall(L, nargs, LUA_MULTRET, 0) != LUA_OK) {
+ * again, unchanged. with_device and with_stream keep their settings per coroutine (NOTE [coroutine scopes] in
+ * async.c), so a yield inside them is allowed: the pcall is a lua_pcallk whose continuation finishes the call
+ * when the coroutine is resumed. The peer-access scopes change a process-wide setting that a suspended
+ * coroutine would leave on for its resumer: a yield inside them is refused ("attempt to yield across a C-call
+ * boundary", Lua's own message), after the setting is restored. */
+static int scoped_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)ctx;
+  if (status != LUA_OK && status != LUA_YIELD) {
     lua_closeslot(L, 1);   /* restore now: the error may leave the coroutine */
     return lua_error(L);
   }
   return lua_gettop(L) - 1;
 }
+
+static int call_scoped(lua_State *L, int nargs, lua_KFunction k) {
+  int main_thread = lua_pushthread(L);
+  lua_pop(L, 1);
+  if (main_thread) {
+    lua_call(L, nargs, LUA_MULTRET);
+    return lua_gettop(L) - 1;
+  }
+  return scoped_k(L, lua_pcallk(L, nargs, LUA_MULTRET, 0, 0, k), 0);
+}
+
+int cdv_call_scoped(lua_State *L, int nargs) { return call_scoped(L, nargs, NULL); }
+int cdv_call_scoped_k(lua_State *L, int nargs) { return call_scoped(L, nargs, scoped_k); }

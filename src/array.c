@@ -12,7 +12,7 @@
 
 #include "cdv.h"
 
-static const char *const create_opts[] = {"device", "stream", "pinned", NULL};
+static const char *const create_opts[] = {"device", "stream", "pinned", "ipc", NULL};
 static const char *const copy_opts[] = {"stream", NULL};
 static const char *const copy_range_opts[] = {"count", "dst_offset", "src_offset", "stream", NULL};
 
@@ -397,17 +397,20 @@ typedef struct create_args {
   cdv_device *dev;
   cdv_stream *stream;
   int kind;
+  int ipc;                /* {ipc = true}: NOTE [ipc] in ipc.c */
 } create_args;
 
 /* Reads {device=, stream=, pinned=} at arg (may be none). */
 static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const char *fname) {
-  create_args c = {NULL, NULL, CDV_MEM_DEVICE};
+  create_args c = {NULL, NULL, CDV_MEM_DEVICE, 0};
   if (lua_isnoneornil(L, arg)) {   /* no options: the default device (the common case, without the lookups) */
     c.dev = cdv_state_device(L, st);
     return c;
   }
   cdv_check_options(L, arg, create_opts, fname);
   int pinned = cdv_check_boolean_field(L, arg, "pinned", 0, fname);
+  c.ipc = cdv_check_boolean_field(L, arg, "ipc", 0, fname);
+  if (c.ipc && pinned) cdv_opt_error(L, "ipc", fname, "an ipc array is device memory, not pinned host memory");
   c.dev = cdv_opt_device_field(L, arg, fname);
   c.stream = cdv_opt_stream_field(L, arg, fname);
   if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_state_device(L, st);
@@ -421,6 +424,14 @@ static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const
   return c;
 }
 
+/* the array the options ask for: an {ipc = true} one is an allocation of its own (NOTE [ipc] in ipc.c) */
+static cdv_array *push_created(lua_State *L, cdv_state *st, const create_args *c, cdv_dtype t, int ndim,
+                               const int64_t *shape, const char *fname) {
+  if (!c->ipc) return push_array(L, st, c->dev, t, ndim, shape, c->kind, c->stream);
+  cdv_ipc_push_array(L, c->dev, t, ndim, shape, fname);
+  return lua_touserdata(L, -1);
+}
+
 /* (shape at `shape`, then [dtype] [, opts] from `next`): the dtype may be left out before an options
  * table. Returns the new array (pushed) and the stream it was made on. */
 static cdv_array *create(lua_State *L, int shape_arg, int next, const char *fname, cdv_stream **s) {
@@ -431,7 +442,7 @@ static cdv_array *create(lua_State *L, int shape_arg, int next, const char *fnam
   cdv_state *st = cdv_get_state(L);
   create_args c = check_create_opts(L, st, o, fname);
   if (s != NULL) *s = c.stream;
-  return push_array(L, st, c.dev, t, ndim, shape, c.kind, c.stream);
+  return push_created(L, st, &c, t, ndim, shape, fname);
 }
 
 static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s);
@@ -853,7 +864,7 @@ static int l_array(lua_State *L) {
   }
   cdv_state *st = cdv_get_state(L);
   create_args c = check_create_opts(L, st, o, "array");
-  cdv_array *a = push_array(L, st, c.dev, t, ndim, shape, c.kind, c.stream);
+  cdv_array *a = push_created(L, st, &c, t, ndim, shape, "array");
   if (c.dev->be->host_memory) fill_host(L, 1, a, 1);
   else copy_lua(L, 1, a, 0, 0, a->size, a->size, c.stream);
   return 1;
@@ -1393,6 +1404,7 @@ static const luaL_Reg methods[] = {
   {"fill", array_fill},
   {"zero", array_zero},
   {"free", array_free},
+  {"ipc_handle", cdv_array_ipc_handle},
   {"new_empty", array_new_empty},
   {"new_zeros", array_new_zeros},
   {"new_full", array_new_full},

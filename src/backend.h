@@ -212,6 +212,21 @@ struct cdv_backend {
   int (*capture_end)(cdv_device *d, void *stream, int keep, void **exec, int *nodes, cdv_err *e);
   int (*graph_launch)(cdv_device *d, void *exec, void *stream, cdv_err *e);
   int (*graph_destroy)(cdv_device *d, void *exec, cdv_err *e);
+  /* NOTE [stream callbacks] (async.c): fn(ud) called by the backend, on a thread of its own, once the work queued
+   * on `stream` before it is done (cuLaunchHostFunc). A kind whose work is done when queued needs none. */
+  int (*host_func)(cdv_device *d, void *stream, void (*fn)(void *), void *ud, cdv_err *e);
+  /* NOTE [ipc] (ipc.c): memory and events other processes of the machine open. ipc_alloc / ipc_free: an allocation
+   * of its own (cuMemAlloc / cuMemFree, never the pool's); mem_get: its 64-byte handle; mem_open / mem_close: map
+   * another process's allocation (its base and size) and unmap it; event_create: an interprocess event (no
+   * timing); event_get / event_open: an event's handle and the event it names. */
+  int (*ipc_alloc)(cdv_device *d, size_t bytes, void **ptr, cdv_err *e);
+  int (*ipc_free)(cdv_device *d, void *ptr, cdv_err *e);
+  int (*ipc_mem_get)(cdv_device *d, void *ptr, unsigned char handle[64], cdv_err *e);
+  int (*ipc_mem_open)(cdv_device *d, const unsigned char handle[64], void **ptr, size_t *bytes, cdv_err *e);
+  int (*ipc_mem_close)(cdv_device *d, void *ptr, cdv_err *e);
+  int (*ipc_event_create)(cdv_device *d, int blocking, void **ev, cdv_err *e);
+  int (*ipc_event_get)(cdv_device *d, void *ev, unsigned char handle[64], cdv_err *e);
+  int (*ipc_event_open)(cdv_device *d, const unsigned char handle[64], void **ev, cdv_err *e);
   /* The device's stream-ordered pool (where d->is_mempool_supported): the bytes it reserves now, and giving
    * back what it keeps beyond what is allocated (after the caller waited for the device). */
   int (*pool_reserved)(cdv_device *d, uint64_t *bytes, cdv_err *e);
@@ -245,6 +260,16 @@ int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky fau
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
 int cdv_cuda_reset(cdv_device *d, cdv_err *e);   /* cuDevicePrimaryCtxReset, then the context retained anew */
 int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
+/* backend_cuda_ipc.c: the CUDA backend's host_func and ipc_* operations (NOTE [ipc], NOTE [stream callbacks]) */
+int cdv_cuda_host_func(cdv_device *d, void *stream, void (*fn)(void *), void *ud, cdv_err *e);
+int cdv_cuda_ipc_alloc(cdv_device *d, size_t bytes, void **ptr, cdv_err *e);
+int cdv_cuda_ipc_free(cdv_device *d, void *ptr, cdv_err *e);
+int cdv_cuda_ipc_mem_get(cdv_device *d, void *ptr, unsigned char handle[64], cdv_err *e);
+int cdv_cuda_ipc_mem_open(cdv_device *d, const unsigned char handle[64], void **ptr, size_t *bytes, cdv_err *e);
+int cdv_cuda_ipc_mem_close(cdv_device *d, void *ptr, cdv_err *e);
+int cdv_cuda_ipc_event_create(cdv_device *d, int blocking, void **ev, cdv_err *e);
+int cdv_cuda_ipc_event_get(cdv_device *d, void *ev, unsigned char handle[64], cdv_err *e);
+int cdv_cuda_ipc_event_open(cdv_device *d, const unsigned char handle[64], void **ev, cdv_err *e);
 int cdv_cuda_attribute_id(const char *name);   /* d:attribute's name ("warp_size"): its number, -1 when unknown */
 /* the CUDA compile operation without the disk cache and the target check (tests/cuda_backend_test.c) */
 int cdv_cuda_compile_uncached(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e);

@@ -1089,4 +1089,14 @@ const cdv_backend cdv_backend_cuda = {
   .reset = cdv_cuda_reset,
   .profiler = cdv_cuda_profiler,
   .stream_of = cdv_cuda_stream_of,
+  /* backend_cuda_ipc.c */
+  .host_func = cdv_cuda_host_func,
+  .ipc_alloc = cdv_cuda_ipc_alloc,
+  .ipc_free = cdv_cuda_ipc_free,
+  .ipc_mem_get = cdv_cuda_ipc_mem_get,
+  .ipc_mem_open = cdv_cuda_ipc_mem_open,
+  .ipc_mem_close = cdv_cuda_ipc_mem_close,
+  .ipc_event_create = cdv_cuda_ipc_event_create,
+  .ipc_event_get = cdv_cuda_ipc_event_get,
+  .ipc_event_open = cdv_cuda_ipc_event_open,
 };

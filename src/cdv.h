@@ -58,6 +58,7 @@ typedef struct cdv_state {
   size_t quota, quota_used;                  /* device-memory quota for the state (0 = none) */
   int launch_blocking;                       /* CUDA_LAUNCH_BLOCKING=1 */
   int interruptible;                         /* NOTE [interruptible waits] (embed.c) */
+  int coscopes;                              /* a coroutine opened a scope: NOTE [coroutine scopes] (async.c) */
   /* NOTE [launch keys]: the launch configuration's key names, interned in this state (anchored in the
    * registry). Lua interns short strings, so a key read from a config table is one of these exactly when
    * its text pointer is: the launch path compares pointers, not text. */
@@ -121,6 +122,7 @@ typedef struct cdv_event {
   void *handle;
   unsigned generation;
   int timing;
+  int ipc;                /* (see NOTE [ipc]) 1 made with ipc = true (exportable), 2 opened from another process */
 } cdv_event;
 
 /* NOTE [array memory]: an allocation is a refcounted block shared by an array and its views, so a view
@@ -242,6 +244,24 @@ void *cdv_stream_for(lua_State *L, cdv_device *d, cdv_stream *s); /* handle, che
 int cdv_event_open(lua_State *L);
 cdv_event *cdv_check_event(lua_State *L, int arg);
 int cdv_event_new(lua_State *L);                            /* cd.event([device] [, opts]) */
+cdv_event *cdv_new_event(lua_State *L);   /* pushed, closed (no handle, dev NULL) until the caller fills it */
+
+/* async.c: NOTE [coroutine scopes], NOTE [stream callbacks], s:await / e:await */
+int cdv_async_open(lua_State *L);
+/* pushes the scope record of the thread at idx (0: the running one; made when `create`) and returns 1; returns 0
+ * and pushes nothing for the main thread, or when there is none and !create */
+int cdv_coscope_push(lua_State *L, int idx, int create);
+void cdv_callbacks_drain(lua_State *L);     /* runs the callbacks whose work is done (never raises for theirs) */
+int cdv_stream_add_callback(lua_State *L);  /* s:add_callback(fn) */
+int cdv_stream_await(lua_State *L);         /* s:await() */
+int cdv_event_await(lua_State *L);          /* e:await() */
+
+/* ipc.c: NOTE [ipc] */
+int cdv_ipc_open(lua_State *L);
+/* {ipc = true} of fname (cd.empty, zeros, ones, full): pushes the Array */
+void cdv_ipc_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, const char *fname);
+int cdv_event_ipc_handle(lua_State *L);     /* e:ipc_handle() */
+int cdv_array_ipc_handle(lua_State *L);     /* a:ipc_handle() */
 
 /* array.c */
 int cdv_array_open(lua_State *L);
@@ -402,6 +422,8 @@ const char *cdv_check_cstring(lua_State *L, int arg, const char *what);   /* "<w
 /* (see NOTE [scoped calls]) calls the function below nargs arguments, the scope to restore being the to-be-closed
  * slot 1; returns the number of results (all the stack above slot 1) */
 int cdv_call_scoped(lua_State *L, int nargs);  /* pushes t[k] when t is a table; type or LUA_TNIL */
+int cdv_call_scoped_k(lua_State *L, int nargs);   /* cdv_call_scoped, a yield allowed (NOTE [coroutine scopes]) */
+void cdv_weak_registry_table(lua_State *L, const void *key);   /* pushed; made (weak keys) when missing */
 int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname);
 
 #endif

@@ -165,16 +165,7 @@ void cdv_track_late(lua_State *L, int idx) {
   cdv_state *st = cdv_peek_state(L);
   if (st == NULL || st->closing)
     luaL_error(L, "the Lua state is closing: %s values cannot be made now", cdv_typename(L, idx));
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &LATE_KEY) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &LATE_KEY);
-  }
+  cdv_weak_registry_table(L, &LATE_KEY);
   lua_pushvalue(L, idx);
   lua_pushboolean(L, 1);
   lua_rawset(L, -3);
@@ -415,6 +406,8 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_profile_open(L);
   cdv_mpi_open(L);
   cdv_nccl_open(L);
+  cdv_async_open(L);
+  cdv_ipc_open(L);
   lua_pushcfunction(L, l_live);
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);

@@ -318,7 +318,20 @@ cdv_device *cdv_default_device(lua_State *L) {
   return cdv_state_device(L, cdv_get_state(L));
 }
 
+/* (see NOTE [coroutine scopes]) the running coroutine's own default device (its index), or -1 */
+static int scoped_device(lua_State *L) {
+  int i = -1, isint;
+  if (!cdv_coscope_push(L, 0, 0)) return -1;
+  lua_rawgeti(L, -1, 0);
+  lua_Integer v = lua_tointegerx(L, -1, &isint);
+  if (isint && v >= 0 && v < cdv_device_count_all() && !registry[v]->unmapped) i = (int)v;
+  lua_pop(L, 2);
+  return i;
+}
+
 cdv_device *cdv_state_device(lua_State *L, cdv_state *st) {
+  int i;
+  if (st->coscopes && (i = scoped_device(L)) >= 0) return registry[i];
   if (st->default_device < 0) st->default_device = initial_default(L)->index;
   return registry[st->default_device];
 }
@@ -392,6 +405,7 @@ static int device_synchronize(lua_State *L) {
   cdv_device *d = self(L);
   cdv_device_use(L, d);
   cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
+  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
   return 0;
 }
 
@@ -507,9 +521,21 @@ static int l_get_device(lua_State *L) {
   return 1;
 }
 
+/* sets the running coroutine's device where one of its scopes holds it (NOTE [coroutine scopes]), else the state's */
 static void set_default(lua_State *L, cdv_device *d) {
   if (d->be->has_contexts) cdv_device_use(L, d);   /* setting a CUDA device makes its context current */
-  cdv_get_state(L)->default_device = d->index;
+  cdv_state *st = cdv_get_state(L);
+  if (st->coscopes && cdv_coscope_push(L, 0, 0)) {
+    int scoped = lua_rawgeti(L, -1, 0) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (scoped) {
+      lua_pushinteger(L, d->index);
+      lua_rawseti(L, -2, 0);
+    }
+    lua_pop(L, 1);
+    if (scoped) return;
+  }
+  st->default_device = d->index;
 }
 
 static int l_set_device(lua_State *L) {
@@ -517,26 +543,53 @@ static int l_set_device(lua_State *L) {
   return 0;
 }
 
-/* A Scope restores the previous default device when closed: `local _ <close> = cd.scope("cuda:1")`. */
-typedef struct scope { uint64_t magic; int previous; int closed; } scope;
+/* A Scope restores the previous default device when closed: `local _ <close> = cd.scope("cuda:1")`. Opened in a
+ * coroutine, it sets the coroutine's own device (NOTE [coroutine scopes]); previous is then -1 for "the state's",
+ * and the thread is the user value. */
+typedef struct scope { uint64_t magic; int previous; int closed; int coroutine; } scope;
 
 static int scope_close(lua_State *L) {
   scope *s = cdv_check_udata(L, 1, "cudadev.Scope", CDV_SCOPE_MAGIC, sizeof(scope));
   if (!s->closed) {
     s->closed = 1;
-    cdv_get_state(L)->default_device = s->previous;
+    if (!s->coroutine) {
+      cdv_get_state(L)->default_device = s->previous;
+      return 0;
+    }
+    lua_getiuservalue(L, 1, 1);
+    if (cdv_coscope_push(L, -1, 0)) {
+      if (s->previous >= 0) lua_pushinteger(L, s->previous);
+      else lua_pushnil(L);
+      lua_rawseti(L, -2, 0);
+    }
   }
   return 0;
 }
 
 static int l_scope(lua_State *L) {
   cdv_device *d = cdv_check_device(L, 1);
-  scope *s = lua_newuserdatauv(L, sizeof *s, 0);
+  scope *s = lua_newuserdatauv(L, sizeof *s, 1);
   s->magic = CDV_SCOPE_MAGIC;
-  s->previous = cdv_default_device(L)->index;
   s->closed = 1;   /* closed until the switch succeeded: a failed switch must not restore anything */
+  s->coroutine = 0;
   luaL_setmetatable(L, "cudadev.Scope");
-  set_default(L, d);
+  if (cdv_coscope_push(L, 0, 1)) {
+    int isint;
+    lua_rawgeti(L, -1, 0);
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    s->previous = isint && v >= 0 && v < cdv_device_count_all() ? (int)v : -1;
+    lua_pop(L, 1);
+    if (d->be->has_contexts) cdv_device_use(L, d);
+    lua_pushinteger(L, d->index);
+    lua_rawseti(L, -2, 0);
+    lua_pop(L, 1);
+    lua_pushthread(L);
+    lua_setiuservalue(L, -2, 1);
+    s->coroutine = 1;
+  } else {
+    s->previous = cdv_default_device(L)->index;
+    set_default(L, d);
+  }
   s->closed = 0;
   return 1;
 }
@@ -553,7 +606,7 @@ static int l_with_device(lua_State *L) {
   lua_insert(L, 1);        /* scope at 1, spec at 2, fn at 3 */
   lua_toclose(L, 1);
   lua_remove(L, 2);
-  return cdv_call_scoped(L, nargs);   /* NOTE [scoped calls] */
+  return cdv_call_scoped_k(L, nargs);   /* NOTE [scoped calls], NOTE [coroutine scopes] */
 }
 
 static int l_synchronize(lua_State *L) {
@@ -563,6 +616,7 @@ static int l_synchronize(lua_State *L) {
     cdv_device_use(L, d);
     cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
   }
+  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
   return 0;
 }
 
@@ -570,6 +624,7 @@ static int l_synchronize_device(lua_State *L) {
   cdv_device *d = cdv_opt_device(L, 1);
   cdv_device_use(L, d);
   cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
+  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
   return 0;
 }
 

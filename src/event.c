@@ -6,7 +6,7 @@
 
 #include "cdv.h"
 
-static const char *const event_opts[] = {"timing", "blocking", NULL};
+static const char *const event_opts[] = {"timing", "blocking", "ipc", NULL};
 
 static cdv_event *check_any(lua_State *L, int arg) {
   return cdv_check_udata(L, arg, CDV_EVENT, CDV_EVENT_MAGIC, sizeof(cdv_event));
@@ -19,23 +19,37 @@ cdv_event *cdv_check_event(lua_State *L, int arg) {
   return ev;
 }
 
-/* cd.event([device] [, {timing=true, blocking=false}]) wraps cuEventCreate */
+/* A closed Event, pushed: no handle, dev NULL until the caller has one (a failure leaves nothing half-made). */
+cdv_event *cdv_new_event(lua_State *L) {
+  cdv_event *ev = lua_newuserdatauv(L, sizeof *ev, 0);
+  memset(ev, 0, sizeof *ev);
+  ev->magic = CDV_EVENT_MAGIC;
+  luaL_setmetatable(L, CDV_EVENT);
+  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
+  return ev;
+}
+
+/* cd.event([device] [, {timing=true, blocking=false, ipc=false}]) wraps cuEventCreate; ipc = true: an interprocess
+ * event, which cannot time (NOTE [ipc] in ipc.c) */
 int cdv_event_new(lua_State *L) {
   int o = lua_istable(L, 1) ? 1 : 2;
   cdv_device *d = o == 1 ? cdv_default_device(L) : cdv_opt_device(L, 1);
   cdv_check_options(L, o, event_opts, "event");
-  int timing = cdv_check_boolean_field(L, o, "timing", 1, "event");
+  int ipc = cdv_check_boolean_field(L, o, "ipc", 0, "event");
+  int timing = cdv_check_boolean_field(L, o, "timing", !ipc, "event");
   int blocking = cdv_check_boolean_field(L, o, "blocking", 0, "event");
+  if (ipc && timing) return cdv_opt_error(L, "timing", "event", "an ipc event cannot time: leave timing out");
+  if (ipc && d->be->ipc_event_create == NULL)
+    return cdv_opt_error(L, "ipc", "event",
+                         lua_pushfstring(L, "%s cannot share events between processes: use a cuda device", d->alias));
   cdv_device_use(L, d);
-  cdv_event *ev = lua_newuserdatauv(L, sizeof *ev, 0);
-  memset(ev, 0, sizeof *ev);
-  ev->magic = CDV_EVENT_MAGIC;
-  luaL_setmetatable(L, CDV_EVENT);   /* closed until the handle exists: a failure leaves nothing half-made */
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
-  cdv_try(L, d, d->be->event_create(d, timing, blocking, &ev->handle, &e_));
+  cdv_event *ev = cdv_new_event(L);
+  cdv_try(L, d, ipc ? d->be->ipc_event_create(d, blocking, &ev->handle, &e_)
+                    : d->be->event_create(d, timing, blocking, &ev->handle, &e_));
   ev->dev = d;
   ev->generation = d->generation;
   ev->timing = timing;
+  ev->ipc = ipc;
   cdv_live_add(CDV_LIVE_EVENT, 1);
   return 1;
 }
@@ -88,6 +102,7 @@ static int event_query(lua_State *L) {
   int done = 1;
   cdv_device_use(L, ev->dev);
   cdv_try(L, ev->dev, ev->dev->be->event_query(ev->dev, ev->handle, &done, &e_));
+  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
   lua_pushboolean(L, done);
   return 1;
 }
@@ -96,6 +111,7 @@ static int event_synchronize(lua_State *L) {
   cdv_event *ev = cdv_check_event(L, 1);
   cdv_device_use(L, ev->dev);
   cdv_try(L, ev->dev, cdv_wait_event(L, ev->dev, ev->handle, &e_));   /* NOTE [interruptible waits] */
+  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
   lua_settop(L, 1);
   return 1;
 }
@@ -145,6 +161,7 @@ static int event_index(lua_State *L) {
   const char *k = luaL_checkstring(L, 2);
   if (strcmp(k, "device") == 0) cdv_push_device(L, ev->dev);
   else if (strcmp(k, "timing") == 0) lua_pushboolean(L, ev->timing);
+  else if (strcmp(k, "is_ipc") == 0) lua_pushboolean(L, ev->ipc != 0);
   else return luaL_error(L, "Event has no field or method '%s'", k);
   return 1;
 }
@@ -156,6 +173,8 @@ static const luaL_Reg methods[] = {
   {"wait", event_wait},
   {"elapsed", event_elapsed},
   {"destroy", event_destroy},
+  {"await", cdv_event_await},
+  {"ipc_handle", cdv_event_ipc_handle},
   {NULL, NULL}
 };
 

@@ -550,7 +550,8 @@ static int launch(lua_State *L) {
   resolve_config(L, k, c, grid, block);
   void *stream;   /* the current stream's handle without following its pointer: NOTE [current stream cache] */
   if (c->stream) stream = cdv_stream_for(L, d, c->stream);
-  else if (st->cur_set[d->index] && st->cur_generation[d->index] == d->generation) stream = st->cur_handle[d->index];
+  else if (st->cur_set[d->index] && st->cur_generation[d->index] == d->generation && !st->coscopes)
+    stream = st->cur_handle[d->index];   /* (a coroutine's own scope: see NOTE [coroutine scopes]) */
   else stream = cdv_current_stream(L, d)->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
   /* (see NOTE [pinned reads]) a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array

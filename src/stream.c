@@ -89,7 +89,31 @@ void cdv_set_current_slot(cdv_state *st, cdv_device *d, cdv_stream *s) {
   st->cur_generation[d->index] = s != NULL ? s->generation : 0;
 }
 
+/* (see NOTE [coroutine scopes]) the running coroutine's own stream for d, pushed (1), or 0 (nothing pushed). One that
+ * was destroyed or made before a reset is the default stream, as in cdv_state_stream. */
+static int push_scoped(lua_State *L, cdv_device *d) {
+  if (!cdv_coscope_push(L, 0, 0)) return 0;
+  if (lua_rawgeti(L, -1, d->index + 1) == LUA_TNIL) {
+    lua_pop(L, 2);
+    return 0;
+  }
+  cdv_stream *s = cdv_test_magic(L, -1, sizeof *s, CDV_STREAM_MAGIC);
+  if (s == NULL || s->dev != d || s->generation != d->generation) {
+    lua_pop(L, 1);
+    cdv_new_stream(L, d);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, d->index + 1);
+  }
+  lua_remove(L, -2);
+  return 1;
+}
+
 cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d) {
+  if (st->coscopes && push_scoped(L, d)) {
+    cdv_stream *scoped = lua_touserdata(L, -1);   /* the coroutine's record holds it */
+    lua_pop(L, 1);
+    return scoped;
+  }
   cdv_stream *s = st->cur_stream[d->index];
   if (!anchored_stream(L, d, s)) cdv_set_current_slot(st, d, s = NULL);
   if (s == NULL || s->dev == NULL || s->generation != d->generation) {
@@ -103,6 +127,7 @@ cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d) {
 
 void cdv_push_current_stream(lua_State *L, cdv_device *d) {
   cdv_state *st = cdv_get_state(L);
+  if (st->coscopes && push_scoped(L, d)) return;
   cdv_state_stream(L, st, d);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.current_streams");
   if (lua_rawgeti(L, -1, d->index) != LUA_TUSERDATA || lua_touserdata(L, -1) != st->cur_stream[d->index]) {
@@ -234,6 +259,7 @@ static int stream_synchronize(lua_State *L) {
   cdv_stream *s = cdv_check_stream(L, 1);
   cdv_device_use(L, s->dev);
   cdv_try(L, s->dev, cdv_wait_stream(L, s->dev, s->handle, &e_));   /* NOTE [interruptible waits] */
+  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
   return 0;
 }
 
@@ -242,6 +268,7 @@ static int stream_query(lua_State *L) {
   int idle = 1;
   cdv_device_use(L, s->dev);
   cdv_try(L, s->dev, s->dev->be->stream_query(s->dev, s->handle, &idle, &e_));
+  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
   lua_pushboolean(L, idle);
   return 1;
 }
@@ -327,10 +354,28 @@ static int l_get_stream(lua_State *L) {
   return 1;
 }
 
-static void set_current(lua_State *L, int idx) {
+/* the state's current stream of its device (see NOTE [coroutine scopes]; the main thread's) */
+static void set_global(lua_State *L, int idx) {
   cdv_stream *s = cdv_check_stream(L, idx);
   anchor(L, s->dev, idx);
   cdv_set_current_slot(cdv_get_state(L), s->dev, s);
+}
+
+/* cd.set_stream: the running coroutine's where one of its scopes holds it, else the state's */
+static void set_current(lua_State *L, int idx) {
+  cdv_stream *s = cdv_check_stream(L, idx);
+  idx = lua_absindex(L, idx);
+  if (cdv_get_state(L)->coscopes && cdv_coscope_push(L, 0, 0)) {
+    int scoped = lua_rawgeti(L, -1, s->dev->index + 1) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (scoped) {
+      lua_pushvalue(L, idx);
+      lua_rawseti(L, -2, s->dev->index + 1);
+    }
+    lua_pop(L, 1);
+    if (scoped) return;
+  }
+  set_global(L, idx);
 }
 
 static int l_set_stream(lua_State *L) {
@@ -338,14 +383,22 @@ static int l_set_stream(lua_State *L) {
   return 0;
 }
 
-/* The stream scope restores the previous current stream of the device when closed. */
+/* The stream scope restores the previous current stream of the device when closed: user value 1 is that stream
+ * (nil in a coroutine's scope: the state's), user value 2 the coroutine whose record it changed (NOTE [coroutine
+ * scopes]), nil for the state's. */
+typedef struct stream_scope { uint64_t magic; int closed, dev; } stream_scope;
+#define STREAM_SCOPE_MAGIC (CDV_SCOPE_MAGIC + 2)
+
 static int stream_scope_close(lua_State *L) {
-  luaL_checkudata(L, 1, "cudadev.StreamScope");   /* the debug library can call it with anything */
+  stream_scope *sc = cdv_check_udata(L, 1, "cudadev.StreamScope", STREAM_SCOPE_MAGIC, sizeof *sc);
+  if (sc->closed) return 0;
+  sc->closed = 1;
+  lua_settop(L, 1);   /* __close gets the error too */
   lua_getiuservalue(L, 1, 1);
-  if (!lua_isnil(L, -1)) {
-    set_current(L, -1);
-    lua_pushnil(L);
-    lua_setiuservalue(L, 1, 1);
+  if (lua_getiuservalue(L, 1, 2) == LUA_TNIL) set_global(L, 2);
+  else if (cdv_coscope_push(L, 3, 0)) {
+    lua_pushvalue(L, 2);
+    lua_rawseti(L, -2, sc->dev + 1);
   }
   return 0;
 }
@@ -355,15 +408,27 @@ static int l_with_stream(lua_State *L) {
   cdv_stream *s = cdv_check_stream(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   int nargs = lua_gettop(L) - 2;
-  lua_newuserdatauv(L, 1, 1);
+  stream_scope *sc = lua_newuserdatauv(L, sizeof *sc, 2);
+  *sc = (stream_scope){STREAM_SCOPE_MAGIC, 1, s->dev->index};   /* closed until the stream is set */
   luaL_setmetatable(L, "cudadev.StreamScope");
-  cdv_push_current_stream(L, s->dev);
-  lua_setiuservalue(L, -2, 1);
+  if (cdv_coscope_push(L, 0, 1)) {   /* a coroutine: its own stream (NOTE [coroutine scopes]) */
+    lua_rawgeti(L, -1, s->dev->index + 1);
+    lua_setiuservalue(L, -3, 1);
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, s->dev->index + 1);
+    lua_pop(L, 1);
+    lua_pushthread(L);
+    lua_setiuservalue(L, -2, 2);
+  } else {
+    cdv_push_current_stream(L, s->dev);
+    lua_setiuservalue(L, -2, 1);
+    set_global(L, 1);
+  }
+  sc->closed = 0;
   lua_insert(L, 1);
   lua_toclose(L, 1);
-  set_current(L, 2);
   lua_remove(L, 2);
-  return cdv_call_scoped(L, nargs);   /* NOTE [scoped calls] */
+  return cdv_call_scoped_k(L, nargs);   /* NOTE [scoped calls], NOTE [coroutine scopes] */
 }
 
 static const luaL_Reg methods[] = {
@@ -373,6 +438,8 @@ static const luaL_Reg methods[] = {
   {"wait_stream", stream_wait_stream},
   {"record_event", stream_record_event},
   {"destroy", stream_destroy},
+  {"add_callback", cdv_stream_add_callback},
+  {"await", cdv_stream_await},
   {NULL, NULL}
 };
 

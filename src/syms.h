@@ -51,6 +51,8 @@
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemPoolSetAttribute)                \
   X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister)     \
   X(cuMemHostUnregister) X(cuMemGetInfo) X(cuPointerGetAttribute)                                         \
+  X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)             \
+  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)                                                          \
   X(cuMemcpy) X(cuMemcpyAsync) X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH)                       \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemcpyPeer) X(cuMemcpyPeerAsync)          \
   X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D32Async)                        \
