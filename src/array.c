@@ -228,6 +228,8 @@ static int host_wait(cdv_block *b, cdv_err *e) {
   return b->last_dev->be->stream_synchronize(b->last_dev, b->last_stream, e);
 }
 
+int cdv_host_wait(cdv_block *b, cdv_err *e) { return host_wait(b, e); }
+
 /* Drops one reference; the last one frees the memory, ordered after the last stream that used it.
  * Never raises (it runs from __gc): failures are reported through *e and the return value. */
 static int block_unref(cdv_block *b, cdv_err *e) {
