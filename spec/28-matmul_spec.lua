@@ -50,7 +50,7 @@ local function assert_close(c, C, bound, dtype, k)
   assert.equal(#C, #got)
   local tol = EPS[dtype] * (k + 2)
   for i = 1, #C do
-    if math.abs(got[i] - C[i]) > tol * bound[i] + 1e-30 then
+    if not (math.abs(got[i] - C[i]) <= tol * bound[i] + 1e-30) then   -- NaN fails too
       error(("element %d: got %.17g, expected %.17g (%s, tolerance %g)"):format(i, got[i], C[i], dtype, tol * bound[i]))
     end
   end
