@@ -190,16 +190,29 @@ describe("cd.matmul on the cpu device", function()
     end
   end)
 
-  it("never opens cuBLAS, and cd._cublas() lists every name tried when it is missing", function()
+  it("never opens cuBLAS, and cd._selftest.cublas() lists every name tried when it is missing", function()
     local out = helper.run_child([[
       local c = cd.matmul(cd.ones({2, 2}, {device = "cpu"}), cd.ones({2, 2}, {device = "cpu"}))
       print(c:sum())
-      print(cd._cublas())
+      print(cd._selftest.cublas())
     ]], "CUDADEV_LIBCUBLAS=/nonexistent/libcublas.so")
     assert.truthy(out:find("8.0\n", 1, true), out)
     assert.truthy(out:find("nil\tno cuBLAS: tried /nonexistent/libcublas.so (", 1, true), out)
     assert.truthy(out:find("; set CUDADEV_LIBCUBLAS to the path of libcublas.so\n", 1, true), out)
     assert.truthy(out:find("exit 0\n", 1, true), out)
+  end)
+end)
+
+describe("opening cuBLAS", function()
+  it("tries libcublas.so.13, .12 and libcublas.so, through the linker's search and in the toolkit", function()
+    -- in a child: loading cuBLAS maps half a gigabyte (cublasLt), which this process (under valgrind) need not
+    local out = helper.run_child("print(cd._selftest.cublas())", "env -u CUDADEV_LIBCUBLAS")
+    if not out:find("^nil\t") then
+      assert.truthy(out:match("^[^\n]*libcublas%.so[.%d]*\nexit 0\n$"), out)
+    else
+      assert.truthy(out:find("no cuBLAS: tried libcublas.so.13 (", 1, true), out)
+      assert.truthy(out:find(", /usr/local/cuda/lib64/libcublas.so.12 (", 1, true), out)
+    end
   end)
 end)
 
