@@ -408,8 +408,8 @@ do
 end
 
 ------------------------------------------------------------------------------------------ computing with arrays
--- a + b, a:sum() and cd.random.uniform on 2^26 float32 (issue 17's rows, against CuPy's and PyTorch's same
--- calls in py_peers.py), each timed by events around the call, allocation of the result included (as the
+-- a + b, a:sum() and cd.random.uniform on 2^26 float32, then cd.matmul (issue 17's rows, against CuPy's and
+-- PyTorch's same calls in py_peers.py), each timed by events around the call, allocation of the result included (as the
 -- peers allocate theirs), median of 20 after 3 warm-ups; results checked. Then the first call of a generated
 -- kernel in a new process whose disk cache holds it.
 do
@@ -450,6 +450,23 @@ do
   end
   u = nil
   out("uniform_2p26", timed(function() return cd.random.uniform(n, "float32") end), "us")
+
+  -- cd.matmul (cuBLAS) on uniform [0, 1) square matrices, against `a @ b` and torch.matmul in py_peers.py: float32
+  -- in full precision on every side (cuBLAS's default math mode, no TF32: CuPy's and PyTorch's default too),
+  -- float16 accumulated in float32. Checked: sum(a b) = sum over k of (column k's sum of a) (row k's sum of b).
+  for _, case in ipairs { { 4096, "float32", "matmul_4096" }, { 8192, "float32", "matmul_8192" },
+                          { 8192, "float16", "matmul_8192_f16" } } do
+    local m, dt, key = case[1], case[2], case[3]
+    local x, y = cd.random.uniform({ m, m }, dt), cd.random.uniform({ m, m }, dt)
+    local got = cd.matmul(x, y):astype("float64"):sum()
+    local expect = (x:astype("float64"):sum(1) * y:astype("float64"):sum(2)):sum()
+    if math.abs(got - expect) > (dt == "float16" and 1e-2 or 1e-4) * expect then
+      fail(("cd.matmul %s gave a sum of %.17g, expected %.17g"):format(key, got, expect))
+    end
+    out(key, timed(function() return cd.matmul(x, y) end), "us")
+    x, y = nil, nil
+    collectgarbage()
+  end
   a, b, o = nil, nil, nil
   collectgarbage()
 

@@ -6,6 +6,7 @@ time.perf_counter with the synchronisation inside the timed region, device work 
 random inputs over a NaN-poisoned output, checked against a float64 result. PyTorch has no raw-kernel launch,
 so its launch rows stay empty and its saxpy is torch.add(y, x, alpha=a), its own kernel.
 """
+import os
 import statistics
 import sys
 import time
@@ -160,8 +161,12 @@ def bench_cupy():
     emit(fw, "h2d_pageable", COPY_BYTES / per_op_us(lambda: d1.set(page), 1, sync) / 1e3, "GB/s")
     list_rate(fw, lambda lst: cp.asarray(lst, dtype=cp.float32), sync)
     del d1, d2, h1, h2, page
-    compute_rows(fw, lambda n: cp.arange(n, dtype=cp.int32), lambda x: x.astype(cp.float32), lambda a, b: a + b, lambda a: a.sum(),
-                 lambda n: cp.random.uniform(0, 1, n, dtype=cp.float32), record, elapsed)
+    timed = compute_rows(fw, lambda n: cp.arange(n, dtype=cp.int32), lambda x: x.astype(cp.float32), lambda a, b: a + b,
+                         lambda a: a.sum(), lambda n: cp.random.uniform(0, 1, n, dtype=cp.float32), record, elapsed)
+    if os.environ.get("CUPY_TF32", "0") != "0":
+        print("py_peers: CUPY_TF32 is set: CuPy's float32 matmul uses TF32 and is not comparable", file=sys.stderr)
+    matmul_rows(fw, timed, lambda n, dt: cp.random.random((n, n), dtype=cp.float32).astype(dt), lambda a, b: a @ b,
+                lambda x: x.astype(cp.float64))
 
 
 COMPUTE_N = 1 << 26
@@ -190,6 +195,25 @@ def compute_rows(fw, arange, tofloat, add, total, uniform, record, elapsed):
     emit(fw, "add_2p26", timed(lambda: add(a, b)), "us")
     emit(fw, "sum_2p26", timed(lambda: total(a)), "us")
     emit(fw, "uniform_2p26", timed(lambda: uniform(COMPUTE_N)), "us")
+    return timed
+
+
+MATMUL_CASES = ((4096, "float32", "matmul_4096"), (8192, "float32", "matmul_8192"), (8192, "float16", "matmul_8192_f16"))
+
+
+def matmul_rows(fw, timed, rand, matmul, f64):
+    """cd.matmul's rows, as lua_bench.lua measures them: `a @ b` of uniform [0, 1) square matrices, timed by
+    compute_rows' `timed`. float32 in full precision (no TF32: CuPy's and PyTorch's default, and cudadev's
+    CUBLAS_DEFAULT_MATH), float16 accumulated in float32. Checked: the sum of a @ b against the sum over k of
+    a's column sums times b's row sums."""
+    for n, dtype, key in MATMUL_CASES:
+        a, b = rand(n, dtype), rand(n, dtype)
+        got = float(f64(matmul(a, b)).sum())
+        expect = float((f64(a).sum(0) * f64(b).sum(1)).sum())
+        if abs(got - expect) > (1e-2 if dtype == "float16" else 1e-4) * expect:
+            raise AssertionError(f"{fw}: {key} gave a sum of {got}, expected {expect}")
+        emit(fw, key, timed(lambda: matmul(a, b)), "us")
+        del a, b
 
 
 # ---------------------------------------------------------------------------------------------------- PyTorch
@@ -243,8 +267,11 @@ def bench_torch():
     emit(fw, "h2d_pageable", COPY_BYTES / per_op_us(lambda: d1.copy_(page), 1, sync) / 1e3, "GB/s")
     list_rate(fw, lambda lst: torch.tensor(lst, dtype=torch.float32, device=cuda), sync)
     del d1, d2, h1, h2, page
-    compute_rows(fw, lambda n: torch.arange(n, dtype=torch.int32, device=cuda), lambda x: x.float(), lambda a, b: a + b,
-                 lambda a: a.sum(), lambda n: torch.rand(n, device=cuda), record, elapsed)
+    timed = compute_rows(fw, lambda n: torch.arange(n, dtype=torch.int32, device=cuda), lambda x: x.float(),
+                         lambda a, b: a + b, lambda a: a.sum(), lambda n: torch.rand(n, device=cuda), record, elapsed)
+    torch.backends.cuda.matmul.allow_tf32 = False   # PyTorch's default, said out loud: full float32, as cudadev
+    matmul_rows(fw, timed, lambda n, dt: torch.rand((n, n), device=cuda).to(getattr(torch, dt)), torch.matmul,
+                lambda x: x.double())
 
 
 # ---------------------------------------------------------------------------------------------------- cuda.core

@@ -55,6 +55,15 @@ local function vs_cupy(key, x)
     return ("≥ %.2f× CuPy's speed (%.2f×)"):format(x, c / v), c / v >= x
   end
 end
+-- against the faster of CuPy and PyTorch (both call cuBLAS, as cd.matmul does)
+local function vs_best(key, x)
+  return function(_, v)
+    local c, t = py["cupy " .. key], py["torch " .. key]
+    local best = c and t and math.min(c, t) or c or t
+    if not best then return ("≥ %.2f× the best peer's speed (no peer value)"):format(x), nil end
+    return ("≥ %.2f× the best peer's speed (%.2f×)"):format(x, best / v), best / v >= x
+  end
+end
 -- a + b's memory traffic (2 reads, 1 write) against the C D2D copy's (a read and a write per byte copied)
 local function vs_copy(x)
   return function(_, v)
@@ -109,6 +118,12 @@ local rows = {
   { "a:sum(), 2^26 float32 (events)", nil, "sum_2p26", "µs", vs_cupy("sum_2p26", 0.9), peers = "sum_2p26" },
   { "cd.random.uniform, 2^26 float32 (events)", nil, "uniform_2p26", "µs", vs_cupy("uniform_2p26", 0.9),
     peers = "uniform_2p26" },
+  { "cd.matmul 4096² float32, no TF32 (events)", nil, "matmul_4096", "µs", vs_best("matmul_4096", 0.95),
+    peers = "matmul_4096" },
+  { "cd.matmul 8192² float32, no TF32 (events)", nil, "matmul_8192", "µs", vs_best("matmul_8192", 0.95),
+    peers = "matmul_8192" },
+  { "cd.matmul 8192² float16 (events)", nil, "matmul_8192_f16", "µs", vs_best("matmul_8192_f16", 0.95),
+    peers = "matmul_8192_f16" },
   { "first a + b in a new process, warm disk cache", nil, "ew_first_warm_disk", "µs",
     function(_, v) return "≤ 2000 µs", v <= 2000 end },
   { "Lua memory over 10^5 launches", nil, "launch_alloc_kb", "KB",

@@ -235,6 +235,7 @@ char *cdv_array_host_data(lua_State *L, cdv_array *a) {
   if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
   return a->data;
 }
+int cdv_host_wait(cdv_block *b, cdv_err *e) { return host_wait(b, e); }
 
 /* Drops one reference; the last one frees the memory, ordered after the last stream that used it.
  * Never raises (it runs from __gc): failures are reported through *e and the return value. */

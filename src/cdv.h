@@ -271,6 +271,7 @@ cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, co
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
 int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t);   /* integer or table; returns ndim */
 void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
+int cdv_host_wait(cdv_block *b, cdv_err *e);   /* host memory: wait for the GPU stream that last used it */
 /* memory the host owns as an Array (embed.c): borrowed when release is NULL, else release(ud, ptr) frees it */
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
                                void (*release)(void *ud, void *ptr), void *ud);
@@ -289,6 +290,8 @@ int cdv_graph_open(lua_State *L);
 
 /* nccl.c: cd.nccl and cudadev.Comm */
 int cdv_nccl_open(lua_State *L);
+/* blas.c: cd.matmul, a:matmul (NOTE [host gemm], NOTE [cublas abi]) */
+int cdv_blas_open(lua_State *L);
 
 /* profile.c: cd.profile_start/stop, cd.profiling, NVTX ranges (NOTE [profiling no-ops]) */
 int cdv_profile_open(lua_State *L);

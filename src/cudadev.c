@@ -399,6 +399,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_event_open(L);
   cdv_array_open(L);
   cdv_module_open(L);
+  cdv_blas_open(L);   /* after module.c's cd._selftest, which it extends */
   cdv_peer_open(L);
   cdv_memory_open(L);
   cdv_graph_open(L);

@@ -1,0 +1,455 @@
+/*
+ * blas.c: matrix multiply, cd.matmul(a, b [, opts]) and a:matmul(b [, opts]).
+ *
+ * On a CUDA device the product is cuBLAS's (cublasGemmEx), with cuBLAS opened at run time with dlopen like
+ * libcuda and NVRTC (NOTE [cublas abi]); on a device whose memory the host reads directly (the cpu device,
+ * NOTE [backend properties]) it is a blocked, multithreaded kernel of ours (blas_host.h, NOTE [host gemm]).
+ *
+ * NOTE [row-major gemm]: cudadev's arrays are row-major and cuBLAS is column-major. A row-major m x n matrix is
+ * the column-major n x m matrix of its transpose, so C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T:
+ * the operands are swapped, each keeps its own transposition flag, and every leading dimension is the row
+ * length of the array as stored.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdv.h"
+
+/* ---------------------------------------------------------------- the host kernel */
+#define CDV_GEMM_MAX_THREADS 32
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define CDV_GEMM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), noinline))
+#else
+#define CDV_GEMM_CLONES __attribute__((noinline))
+#endif
+
+/* Threads for an m x n x k product: one per CPU we may use, but only where each gets at least a few million
+ * multiply-adds and some rows (a thread's start costs tens of microseconds). */
+static int cdv_gemm_threads(int64_t m, int64_t n, int64_t k, int mr) {
+  cpu_set_t set;   /* the CPUs this process may run on (taskset, cgroups), not every CPU of the machine */
+  long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+  double work = (double)m * (double)n * (double)k;
+  int64_t by_work = (int64_t)(work / (1 << 22)) + 1, by_rows = (m + mr - 1) / mr;
+  int64_t nt = cpus > 0 ? cpus : 1;
+  if (nt > by_work) nt = by_work;
+  if (nt > by_rows) nt = by_rows;
+  if (nt > CDV_GEMM_MAX_THREADS) nt = CDV_GEMM_MAX_THREADS;
+  return nt < 1 ? 1 : (int)nt;
+}
+
+#define HG_T float
+#define HG_VL 8
+#define HG_(name) name##_f32
+#include "blas_host.h"
+#undef HG_T
+#undef HG_VL
+#undef HG_
+#define HG_T double
+#define HG_VL 4
+#define HG_(name) name##_f64
+#include "blas_host.h"
+#undef HG_T
+#undef HG_VL
+#undef HG_
+
+/* float16 on the host: through float32 copies (the product is accumulated in float32, as cuBLAS does). */
+static int gemm_f16(const uint16_t *a, int transa, const uint16_t *b, int transb, uint16_t *c, int64_t m, int64_t n,
+                    int64_t k, float alpha, float beta) {
+  size_t na = (size_t)(m * k), nb = (size_t)(k * n), nc = (size_t)(m * n);
+  float *fa = malloc(sizeof(float) * (na + nb + nc + 1));
+  if (fa == NULL) return -1;
+  float *fb = fa + na, *fc = fb + nb;
+  for (size_t i = 0; i < na; i++) fa[i] = cdv_f16_to_f32(a[i]);
+  for (size_t i = 0; i < nb; i++) fb[i] = cdv_f16_to_f32(b[i]);
+  if (beta != 0) for (size_t i = 0; i < nc; i++) fc[i] = cdv_f16_to_f32(c[i]);
+  int rc = gemm_f32(fa, transa, fb, transb, fc, m, n, k, alpha, beta);
+  if (rc == 0) for (size_t i = 0; i < nc; i++) c[i] = cdv_f32_to_f16(fc[i]);
+  free(fa);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- cuBLAS, opened at run time */
+/* NOTE [cublas abi]: cuBLAS is neither linked nor its header included: the few entry points used are declared
+ * here from cuBLAS's documented C ABI (cuBLAS 11 and later: libcublas.so.11 to .13), checked against NVIDIA's
+ * cuBLAS documentation: cublasStatus_t, cublasOperation_t (CUBLAS_OP_N 0, CUBLAS_OP_T 1), cublasMath_t
+ * (CUBLAS_DEFAULT_MATH 0: no TF32 for float32, the default of CuPy and PyTorch), cudaDataType (CUDA_R_32F 0,
+ * CUDA_R_64F 1, CUDA_R_16F 2), cublasComputeType_t (CUBLAS_COMPUTE_32F 68, CUBLAS_COMPUTE_64F 70) and
+ * cublasGemmAlgo_t (CUBLAS_GEMM_DEFAULT -1) are C enums, passed as int. cublasGemmEx has taken a
+ * cublasComputeType_t since cuBLAS 11. Pointer mode stays the default (alpha and beta on the host). */
+typedef struct cdv_cublas_context *cdv_cublas_handle;
+typedef int (*cublas_create_fn)(cdv_cublas_handle *handle);
+typedef int (*cublas_destroy_fn)(cdv_cublas_handle handle);
+typedef int (*cublas_set_stream_fn)(cdv_cublas_handle handle, void *stream);
+typedef int (*cublas_set_math_mode_fn)(cdv_cublas_handle handle, int mode);
+typedef int (*cublas_gemm_ex_fn)(cdv_cublas_handle handle, int transa, int transb, int m, int n, int k,
+                                 const void *alpha, const void *A, int Atype, int lda, const void *B, int Btype,
+                                 int ldb, const void *beta, void *C, int Ctype, int ldc, int computeType, int algo);
+typedef const char *(*cublas_status_string_fn)(int status);
+
+enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_DEFAULT_MATH = 0, CUBLAS_GEMM_DEFAULT = -1,
+       CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_64F = 70 };
+
+static struct {
+  cublas_create_fn create;              /* cublasCreate_v2 */
+  cublas_destroy_fn destroy;            /* cublasDestroy_v2 */
+  cublas_set_stream_fn set_stream;      /* cublasSetStream_v2 */
+  cublas_set_math_mode_fn set_math_mode;   /* cublasSetMathMode */
+  cublas_gemm_ex_fn gemm_ex;            /* cublasGemmEx */
+  cublas_status_string_fn status_string;   /* cublasGetStatusString (cuBLAS 11.4), optional */
+  void *handle;
+  char path[512];
+  char why[4096];
+} cublas;
+static pthread_once_t cublas_once = PTHREAD_ONCE_INIT;
+
+static void why_append(const char *fmt, const char *a, const char *b) {
+  size_t len = strlen(cublas.why);
+  if (len < sizeof cublas.why - 1) snprintf(cublas.why + len, sizeof cublas.why - len, fmt, a, b);
+}
+
+static void cublas_try(const char *path) {
+  if (cublas.handle != NULL) return;
+  cublas.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (cublas.handle != NULL) {
+    snprintf(cublas.path, sizeof cublas.path, "%s", path);
+    return;
+  }
+  const char *err = dlerror();
+  why_append(strchr(cublas.why, '(') ? ", %s (%s)" : "tried %s (%s)", path, err ? err : "unknown error");
+}
+
+static void *cublas_sym(const char *name) {
+  void *p = dlsym(cublas.handle, name);
+  if (p == NULL) why_append("%s does not export %s", cublas.path, name);
+  return p;
+}
+
+/* CUDADEV_LIBCUBLAS alone when set; else each soname through the dynamic linker's search, then in the toolkit. */
+static void cublas_load_once(void) {
+  static const char *const sonames[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  const char *env = getenv("CUDADEV_LIBCUBLAS");
+  if (env && *env) {
+    cublas_try(env);
+  } else {
+    const char *home = getenv("CUDA_HOME");
+    for (size_t i = 0; i < sizeof sonames / sizeof *sonames; i++) {
+      char path[1024];
+      cublas_try(sonames[i]);
+      if (home && *home && strcmp(home, "/usr/local/cuda") != 0) {
+        snprintf(path, sizeof path, "%s/lib64/%s", home, sonames[i]);
+        cublas_try(path);
+      }
+      snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[i]);
+      cublas_try(path);
+    }
+  }
+  if (cublas.handle == NULL) {
+    why_append("%s%s", "; set CUDADEV_LIBCUBLAS to the path of libcublas.so", "");
+    return;
+  }
+  cublas.why[0] = '\0';
+  /* POSIX: a void * from dlsym converts to a function pointer (memcpy avoids the cast warning) */
+  void *p;
+#define CUBLAS_SYM(field, name) (p = cublas_sym(name), memcpy(&cublas.field, &p, sizeof p))
+  CUBLAS_SYM(create, "cublasCreate_v2");
+  CUBLAS_SYM(destroy, "cublasDestroy_v2");
+  CUBLAS_SYM(set_stream, "cublasSetStream_v2");
+  CUBLAS_SYM(set_math_mode, "cublasSetMathMode");
+  CUBLAS_SYM(gemm_ex, "cublasGemmEx");
+#undef CUBLAS_SYM
+  p = dlsym(cublas.handle, "cublasGetStatusString");
+  memcpy(&cublas.status_string, &p, sizeof p);
+}
+
+/* 0 when cuBLAS is open with every entry point used; else -1 and *e says what was tried. Never dlclose'd. */
+static int cublas_load(cdv_err *e) {
+  pthread_once(&cublas_once, cublas_load_once);
+  if (cublas.handle && cublas.create && cublas.destroy && cublas.set_stream && cublas.set_math_mode && cublas.gemm_ex)
+    return 0;
+  return cdv_fail(e, "dlopen", 0, "CUBLAS_NOT_FOUND", "no cuBLAS: %s", cublas.why);
+}
+
+static int cublas_status(cdv_err *e, const char *api, int status) {
+  static const char *const names[] = {
+    [0] = "CUBLAS_STATUS_SUCCESS", [1] = "CUBLAS_STATUS_NOT_INITIALIZED", [3] = "CUBLAS_STATUS_ALLOC_FAILED",
+    [7] = "CUBLAS_STATUS_INVALID_VALUE", [8] = "CUBLAS_STATUS_ARCH_MISMATCH", [11] = "CUBLAS_STATUS_MAPPING_ERROR",
+    [13] = "CUBLAS_STATUS_EXECUTION_FAILED", [14] = "CUBLAS_STATUS_INTERNAL_ERROR",
+    [15] = "CUBLAS_STATUS_NOT_SUPPORTED", [16] = "CUBLAS_STATUS_LICENSE_ERROR"};
+  if (status == 0) return 0;
+  const char *name = status > 0 && status < (int)(sizeof names / sizeof *names) && names[status] ? names[status]
+                                                                                               : "CUBLAS_STATUS_UNKNOWN";
+  const char *text = cublas.status_string ? cublas.status_string(status) : NULL;
+  return cdv_fail(e, api, status, name, "%s", text ? text : "cuBLAS failed");
+}
+
+/* ---------------------------------------------------------------- cuBLAS handles */
+/* NOTE [cublas handles]: one cuBLAS handle per device per lua_State, made at the first matmul on the device
+ * and destroyed when the state closes (a handle is not thread-safe, and states may run in different threads).
+ * They live in a userdata of the registry whose finalizer destroys them. A handle belongs to its device's
+ * context: after a reset (a new context) or once the context is gone or poisoned it is forgotten, never
+ * destroyed (the driver would be called on a dead context), and a new one is made. Each call sets the handle's
+ * stream to the Array's, so cuBLAS's work is ordered with the rest of that stream. */
+#define BLAS_KEY "cudadev.cublas_handles"
+#define BLAS_MAGIC 0x63647642686e64ULL   /* "cdvBhnd" (NOTE [magic]) */
+typedef struct blas_handles {
+  uint64_t magic;
+  struct { cdv_cublas_handle h; cdv_device *dev; unsigned generation; } slot[CDV_MAXDEV];
+} blas_handles;
+
+static int handles_gc(lua_State *L) {
+  blas_handles *hs = cdv_test_magic(L, 1, sizeof *hs, BLAS_MAGIC);
+  if (hs == NULL) return 0;
+  for (int i = 0; i < CDV_MAXDEV; i++) {
+    cdv_device *d = hs->slot[i].dev;
+    cdv_cublas_handle h = hs->slot[i].h;
+    hs->slot[i].h = NULL;
+    if (h == NULL || !cdv_still_owned(d, hs->slot[i].generation) || d->gone) continue;
+    cdv_err e;
+    if (d->be->activate(d, &e) != 0 || cublas_status(&e, "cublasDestroy", cublas.destroy(h)) != 0)
+      cdv_warn_release(L, "cuBLAS handle", d, &e);   /* __gc never raises */
+  }
+  return 0;
+}
+
+/* The state's handle for d (current context), made when missing or stale. */
+static cdv_cublas_handle blas_handle(lua_State *L, cdv_device *d) {
+  cdv_err e;
+  if (cublas_load(&e) != 0) cdv_raise(L, d, &e);
+  blas_handles *hs = NULL;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, BLAS_KEY) == LUA_TUSERDATA)
+    hs = cdv_test_magic(L, -1, sizeof *hs, BLAS_MAGIC);
+  lua_pop(L, 1);
+  if (hs == NULL) {
+    hs = lua_newuserdatauv(L, sizeof *hs, 0);
+    memset(hs, 0, sizeof *hs);
+    hs->magic = BLAS_MAGIC;
+    lua_createtable(L, 0, 2);
+    lua_pushcfunction(L, handles_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, "cudadev.CublasHandles");
+    lua_setfield(L, -2, "__name");
+    lua_setmetatable(L, -2);
+    cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
+    lua_setfield(L, LUA_REGISTRYINDEX, BLAS_KEY);
+  }
+  if (d->index < 0 || d->index >= CDV_MAXDEV) luaL_error(L, "matmul: %s has no cuBLAS slot", d->alias);
+  if (hs->slot[d->index].h != NULL && hs->slot[d->index].dev == d && hs->slot[d->index].generation == d->generation)
+    return hs->slot[d->index].h;
+  hs->slot[d->index].h = NULL;   /* stale: its context is gone (NOTE [cublas handles]) */
+  cdv_cublas_handle h = NULL;
+  if (cublas_status(&e, "cublasCreate", cublas.create(&h)) != 0) cdv_raise(L, d, &e);
+  if (cublas_status(&e, "cublasSetMathMode", cublas.set_math_mode(h, CUBLAS_DEFAULT_MATH)) != 0) {
+    cublas.destroy(h);
+    cdv_raise(L, d, &e);
+  }
+  hs->slot[d->index].h = h;
+  hs->slot[d->index].dev = d;
+  hs->slot[d->index].generation = d->generation;
+  return h;
+}
+
+/* ---------------------------------------------------------------- cd.matmul */
+static const char *const matmul_opts[] = {"out", "alpha", "beta", "transa", "transb", "stream", NULL};
+
+static const char *shape_text(lua_State *L, const cdv_array *a) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '{');
+  for (int i = 0; i < a->ndim; i++) {
+    if (i) luaL_addstring(&b, ", ");
+    lua_pushfstring(L, "%I", (lua_Integer)a->shape[i]);
+    luaL_addvalue(&b);
+  }
+  luaL_addchar(&b, '}');
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+/* NOTE [matmul contiguity]: the product reads every operand as one dense row-major block. Arrays are all dense
+ * today; once arrays carry strides, a view that is not must be refused here (its elements are not where the
+ * product reads them, and past its end may lie memory it does not own). */
+static int is_dense(const cdv_array *a) {
+  (void)a;
+  return 1;
+}
+
+static double opt_number(lua_State *L, int o, const char *k, double def) {
+  if (cdv_opt_field(L, o, k) == LUA_TNIL) {
+    lua_pop(L, 1);
+    return def;
+  }
+  if (lua_type(L, -1) != LUA_TNUMBER)
+    cdv_opt_error(L, k, "matmul", lua_pushfstring(L, "number expected, got %s", cdv_typename(L, -1)));
+  double v = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static int overlaps(const cdv_array *x, const cdv_array *y) {
+  size_t nx = (size_t)x->size * cdv_dtypes[x->dtype].size, ny = (size_t)y->size * cdv_dtypes[y->dtype].size;
+  return nx && ny && x->data < y->data + ny && y->data < x->data + nx;
+}
+
+/* cd.matmul(a, b [, {out=, alpha=, beta=, transa=, transb=, stream=}]) -> out = alpha op(a) op(b) + beta out
+ * (NumPy's matmul for 1-d and 2-d operands, with BLAS's alpha, beta and transpositions). */
+static int l_matmul(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1), *b = cdv_check_array(L, 2);
+  cdv_check_options(L, 3, matmul_opts, "matmul");
+  cdv_array *out = NULL;
+  if (cdv_opt_field(L, 3, "out") != LUA_TNIL) {
+    void *p;
+    const char *why = cdv_udata_problem(L, -1, CDV_ARRAY, CDV_ARRAY_MAGIC, sizeof(cdv_array), &p);
+    if (why != NULL) cdv_opt_error(L, "out", "matmul", why);
+    out = p;
+    if (out->block == NULL) cdv_opt_error(L, "out", "matmul", "attempt to use a freed array");
+    if (out->block->generation != out->block->dev->generation)
+      cdv_opt_error(L, "out", "matmul", "stale Array: device was reset");
+  }
+  int out_idx = lua_gettop(L);   /* out, or nil: stays on the stack */
+  double alpha = opt_number(L, 3, "alpha", 1.0), beta = opt_number(L, 3, "beta", 0.0);
+  int transa = cdv_check_boolean_field(L, 3, "transa", 0, "matmul");
+  int transb = cdv_check_boolean_field(L, 3, "transb", 0, "matmul");
+  cdv_stream *s = cdv_opt_stream_field(L, 3, "matmul");
+  if (beta != 0 && out == NULL) cdv_opt_error(L, "beta", "matmul", "needs out: beta scales out's values");
+
+  /* dtypes */
+  cdv_dtype t = a->dtype;
+  if (a->dtype != b->dtype)
+    return luaL_error(L, "matmul: dtypes differ (%s and %s); convert one with a:astype(\"%s\")",
+                      cdv_dtypes[a->dtype].name, cdv_dtypes[b->dtype].name,
+                      cdv_dtypes[a->dtype > b->dtype ? a->dtype : b->dtype].name);
+  if (t != CDV_F16 && t != CDV_F32 && t != CDV_F64)
+    return luaL_error(L, "matmul: %s arrays are not supported (float16, float32 or float64); convert with "
+                      "a:astype(\"float32\")", cdv_dtypes[t].name);
+  /* shapes: a 1-d a is one row, a 1-d b one column, and that dimension is dropped from the result */
+  const cdv_array *ops[2] = {a, b};
+  const char *names[2] = {"a", "b"};
+  for (int i = 0; i < 2; i++) {
+    if (ops[i]->ndim < 1 || ops[i]->ndim > 2)
+      return luaL_error(L, "matmul: %s is %d-d; 1-d and 2-d arrays are supported", names[i], ops[i]->ndim);
+    if (!is_dense(ops[i]))
+      return luaL_error(L, "matmul: %s is not contiguous; call %s:contiguous() first", names[i], names[i]);
+  }
+  if (transa && a->ndim != 2) return cdv_opt_error(L, "transa", "matmul", "a must be 2-d to be transposed");
+  if (transb && b->ndim != 2) return cdv_opt_error(L, "transb", "matmul", "b must be 2-d to be transposed");
+  int64_t m = a->ndim == 1 ? 1 : transa ? a->shape[1] : a->shape[0];
+  int64_t ka = a->ndim == 1 ? a->shape[0] : transa ? a->shape[0] : a->shape[1];
+  int64_t kb = b->ndim == 1 ? b->shape[0] : transb ? b->shape[1] : b->shape[0];
+  int64_t n = b->ndim == 1 ? 1 : transb ? b->shape[0] : b->shape[1];
+  if (ka != kb) {
+    const char *sa = shape_text(L, a), *sb = shape_text(L, b);
+    return luaL_error(L, "matmul: shapes %s%s and %s%s do not match: a has %I columns but b has %I rows", sa,
+                      transa ? " (transposed)" : "", sb, transb ? " (transposed)" : "", (lua_Integer)ka,
+                      (lua_Integer)kb);
+  }
+  int64_t k = ka, shape[2];
+  int ndim = 0;
+  if (a->ndim == 2) shape[ndim++] = m;
+  if (b->ndim == 2) shape[ndim++] = n;
+  /* devices */
+  cdv_device *d = a->block->dev;
+  if (b->block->dev != d)
+    return luaL_error(L, "matmul: arrays are on %s and %s; move one with a:to(device)", d->alias, b->block->dev->alias);
+  if (out != NULL) {
+    if (out->block->dev != d)
+      return luaL_error(L, "matmul: out is on %s but the inputs on %s", out->block->dev->alias, d->alias);
+    if (out->dtype != t)
+      return luaL_error(L, "matmul: out is %s but the result is %s", cdv_dtypes[out->dtype].name, cdv_dtypes[t].name);
+    int same = out->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = out->shape[i] == shape[i];
+    if (!same) {
+      cdv_array r = *out;
+      r.ndim = ndim;
+      memcpy(r.shape, shape, sizeof shape);
+      const char *so = shape_text(L, out), *sr = shape_text(L, &r);
+      return luaL_error(L, "matmul: out has shape %s but the result has shape %s", so, sr);
+    }
+    if (!is_dense(out)) return luaL_error(L, "matmul: out is not contiguous; give a contiguous out");
+    if (overlaps(out, a) || overlaps(out, b))
+      return luaL_error(L, "matmul: out overlaps an input; give an out of its own");
+  }
+  void *stream = cdv_stream_for(L, d, s);
+  if (out == NULL) {
+    out = cdv_push_array(L, d, t, ndim, shape, CDV_MEM_DEVICE, s);
+    out_idx = lua_gettop(L);
+  }
+  cdv_err e;
+  if (d->be->host_memory) {   /* (see NOTE [backend properties]) the host computes on the arrays in place */
+    cdv_device_check(L, d);
+    if (cdv_host_wait(a->block, &e) != 0 || cdv_host_wait(b->block, &e) != 0 || cdv_host_wait(out->block, &e) != 0)
+      return cdv_raise(L, NULL, &e);
+    int rc = t == CDV_F32 ? gemm_f32((const float *)a->data, transa, (const float *)b->data, transb,
+                                     (float *)out->data, m, n, k, (float)alpha, (float)beta)
+           : t == CDV_F64 ? gemm_f64((const double *)a->data, transa, (const double *)b->data, transb,
+                                     (double *)out->data, m, n, k, alpha, beta)
+           : gemm_f16((const uint16_t *)a->data, transa, (const uint16_t *)b->data, transb, (uint16_t *)out->data,
+                      m, n, k, (float)alpha, (float)beta);
+    if (rc != 0) return luaL_error(L, "matmul: not enough host memory for the product's panels");
+  } else {
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+      return luaL_error(L, "matmul: a dimension is larger than cuBLAS takes (%d)", INT_MAX);
+    cdv_device_use(L, d);
+    cdv_cublas_handle h = blas_handle(L, d);
+    if (m > 0 && n > 0) {
+      /* (see NOTE [row-major gemm]) C^T (n x m) = op(B)^T op(A)^T, leading dimensions the stored row lengths */
+      int lda = (int)(a->ndim == 1 ? a->shape[0] : a->shape[1]), ldb = (int)(b->ndim == 1 ? 1 : b->shape[1]);
+      if (lda < 1) lda = 1;
+      if (ldb < 1) ldb = 1;
+      float af = (float)alpha, bf = (float)beta;
+      int dt = t == CDV_F64 ? CUDA_R_64F : t == CDV_F32 ? CUDA_R_32F : CUDA_R_16F;
+      int ct = t == CDV_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+      const void *pa = t == CDV_F64 ? (const void *)&alpha : &af, *pb = t == CDV_F64 ? (const void *)&beta : &bf;
+      if (cublas_status(&e, "cublasSetStream", cublas.set_stream(h, stream)) != 0 ||
+          cublas_status(&e, "cublasGemmEx",
+                        cublas.gemm_ex(h, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       (int)n, (int)m, (int)k, pa, b->data, dt, ldb, a->data, dt, lda, pb, out->data,
+                                       dt, (int)n, ct, CUBLAS_GEMM_DEFAULT)) != 0)
+        return cdv_raise(L, d, &e);
+      if (cdv_get_state(L)->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
+    }
+  }
+  cdv_block_used(a->block, d, stream);
+  cdv_block_used(b->block, d, stream);
+  cdv_block_used(out->block, d, stream);
+  lua_pushvalue(L, out_idx);
+  return 1;
+}
+
+/* cd._selftest.cublas() -> the path cuBLAS was opened from, or nil and why not (every name tried); loads it.
+ * In cd._selftest, not cd: the API fuzzer calls every function of cd, and loading cuBLAS (with cublasLt, half a
+ * gigabyte) under valgrind is slow and trips memcheck on glibc's own RUNPATH parsing. */
+static int l_cublas(lua_State *L) {
+  cdv_err e;
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "_selftest is not available in this sandbox");
+  if (cublas_load(&e) != 0) {
+    luaL_pushfail(L);
+    lua_pushstring(L, e.message);
+    return 2;
+  }
+  lua_pushstring(L, cublas.path);
+  return 1;
+}
+
+int cdv_blas_open(lua_State *L) {
+  lua_pushcfunction(L, l_matmul);
+  lua_setfield(L, -2, "matmul");
+  if (lua_getfield(L, -1, "_selftest") == LUA_TTABLE) {
+    lua_pushcfunction(L, l_cublas);
+    lua_setfield(L, -2, "cublas");
+  }
+  lua_pop(L, 1);
+  luaL_getmetatable(L, CDV_ARRAY);   /* a:matmul(b [, opts]): the same function, a being argument #1 */
+  if (lua_getfield(L, -1, "methods") == LUA_TTABLE) {
+    lua_pushcfunction(L, l_matmul);
+    lua_setfield(L, -2, "matmul");
+  }
+  lua_pop(L, 2);
+  return 0;
+}
