@@ -342,10 +342,10 @@ static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
   }
   for (int i = 0; i < ndim && !zero; i++) a->size *= shape[i];
   if (zero) a->size = 0;
-  int64_t st = 1;   /* C order: NOTE [strided views] */
+  uint64_t st = 1;   /* C order (NOTE [strided views]); unsigned: {0, 2^62, 2^62} wraps, and has no elements */
   for (int i = ndim - 1; i >= 0; i--) {
-    a->strides[i] = st;
-    st *= shape[i] ? shape[i] : 1;
+    a->strides[i] = (int64_t)st;
+    st *= shape[i] ? (uint64_t)shape[i] : 1;
   }
 }
 
@@ -386,6 +386,12 @@ static void elem_span(const cdv_array *a, int64_t *lo, int64_t *hi) {
     int64_t d = (a->shape[i] - 1) * a->strides[i];
     if (d < 0) *lo += d; else *hi += d;
   }
+}
+
+/* The byte offset of position k (0-based) along a dimension of stride `stride`: 0 in an array of no elements,
+ * whose strides may be as large as its shape (a non-empty array's offsets lie inside its memory). */
+static ptrdiff_t elem_offset(const cdv_array *a, int64_t k, int64_t stride) {
+  return a->size == 0 ? 0 : (ptrdiff_t)(k * stride) * (ptrdiff_t)cdv_dtypes[a->dtype].size;
 }
 
 /* Copies the elements of a strided layout at src into dst in C order; returns dst past the last one. */
@@ -1112,7 +1118,7 @@ static int array_slice(lua_State *L) {
   memcpy(strides, a->strides, sizeof strides);
   shape[ax] = count;
   if (count > 1) strides[ax] = a->strides[ax] * step;   /* |step| < n here: no overflow */
-  ptrdiff_t off = count > 0 || step > 0 ? (ptrdiff_t)((i - 1) * a->strides[ax]) * (ptrdiff_t)cdv_dtypes[a->dtype].size : 0;
+  ptrdiff_t off = count > 0 ? elem_offset(a, i - 1, a->strides[ax]) : 0;   /* an empty view points at a's start */
   push_view(L, a, off, a->dtype, a->ndim, shape, strides);
   return 1;
 }
@@ -1329,7 +1335,7 @@ static int array_get(lua_State *L, cdv_array *a) {
   if (!isint || i < 1 || i > n)
     return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
   size_t is = cdv_dtypes[a->dtype].size;
-  ptrdiff_t off = (ptrdiff_t)((i - 1) * (a->ndim ? a->strides[0] : 1)) * (ptrdiff_t)is;   /* NOTE [strided views] */
+  ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1);   /* NOTE [strided views] */
   if (a->ndim > 1) {
     push_view(L, a, off, a->dtype, a->ndim - 1, a->shape + 1, a->strides + 1);
     return 1;
@@ -1364,7 +1370,7 @@ static int array_newindex(lua_State *L) {
   uint64_t v = 0;
   size_t is = cdv_dtypes[a->dtype].size;
   check_elem(L, 3, 3, a->dtype, &v);
-  ptrdiff_t off = (ptrdiff_t)((i - 1) * (a->ndim ? a->strides[0] : 1)) * (ptrdiff_t)is;   /* NOTE [strided views] */
+  ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1);   /* NOTE [strided views] */
   cdv_array tmp = *a;
   tmp.data = a->data + off;
   if (a->block->dev->be->host_memory) {

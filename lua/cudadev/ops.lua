@@ -426,7 +426,7 @@ local function run_elementwise(spec)
   local oq = {}
   for i, p in ipairs(spec.outs) do
     local q = { name = p.name, dtype = p.dtype, raw = p.raw }
-    if not p.raw then q.strides = operand_strides(outs[i], shape) end
+    if not p.raw and p.value ~= nil then q.strides = operand_strides(outs[i], shape) end   -- ours are contiguous
     if q.strides then q.bcast = true; bcast = true end
     oq[i] = q
     keyparts[#keyparts + 1] = fmt("%s:%s%s%s", p.name, p.dtype, p.raw and "r" or "", q.bcast and "b" or "")
