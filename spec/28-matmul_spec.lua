@@ -155,6 +155,11 @@ helper.each_device(function(dev)
         'matmul: int32 arrays are not supported (float16, float32 or float64); convert with a:astype("float32")')
       E(function() cd.matmul(cd.zeros({ 2, 2, 2 }, D), a) end, "matmul: a is 3-d; 1-d and 2-d arrays are supported")
       E(function() cd.matmul(a, cd.zeros({}, D)) end, "matmul: b is 0-d; 1-d and 2-d arrays are supported")
+      -- a strided view (NOTE [matmul contiguity]): its elements are not where the product reads them
+      E(function() cd.matmul(cd.zeros({ 5, 3 }, D).T, cd.zeros({ 5, 2 }, D)) end,
+        "matmul: a is not contiguous; call a:contiguous() first")
+      E(function() cd.matmul(a, cd.zeros({ 5, 14 }, D):slice(1, 14, 2, 2)) end,
+        "matmul: b is not contiguous; call b:contiguous() first")
       -- (Lua names the function as it finds it: 'matmul' or 'cudadev.matmul')
       helper.assert_error_contains(function() cd.matmul(a, 2) end, "matmul' (cudadev.Array expected, got number)")
       local c5 = cd.zeros({ 5, 2 }, D)

@@ -351,6 +351,78 @@ static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
   }
   for (int i = 0; i < ndim && !zero; i++) a->size *= shape[i];
   if (zero) a->size = 0;
+  uint64_t st = 1;   /* C order (NOTE [strided views]); unsigned: {0, 2^62, 2^62} wraps, and has no elements */
+  for (int i = ndim - 1; i >= 0; i--) {
+    a->strides[i] = (int64_t)st;
+    st *= shape[i] ? (uint64_t)shape[i] : 1;
+  }
+}
+
+/* NOTE [strided views]: an Array is `data` (its element 0) plus, per dimension, a stride in elements (not
+ * NumPy's bytes: DLPack's unit, PyTorch's stride()), which may be negative (a reversed slice) or anything where
+ * the dimension has one element. Element (i1, ..., in) (0-based) is at data + sum(ik * strides[k]) * itemsize.
+ * Every array made by allocation, reshape or view(dtype) is C-ordered ("contiguous"), which is the fast path
+ * everywhere; transpose, .T and stepped or axis slices make other strides. Whatever needs contiguous memory
+ * either handles strides (element access, host reads through gather(): totable, tostring, tobytes, astype;
+ * fill and copy_from through the views.lua functions in the Array metatable: a generated elementwise kernel,
+ * which takes strided operands) or refuses with a message naming a:contiguous() (kernel launch arguments,
+ * cd.copy, reshape, view to another element size, the embedding API). */
+int cdv_array_contiguous(const cdv_array *a) {
+  if (a->size == 0) return 1;
+  int64_t want = 1;
+  for (int i = a->ndim - 1; i >= 0; i--) {
+    if (a->shape[i] != 1 && a->strides[i] != want) return 0;
+    want *= a->shape[i];
+  }
+  return 1;
+}
+
+/* Calls the function views.lua keeps in the Array metatable under `field` with the nargs values on top of the
+ * stack, for nres results (see NOTE [strided views]; strided work runs as generated kernels). */
+static void call_views(lua_State *L, const char *field, int nargs, int nres) {
+  luaL_getmetatable(L, CDV_ARRAY);
+  lua_pushstring(L, field);
+  if (lua_rawget(L, -2) != LUA_TFUNCTION) luaL_error(L, "the array is not contiguous: copy it with a:contiguous() first");
+  lua_remove(L, -2);
+  lua_insert(L, -1 - nargs);
+  lua_call(L, nargs, nres);
+}
+
+/* The lowest and highest element offsets of a's elements from a->data (a has elements). */
+static void elem_span(const cdv_array *a, int64_t *lo, int64_t *hi) {
+  *lo = *hi = 0;
+  for (int i = 0; i < a->ndim; i++) {
+    int64_t d = (a->shape[i] - 1) * a->strides[i];
+    if (d < 0) *lo += d; else *hi += d;
+  }
+}
+
+/* The byte offset of position k (0-based) along a dimension of stride `stride`: 0 in an array of no elements,
+ * whose strides may be as large as its shape (a non-empty array's offsets lie inside its memory). */
+static ptrdiff_t elem_offset(const cdv_array *a, int64_t k, int64_t stride) {
+  return a->size == 0 ? 0 : (ptrdiff_t)(k * stride) * (ptrdiff_t)cdv_dtypes[a->dtype].size;
+}
+
+/* Copies the elements of a strided layout at src into dst in C order; returns dst past the last one. */
+static char *gather(char *dst, const char *src, int ndim, const int64_t *shape, const int64_t *strides, size_t is) {
+  if (ndim == 0) {
+    memcpy(dst, src, is);
+    return dst + is;
+  }
+  if (ndim == 1 && strides[0] == 1) {
+    memcpy(dst, src, (size_t)shape[0] * is);
+    return dst + (size_t)shape[0] * is;
+  }
+  for (int64_t i = 0; i < shape[0]; i++)
+    dst = gather(dst, src + (ptrdiff_t)(i * strides[0]) * (ptrdiff_t)is, ndim - 1, shape + 1, strides + 1, is);
+  return dst;
+}
+
+/* Raises `bad argument #arg to 'f' (WHAT is not contiguous: copy it with a:contiguous() first)` where an
+ * operation needs C-ordered memory (NOTE [strided views]). */
+static void need_contiguous(lua_State *L, const cdv_array *a, int arg, const char *what) {
+  if (cdv_array_contiguous(a)) return;
+  cdv_self_error(L, arg, lua_pushfstring(L, "%s is not contiguous: copy it with a:contiguous() first", what));
 }
 
 static cdv_array *push_array(lua_State *L, cdv_state *st, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
@@ -552,6 +624,13 @@ static int64_t opt_count_field(lua_State *L, int o, const char *k, int64_t def) 
   return v;
 }
 
+static void check_same_dtype(lua_State *L, int arg, const cdv_array *src, const cdv_array *dst) {
+  if (src->dtype != dst->dtype)
+    luaL_argerror(L, arg, lua_pushfstring(L, "dtype mismatch: %s into %s (convert the source first: src:astype(\"%s\"))",
+                                          cdv_dtypes[src->dtype].name, cdv_dtypes[dst->dtype].name,
+                                          cdv_dtypes[dst->dtype].name));
+}
+
 /* Copies elements soff .. soff + count - 1 of the source at arg (an Array, or a Lua table or string of srcn
  * elements) to dst from element doff. */
 static void copy_source(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count,
@@ -562,10 +641,7 @@ static void copy_source(lua_State *L, int arg, cdv_array *dst, int64_t doff, int
     return;
   }
   cdv_array *src = cdv_check_array(L, arg);
-  if (src->dtype != dst->dtype)
-    luaL_argerror(L, arg, lua_pushfstring(L, "dtype mismatch: %s into %s (convert the source first: src:astype(\"%s\"))",
-                                          cdv_dtypes[src->dtype].name, cdv_dtypes[dst->dtype].name,
-                                          cdv_dtypes[dst->dtype].name));
+  check_same_dtype(L, arg, src, dst);
   copy_bytes(L, dst, (size_t)doff * is, src, (size_t)soff * is, (size_t)count * is, s);
 }
 
@@ -578,6 +654,9 @@ static int l_copy(lua_State *L) {
   cdv_check_options(L, 3, copy_range_opts, "copy");
   int64_t doff = opt_count_field(L, 3, "dst_offset", 0), soff = opt_count_field(L, 3, "src_offset", 0);
   cdv_stream *s = cdv_opt_stream_field(L, 3, "copy");
+  if (!cdv_array_contiguous(dst))   /* (see NOTE [strided views]) offsets and counts address C-ordered memory */
+    luaL_argerror(L, 1, "the destination is not contiguous: write a view with dst:copy_from(src)");
+  if (lua_isuserdata(L, 2)) need_contiguous(L, cdv_check_array(L, 2), 2, "the source");
   int64_t srcn = lua_isuserdata(L, 2) ? cdv_check_array(L, 2)->size : lua_source_count(L, 2, dst->dtype);
   if (soff > srcn)
     luaL_argerror(L, 3, lua_pushfstring(L, "'src_offset' %I is past the end of the source (%I elements)", soff, srcn));
@@ -609,7 +688,26 @@ static int array_copy_from(lua_State *L) {
   if (srcn != dst->size)
     luaL_argerror(L, 2, lua_pushfstring(L, "size mismatch: the source has %I elements, the array %I", srcn,
                                         dst->size));
-  copy_source(L, 2, dst, 0, 0, srcn, srcn, s);
+  cdv_array *src = lua_isuserdata(L, 2) ? cdv_check_array(L, 2) : NULL;
+  if (cdv_array_contiguous(dst) && (src == NULL || cdv_array_contiguous(src))) {
+    copy_source(L, 2, dst, 0, 0, srcn, srcn, s);
+    lua_settop(L, 1);
+    return 1;
+  }
+  /* (see NOTE [strided views]) checked here, copied by views.lua (a table or string through a contiguous temporary) */
+  lua_settop(L, 3);
+  if (src != NULL) check_same_dtype(L, 2, src, dst);
+  if (src == NULL) {
+    cdv_array *t = cdv_push_array(L, dst->block->dev, dst->dtype, dst->ndim, dst->shape, CDV_MEM_DEVICE,
+                                  s != NULL && s->dev == dst->block->dev ? s : NULL);
+    copy_source(L, 2, t, 0, 0, srcn, srcn, s);
+    lua_replace(L, 2);
+  }
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  if (s != NULL) lua_getfield(L, 3, "stream");
+  else lua_pushnil(L);
+  call_views(L, "__views_copy", 3, 0);
   lua_settop(L, 1);
   return 1;
 }
@@ -623,6 +721,15 @@ static int array_to(lua_State *L) {
   if (d == a->block->dev) {
     lua_settop(L, 1);
     return 1;
+  }
+  if (!cdv_array_contiguous(a)) {   /* (see NOTE [strided views]) a contiguous copy where a is, then moved */
+    lua_settop(L, 3);
+    lua_pushvalue(L, 1);
+    if (s != NULL && s->dev == a->block->dev) lua_getfield(L, 3, "stream");
+    else lua_pushnil(L);
+    call_views(L, "__views_contiguous", 2, 1);
+    lua_replace(L, 1);
+    a = cdv_check_array(L, 1);
   }
   cdv_stream *alloc_s = s != NULL && s->dev == d ? s : NULL;
   cdv_array *b = cdv_push_array(L, d, a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, alloc_s);
@@ -671,13 +778,29 @@ static int pin_array(lua_State *L, int arg, cdv_array *snap) {
  * snapshot (NOTE [pinned reads]): the copy to the host allocates. */
 static const char *host_view(lua_State *L, cdv_array *a) {
   cdv_err e;
+  int contiguous = cdv_array_contiguous(a);
+  size_t is = cdv_dtypes[a->dtype].size;
+  const char *src = a->data;
   if (a->block->dev->be->host_memory) {
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
-    return a->data;
+    if (contiguous) return a->data;
+  } else if (contiguous) {
+    cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
+    copy_bytes(L, h, 0, a, 0, nbytes(a), NULL);
+    return h->data;   /* anchored by the temporary on the stack */
+  } else {   /* (see NOTE [strided views]) the span the elements lie in comes over whole, then is gathered */
+    int64_t lo, hi, n;
+    elem_span(a, &lo, &hi);
+    n = hi - lo + 1;
+    cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 1, &n, CDV_MEM_DEVICE, NULL);
+    cdv_array span = *a;
+    span.data = a->data + (ptrdiff_t)lo * (ptrdiff_t)is;
+    copy_bytes(L, h, 0, &span, 0, (size_t)n * is, NULL);
+    src = h->data - (ptrdiff_t)lo * (ptrdiff_t)is;
   }
-  cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
-  copy_bytes(L, h, 0, a, 0, nbytes(a), NULL);
-  return h->data;   /* anchored by the temporary on the stack */
+  cdv_array *c = cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
+  gather(c->data, src, a->ndim, a->shape, a->strides, is);
+  return c->data;
 }
 
 /* ------------------------------------------------------------ Lua tables and strings as sources */
@@ -917,30 +1040,49 @@ static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s)
   cdv_block_used(a->block, d, stream);
 }
 
+/* Fills the Array at idx with the element at pattern; a strided view through a 0-d array assigned to it. */
+static void fill_at(lua_State *L, int idx, const void *pattern) {
+  cdv_array *a = cdv_check_array(L, idx);
+  if (cdv_array_contiguous(a)) {
+    fill(L, a, pattern, NULL);
+    return;
+  }
+  idx = lua_absindex(L, idx);
+  cdv_array *one = cdv_push_array(L, a->block->dev, a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
+  fill(L, one, pattern, NULL);
+  lua_pushvalue(L, idx);
+  lua_insert(L, -2);
+  call_views(L, "__views_assign", 2, 0);
+}
+
 static int array_fill(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
+  uint64_t pattern = 0;
   luaL_checkany(L, 2);
-  fill_value(L, a, 2, 2, NULL);
+  check_elem(L, 2, 2, a->dtype, &pattern);
+  fill_at(L, 1, &pattern);
   lua_settop(L, 1);
   return 1;
 }
 
 static int array_zero(lua_State *L) {
-  cdv_array *a = cdv_check_array(L, 1);
   uint64_t zero = 0;
-  fill(L, a, &zero, NULL);
+  fill_at(L, 1, &zero);
   lua_settop(L, 1);
   return 1;
 }
 
 /* ------------------------------------------------------------ views */
 
-static cdv_array *push_view(lua_State *L, cdv_array *a, size_t byte_off, cdv_dtype t, int ndim, const int64_t *shape) {
+/* A view of a's memory from byte_off on; strides NULL: C order (NOTE [strided views]). */
+static cdv_array *push_view(lua_State *L, cdv_array *a, ptrdiff_t byte_off, cdv_dtype t, int ndim, const int64_t *shape,
+                            const int64_t *strides) {
   cdv_array *v = new_array(L);
   /* the allocation may have run a finalizer that freed a (NOTE [pinned reads]) */
   if (a->block == NULL) luaL_error(L, "attempt to use a freed array");
   v->dtype = t;
   set_shape(v, ndim, shape);
+  if (strides != NULL) memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
   v->block = a->block;
   v->block->refs++;
   cdv_live_add(CDV_LIVE_ARRAY, 1);
@@ -957,18 +1099,100 @@ static int64_t check_pos(lua_State *L, int arg, int64_t n, int64_t def) {
   return i;
 }
 
-/* a:slice(i [, j]): rows i..j (inclusive, 1-based) of the first dimension */
+/* An axis argument (1-based, negative from the end) of an array of ndim dimensions, as a 0-based index. */
+static int check_axis(lua_State *L, int arg, int ndim) {
+  int isint;
+  lua_Integer ax = lua_tointegerx(L, arg, &isint);
+  if (!isint) luaL_typeerror(L, arg, "integer axis");
+  if (ax < 0) ax += ndim + 1;
+  if (ax < 1 || ax > ndim)
+    luaL_argerror(L, arg, lua_pushfstring(L, "axis %s out of range 1..%d", lua_tostring(L, arg), ndim));
+  return (int)ax - 1;
+}
+
+/* a:slice(i [, j [, step [, axis]]]): positions i, i + step, ... up to j (inclusive, 1-based) along axis
+ * (default 1), a view; a negative step walks down from i (default n) to j (default 1). NOTE [strided views] */
 static int array_slice(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   if (a->ndim == 0) return luaL_error(L, "cannot slice a 0-d array");
-  int64_t n = a->shape[0], i = check_pos(L, 2, n, 1), j = check_pos(L, 3, n, n);
-  if (i < 1 || i > n + 1) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 1..%I", i, n));
-  if (j < i - 1 || j > n) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range %I..%I", j, i - 1, n));
-  int64_t shape[CDV_MAXDIM];
+  int isint, ax = lua_isnoneornil(L, 5) ? 0 : check_axis(L, 5, a->ndim);
+  lua_Integer step = lua_isnoneornil(L, 4) ? 1 : lua_tointegerx(L, 4, &isint);
+  if (!lua_isnoneornil(L, 4) && !isint) luaL_typeerror(L, 4, "integer");
+  if (step == 0) luaL_argerror(L, 4, "step must not be zero");
+  int64_t n = a->shape[ax], i, j, count;
+  if (step > 0) {
+    i = check_pos(L, 2, n, 1);
+    j = check_pos(L, 3, n, n);
+    if (i < 1 || i > n + 1) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 1..%I", i, n));
+    if (j < i - 1 || j > n) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range %I..%I", j, i - 1, n));
+    count = j >= i ? (j - i) / step + 1 : 0;
+  } else {
+    i = check_pos(L, 2, n, n);
+    j = check_pos(L, 3, n, 1);
+    if (i < 0 || i > n) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 0..%I", i, n));
+    if (j < 1 || j > i + 1) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range 1..%I", j, i + 1));
+    count = i >= j ? (i - j) / (step == LUA_MININTEGER ? LUA_MAXINTEGER : -step) + 1 : 0;
+  }
+  int64_t shape[CDV_MAXDIM], strides[CDV_MAXDIM];
   memcpy(shape, a->shape, sizeof shape);
-  shape[0] = j - i + 1;
-  size_t row = a->shape[0] ? nbytes(a) / (size_t)a->shape[0] : 0;
-  push_view(L, a, (size_t)(i - 1) * row, a->dtype, a->ndim, shape);
+  memcpy(strides, a->strides, sizeof strides);
+  shape[ax] = count;
+  if (count > 1) strides[ax] = a->strides[ax] * step;   /* |step| < n here: no overflow */
+  ptrdiff_t off = count > 0 ? elem_offset(a, i - 1, a->strides[ax]) : 0;   /* an empty view points at a's start */
+  push_view(L, a, off, a->dtype, a->ndim, shape, strides);
+  return 1;
+}
+
+/* The view of a with its dimensions in the order perm (0-based). */
+static void push_permuted(lua_State *L, cdv_array *a, const int *perm) {
+  int64_t shape[CDV_MAXDIM], strides[CDV_MAXDIM];
+  for (int k = 0; k < a->ndim; k++) {
+    shape[k] = a->shape[perm[k]];
+    strides[k] = a->strides[perm[k]];
+  }
+  push_view(L, a, 0, a->dtype, a->ndim, shape, strides);
+}
+
+/* a:transpose([axes]) with axes a table {2, 1, 3} or the axes as arguments (1-based, negative from the
+ * end); none reverses the dimensions (NumPy's transpose). A view. NOTE [strided views] */
+static int array_transpose(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  int perm[CDV_MAXDIM], seen[CDV_MAXDIM] = {0}, nd = a->ndim, tbl = lua_istable(L, 2), given;
+  given = tbl ? (int)(lua_rawlen(L, 2) > (lua_Unsigned)CDV_MAXDIM + 1 ? CDV_MAXDIM + 1 : lua_rawlen(L, 2)) : lua_gettop(L) - 1;
+  if (given == 0) {
+    for (int k = 0; k < nd; k++) perm[k] = nd - 1 - k;
+  } else {
+    if (given != nd)
+      luaL_argerror(L, 2, lua_pushfstring(L, "%d axes given for an array of %d dimensions", given, nd));
+    for (int k = 0; k < nd; k++) {
+      int arg = 2 + (tbl ? 0 : k);
+      if (tbl) {
+        lua_rawgeti(L, 2, k + 1);
+        lua_Integer v0 = lua_tointegerx(L, -1, NULL), v = v0 < 0 ? v0 + nd + 1 : v0;
+        int isint = lua_isinteger(L, -1);
+        lua_pop(L, 1);
+        if (!isint) luaL_argerror(L, 2, lua_pushfstring(L, "axis %d is not an integer", k + 1));
+        if (v < 1 || v > nd) luaL_argerror(L, 2, lua_pushfstring(L, "axis %I out of range 1..%d", v0, nd));
+        perm[k] = (int)v - 1;
+      } else perm[k] = check_axis(L, arg, nd);
+      if (seen[perm[k]]++) luaL_argerror(L, arg, lua_pushfstring(L, "axis %d repeated", perm[k] + 1));
+    }
+  }
+  push_permuted(L, a, perm);
+  return 1;
+}
+
+/* getmetatable(a).__flat_base(a): a contiguous 1-d view from a's element 0 to its highest element, which the
+ * generated kernels take with a's strides (NOTE [strided views]); elements a negative stride puts before element
+ * 0 are reached with negative indices, inside the same block. */
+static int array_flat_base(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  int64_t lo, hi, n = 0;
+  if (a->size > 0) {
+    elem_span(a, &lo, &hi);
+    n = hi + 1;
+  }
+  push_view(L, a, 0, a->dtype, 1, &n, NULL);
   return 1;
 }
 
@@ -1015,7 +1239,8 @@ static int array_reshape(lua_State *L) {
   if (!shape_product(shape, ndim, -1, &size)) luaL_argerror(L, 2, "array is too large");
   if (size != a->size)
     luaL_argerror(L, 2, lua_pushfstring(L, "cannot reshape %I elements into a shape of %I", a->size, size));
-  push_view(L, a, 0, a->dtype, ndim, shape);
+  need_contiguous(L, a, 1, "the array");
+  push_view(L, a, 0, a->dtype, ndim, shape, NULL);
   return 1;
 }
 
@@ -1032,7 +1257,12 @@ static int array_view(lua_State *L) {
     luaL_argerror(L, 2, lua_pushfstring(L, "last dimension of %d bytes is not a whole number of %s", (int)last,
                                         cdv_dtypes[t].name));
   shape[ndim - 1] = (int64_t)(last / cdv_dtypes[t].size);
-  push_view(L, a, 0, t, ndim, shape);
+  if (!cdv_array_contiguous(a) && cdv_dtypes[t].size == cdv_dtypes[a->dtype].size) {   /* the same layout */
+    push_view(L, a, 0, t, a->ndim, a->shape, a->strides);
+    return 1;
+  }
+  need_contiguous(L, a, 1, "the array");
+  push_view(L, a, 0, t, ndim, shape, NULL);
   return 1;
 }
 
@@ -1125,21 +1355,21 @@ static int array_get(lua_State *L, cdv_array *a) {
   if (!isint || i < 1 || i > n)
     return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
   size_t is = cdv_dtypes[a->dtype].size;
+  ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1);   /* NOTE [strided views] */
   if (a->ndim > 1) {
-    size_t row = nbytes(a) / (size_t)a->shape[0];
-    push_view(L, a, (size_t)(i - 1) * row, a->dtype, a->ndim - 1, a->shape + 1);
+    push_view(L, a, off, a->dtype, a->ndim - 1, a->shape + 1, a->strides + 1);
     return 1;
   }
   uint64_t v = 0;
   cdv_array tmp = *a;   /* a one-element window over the element, for copy_bytes */
-  tmp.data = a->data + (size_t)(i - 1) * is;
+  tmp.data = a->data + off;
   if (a->block->dev->be->host_memory) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(&v, tmp.data, is);
   } else {   /* the host copy allocates: NOTE [pinned reads] */
     if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1);   /* freed meanwhile: raises */
-    tmp.data += (size_t)(i - 1) * is;
+    tmp.data += off;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     copy_bytes(L, h, 0, &tmp, 0, is, NULL);
     memcpy(&v, h->data, is);
@@ -1160,15 +1390,16 @@ static int array_newindex(lua_State *L) {
   uint64_t v = 0;
   size_t is = cdv_dtypes[a->dtype].size;
   check_elem(L, 3, 3, a->dtype, &v);
+  ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1);   /* NOTE [strided views] */
   cdv_array tmp = *a;
-  tmp.data = a->data + (size_t)(i - 1) * is;
+  tmp.data = a->data + off;
   if (a->block->dev->be->host_memory) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(tmp.data, &v, is);
   } else {   /* the host copy allocates: NOTE [pinned reads] */
     if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1);   /* freed meanwhile: raises */
-    tmp.data += (size_t)(i - 1) * is;
+    tmp.data += off;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     memcpy(h->data, &v, is);
     copy_bytes(L, &tmp, 0, h, 0, is, NULL);
@@ -1361,6 +1592,18 @@ static int array_index(lua_State *L) {
   else if (strcmp(k, "itemsize") == 0) lua_pushinteger(L, cdv_dtypes[a->dtype].size);
   else if (strcmp(k, "device") == 0) cdv_push_device(L, a->block->dev);
   else if (strcmp(k, "is_pinned") == 0) lua_pushboolean(L, a->block->kind == CDV_MEM_PINNED);
+  else if (strcmp(k, "is_contiguous") == 0) lua_pushboolean(L, cdv_array_contiguous(a));
+  else if (strcmp(k, "strides") == 0) {   /* (see NOTE [strided views]) in elements */
+    lua_createtable(L, a->ndim, 0);
+    for (int i = 0; i < a->ndim; i++) {
+      lua_pushinteger(L, a->strides[i]);
+      lua_rawseti(L, -2, i + 1);
+    }
+  } else if (strcmp(k, "T") == 0) {
+    int perm[CDV_MAXDIM];
+    for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
+    push_permuted(L, a, perm);
+  }
   else if (strcmp(k, "ptr") == 0) {
     if (cdv_get_state(L)->sandbox) return luaL_error(L, "raw addresses are not available in this sandbox");
     lua_pushinteger(L, (lua_Integer)(intptr_t)a->data);
@@ -1374,6 +1617,12 @@ static int array_index(lua_State *L) {
 static int array_tobytes(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   size_t n = nbytes(a);
+  if (!cdv_array_contiguous(a)) {   /* (see NOTE [strided views]) gathered in C order, as NumPy's tobytes */
+    cdv_array snap;
+    if (!pin_array(L, 1, &snap)) cdv_check_array(L, 1);   /* NOTE [pinned reads]; freed meanwhile: raises */
+    lua_pushlstring(L, host_view(L, &snap), n);
+    return 1;
+  }
   cdv_array *h = a->block->dev->be->host_memory ? NULL
                : cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
   luaL_Buffer buf;
@@ -1399,6 +1648,7 @@ static const luaL_Reg methods[] = {
   {"totable", array_totable},
   {"tostring", array_tostring},
   {"slice", array_slice},
+  {"transpose", array_transpose},
   {"reshape", array_reshape},
   {"view", array_view},
   {"astype", array_astype},
@@ -1431,7 +1681,8 @@ int cdv_array_open(lua_State *L) {
   lua_pop(L, 1);
   static const luaL_Reg meta[] = {
     {"__newindex", array_newindex}, {"__len", array_len},
-    {"__tostring", array_tostring}, {"__gc", array_gc}, {"__close", array_close}, {NULL, NULL}};
+    {"__tostring", array_tostring}, {"__gc", array_gc}, {"__close", array_close},
+    {"__flat_base", array_flat_base}, {NULL, NULL}};
   cdv_new_class(L, CDV_ARRAY, meta, methods, array_index);   /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);

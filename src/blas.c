@@ -272,13 +272,10 @@ static const char *shape_text(lua_State *L, const cdv_array *a) {
   return lua_tostring(L, -1);
 }
 
-/* NOTE [matmul contiguity]: the product reads every operand as one dense row-major block. Arrays are all dense
- * today; once arrays carry strides, a view that is not must be refused here (its elements are not where the
- * product reads them, and past its end may lie memory it does not own). */
-static int is_dense(const cdv_array *a) {
-  (void)a;
-  return 1;
-}
+/* NOTE [matmul contiguity]: the product reads every operand as one dense row-major block: a strided view
+ * (NOTE [strided views]) is refused, since its elements are not where the product reads them and past its end
+ * may lie memory it does not own. transa/transb give the product a transposed operand without a copy. */
+static int is_dense(const cdv_array *a) { return cdv_array_contiguous(a); }
 
 static double opt_number(lua_State *L, int o, const char *k, double def) {
   if (cdv_opt_field(L, o, k) == LUA_TNIL) {

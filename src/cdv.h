@@ -199,12 +199,14 @@ int cdv_self_error(lua_State *L, int arg, const char *why);      /* raises; NOTE
 typedef struct cdv_array {
   uint64_t magic;         /* CDV_ARRAY_MAGIC (NOTE [magic]) */
   cdv_block *block;       /* NULL when freed */
-  char *data;             /* first element (block->ptr + offset) */
+  char *data;             /* element 0 (block->ptr + offset; a negative stride puts others before it) */
   cdv_dtype dtype;
   int ndim;
   int64_t shape[CDV_MAXDIM];
   int64_t size;           /* elements */
+  int64_t strides[CDV_MAXDIM];   /* in elements, may be negative or 0: NOTE [strided views] in array.c */
 } cdv_array;
+int cdv_array_contiguous(const cdv_array *a);   /* C order (row-major) with no gaps: NOTE [strided views] */
 
 typedef struct cdv_module cdv_module;     /* module.c */
 

@@ -135,9 +135,9 @@ typedef struct cudadev_array_info {
   void *cuda_context;      /* the device's CUcontext (NULL on cpu, or before the context exists) */
 } cudadev_array_info;
 
-/* Fills *info from the live Array at idx; raises when it is not one (or was freed). */
+/* Fills *info from the live Array at idx; raises when it is not one (or was freed, or is a non-contiguous view). */
 CUDADEV_API void cudadev_check_array(lua_State *L, int idx, cudadev_array_info *info);
-/* The same without raising: 1 when idx holds a live Array, else 0 (info untouched). */
+/* The same without raising: 1 when idx holds a live contiguous Array, else 0 (info untouched). */
 CUDADEV_API int cudadev_to_array(lua_State *L, int idx, cudadev_array_info *info);
 
 /* Raises a cudadev.Error from a host callback: api "host", message from the format (lua_pushfstring's

@@ -412,14 +412,19 @@ static void fill_info(cdv_array *a, cudadev_array_info *info) {
   info->cuda_context = d->ctx;   /* NULL on the cpu device */
 }
 
+/* The info describes C-ordered memory: a strided view (NOTE [strided views]) is refused. */
 CUDADEV_API void cudadev_check_array(lua_State *L, int idx, cudadev_array_info *info) {
   if (info == NULL) luaL_error(L, "cudadev_check_array: info is NULL");
-  fill_info(cdv_check_array(L, idx), info);
+  cdv_array *a = cdv_check_array(L, idx);
+  if (!cdv_array_contiguous(a))
+    luaL_error(L, "cudadev_check_array: the array is not contiguous: copy it with a:contiguous() first");
+  fill_info(a, info);
 }
 
 CUDADEV_API int cudadev_to_array(lua_State *L, int idx, cudadev_array_info *info) {
   cdv_array *a = cdv_test_magic(L, idx, sizeof *a, CDV_ARRAY_MAGIC);
   if (info == NULL || a == NULL || a->block == NULL || a->block->generation != a->block->dev->generation) return 0;
+  if (!cdv_array_contiguous(a)) return 0;
   fill_info(a, info);
   return 1;
 }

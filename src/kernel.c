@@ -356,6 +356,8 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
     }
     if (k->p[i].elem_size && k->p[i].elem_size != cdv_dtypes[a->dtype].size)
       arg_error(L, k, i, lua_pushfstring(L, "an Array of %s", cdv_dtypes[a->dtype].name));
+    if (!cdv_array_contiguous(a))   /* a kernel indexes a pointer as C-ordered memory: NOTE [strided views] */
+      arg_error(L, k, i, "a non-contiguous Array; pass a:contiguous()");
     ptr = a->data;
     cdv_block_used(b, k->dev, stream);
   } else if (lua_isnil(L, idx)) {

@@ -165,6 +165,32 @@ local function broadcast_strides(shape, out)
   return st
 end
 
+-- The strides, in elements, with which the Array v is read or written at each dimension of `out` (broadcast
+-- dimensions 0), or nil when that is at the flat index (v is contiguous and of out's shape): NOTE [strided views]
+-- in array.c.
+local function operand_strides(v, out)
+  local vs = v.shape
+  if v.is_contiguous then
+    if same_shape(vs, out) then return nil end
+    return broadcast_strides(vs, out)
+  end
+  local vst, st = v.strides, {}
+  for i = 1, #out do
+    local j = #vs - #out + i
+    st[i] = (vs[j] == nil or vs[j] == 1) and 0 or vst[j]
+  end
+  return st
+end
+
+-- A raw parameter is indexed by the kernel's own code, as C-ordered memory.
+local function need_contiguous(v, fname, name)
+  if not v.is_contiguous then
+    raise(fmt("%s: raw argument '%s' is not contiguous: copy it with a:contiguous() first", fname, name))
+  end
+end
+
+local flat_base = array_mt.__flat_base
+
 -- ------------------------------------------------------------------------------------------ kernels
 -- [device alias .. "\n" .. key] = Kernel (NOTE [generated kernels]). Weak: a Kernel nothing else holds goes at
 -- the next collection, and the next call takes its module from cd.compile's own cache.
@@ -298,7 +324,7 @@ local function elementwise_source(name, ins, outs, body, preamble, nd)
     if p.raw then params[#params + 1] = fmt("%s *%s", T.ctype, p.name)
     else
       params[#params + 1] = fmt("%s *_out_%s", T.ctype, p.name)
-      pre[#pre + 1] = fmt("    %s &%s = _out_%s[i];", T.ctype, p.name, p.name)
+      pre[#pre + 1] = fmt("    %s &%s = _out_%s[%s];", T.ctype, p.name, p.name, p.bcast and ("_o_" .. p.name) or "i")
     end
   end
   params[#params + 1] = "long long _n"
@@ -306,10 +332,12 @@ local function elementwise_source(name, ins, outs, body, preamble, nd)
   if nd > 0 then
     for d = 1, nd do params[#params + 1] = "long long _d" .. d end
     local bc = {}
-    for _, p in ipairs(ins) do
-      if p.bcast then
-        bc[#bc + 1] = p
-        for d = 1, nd do params[#params + 1] = fmt("long long _t_%s_%d", p.name, d) end
+    for _, list in ipairs({ ins, outs }) do
+      for _, p in ipairs(list) do
+        if p.bcast then
+          bc[#bc + 1] = p
+          for d = 1, nd do params[#params + 1] = fmt("long long _t_%s_%d", p.name, d) end
+        end
       end
     end
     offs[#offs + 1] = "    long long _r = i, _c;"
@@ -331,7 +359,7 @@ local function elementwise_source(name, ins, outs, body, preamble, nd)
 end
 
 -- Runs an elementwise operation. spec: {name=, ins = {{name=, dtype=, value=, raw=}}, outs = {{name=, dtype=,
--- value= (an Array or nil)}}, body=, preamble=, fname=, stream=, key=}: creates the missing outputs with the
+-- value= (an Array or nil)}}, body=, preamble=, fname=, stream=, key=, shape=}: creates the missing outputs with the
 -- broadcast shape, checks devices and shapes, and launches. Returns the output arrays.
 local function run_elementwise(spec)
   local fname, dev = spec.fname, nil
@@ -354,6 +382,7 @@ local function run_elementwise(spec)
     end
   end
   dev = dev or (spec.stream and spec.stream.device) or cd.get_device()
+  if spec.shape then shapes[#shapes + 1] = spec.shape end   -- inputs broadcast to it (copy_elements)
   local shape
   if #shapes > 0 then shape = broadcast_shapes(shapes, fname)
   else
@@ -361,6 +390,9 @@ local function run_elementwise(spec)
     shape = shape or {}
   end
   local n = prod(shape)
+  for _, p in ipairs(spec.ins) do
+    if p.raw and is_array(p.value) then need_contiguous(p.value, fname, p.name) end
+  end
   local outs = {}
   for i, p in ipairs(spec.outs) do
     local o = p.value
@@ -375,46 +407,70 @@ local function run_elementwise(spec)
         raise(fmt("%s: output '%s' has shape {%s} but the result has shape {%s}", fname, p.name,
           concat(o.shape, ", "), concat(shape, ", ")))
       end
+      if p.raw then need_contiguous(o, fname, p.name) end
     end
     outs[i] = o
   end
   if n == 0 then return outs end
   -- the specialisation: dtypes, scalars, raw, which inputs broadcast (NOTE [generated kernels])
+  -- an array read or written at other than its flat index (broadcast, or a strided view: NOTE [strided views]
+  -- in array.c) gets its strides over the output's shape as arguments, and a strided view its flat base
   local ins, keyparts, bcast = {}, { spec.key or spec.body, spec.preamble or "" }, false
   for i, p in ipairs(spec.ins) do
     local q = { name = p.name, dtype = p.dtype, raw = p.raw, scalar = not is_array(p.value) }
-    if not q.scalar and not q.raw and not same_shape(p.value.shape, shape) then q.bcast = true; bcast = true end
+    if not q.scalar and not q.raw then q.strides = operand_strides(p.value, shape) end
+    if q.strides then q.bcast = true; bcast = true end
     ins[i] = q
     keyparts[#keyparts + 1] = fmt("%s:%s:%s%s%s", p.name, p.dtype, q.scalar and "s" or "a", q.raw and "r" or "",
       q.bcast and "b" or "")
   end
-  for _, p in ipairs(spec.outs) do keyparts[#keyparts + 1] = fmt("%s:%s%s", p.name, p.dtype, p.raw and "r" or "") end
+  local oq = {}
+  for i, p in ipairs(spec.outs) do
+    local q = { name = p.name, dtype = p.dtype, raw = p.raw }
+    if not p.raw and p.value ~= nil then q.strides = operand_strides(outs[i], shape) end   -- ours are contiguous
+    if q.strides then q.bcast = true; bcast = true end
+    oq[i] = q
+    keyparts[#keyparts + 1] = fmt("%s:%s%s%s", p.name, p.dtype, p.raw and "r" or "", q.bcast and "b" or "")
+  end
   local nd = bcast and #shape or 0
   keyparts[#keyparts + 1] = "nd" .. nd
   local key = concat(keyparts, "|")
   local k = kernel_for(dev, key, function()
     local kname = (spec.name or "cdv_elementwise") .. "_" .. hash(key)
-    return elementwise_source(kname, ins, spec.outs, spec.body, spec.preamble, nd), kname
+    return elementwise_source(kname, ins, oq, spec.body, spec.preamble, nd), kname
   end)
   local args = {}
   for i, p in ipairs(spec.ins) do
     local v = p.value
     if type(v) == "boolean" then v = v and 1 or 0 end
+    if ins[i].strides and not v.is_contiguous then v = flat_base(v) end
     args[#args + 1] = v
   end
-  for _, o in ipairs(outs) do args[#args + 1] = o end
+  for i, o in ipairs(outs) do args[#args + 1] = oq[i].strides and not o.is_contiguous and flat_base(o) or o end
   args[#args + 1] = n
   if nd > 0 then
     for d = 1, nd do args[#args + 1] = shape[d] end
-    for i, q in ipairs(ins) do
-      if q.bcast then
-        for _, s in ipairs(broadcast_strides(spec.ins[i].value.shape, shape)) do args[#args + 1] = s end
+    for _, list in ipairs({ ins, oq }) do
+      for _, q in ipairs(list) do
+        if q.bcast then
+          for _, st in ipairs(q.strides) do args[#args + 1] = st end
+        end
       end
     end
   end
   k({ grid = grid_for(dev, n), block = BLOCK, stream = spec.stream }, unpack(args, 1, #args))
   return outs
 end
+
+-- A contiguous copy of the Array a on its device (a strided view read through its strides), into out when given
+-- (of a's dtype, a's shape or one a broadcasts to, any strides): a:contiguous(), a:copy(), strided copy_from and
+-- fill (views.lua), reductions of views (NOTE [strided views] in array.c).
+local function copy_elements(a, out, stream, fname)
+  return run_elementwise({ fname = fname or "copy", name = "cdv_copy", ins = { { name = "x", dtype = a.dtype, value = a } },
+    outs = { { name = "z", dtype = a.dtype, value = out } }, body = "z = x", key = "copy", stream = stream,
+    shape = out and out.shape })[1]
+end
+internal.copy_elements = copy_elements
 
 -- cd.elementwise(in_params, out_params, body [, {name=, preamble=, options=}]) -> a callable (CuPy's
 -- ElementwiseKernel): f(inputs..., [outputs...] [, {stream=}]) runs `body` once per element, with `i` the flat
@@ -591,6 +647,15 @@ local function run_reduction(spec)
     end
   end
   if shape == nil then raise(fmt("%s: no input Array to reduce", fname)) end
+  -- a strided view is reduced from a contiguous copy; a raw one is refused (NOTE [strided views] in array.c)
+  local sins = {}
+  for i, p in ipairs(spec.ins) do
+    sins[i] = p
+    if is_array(p.value) and p.raw then need_contiguous(p.value, fname, p.name)
+    elseif is_array(p.value) and not p.value.is_contiguous then
+      sins[i] = { name = p.name, dtype = p.dtype, value = copy_elements(p.value, nil, spec.stream, fname) }
+    end
+  end
   local outer, K, inner, oshape = reduction_geometry(shape, spec.axis, spec.keepdims, fname)
   local nout = outer * inner
   local o = spec.out.value
@@ -601,6 +666,9 @@ local function run_reduction(spec)
       raise(fmt("%s: output is %s but the result is %s", fname, o.dtype, spec.out.dtype))
     end
     if o.size ~= nout then raise(fmt("%s: output has %d elements but the result has %d", fname, o.size, nout)) end
+    if not o.is_contiguous then
+      raise(fmt("%s: output is not contiguous: give a contiguous one (a:contiguous() makes a copy)", fname))
+    end
   end
   if nout == 0 then return o end
   local ins, keyparts = {}, { spec.key or (spec.map_expr .. "\0" .. spec.reduce_expr .. "\0" .. spec.post_map ..
@@ -625,7 +693,7 @@ local function run_reduction(spec)
   local nsplit = math.max(1, math.min((K + RBLOCK * 4 - 1) // (RBLOCK * 4), (fill + nout - 1) // nout))
   if nout * nsplit > 0x7fffffff then raise(fmt("%s: %d outputs are more than one launch can reduce", fname, nout)) end
   local args, m = {}, #spec.ins
-  for i, p in ipairs(spec.ins) do
+  for i, p in ipairs(sins) do
     local v = p.value
     if type(v) == "boolean" then v = v and 1 or 0 end
     args[i] = v
