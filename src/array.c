@@ -12,7 +12,7 @@
 
 #include "cdv.h"
 
-static const char *const create_opts[] = {"device", "stream", "pinned", NULL};
+static const char *const create_opts[] = {"device", "stream", "pinned", "managed", NULL};
 static const char *const copy_opts[] = {"stream", NULL};
 static const char *const copy_range_opts[] = {"count", "dst_offset", "src_offset", "stream", NULL};
 
@@ -220,13 +220,17 @@ void cdv_block_used(cdv_block *b, cdv_device *d, void *stream) {
   b->last_stream = stream;
 }
 
-/* Host code is about to touch host memory that a GPU stream may still be copying: wait for it. */
+/* Host code is about to touch host memory that a GPU stream may still be copying: wait for it. Managed memory
+ * waits for its whole device (NOTE [managed memory] in managed.c). */
 static int host_wait(cdv_block *b, cdv_err *e) {
+  if (b->kind == CDV_MEM_MANAGED) return cdv_managed_wait(b, e);
   if (b->last_dev == NULL || b->last_dev->be->done_when_queued || b->last_dev->sticky) return 0;
   if (b->last_dev->generation != b->generation) return 0;
   if (!cdv_stream_alive(b->last_stream)) return 0;   /* destroyed after its work finished */
   return b->last_dev->be->stream_synchronize(b->last_dev, b->last_stream, e);
 }
+
+int cdv_block_host_wait(cdv_block *b, cdv_err *e) { return host_wait(b, e); }
 
 /* Drops one reference; the last one frees the memory, ordered after the last stream that used it.
  * Never raises (it runs from __gc): failures are reported through *e and the return value. */
@@ -263,6 +267,8 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   free(b);
   return rc;
 }
+
+int cdv_block_unref(cdv_block *b, cdv_err *e) { return block_unref(b, e); }
 
 /* ------------------------------------------------------------ Array values */
 
@@ -400,6 +406,7 @@ static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const
   }
   cdv_check_options(L, arg, create_opts, fname);
   int pinned = cdv_check_boolean_field(L, arg, "pinned", 0, fname);
+  int managed = cdv_managed_option(L, arg, pinned, fname);   /* NOTE [managed memory] */
   c.dev = cdv_opt_device_field(L, arg, fname);
   c.stream = cdv_opt_stream_field(L, arg, fname);
   if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_state_device(L, st);
@@ -410,6 +417,7 @@ static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const
   /* page-locking needs the driver; without one a pinned request is plain host memory (is_pinned false), unless
    * the fake_pinned hook asks for the pinned pool's plain memory (NOTE [test hooks]) */
   if (pinned && (cdv_cuda_load() == 0 || cdv_get_hooks().fake_pinned)) c.kind = CDV_MEM_PINNED;
+  if (managed) c.kind = CDV_MEM_MANAGED;
   return c;
 }
 
@@ -651,7 +659,7 @@ static int pin_array(lua_State *L, int arg, cdv_array *snap) {
  * snapshot (NOTE [pinned reads]): the copy to the host allocates. */
 static const char *host_view(lua_State *L, cdv_array *a) {
   cdv_err e;
-  if (a->block->dev->be->host_memory) {
+  if (cdv_host_reachable(a->block)) {
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     return a->data;
   }
@@ -1113,7 +1121,7 @@ static int array_get(lua_State *L, cdv_array *a) {
   uint64_t v = 0;
   cdv_array tmp = *a;   /* a one-element window over the element, for copy_bytes */
   tmp.data = a->data + (size_t)(i - 1) * is;
-  if (a->block->dev->be->host_memory) {
+  if (cdv_host_reachable(a->block)) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(&v, tmp.data, is);
@@ -1142,7 +1150,7 @@ static int array_newindex(lua_State *L) {
   check_elem(L, 3, 3, a->dtype, &v);
   cdv_array tmp = *a;
   tmp.data = a->data + (size_t)(i - 1) * is;
-  if (a->block->dev->be->host_memory) {
+  if (cdv_host_reachable(a->block)) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(tmp.data, &v, is);
@@ -1249,6 +1257,7 @@ static void add_header(lua_State *L, luaL_Buffer *b, cdv_array *a) {
   luaL_addstring(b, "] on ");
   luaL_addstring(b, a->block->dev->alias);
   if (a->block->kind == CDV_MEM_PINNED) luaL_addstring(b, " pinned");
+  if (a->block->kind == CDV_MEM_MANAGED) luaL_addstring(b, " managed");
 }
 
 #define PRINT_MAX ((int64_t)1 << 20)   /* larger arrays print their header only */
@@ -1341,6 +1350,7 @@ static int array_index(lua_State *L) {
   else if (strcmp(k, "itemsize") == 0) lua_pushinteger(L, cdv_dtypes[a->dtype].size);
   else if (strcmp(k, "device") == 0) cdv_push_device(L, a->block->dev);
   else if (strcmp(k, "is_pinned") == 0) lua_pushboolean(L, a->block->kind == CDV_MEM_PINNED);
+  else if (strcmp(k, "managed") == 0) lua_pushboolean(L, a->block->kind == CDV_MEM_MANAGED);
   else if (strcmp(k, "ptr") == 0) {
     if (cdv_get_state(L)->sandbox) return luaL_error(L, "raw addresses are not available in this sandbox");
     lua_pushinteger(L, (lua_Integer)(intptr_t)a->data);
@@ -1354,7 +1364,7 @@ static int array_index(lua_State *L) {
 static int array_tobytes(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   size_t n = nbytes(a);
-  cdv_array *h = a->block->dev->be->host_memory ? NULL
+  cdv_array *h = cdv_host_reachable(a->block) ? NULL
                : cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
   luaL_Buffer buf;
   char *dst = luaL_buffinitsize(L, &buf, n);

@@ -120,7 +120,8 @@ typedef struct cdv_func_info {
 /* ---------------------------------------------------------------- the backend interface */
 /* Every operation returns 0 on success or -1 with *e filled. `stream` is a backend stream handle:
  * NULL means the device's default stream. No operation raises a Lua error or touches a lua_State. */
-enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2 };
+enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2,
+       CDV_MEM_MANAGED = 3 };   /* NOTE [managed memory] (managed.c): memory of d the host reaches too */
 
 struct cdv_backend {
   const char *kind;                              /* "cpu" or "cuda" */
@@ -206,7 +207,14 @@ struct cdv_backend {
    * back what it keeps beyond what is allocated (after the caller waited for the device). */
   int (*pool_reserved)(cdv_device *d, uint64_t *bytes, cdv_err *e);
   int (*pool_trim)(cdv_device *d, cdv_err *e);
+  /* NOTE [managed memory] (managed.c): CDV_MEM_MANAGED memory of d moved towards `to` (NULL: the host) on stream,
+   * and advice about it (CDV_ADVISE_*) for `to` (NULL: the host). The cpu device's managed memory is ordinary
+   * memory: both succeed and do nothing. */
+  int (*mem_prefetch)(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
+  int (*mem_advise)(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);
 };
+enum { CDV_ADVISE_READ_MOSTLY = 1, CDV_ADVISE_UNSET_READ_MOSTLY, CDV_ADVISE_PREFERRED_LOCATION,
+       CDV_ADVISE_UNSET_PREFERRED_LOCATION, CDV_ADVISE_ACCESSED_BY, CDV_ADVISE_UNSET_ACCESSED_BY };
 
 #define CDV_PARAM_HUGE ((size_t)0xfffff)
 
@@ -239,7 +247,9 @@ int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e);
 int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e);
 int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e);
 int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e);
-int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
+int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);
+int cdv_cuda_mem_prefetch(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
+int cdv_cuda_mem_advise(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
 
 /* ---------------------------------------------------------------- CUDA modules on disk (cuda_cache.c) */
 /* NOTE [cuda kernel cache]: one compile's place in the cache. cdv_cuda_cache_key fills it (and is -1 when the
@@ -486,6 +496,10 @@ cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, co
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
 int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t);   /* integer or table; returns ndim */
 void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
+/* for references held outside an Array (a DLPack export: NOTE [dlpack ownership]): wait until host code may touch
+ * b, drop one reference (never raise) */
+int cdv_block_host_wait(cdv_block *b, cdv_err *e);
+int cdv_block_unref(cdv_block *b, cdv_err *e);
 /* memory the host owns as an Array (embed.c): borrowed when release is NULL, else release(ud, ptr) frees it */
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
                                void (*release)(void *ud, void *ptr), void *ud);
@@ -494,6 +508,18 @@ float cdv_f16_to_f32(uint16_t h);
 
 /* module.c */
 int cdv_module_open(lua_State *L);
+
+/* dlpack.c: cd.from_dlpack, a:__dlpack, a:__dlpack_device (NOTE [dlpack ownership]) */
+int cdv_dlpack_open(lua_State *L);
+void cdv_array_add_methods(lua_State *L, const luaL_Reg *methods);   /* more Array methods (dlpack.c, managed.c) */
+
+/* managed.c: NOTE [managed memory]: a:prefetch, a:advise; the `managed` option of the constructors (raises on
+ * misuse); host access to a managed block waits for its device */
+int cdv_managed_open(lua_State *L);
+int cdv_managed_option(lua_State *L, int arg, int pinned, const char *fname);
+int cdv_managed_wait(cdv_block *b, cdv_err *e);
+/* host code may read and write the block's memory directly (after array.c's host_wait) */
+#define cdv_host_reachable(b) ((b)->dev->be->host_memory || (b)->kind == CDV_MEM_MANAGED)
 
 /* graph.c */
 int cdv_graph_open(lua_State *L);

@@ -412,6 +412,8 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_graph_open(L);
   cdv_launch_config_open(L);
   cdv_profile_open(L);
+  cdv_dlpack_open(L);
+  cdv_managed_open(L);
   lua_pushcfunction(L, l_live);
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);

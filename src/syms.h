@@ -48,6 +48,7 @@
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemPoolSetAttribute)                \
   X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister)     \
   X(cuMemHostUnregister) X(cuMemGetInfo) X(cuPointerGetAttribute)                                         \
+  X(cuMemAllocManaged) X(cuMemPrefetchAsync) X(cuMemAdvise)   /* managed memory (managed.c) */             \
   X(cuMemcpy) X(cuMemcpyAsync) X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH)                       \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemcpyPeer) X(cuMemcpyPeerAsync)          \
   X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D32Async)                        \
