@@ -64,8 +64,9 @@ static const char *dtype_problem(lua_State *L, DLDataType t, cdv_dtype *out) {
     }
   if (t.code <= kDLFloat || t.code == kDLBool)
     return lua_pushfstring(L, "DLPack dtype %s%d has no cudadev dtype", name, (int)t.bits);
-  return lua_pushfstring(L, "DLPack dtype %s%d has no cudadev dtype (type code %d, '%s', is not supported)", name,
-                         (int)t.bits, (int)t.code, name);
+  if (t.code == kDLBfloat || t.code == kDLComplex)   /* the others' names say their width */
+    return lua_pushfstring(L, "DLPack dtype %s%d (type code %d) has no cudadev dtype", name, (int)t.bits, (int)t.code);
+  return lua_pushfstring(L, "DLPack dtype %s (type code %d) has no cudadev dtype", name, (int)t.code);
 }
 
 static DLDataType dl_dtype(cdv_dtype t) {
@@ -110,7 +111,7 @@ static const char *device_problem(lua_State *L, DLDevice dev, import *im) {
     lua_pushinteger(L, type == kDLCUDA ? dev.device_id : 0);
     const char *why = cdv_device_problem(L, -1, &im->dev);
     if (why != NULL)
-      return lua_pushfstring(L, "%s memory of device %d, and %s", type == kDLCUDA ? "kDLCUDA" : "kDLCUDAManaged",
+      return lua_pushfstring(L, "%s device %d: %s", type == kDLCUDA ? "kDLCUDA" : "kDLCUDAManaged",
                              (int)dev.device_id, why);
     lua_pop(L, 1);
     if (type == kDLCUDAManaged) im->kind = CDV_MEM_MANAGED;
