@@ -205,6 +205,9 @@ describe("DLPack from C (build/embed_dlpack)", function()
                     "(cudadev arrays are writable: copy it first)")
       has_line(out, "refused (NULL): cudadev_push_dlpack: tensor is NULL")
       has_line(out, "host: deleter calls of the refused tensor: 0")
+      has_line(out, "script: bad argument #1 to 'cudadev.from_dlpack' (DLPack dtype bfloat16 (type code 4) has no " ..
+                    "cudadev dtype)")
+      has_line(out, "host: deleter calls after cd.from_dlpack refused it: 1")
       has_line(out, "host: after lua_close, the versioned tensor's deleter calls: 1, the strided one's: 1")
       has_line(out, ("export: ndim 2 shape {3, 2} strides {2, 1} dtype 0/16/1 device %s byte_offset 0, same " ..
                      "pointer: yes"):format(dev == "cpu" and "1:0" or "2:0"))

@@ -439,6 +439,15 @@ static void consume(lua_State *L, void *p, int versioned) {
   push_import(L, &im, p, versioned);
 }
 
+static int get_dlpack(lua_State *L) {
+  int t = lua_type(L, 1);   /* a table, or a userdata whose metatable has __index */
+  if (t == LUA_TTABLE || (t == LUA_TUSERDATA && luaL_getmetafield(L, 1, "__index") != LUA_TNIL)) {
+    lua_getfield(L, 1, "__dlpack");
+    return 1;
+  }
+  return 0;
+}
+
 /* cd.from_dlpack(x [, {stream=, versioned=}]) -> an Array sharing x's memory. x: a light userdata (a
  * DLManagedTensor *, or a DLManagedTensorVersioned * with versioned true), or any value with a __dlpack method. */
 static int l_from_dlpack(lua_State *L) {
@@ -447,10 +456,10 @@ static int l_from_dlpack(lua_State *L) {
   int versioned = cdv_check_boolean_field(L, 2, "versioned", 0, "from_dlpack");
   no_sandbox(L);
   if (lua_type(L, 1) != LUA_TLIGHTUSERDATA) {
-    int t = lua_type(L, 1);   /* a table, or a userdata whose metatable has __index, may have __dlpack */
-    int indexable = t == LUA_TTABLE || (t == LUA_TUSERDATA && luaL_getmetafield(L, 1, "__index") != LUA_TNIL);
-    if (t == LUA_TUSERDATA && indexable) lua_pop(L, 1);
-    if (!indexable || lua_getfield(L, 1, "__dlpack") == LUA_TNIL)
+    /* x.__dlpack, asked under pcall: an __index that raises for unknown keys (a Stream's) means it has none */
+    lua_pushcfunction(L, get_dlpack);
+    lua_pushvalue(L, 1);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK || lua_isnil(L, -1))
       luaL_typeerror(L, 1, "light userdata (a DLPack tensor) or a value with __dlpack");
     lua_pop(L, 1);
     call_dlpack(L, 2, versioned);

@@ -239,6 +239,13 @@ static void host_to_lua(void) {
   printf("refused (NULL): %s\n", why ? why : "(accepted)");
   printf("host: deleter calls of the refused tensor: %d\n", r->deleted);
   CHECK(r->deleted == 0, "a refused tensor's deleter ran");
+  /* a script that is given a tensor as a light userdata owns it: cd.from_dlpack takes it even when it refuses it */
+  r->legacy.dl_tensor.dtype = (DLDataType){kDLBfloat, 16, 1};
+  lua_pushlightuserdata(L, &r->legacy);
+  lua_setglobal(L, "p");
+  run(L, "print('script: ' .. select(2, pcall(cd.from_dlpack, p))) p = nil");
+  printf("host: deleter calls after cd.from_dlpack refused it: %d\n", r->deleted);
+  CHECK(r->deleted == 1, "cd.from_dlpack did not delete the tensor it refused");
   free(r);
 
   lua_close(L);
