@@ -743,13 +743,13 @@ end)
 describe("creation options", function()
   it("reject unknown keys", function()
     expect_error(function() cd.empty(4, { blok = 256 }) end,
-      "bad argument #2 to 'empty' (unknown option 'blok' (expected device, stream, pinned, ipc))")
+      "bad argument #2 to 'empty' (unknown option 'blok' (expected device, stream, pinned, ipc, managed))")
     expect_error(function() cd.zeros(4, "f32", { blok = 256 }) end,
-      "bad argument #3 to 'zeros' (unknown option 'blok' (expected device, stream, pinned, ipc))")
+      "bad argument #3 to 'zeros' (unknown option 'blok' (expected device, stream, pinned, ipc, managed))")
     expect_error(function() cd.array({ 1 }, { devcie = "cpu" }) end,
-      "bad argument #2 to 'array' (unknown option 'devcie' (expected device, stream, pinned, ipc))")
+      "bad argument #2 to 'array' (unknown option 'devcie' (expected device, stream, pinned, ipc, managed))")
     expect_error(function() cd.full(2, 0, "f32", { 1 }) end,
-      "bad argument #4 to 'full' (option keys must be strings (expected device, stream, pinned, ipc))")
+      "bad argument #4 to 'full' (option keys must be strings (expected device, stream, pinned, ipc, managed))")
   end)
 
   it("check the type of pinned", function()

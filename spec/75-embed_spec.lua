@@ -18,16 +18,10 @@ local exists, sh = helper.file_exists, helper.shell_quote
 
 -- stdout and stderr together, and the exit status
 local function run(env, prog, args)
-  local p = io.popen(("cd %s && env %s %s %s 2>&1 </dev/null"):format(sh(root), env, sh(BUILD .. "/" .. prog), args or ""))
-  local out = p:read("a")
-  local _, _, code = p:close()
-  return out, code
+  return helper.run_command(("cd %s && env %s %s %s"):format(sh(root), env, sh(BUILD .. "/" .. prog), args or ""))
 end
 
-local function has_line(out, line)
-  for l in out:gmatch("[^\n]*") do if l == line then return true end end
-  error(("expected the line\n  %s\nin:\n%s"):format(line, out), 2)
-end
+local has_line = helper.has_line
 
 local function has_prefix(out, prefix)
   for l in out:gmatch("[^\n]*") do if l:sub(1, #prefix) == prefix then return l end end

@@ -81,7 +81,8 @@ describe("installing", function()
   pending_unless(have_build, "build/ was not built (make build), or Lua 5.4 is not installed system-wide",
     "make install's layout: luacuda, the module, and the files for C hosts", function()
       for _, f in ipairs({ "bin/luacuda", "lib/lua/5.4/cudadev.so", "lib/libcudadev.a", "include/cudadev.h",
-                           "lib/pkgconfig/cudadev.pc", "lib/cmake/cudadev/cudadevConfig.cmake" }) do
+                           "include/cudadev_dlpack.h", "lib/pkgconfig/cudadev.pc",
+                           "lib/cmake/cudadev/cudadevConfig.cmake" }) do
         assert(exists(prefix .. "/" .. f), f .. " is not installed")
       end
       local out = run(("cd / && %s -e %s"):format(sh(prefix .. "/bin/luacuda"), sh("print(cuda.version)")))

@@ -136,9 +136,9 @@ describe("array creation refuses", function()
       "bad argument #2 to 'zeros' (unknown dtype 'float128' (expected float32, int32, ...))")
     expect_error(function() cd.zeros(4, "") end, "bad argument #2 to 'zeros' (unknown dtype '' (expected float32, int32, ...))")
     expect_error(function() cd.empty(4, "f32", { blok = 1 }) end,
-      "bad argument #3 to 'empty' (unknown option 'blok' (expected device, stream, pinned, ipc))")
+      "bad argument #3 to 'empty' (unknown option 'blok' (expected device, stream, pinned, ipc, managed))")
     expect_error(function() cd.empty(4, { [1] = true }) end,
-      "bad argument #2 to 'empty' (option keys must be strings (expected device, stream, pinned, ipc))")
+      "bad argument #2 to 'empty' (option keys must be strings (expected device, stream, pinned, ipc, managed))")
     expect_error(function() cd.empty(4, "f32", "cpu") end, "bad argument #3 to 'empty' (table expected, got string)")
     expect_error(function() cd.empty(4, { device = {} }) end, "bad option 'device' to 'empty' (" .. DEVICE_EXPECTED .. "table)")
     expect_error(function() cd.empty(4, { device = "cuda:99" }) end,
@@ -175,7 +175,7 @@ describe("array creation refuses", function()
       "bad argument #1 to 'array' (string of 5 bytes is not a whole number of float32)")
     expect_error(function() cd.array({ { { { { { { { { 1 } } } } } } } } }) end, "bad argument #1 to 'array' (table nested too deeply)")
     expect_error(function() cd.array({ 1 }, "i8", { blok = 1 }) end,
-      "bad argument #3 to 'array' (unknown option 'blok' (expected device, stream, pinned, ipc))")
+      "bad argument #3 to 'array' (unknown option 'blok' (expected device, stream, pinned, ipc, managed))")
   end)
 
   crash_it("a nested table whose first row is empty, and a longer row after it",
@@ -189,7 +189,7 @@ describe("array creation refuses", function()
   it("options after an empty table", function()
     -- was: the same lua_pop in table_shape pops the options table: they are ignored, unknown keys too
     expect_error(function() cd.array({}, { blok = 1 }) end,
-      "bad argument #2 to 'array' (unknown option 'blok' (expected device, stream, pinned, ipc))")
+      "bad argument #2 to 'array' (unknown option 'blok' (expected device, stream, pinned, ipc, managed))")
     expect_error(function() cd.array({}, "f32", { pinned = "yes" }) end,
       "bad option 'pinned' to 'array' (boolean expected, got string)")
   end)

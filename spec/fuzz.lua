@@ -734,6 +734,11 @@ function M.run(opts)
     end
     local t0 = clock()
     local res = table.pack(pcall(f, table.unpack(args, 1, n)))
+    if res[1] and name == "Array:__dlpack" and type(res[2]) == "userdata" then
+      -- a DLPack tensor (a light userdata) is the caller's to consume: cudadev takes it back (NOTE [dlpack ownership])
+      cd.from_dlpack(res[2], { versioned = n >= 3 and args[3] ~= nil and args[3] ~= false })
+      res.n = 1
+    end
     local dt = clock() - t0
     if dt > 2 then report.slow[#report.slow + 1] = ("call %d took %.1f s: %s"):format(i, dt, desc) end
     report.calls = report.calls + 1

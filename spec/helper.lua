@@ -127,4 +127,19 @@ function helper.assert_error_contains(fn, fragment)
   return err
 end
 
+-- Runs a shell command (from the current directory, the repository root), stdin closed. Returns stdout and stderr
+-- together, and the exit status.
+function helper.run_command(cmd)
+  local p = io.popen(("%s 2>&1 </dev/null"):format(cmd))
+  local out = p:read("a")
+  local _, _, code = p:close()
+  return out, code
+end
+
+-- out must hold `line` as a whole line (for programs judged by what they print)
+function helper.has_line(out, line)
+  for l in out:gmatch("[^\n]*") do if l == line then return true end end
+  error(("expected the line\n  %s\nin:\n%s"):format(line, out), 2)
+end
+
 return helper

@@ -45,14 +45,15 @@ function manual.doc_files()
 end
 
 -- ---------------------------------------------------------------- the C API and the environment
--- Names declared by src/cudadev.h: its CUDADEV_API functions, typedefs and macros (not the guard).
+-- Names declared by src/cudadev.h and src/cudadev_dlpack.h: their CUDADEV_API functions, typedefs and macros (not
+-- the guards).
 function manual.c_api(text)
-  text = text or slurp("src/cudadev.h")
+  text = text or slurp("src/cudadev.h") .. "\n" .. (slurp("src/cudadev_dlpack.h") or "")
   local names = {}
   for decl in ("\n" .. text):gmatch("\nCUDADEV_API%s+([^;(]-)%s*%(") do names[decl:match("([%w_]+)$")] = true end
   for name in text:gmatch("typedef%s+struct%s+([%w_]+)") do names[name] = true end
   for name in text:gmatch("#define%s+([%w_]+)") do names[name] = true end
-  names.CUDADEV_H, names.CUDADEV_API = nil, nil
+  names.CUDADEV_H, names.CUDADEV_API, names.CUDADEV_DLPACK_H = nil, nil, nil
   return names
 end
 
@@ -180,7 +181,8 @@ function manual.real()
         for k in pairs(error_fields(cd)) do members[k] = "field" end
       end
       for k, what in pairs(members) do
-        if k:sub(1, 1) ~= "_" then out[short .. ":" .. k] = what end
+        -- private names start with "_"; protocol methods with "__" (a:__dlpack) are public
+        if k:sub(1, 1) ~= "_" or k:sub(1, 2) == "__" then out[short .. ":" .. k] = what end
       end
       if next(members) == nil and rawget(mt, "__index") ~= nil then
         out[short .. ":?"] = "a type with __index whose members this spec cannot list"

@@ -12,7 +12,7 @@
 
 #include "cdv.h"
 
-static const char *const create_opts[] = {"device", "stream", "pinned", "ipc", NULL};
+static const char *const create_opts[] = {"device", "stream", "pinned", "ipc", "managed", NULL};
 static const char *const copy_opts[] = {"stream", NULL};
 static const char *const copy_range_opts[] = {"count", "dst_offset", "src_offset", "stream", NULL};
 
@@ -220,8 +220,10 @@ void cdv_block_used(cdv_block *b, cdv_device *d, void *stream) {
   b->last_stream = stream;
 }
 
-/* Host code is about to touch host memory that a GPU stream may still be copying: wait for it. */
+/* Host code is about to touch host memory that a GPU stream may still be copying: wait for it. Managed memory
+ * waits for its whole device (NOTE [managed memory] in managed.c). */
 static int host_wait(cdv_block *b, cdv_err *e) {
+  if (b->kind == CDV_MEM_MANAGED) return cdv_managed_wait(b, e);
   if (b->last_dev == NULL || b->last_dev->be->done_when_queued || b->last_dev->sticky) return 0;
   if (b->last_dev->generation != b->generation) return 0;
   if (!cdv_stream_alive(b->last_stream)) return 0;   /* destroyed after its work finished */
@@ -272,6 +274,8 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   free(b);
   return rc;
 }
+
+int cdv_block_unref(cdv_block *b, cdv_err *e) { return block_unref(b, e); }
 
 /* ------------------------------------------------------------ Array values */
 
@@ -484,6 +488,9 @@ static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const
   int pinned = cdv_check_boolean_field(L, arg, "pinned", 0, fname);
   c.ipc = cdv_check_boolean_field(L, arg, "ipc", 0, fname);
   if (c.ipc && pinned) cdv_opt_error(L, "ipc", fname, "an ipc array is device memory, not pinned host memory");
+  int managed = cdv_managed_option(L, arg, pinned, fname);   /* NOTE [managed memory] */
+  if (c.ipc && managed)
+    cdv_opt_error(L, "ipc", fname, "an ipc array is device memory of its own, not managed memory");
   c.dev = cdv_opt_device_field(L, arg, fname);
   c.stream = cdv_opt_stream_field(L, arg, fname);
   if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_state_device(L, st);
@@ -494,6 +501,7 @@ static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const
   /* page-locking needs the driver; without one a pinned request is plain host memory (is_pinned false), unless
    * the fake_pinned hook asks for the pinned pool's plain memory (NOTE [test hooks]) */
   if (pinned && (cdv_cuda_load() == 0 || cdv_get_hooks().fake_pinned)) c.kind = CDV_MEM_PINNED;
+  if (managed) c.kind = CDV_MEM_MANAGED;
   return c;
 }
 
@@ -781,7 +789,7 @@ static const char *host_view(lua_State *L, cdv_array *a) {
   int contiguous = cdv_array_contiguous(a);
   size_t is = cdv_dtypes[a->dtype].size;
   const char *src = a->data;
-  if (a->block->dev->be->host_memory) {
+  if (cdv_host_reachable(a->block)) {
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     if (contiguous) return a->data;
   } else if (contiguous) {
@@ -1363,7 +1371,7 @@ static int array_get(lua_State *L, cdv_array *a) {
   uint64_t v = 0;
   cdv_array tmp = *a;   /* a one-element window over the element, for copy_bytes */
   tmp.data = a->data + off;
-  if (a->block->dev->be->host_memory) {
+  if (cdv_host_reachable(a->block)) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(&v, tmp.data, is);
@@ -1393,7 +1401,7 @@ static int array_newindex(lua_State *L) {
   ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1);   /* NOTE [strided views] */
   cdv_array tmp = *a;
   tmp.data = a->data + off;
-  if (a->block->dev->be->host_memory) {
+  if (cdv_host_reachable(a->block)) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(tmp.data, &v, is);
@@ -1500,6 +1508,7 @@ static void add_header(lua_State *L, luaL_Buffer *b, cdv_array *a) {
   luaL_addstring(b, "] on ");
   luaL_addstring(b, a->block->dev->alias);
   if (a->block->kind == CDV_MEM_PINNED) luaL_addstring(b, " pinned");
+  if (a->block->kind == CDV_MEM_MANAGED) luaL_addstring(b, " managed");
 }
 
 #define PRINT_MAX ((int64_t)1 << 20)   /* larger arrays print their header only */
@@ -1604,6 +1613,7 @@ static int array_index(lua_State *L) {
     for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
     push_permuted(L, a, perm);
   }
+  else if (strcmp(k, "managed") == 0) lua_pushboolean(L, a->block->kind == CDV_MEM_MANAGED);
   else if (strcmp(k, "ptr") == 0) {
     if (cdv_get_state(L)->sandbox) return luaL_error(L, "raw addresses are not available in this sandbox");
     lua_pushinteger(L, (lua_Integer)(intptr_t)a->data);
@@ -1623,7 +1633,7 @@ static int array_tobytes(lua_State *L) {
     lua_pushlstring(L, host_view(L, &snap), n);
     return 1;
   }
-  cdv_array *h = a->block->dev->be->host_memory ? NULL
+  cdv_array *h = cdv_host_reachable(a->block) ? NULL
                : cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
   luaL_Buffer buf;
   char *dst = luaL_buffinitsize(L, &buf, n);

@@ -125,7 +125,8 @@ typedef struct cdv_func_info {
 /* ---------------------------------------------------------------- the backend interface */
 /* Every operation returns 0 on success or -1 with *e filled. `stream` is a backend stream handle:
  * NULL means the device's default stream. No operation raises a Lua error or touches a lua_State. */
-enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2 };
+enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2,
+       CDV_MEM_MANAGED = 3 };   /* NOTE [managed memory] (managed.c): memory of d the host reaches too */
 
 struct cdv_backend {
   const char *kind;                              /* "cpu" or "cuda" */
@@ -241,7 +242,14 @@ struct cdv_backend {
   int (*reset)(cdv_device *d, cdv_err *e);
   int (*profiler)(cdv_device *d, int start, cdv_err *e);
   int (*stream_of)(cdv_device *d, void *stream, cdv_err *e);
+  /* NOTE [managed memory] (managed.c): CDV_MEM_MANAGED memory of d moved towards `to` (NULL: the host) on stream,
+   * and advice about it (CDV_ADVISE_*) for `to` (NULL: the host). The cpu device's managed memory is ordinary
+   * memory: both succeed and do nothing. */
+  int (*mem_prefetch)(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
+  int (*mem_advise)(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);
 };
+enum { CDV_ADVISE_READ_MOSTLY = 1, CDV_ADVISE_UNSET_READ_MOSTLY, CDV_ADVISE_PREFERRED_LOCATION,
+       CDV_ADVISE_UNSET_PREFERRED_LOCATION, CDV_ADVISE_ACCESSED_BY, CDV_ADVISE_UNSET_ACCESSED_BY };
 
 #define CDV_PARAM_HUGE ((size_t)0xfffff)
 
@@ -260,6 +268,8 @@ int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky fau
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
 int cdv_cuda_reset(cdv_device *d, cdv_err *e);   /* cuDevicePrimaryCtxReset, then the context retained anew */
 int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
+int cdv_cuda_mem_prefetch(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
+int cdv_cuda_mem_advise(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);
 /* backend_cuda_ipc.c: the CUDA backend's host_func and ipc_* operations (NOTE [ipc], NOTE [stream callbacks]) */
 int cdv_cuda_host_func(cdv_device *d, void *stream, void (*fn)(void *), void *ud, cdv_err *e);
 int cdv_cuda_ipc_alloc(cdv_device *d, size_t bytes, void **ptr, cdv_err *e);

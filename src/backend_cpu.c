@@ -362,7 +362,7 @@ static int big_alloc(size_t bytes, int kind, alloc *a, cdv_err *e)
 static int cpu_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, void **ptr, cdv_err *e)
 {
   (void)d, (void)stream;
-  if (kind == CDV_MEM_PINNED && cdv_cuda_load() != 0)
+  if ((kind == CDV_MEM_PINNED && cdv_cuda_load() != 0) || kind == CDV_MEM_MANAGED)   /* NOTE [managed memory] */
     kind = CDV_MEM_HOST;
   if (kind != CDV_MEM_PINNED && bytes <= SMALL_MAX) {
     pthread_mutex_lock(&allocs_lock);
@@ -985,6 +985,19 @@ static int cpu_coop_limit(cdv_device *d, void *fn, int block, size_t shared, int
   return 0;
 }
 
+/* (see NOTE [managed memory]) the cpu device's managed memory is its ordinary memory, already where it is used */
+static int cpu_mem_prefetch(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e)
+{
+  (void)d, (void)ptr, (void)bytes, (void)to, (void)stream, (void)e;
+  return 0;
+}
+
+static int cpu_mem_advise(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e)
+{
+  (void)d, (void)ptr, (void)bytes, (void)advice, (void)to, (void)e;
+  return 0;
+}
+
 const cdv_backend cdv_backend_cpu = {
   .kind = "cpu",
   .host_memory = 1,        /* NOTE [backend properties] */
@@ -1021,4 +1034,6 @@ const cdv_backend cdv_backend_cpu = {
   .launch = cpu_launch,
   .launch_cooperative = cpu_launch_cooperative,
   .coop_limit = cpu_coop_limit,
+  .mem_prefetch = cpu_mem_prefetch,
+  .mem_advise = cpu_mem_advise,
 };

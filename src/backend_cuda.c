@@ -271,9 +271,10 @@ static int cuda_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, v
   if (bytes == 0) return 0;
   if (kind == CDV_MEM_PINNED) return pinned_alloc(bytes, ptr, e);
   if (cuda_activate(d, e)) return -1;
-  if (kind != CDV_MEM_DEVICE) return bad_kind(e, "cuda.mem_alloc", kind);
+  if (kind != CDV_MEM_DEVICE && kind != CDV_MEM_MANAGED) return bad_kind(e, "cuda.mem_alloc", kind);
   CUdeviceptr p = 0;
-  int rc = d->is_mempool_supported
+  int rc = kind == CDV_MEM_MANAGED ? CDV_CU(e, cuMemAllocManaged, &p, bytes, CU_MEM_ATTACH_GLOBAL)   /* NOTE [managed memory] */
+    : d->is_mempool_supported
     ? (pool_prepare(d, e) ? -1 : CDV_CU(e, cuMemAllocAsync, &p, bytes, (CUstream)stream))
     : CDV_CU(e, cuMemAlloc, &p, bytes);
   if (rc == 0) *ptr = (void *)(uintptr_t)p;
@@ -285,6 +286,7 @@ static int cuda_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_e
   if (!ptr) return 0;
   if (kind == CDV_MEM_PINNED) return pinned_free(ptr, e);
   if (cuda_activate(d, e)) return -1;
+  if (kind == CDV_MEM_MANAGED) return CDV_CU(e, cuMemFree, DPTR(ptr));   /* cuMemFree waits for work using it */
   if (kind != CDV_MEM_DEVICE) return bad_kind(e, "cuda.mem_free", kind);
   return d->is_mempool_supported ? CDV_CU(e, cuMemFreeAsync, DPTR(ptr), (CUstream)stream)
                                  : CDV_CU(e, cuMemFree, DPTR(ptr));
@@ -1099,4 +1101,6 @@ const cdv_backend cdv_backend_cuda = {
   .ipc_event_create = cdv_cuda_ipc_event_create,
   .ipc_event_get = cdv_cuda_ipc_event_get,
   .ipc_event_open = cdv_cuda_ipc_event_open,
+  .mem_prefetch = cdv_cuda_mem_prefetch,
+  .mem_advise = cdv_cuda_mem_advise,
 };

@@ -153,3 +153,27 @@ int cdv_cuda_attribute_id(const char *name) {
     if (strcmp(attrs[i].name, name) == 0) return attrs[i].value;
   return -1;
 }
+
+/* (see NOTE [managed memory]) Where a prefetch or an advice points: a device's ordinal, or the host */
+static CUmemLocation location(const cdv_device *to) {
+  CUmemLocation l;
+  memset(&l, 0, sizeof l);
+  l.type = to == NULL || to->be != &cdv_backend_cuda ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  l.id = to == NULL || to->be != &cdv_backend_cuda ? 0 : to->ordinal;
+  return l;
+}
+
+/* cuMemPrefetchAsync (CUDA 12.2's form with a CUmemLocation, cuMemPrefetchAsync_v2) on d's stream; the caller
+ * made d's context current */
+int cdv_cuda_mem_prefetch(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e) {
+  (void)d;
+  if (bytes == 0) return 0;
+  return CDV_CU(e, cuMemPrefetchAsync, (CUdeviceptr)(uintptr_t)ptr, bytes, location(to), 0, (CUstream)stream);
+}
+
+/* cuMemAdvise (cuMemAdvise_v2, with a CUmemLocation); CDV_ADVISE_* are CU_MEM_ADVISE_*'s values */
+int cdv_cuda_mem_advise(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e) {
+  (void)d;
+  if (bytes == 0) return 0;
+  return CDV_CU(e, cuMemAdvise, (CUdeviceptr)(uintptr_t)ptr, bytes, (CUmem_advise)advice, location(to));
+}

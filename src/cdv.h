@@ -273,6 +273,9 @@ cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, co
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
 int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t);   /* integer or table; returns ndim */
 void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
+/* for references held outside an Array (a DLPack export: NOTE [dlpack ownership]): drop one reference (never
+ * raises); cdv_host_wait waits until host code may touch the block */
+int cdv_block_unref(cdv_block *b, cdv_err *e);
 int cdv_host_wait(cdv_block *b, cdv_err *e);   /* host memory: wait for the GPU stream that last used it */
 /* memory the host owns as an Array (embed.c): borrowed when release is NULL, else release(ud, ptr) frees it */
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
@@ -283,6 +286,18 @@ float cdv_f16_to_f32(uint16_t h);
 
 /* module.c */
 int cdv_module_open(lua_State *L);
+
+/* dlpack.c: cd.from_dlpack, a:__dlpack, a:__dlpack_device (NOTE [dlpack ownership]) */
+int cdv_dlpack_open(lua_State *L);
+void cdv_array_add_methods(lua_State *L, const luaL_Reg *methods);   /* more Array methods (dlpack.c, managed.c) */
+
+/* managed.c: (see NOTE [managed memory]) a:prefetch, a:advise; the `managed` option of the constructors (raises on
+ * misuse); host access to a managed block waits for its device */
+int cdv_managed_open(lua_State *L);
+int cdv_managed_option(lua_State *L, int arg, int pinned, const char *fname);
+int cdv_managed_wait(cdv_block *b, cdv_err *e);
+/* host code may read and write the block's memory directly (after array.c's host_wait) */
+#define cdv_host_reachable(b) ((b)->dev->be->host_memory || (b)->kind == CDV_MEM_MANAGED)
 
 /* mpi.c: cd._mpi, the C side of cd.mpi (lua/cudadev/mpi.lua); NOTE [mpi shim] in mpi_api.h */
 int cdv_mpi_open(lua_State *L);

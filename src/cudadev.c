@@ -409,6 +409,8 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_nccl_open(L);
   cdv_async_open(L);
   cdv_ipc_open(L);
+  cdv_dlpack_open(L);
+  cdv_managed_open(L);
   lua_pushcfunction(L, l_live);
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);

@@ -53,6 +53,7 @@
   X(cuMemHostUnregister) X(cuMemGetInfo) X(cuPointerGetAttribute)                                         \
   X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)             \
   X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)                                                          \
+  X(cuMemAllocManaged) X(cuMemPrefetchAsync) X(cuMemAdvise)   /* managed memory (managed.c) */             \
   X(cuMemcpy) X(cuMemcpyAsync) X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH)                       \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemcpyPeer) X(cuMemcpyPeerAsync)          \
   X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D32Async)                        \
