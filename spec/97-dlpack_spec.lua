@@ -110,7 +110,7 @@ describe("DLPack in Lua", function()
   end)
 
   it("a:__dlpack_device() of cpu arrays is kDLCPU 0, pinned ones too", function()
-    assert.are.same({1, 0}, { cd.zeros(2):__dlpack_device() })
+    assert.are.same({1, 0}, { cd.zeros(2, { device = "cpu" }):__dlpack_device() })
     assert.are.same({1, 0}, { cd.zeros(2, { pinned = true }):__dlpack_device() })
   end)
 
@@ -145,7 +145,7 @@ describe("DLPack in Lua", function()
   end)
 
   it("refuses streams the protocol does not have, and streams on the cpu device", function()
-    local a = cd.zeros(2)
+    local a = cd.zeros(2, { device = "cpu" })
     expect_error(function() a:__dlpack(0) end,
       "bad argument #1 to '__dlpack' (cpu has no streams to wait on: pass nil (or -1))")
     expect_error(function() a:__dlpack("x") end,
@@ -262,6 +262,7 @@ end)
 
 describe("managed memory", function()
   it("{managed = true} on the cpu device is ordinary memory, read and written in place", function()
+    local _ <close> = cd.scope("cpu")   -- a GPU host's default device is cuda:0
     local a = cd.zeros(4, "float32", { managed = true })
     assert.is_true(a.managed)
     assert.is_false(cd.zeros(4).managed)

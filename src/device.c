@@ -468,6 +468,7 @@ static int device_index(lua_State *L) {
   else if (strcmp(k, "max_threads_per_block") == 0) lua_pushinteger(L, d->max_threads_per_block);
   else if (strcmp(k, "has_context") == 0) lua_pushboolean(L, !d->be->has_contexts || d->ctx != NULL);
   else if (strcmp(k, "is_sticky") == 0) lua_pushboolean(L, d->sticky);
+  else if (strcmp(k, "generation") == 0) lua_pushinteger(L, d->generation);
   else if (strcmp(k, "stream") == 0) {
     cdv_push_current_stream(L, d);
   } else {

@@ -109,7 +109,7 @@ def plumbing():
     check(data[3] == 40, "the script's write is seen here")
     lua(state, "t = nil collectgarbage() collectgarbage()")
     check(len(deleted) == 1, "the deleter was called once when the Array was collected")
-    text, out = lua(state, "return cd.array({5, 6, 7}, 'int32')", want_out=True)
+    text, out = lua(state, "return cd.array({5, 6, 7}, 'int32', {device = 'cpu'})", want_out=True)
     mt = DLManagedTensor.from_address(out)
     vals = ctypes.cast(mt.dl_tensor.data, ctypes.POINTER(ctypes.c_int32))
     check(mt.dl_tensor.ndim == 1 and mt.dl_tensor.shape[0] == 3 and (mt.dl_tensor.dtype.code,

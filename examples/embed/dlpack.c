@@ -276,7 +276,7 @@ static void lua_to_lua(const char *device) {
   run(B, "print('B: y = ' .. tostring(y)) y[3][2] = 60");
   run(A, "print('A: x after B wrote = ' .. tostring(x)) x[1][1] = 10\n"
          "x:free() x = nil collectgarbage() collectgarbage()");
-  run(B, "print('B: y after A wrote and freed x = ' .. tostring(y))");
+  run(B, "print('B: y after A wrote and freed x = ' .. tostring(y)) collectgarbage() collectgarbage()");
   printf("host: blocks live after A freed x: %ld (A's, held by the export, and B's Array over it)\n",
          live_blocks(A) - base);
   run(B, "y = nil collectgarbage() collectgarbage()");   /* B's release calls m's deleter */

@@ -192,14 +192,14 @@ end
 local flat_base = array_mt.__flat_base
 
 -- ------------------------------------------------------------------------------------------ kernels
--- [device alias .. "\n" .. key] = Kernel (NOTE [generated kernels]). Weak: a Kernel nothing else holds goes at
+-- [device alias .. "\n" .. generation .. "\n" .. key] = Kernel (NOTE [generated kernels]). Weak: a Kernel nothing else holds goes at
 -- the next collection, and the next call takes its module from cd.compile's own cache.
 local WEAK = { __mode = "v" }
 local kernels = setmetatable({}, WEAK)
 
 -- The Kernel of key on dev; on a miss, build() gives the source and the kernel's name (NOTE [generated kernels]).
 local function kernel_for(dev, key, build)
-  local ck = dev.alias .. "\n" .. key
+  local ck = dev.alias .. "\n" .. dev.generation .. "\n" .. key   -- a reset makes a device's Kernels stale
   local k = kernels[ck]
   if k == nil then
     local src, name = build()

@@ -25,7 +25,7 @@ local fmt, concat, sort = string.format, table.concat, table.sort
 M.fields = {
   Device = { "alias", "name", "ordinal", "arch", "is_cpu", "is_cuda", "is_uva", "is_cubin_supported",
              "is_mempool_supported", "is_primary", "uuid", "pci_bus_id", "total_memory", "free_memory",
-             "sm_count", "warp_size", "max_threads_per_block", "has_context", "is_sticky", "stream" },
+             "sm_count", "warp_size", "max_threads_per_block", "has_context", "is_sticky", "generation", "stream" },
   Array = { "dtype", "shape", "ndim", "size", "nbytes", "itemsize", "device", "is_pinned", "ptr" },
   Stream = { "device", "priority", "is_default", "handle" },
   Event = { "device", "timing" },
