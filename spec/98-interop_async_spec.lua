@@ -515,7 +515,7 @@ describe("on a CUDA device", function()
       ev:synchronize()
       io.write(tostring(ev.is_ipc), " ", tostring(x[1]), " ", tostring(x[32]))   -- io.write would print 100.0 as 100
       local ok, err = pcall(function() return ev:ipc_handle() end)
-      io.write(" ", (err:gsub("^[^:]*:%d+: ", "")))   -- without the chunk's position
+      io.write(" ", (err:gsub("^[^:]*:%%d+: ", "")))   -- without the chunk's position
     ]]):format(e:ipc_handle(), x:ipc_handle()))
     assert.is_true(ok, out)
     assert.are.equal("true 100.0 131.0 bad argument #1 to 'ipc_handle' (the event was opened from an ipc handle: "
