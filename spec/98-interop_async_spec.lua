@@ -435,6 +435,7 @@ describe("on a CUDA device", function()
     return spin
   end
   local LONG = 400000000   -- a few hundred milliseconds at the H100's clock
+  teardown(function() spin = nil end)   -- the file leaves no Kernel alive (spec/summary_output.lua counts them)
 
   -- a new stream on cuda:0 busy with a long kernel that then writes v + i into x[i + 1]; returns both
   local function busy(v)
