@@ -58,7 +58,7 @@ define cmake_build
 	cmake --build --preset $(1) -j $(JOBS)
 endef
 
-.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench bench-cpu install clean
+.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench bench-cpu install clean format
 .NOTPARALLEL:                       # deps, then build, then run: cmake parallelises the build itself
 MAKEFLAGS += --no-print-directory
 
@@ -127,6 +127,10 @@ bench: deps build
 PREFIX      ?= /usr/local
 install: build
 	cmake --install build --prefix '$(PREFIX)'
+
+# The C is formatted by clang-format with the repository's .clang-format (issue 15): `make format` before a commit.
+format:
+	clang-format -i src/*.c src/*.h src/mpi/*.c tests/*.c tests/layers/*.c examples/embed/*.c bench/*.c
 
 bench-cpu: deps build
 	$(LUA_ENV) bench/cpu
