@@ -30,24 +30,25 @@
 #include <time.h>
 
 #define STR_(x) #x
-#define XSTR(x) STR_(x)   /* after expansion: cuMemAlloc -> "cuMemAlloc_v2" */
+#define XSTR(x) STR_(x) /* after expansion: cuMemAlloc -> "cuMemAlloc_v2" */
 
-#define CU_SYMS(X)                                                                                          \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)  \
-  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)                 \
-  X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)                         \
-  X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuDeviceGetDefaultMemPool)              \
-  X(cuMemPoolSetAttribute) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)               \
-  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuStreamSynchronize) \
-  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyPeerAsync)       \
-  X(cuCtxEnablePeerAccess) X(cuDeviceCanAccessPeer) X(cuStreamCreate) X(cuStreamDestroy)                    \
-  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) \
-  X(cuGraphDestroy)
+#define CU_SYMS(X)                                                                                                     \
+  X(cuInit)                                                                                                            \
+  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)    \
+      X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData)   \
+          X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync)     \
+              X(cuDeviceGetDefaultMemPool) X(cuMemPoolSetAttribute) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoD) \
+                  X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD32Async)   \
+                      X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                   \
+                          X(cuEventElapsedTime) X(cuMemcpyPeerAsync) X(cuCtxEnablePeerAccess) X(cuDeviceCanAccessPeer) \
+                              X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamBeginCapture) X(cuStreamEndCapture)       \
+                                  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
-#define NVRTC_SYMS(X)                                                                                       \
-  X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)                       \
-  X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetPTXSize) X(nvrtcGetPTX)  \
-  X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
+#define NVRTC_SYMS(X)                                                                                                  \
+  X(nvrtcVersion)                                                                                                      \
+  X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) \
+      X(nvrtcGetProgramLog) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)                    \
+          X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
 
 #define FIELD(fn) __typeof__(&fn) fn;
 static struct { CU_SYMS(FIELD) } cu;
@@ -66,7 +67,7 @@ static void *open_first(const char *what, const char *const *names) {
     size_t used = strlen(tried);
     snprintf(tried + used, sizeof tried - used, "%s%s", used ? "; " : "", err ? err : names[i]);
   }
-  if (strcmp(what, "libcuda") == 0) {   /* no driver: bench/run reports it as no device */
+  if (strcmp(what, "libcuda") == 0) { /* no driver: bench/run reports it as no device */
     fprintf(stderr, "no CUDA device: cannot open libcuda (tried: %s)\n", tried);
     exit(2);
   }
@@ -103,9 +104,15 @@ static void load(void) {
     snprintf(home12, sizeof home12, "%s/lib64/libnvrtc.so.12", home);
   }
   const char *const cuda_names[] = {env ? env : "", "libcuda.so.1", "libcuda.so", NULL};
-  const char *const nvrtc_names[] = {nvenv ? nvenv : "", "libnvrtc.so.13", "libnvrtc.so.12", home13, home12,
-                                     "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12",
-                                     "libnvrtc.so", NULL};
+  const char *const nvrtc_names[] = {nvenv ? nvenv : "",
+                                     "libnvrtc.so.13",
+                                     "libnvrtc.so.12",
+                                     home13,
+                                     home12,
+                                     "/usr/local/cuda/lib64/libnvrtc.so.13",
+                                     "/usr/local/cuda/lib64/libnvrtc.so.12",
+                                     "libnvrtc.so",
+                                     NULL};
   void *hc = open_first("libcuda", cuda_names);
 #define LOAD_CU(fn) *(void **)&cu.fn = sym(hc, "libcuda", XSTR(fn));
   CU_SYMS(LOAD_CU)
@@ -123,13 +130,21 @@ static void cu_fail(CUresult r, const char *call, int line) {
   fprintf(stderr, "c_driver: %s failed: %s: %s (c_driver.c:%d)\n", call, name ? name : "?", msg ? msg : "?", line);
   exit(1);
 }
-#define CU(call) do { CUresult r_ = cu.call; if (r_ != CUDA_SUCCESS) cu_fail(r_, #call, __LINE__); } while (0)
+#define CU(call)                                          \
+  do {                                                    \
+    CUresult r_ = cu.call;                                \
+    if (r_ != CUDA_SUCCESS) cu_fail(r_, #call, __LINE__); \
+  } while (0)
 
 static void nv_fail(nvrtcResult r, const char *call, int line) {
   fprintf(stderr, "c_driver: %s failed: %s (c_driver.c:%d)\n", call, nv.nvrtcGetErrorString(r), line);
   exit(1);
 }
-#define NV(call) do { nvrtcResult r_ = nv.call; if (r_ != NVRTC_SUCCESS) nv_fail(r_, #call, __LINE__); } while (0)
+#define NV(call)                                           \
+  do {                                                     \
+    nvrtcResult r_ = nv.call;                              \
+    if (r_ != NVRTC_SUCCESS) nv_fail(r_, #call, __LINE__); \
+  } while (0)
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
@@ -181,19 +196,19 @@ static float frand(void) {
 
 static const char EMPTY_SRC[] = "extern \"C\" __global__ void empty() {}\n";
 static const char ARGS5_SRC[] =
-  "extern \"C\" __global__ void args5(float *p, int i, float f, size_t n, float *q)\n"
-  "{\n"
-  "  if (i < 0) p[n] = f * q[0];   /* never taken: the launch is what is measured */\n"
-  "}\n";
+    "extern \"C\" __global__ void args5(float *p, int i, float f, size_t n, float *q)\n"
+    "{\n"
+    "  if (i < 0) p[n] = f * q[0];   /* never taken: the launch is what is measured */\n"
+    "}\n";
 static const char SAXPY_SRC[] =
-  "extern \"C\" __global__\n"
-  "void saxpy(float a, float *x, float *y, float *out, size_t n)\n"
-  "{\n"
-  "  size_t tid = blockIdx.x * blockDim.x + threadIdx.x;\n"
-  "  if (tid < n) {\n"
-  "    out[tid] = a * x[tid] + y[tid];\n"
-  "  }\n"
-  "}\n";
+    "extern \"C\" __global__\n"
+    "void saxpy(float a, float *x, float *y, float *out, size_t n)\n"
+    "{\n"
+    "  size_t tid = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (tid < n) {\n"
+    "    out[tid] = a * x[tid] + y[tid];\n"
+    "  }\n"
+    "}\n";
 
 /* cudadev's choice of target (backend_cuda.c, pick_target): a cubin for sm_<arch> when NVRTC lists the
  * architecture, else PTX for the newest one below it, which the driver compiles on load. */
@@ -268,7 +283,7 @@ static CUfunction function(CUmodule m, const char *name) {
 /* µs per launch: LAUNCHES back to back on the legacy default stream, then one synchronize. */
 static double launch_cost(CUfunction f, void **args) {
   double t[REPS];
-  for (int i = 0; i < 1000; i++) CU(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));   /* warm-up */
+  for (int i = 0; i < 1000; i++) CU(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL)); /* warm-up */
   CU(cuCtxSynchronize());
   for (int r = 0; r < REPS; r++) {
     double t0 = now();
@@ -317,8 +332,8 @@ static double saxpy_time(CUfunction f) {
   void *args[] = {&a, &dx, &dy, &dout, (void *)&n};
   unsigned block = 256, grid = (unsigned)((n + block - 1) / block);
   double t[RUNS];
-  for (int r = -3; r < RUNS; r++) {   /* three warm-up runs */
-    CU(cuMemsetD32Async(dout, 0x7fc00000u, n, NULL));   /* quiet NaN */
+  for (int r = -3; r < RUNS; r++) { /* three warm-up runs */
+    CU(cuMemsetD32Async(dout, 0x7fc00000u, n, NULL)); /* quiet NaN */
     CU(cuEventRecord(ev0, NULL));
     CU(cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, NULL, args, NULL));
     CU(cuEventRecord(ev1, NULL));
@@ -330,8 +345,8 @@ static double saxpy_time(CUfunction f) {
   size_t bad = n;
   for (size_t i = 0; i < n; i++) {
     double ref = (double)a * x[i] + y[i], diff = out[i] - ref;
-    double err = (diff < 0 ? -diff : diff) / (ref > 1e-30 ? ref : 1e-30);   /* ref > 0: inputs in [0, 1) */
-    if (!(err <= 1e-6)) {   /* NaN (an element never written) fails too */
+    double err = (diff < 0 ? -diff : diff) / (ref > 1e-30 ? ref : 1e-30); /* ref > 0: inputs in [0, 1) */
+    if (!(err <= 1e-6)) { /* NaN (an element never written) fails too */
       bad = i;
       break;
     }
@@ -406,11 +421,14 @@ enum { H2D, D2H, D2D };
 /* GB/s (10^9 bytes copied per second) of one 256 MiB async copy on the legacy stream, timed by events. */
 static double copy_rate(int kind, CUdeviceptr d1, CUdeviceptr d2, void *h1, void *h2) {
   double t[COPY_REPS];
-  for (int r = -1; r < COPY_REPS; r++) {   /* one warm-up copy */
+  for (int r = -1; r < COPY_REPS; r++) { /* one warm-up copy */
     CU(cuEventRecord(ev0, NULL));
-    if (kind == H2D) CU(cuMemcpyHtoDAsync(d1, h1, COPY_BYTES, NULL));
-    else if (kind == D2H) CU(cuMemcpyDtoHAsync(h2, d1, COPY_BYTES, NULL));
-    else CU(cuMemcpyDtoDAsync(d2, d1, COPY_BYTES, NULL));
+    if (kind == H2D)
+      CU(cuMemcpyHtoDAsync(d1, h1, COPY_BYTES, NULL));
+    else if (kind == D2H)
+      CU(cuMemcpyDtoHAsync(h2, d1, COPY_BYTES, NULL));
+    else
+      CU(cuMemcpyDtoDAsync(d2, d1, COPY_BYTES, NULL));
     CU(cuEventRecord(ev1, NULL));
     double ms = event_ms();
     if (r >= 0) t[r] = COPY_BYTES / (ms * 1e-3) / 1e9;
@@ -484,10 +502,11 @@ static void copies(void) {
 
 static double graph_round(CUfunction f, CUstream s, CUgraphExec exec) {
   double t[REPS];
-  for (int r = -1; r < REPS; r++) {   /* one warm-up round */
+  for (int r = -1; r < REPS; r++) { /* one warm-up round */
     double t0 = now();
     for (int i = 0; i < GRAPH_ROUNDS; i++) {
-      if (exec) CU(cuGraphLaunch(exec, s));
+      if (exec)
+        CU(cuGraphLaunch(exec, s));
       else
         for (int k = 0; k < GRAPH_KERNELS; k++) CU(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
       CU(cuStreamSynchronize(s));
@@ -529,7 +548,7 @@ static void peer_copies(CUcontext ctx0, int count) {
   CU(cuDevicePrimaryCtxRetain(&ctx1, dev1));
   CU(cuCtxSetCurrent(ctx0));
   CU(cuMemAlloc(&a, COPY_BYTES));
-  CU(cuMemsetD32Async(a, 0x3fa00000u, COPY_BYTES / 4, NULL));   /* 1.25f: never time on zeros */
+  CU(cuMemsetD32Async(a, 0x3fa00000u, COPY_BYTES / 4, NULL)); /* 1.25f: never time on zeros */
   CU(cuCtxSynchronize());
   CU(cuCtxSetCurrent(ctx1));
   CU(cuMemAlloc(&b, COPY_BYTES));
@@ -540,7 +559,7 @@ static void peer_copies(CUcontext ctx0, int count) {
   for (int access = 0; access <= 1; access++) {
     if (access) {
       if (!can01 || !can10) break;
-      CU(cuCtxEnablePeerAccess(ctx0, 0));   /* ctx1 (current) may reach ctx0's memory */
+      CU(cuCtxEnablePeerAccess(ctx0, 0)); /* ctx1 (current) may reach ctx0's memory */
       CU(cuCtxSetCurrent(ctx0));
       CU(cuCtxEnablePeerAccess(ctx1, 0));
       CU(cuCtxSetCurrent(ctx1));
@@ -563,7 +582,7 @@ static void peer_copies(CUcontext ctx0, int count) {
 }
 
 int main(void) {
-  setvbuf(stdout, NULL, _IOLBF, 0);   /* lines reach bench/run as they are made, even if a later step fails */
+  setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach bench/run as they are made, even if a later step fails */
   load();
   CUresult r = cu.cuInit(0);
   int count = 0;
@@ -586,7 +605,7 @@ int main(void) {
   CU(cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev));
   CU(cuDriverGetVersion(&driver));
   NV(nvrtcVersion(&nvmaj, &nvmin));
-  CU(cuDevicePrimaryCtxRetain(&ctx, dev));   /* the context cudadev uses too */
+  CU(cuDevicePrimaryCtxRetain(&ctx, dev)); /* the context cudadev uses too */
   CU(cuCtxSetCurrent(ctx));
   int arch = major * 10 + minor;
   printf("info gpu %s\n", name);

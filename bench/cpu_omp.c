@@ -16,93 +16,81 @@
 
 #define REPS 7
 
-static double now_ms(void)
-{
+static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int cmp(const void *a, const void *b)
-{
+static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
-static double median(double *t, int n)
-{
+static double median(double *t, int n) {
   qsort(t, (size_t)n, sizeof *t, cmp);
   return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
 /* body REPS times after setup each time (setup untimed); the checksum is read after the last */
-#define TIME(name, sum, setup, body)                                                                        \
-  do {                                                                                                      \
-    double t_[REPS];                                                                                        \
-    for (int r_ = 0; r_ < REPS; r_++) {                                                                     \
-      setup;                                                                                                \
-      double t0_ = now_ms();                                                                                \
-      body;                                                                                                 \
-      t_[r_] = now_ms() - t0_;                                                                              \
-    }                                                                                                       \
-    printf("%s %.4f %.6g\n", name, median(t_, REPS), (double)(sum));                                       \
-    fflush(stdout);                                                                                         \
+#define TIME(name, sum, setup, body)                                 \
+  do {                                                               \
+    double t_[REPS];                                                 \
+    for (int r_ = 0; r_ < REPS; r_++) {                              \
+      setup;                                                         \
+      double t0_ = now_ms();                                         \
+      body;                                                          \
+      t_[r_] = now_ms() - t0_;                                       \
+    }                                                                \
+    printf("%s %.4f %.6g\n", name, median(t_, REPS), (double)(sum)); \
+    fflush(stdout);                                                  \
   } while (0)
 
 /* ---------------------------------------------------------------- saxpy: y = a*x + y, 2^24 floats */
-static void saxpy(int n, float a, const float *x, float *y)
-{
+static void saxpy(int n, float a, const float *x, float *y) {
 #pragma omp parallel for schedule(static)
-  for (int i = 0; i < n; i++)
-    y[i] = a * x[i] + y[i];
+  for (int i = 0; i < n; i++) y[i] = a * x[i] + y[i];
 }
 
 /* ---------------------------------------------------------------- block reductions: 1024 elements a block */
 /* shared memory: 256 threads sum 4 elements each (stride 256), then a tree halving the active threads */
-static void reduce_shared(int n, const float *x, float *part)
-{
+static void reduce_shared(int n, const float *x, float *part) {
   int nb = n / 1024;
 #pragma omp parallel for schedule(static)
   for (int b = 0; b < nb; b++) {
     float s[256];
     const float *p = x + (size_t)b * 1024;
-    for (int t = 0; t < 256; t++)
-      s[t] = p[t] + p[t + 256] + p[t + 512] + p[t + 768];
+    for (int t = 0; t < 256; t++) s[t] = p[t] + p[t + 256] + p[t + 512] + p[t + 768];
     for (int h = 128; h > 0; h >>= 1)
-      for (int t = 0; t < h; t++)
-        s[t] += s[t + h];
+      for (int t = 0; t < h; t++) s[t] += s[t + h];
     part[b] = s[0];
   }
 }
 
 /* warp shuffles: each warp of 32 reduces by shfl_down (16, 8, 4, 2, 1), lane 0's sums of the 8 warps in
  * shared memory, then warp 0 reduces those 8 the same way */
-static void reduce_warp(int n, const float *x, float *part)
-{
+static void reduce_warp(int n, const float *x, float *part) {
   int nb = n / 1024;
 #pragma omp parallel for schedule(static)
   for (int b = 0; b < nb; b++) {
     float v[256], ws[8];
     const float *p = x + (size_t)b * 1024;
-    for (int t = 0; t < 256; t++)
-      v[t] = p[t] + p[t + 256] + p[t + 512] + p[t + 768];
+    for (int t = 0; t < 256; t++) v[t] = p[t] + p[t + 256] + p[t + 512] + p[t + 768];
     for (int w = 0; w < 8; w++) {
       float *l = v + 32 * w;
       for (int o = 16; o > 0; o >>= 1)
-        for (int t = 0; t < o; t++)   /* lanes >= o read lanes past the warp: their values are not used */
+        for (int t = 0; t < o; t++) /* lanes >= o read lanes past the warp: their values are not used */
           l[t] += l[t + o];
       ws[w] = l[0];
     }
     for (int o = 4; o > 0; o >>= 1)
-      for (int t = 0; t < o; t++)
-        ws[t] += ws[t + o];
+      for (int t = 0; t < o; t++) ws[t] += ws[t + o];
     part[b] = ws[0];
   }
 }
 
 /* ---------------------------------------------------------------- tiled matrix multiply, 16x16 tiles */
-static void matmul(int n, const float *A, const float *B, float *C)
-{
+static void matmul(int n, const float *A, const float *B, float *C) {
   int nt = n / 16;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int bi = 0; bi < nt; bi++)
@@ -113,25 +101,21 @@ static void matmul(int n, const float *A, const float *B, float *C)
           for (int k = 0; k < 16; k++) {
             float a = A[(size_t)(bi * 16 + i) * n + kt * 16 + k];
             const float *brow = B + (size_t)(kt * 16 + k) * n + bj * 16;
-            for (int j = 0; j < 16; j++)
-              c[i][j] += a * brow[j];
+            for (int j = 0; j < 16; j++) c[i][j] += a * brow[j];
           }
-      for (int i = 0; i < 16; i++)
-        memcpy(C + (size_t)(bi * 16 + i) * n + bj * 16, c[i], sizeof c[i]);
+      for (int i = 0; i < 16; i++) memcpy(C + (size_t)(bi * 16 + i) * n + bj * 16, c[i], sizeof c[i]);
     }
 }
 
 /* ---------------------------------------------------------------- stencil: 16x16 tiles, iters Jacobi steps each */
-static void stencil(int n, int iters, const float *in, float *out)
-{
+static void stencil(int n, int iters, const float *in, float *out) {
   int nt = n / 16;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int by = 0; by < nt; by++)
     for (int bx = 0; bx < nt; bx++) {
       float t[2][16][16];
       for (int y = 0; y < 16; y++)
-        for (int x = 0; x < 16; x++)
-          t[0][y][x] = in[(size_t)(by * 16 + y) * n + bx * 16 + x];
+        for (int x = 0; x < 16; x++) t[0][y][x] = in[(size_t)(by * 16 + y) * n + bx * 16 + x];
       int cur = 0;
       for (int it = 0; it < iters; it++) {
         for (int y = 0; y < 16; y++)
@@ -144,15 +128,13 @@ static void stencil(int n, int iters, const float *in, float *out)
         cur ^= 1;
       }
       for (int y = 0; y < 16; y++)
-        for (int x = 0; x < 16; x++)
-          out[(size_t)(by * 16 + y) * n + bx * 16 + x] = t[cur][y][x];
+        for (int x = 0; x < 16; x++) out[(size_t)(by * 16 + y) * n + bx * 16 + x] = t[cur][y][x];
     }
 }
 
 /* ---------------------------------------------------------------- wavefront (Needleman-Wunsch), 16x16 tiles */
 /* score is (n+1)x(n+1), row 0 and column 0 preset; ref is n x n. Tiles along each anti-diagonal in parallel. */
-static void nw_tile(int n, int ti, int tj, const int *ref, int *score, int penalty)
-{
+static void nw_tile(int n, int ti, int tj, const int *ref, int *score, int penalty) {
   int w = n + 1;
   for (int i = 1; i <= 16; i++)
     for (int j = 1; j <= 16; j++) {
@@ -164,32 +146,26 @@ static void nw_tile(int n, int ti, int tj, const int *ref, int *score, int penal
     }
 }
 
-static void nw(int n, const int *ref, int *score, int penalty)
-{
+static void nw(int n, const int *ref, int *score, int penalty) {
   int nt = n / 16;
   for (int d = 0; d < 2 * nt - 1; d++) {
     int lo = d < nt ? 0 : d - nt + 1, hi = d < nt ? d : nt - 1;
 #pragma omp parallel for schedule(static)
-    for (int ti = lo; ti <= hi; ti++)
-      nw_tile(n, ti, d - ti, ref, score, penalty);
+    for (int ti = lo; ti <= hi; ti++) nw_tile(n, ti, d - ti, ref, score, penalty);
   }
 }
 
-static void nw_reset(int n, int *score, int penalty)
-{
+static void nw_reset(int n, int *score, int penalty) {
   int w = n + 1;
   memset(score, 0, (size_t)w * w * sizeof *score);
-  for (int i = 0; i <= n; i++)
-    score[(size_t)i * w] = score[i] = -i * penalty;
+  for (int i = 0; i <= n; i++) score[(size_t)i * w] = score[i] = -i * penalty;
 }
 
 /* The floor under a contained launch (NOTE [launch worker] in src/cpu_run.c): one byte to a forked process
  * over a unix socket and one byte back, the median of 7 loops of 2000, in microseconds. */
-static void pingpong(void)
-{
+static void pingpong(void) {
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-    return;
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return;
   pid_t pid = fork();
   if (pid == 0) {
     char c;
@@ -204,16 +180,14 @@ static void pingpong(void)
   for (int r = 0; r < REPS; r++) {
     double t0 = now_ms();
     for (int i = 0; i < 2000; i++)
-      if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1)
-        return;
+      if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1) return;
     t[r] = (now_ms() - t0) / 2000 * 1e3;
   }
   close(sv[0]);
   printf("pingpong_us %.2f\n", median(t, REPS));
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "pingpong")) {
     pingpong();
     return 0;
@@ -221,39 +195,33 @@ int main(int argc, char **argv)
   printf("info threads %d\n", omp_get_max_threads());
   const int N = 1 << 24;
   float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N), *part = malloc(sizeof(float) * (N / 1024));
-  for (int i = 0; i < N; i++)
-    x[i] = (float)(i % 1000) / 1000.0f, y[i] = (float)(i % 7);
+  for (int i = 0; i < N; i++) x[i] = (float)(i % 1000) / 1000.0f, y[i] = (float)(i % 7);
   saxpy(N, 2.0f, x, y);
   TIME("saxpy", y[12345], (void)0, saxpy(N, 2.0f, x, y));
   double s = 0;
   reduce_shared(N, x, part);
-  for (int b = 0; b < N / 1024; b++)
-    s += part[b];
+  for (int b = 0; b < N / 1024; b++) s += part[b];
   TIME("reduce_shared", s, (void)0, reduce_shared(N, x, part));
   reduce_warp(N, x, part);
   s = 0;
-  for (int b = 0; b < N / 1024; b++)
-    s += part[b];
+  for (int b = 0; b < N / 1024; b++) s += part[b];
   TIME("reduce_warp", s, (void)0, reduce_warp(N, x, part));
 
   const int M = 512;
   float *A = malloc(sizeof(float) * M * M), *B = malloc(sizeof(float) * M * M), *C = malloc(sizeof(float) * M * M);
-  for (int i = 0; i < M * M; i++)
-    A[i] = (float)(i % 17) / 16.0f, B[i] = (float)(i % 13) / 12.0f;
+  for (int i = 0; i < M * M; i++) A[i] = (float)(i % 17) / 16.0f, B[i] = (float)(i % 13) / 12.0f;
   matmul(M, A, B, C);
   TIME("matmul", C[M * M / 2 + 7], (void)0, matmul(M, A, B, C));
 
   const int S = 2048, ITERS = 8;
   float *in = malloc(sizeof(float) * S * S), *out = malloc(sizeof(float) * S * S);
-  for (int i = 0; i < S * S; i++)
-    in[i] = (float)((i * 7) % 101);
+  for (int i = 0; i < S * S; i++) in[i] = (float)((i * 7) % 101);
   stencil(S, ITERS, in, out);
   TIME("stencil", out[S * 100 + 37], (void)0, stencil(S, ITERS, in, out));
 
   const int W = 2048, P = 10;
   int *ref = malloc(sizeof(int) * W * W), *score = malloc(sizeof(int) * (W + 1) * (W + 1));
-  for (int i = 0; i < W * W; i++)
-    ref[i] = (int)((i * 2654435761u) >> 28) % 21 - 10;
+  for (int i = 0; i < W * W; i++) ref[i] = (int)((i * 2654435761u) >> 28) % 21 - 10;
   nw_reset(W, score, P);
   nw(W, ref, score, P);
   TIME("wavefront", score[(size_t)(W + 1) * (W + 1) - 1], nw_reset(W, score, P), nw(W, ref, score, P));

@@ -37,8 +37,8 @@ enum { REPS = 15, N = 20000 };
 static CUresult (*p_cuCtxSynchronize)(void);
 static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
 static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
-static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                    unsigned, CUstream, void **, void **);
+static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    CUstream, void **, void **);
 static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
 static CUresult (*p_cuCtxGetCurrent)(CUcontext *);
 
@@ -79,33 +79,33 @@ static double median(double *v) {
 
 /* The benchmark kernels through cudadev; the globals the Lua side times, and the images for C. */
 static const char SETUP[] =
-  "local cpath = ...\n"
-  "package.cpath = cpath .. ';' .. package.cpath\n"
-  "local cd = require 'cudadev'\n"
-  "local dev = cd.device(0)\n"
-  "cd.set_device(dev)\n"
-  "local me = cd.compile('extern \"C\" __global__ void empty() {}\\n', { name = 'empty.cu' })\n"
-  "local m5 = cd.compile([[\n"
-  "extern \"C\" __global__ void args5(float *p, int i, float f, size_t n, float *q)\n"
-  "{\n"
-  "  if (i < 0) p[n] = f * q[0];   /* never taken: the launch is what is measured */\n"
-  "}\n"
-  "]], { name = 'args5.cu' })\n"
-  "local empty, args5 = me.empty, m5.args5\n"
-  "local p, q = cd.empty(262144), cd.empty(262144)\n"
-  "local cfg = { grid = 1, block = 1 }   -- made once, as a program launching in a loop would\n"
-  "local lc = cd.launch_config(cfg)\n"
-  "function lua_empty(n) for _ = 1, n do empty(cfg) end dev:synchronize() end\n"
-  "function lua_5arg(n) for _ = 1, n do args5(cfg, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
-  "function lua_empty_lc(n) for _ = 1, n do empty(lc) end dev:synchronize() end\n"
-  "function lua_5arg_lc(n) for _ = 1, n do args5(lc, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
-  "function lua_sync(n) for _ = 1, n do empty(cfg) dev:synchronize() end end\n"
-  "function lua_sync_lc(n) for _ = 1, n do empty(lc) dev:synchronize() end end\n"
-  "function lua_empty_floor(n) for _ = 1, n do raw_empty() end dev:synchronize() end\n"
-  "function lua_5arg_floor(n) for _ = 1, n do raw_5arg() end dev:synchronize() end\n"
-  "function lua_sync_floor(n) for _ = 1, n do raw_empty() dev:synchronize() end end\n"
-  "dev:synchronize()\n"
-  "return me.cubin or me.ptx, m5.cubin or m5.ptx, dev.name\n";
+    "local cpath = ...\n"
+    "package.cpath = cpath .. ';' .. package.cpath\n"
+    "local cd = require 'cudadev'\n"
+    "local dev = cd.device(0)\n"
+    "cd.set_device(dev)\n"
+    "local me = cd.compile('extern \"C\" __global__ void empty() {}\\n', { name = 'empty.cu' })\n"
+    "local m5 = cd.compile([[\n"
+    "extern \"C\" __global__ void args5(float *p, int i, float f, size_t n, float *q)\n"
+    "{\n"
+    "  if (i < 0) p[n] = f * q[0];   /* never taken: the launch is what is measured */\n"
+    "}\n"
+    "]], { name = 'args5.cu' })\n"
+    "local empty, args5 = me.empty, m5.args5\n"
+    "local p, q = cd.empty(262144), cd.empty(262144)\n"
+    "local cfg = { grid = 1, block = 1 }   -- made once, as a program launching in a loop would\n"
+    "local lc = cd.launch_config(cfg)\n"
+    "function lua_empty(n) for _ = 1, n do empty(cfg) end dev:synchronize() end\n"
+    "function lua_5arg(n) for _ = 1, n do args5(cfg, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
+    "function lua_empty_lc(n) for _ = 1, n do empty(lc) end dev:synchronize() end\n"
+    "function lua_5arg_lc(n) for _ = 1, n do args5(lc, p, 1, 2.5, 1024, q) end dev:synchronize() end\n"
+    "function lua_sync(n) for _ = 1, n do empty(cfg) dev:synchronize() end end\n"
+    "function lua_sync_lc(n) for _ = 1, n do empty(lc) dev:synchronize() end end\n"
+    "function lua_empty_floor(n) for _ = 1, n do raw_empty() end dev:synchronize() end\n"
+    "function lua_5arg_floor(n) for _ = 1, n do raw_5arg() end dev:synchronize() end\n"
+    "function lua_sync_floor(n) for _ = 1, n do raw_empty() dev:synchronize() end end\n"
+    "dev:synchronize()\n"
+    "return me.cubin or me.ptx, m5.cubin or m5.ptx, dev.name\n";
 
 static void lua_loop(lua_State *L, const char *fn, int n) {
   lua_getglobal(L, fn);
@@ -126,7 +126,8 @@ static void c_loop(CUfunction f, void **args, int n, int with_ctx, int sync_each
 /* raw_empty() / raw_5arg() in Lua: cuLaunchKernel of the function and arguments in the upvalues, nothing else */
 static int raw_launch(lua_State *L) {
   check(p_cuLaunchKernel(lua_touserdata(L, lua_upvalueindex(1)), 1, 1, 1, 1, 1, 1, 0, NULL,
-                         lua_touserdata(L, lua_upvalueindex(2)), NULL), "cuLaunchKernel");
+                         lua_touserdata(L, lua_upvalueindex(2)), NULL),
+        "cuLaunchKernel");
   return 0;
 }
 
@@ -146,9 +147,7 @@ static void run_side(lua_State *L, int side, const char *lua_fn, CUfunction f, v
     case 0: c_loop(f, args, n, 0, sync_each); break;
     case 1: c_loop(f, args, n, 1, sync_each); break;
     case 2: lua_loop(L, lua_fn, n); break;
-    default:
-      snprintf(name, sizeof name, "%s_%s", lua_fn, side == 3 ? "lc" : "floor");
-      lua_loop(L, name, n);
+    default: snprintf(name, sizeof name, "%s_%s", lua_fn, side == 3 ? "lc" : "floor"); lua_loop(L, name, n);
   }
 }
 
@@ -157,7 +156,7 @@ static void run_side(lua_State *L, int side, const char *lua_fn, CUfunction f, v
 static void ab(lua_State *L, const char *name, const char *lua_fn, CUfunction f, void **args, int sync_each) {
   double t[SIDES][REPS];
   int n = sync_each ? N / 10 : N;
-  for (int side = 0; side < SIDES; side++) run_side(L, side, lua_fn, f, args, 1000, sync_each);   /* warm-up */
+  for (int side = 0; side < SIDES; side++) run_side(L, side, lua_fn, f, args, 1000, sync_each); /* warm-up */
   for (int r = 0; r < REPS; r++) {
     for (int j = 0; j < SIDES; j++) {
       int side = (r + j) % SIDES;

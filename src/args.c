@@ -8,12 +8,12 @@
 #include "cdv.h"
 
 const cdv_dtype_info cdv_dtypes[CDV_NDTYPES] = {
-  [CDV_F16] = {"float16", "f16", 2, 1, 1}, [CDV_F32] = {"float32", "f32", 4, 1, 1},
-  [CDV_F64] = {"float64", "f64", 8, 1, 1}, [CDV_I8] = {"int8", "i8", 1, 0, 1},
-  [CDV_I16] = {"int16", "i16", 2, 0, 1},   [CDV_I32] = {"int32", "i32", 4, 0, 1},
-  [CDV_I64] = {"int64", "i64", 8, 0, 1},   [CDV_U8] = {"uint8", "u8", 1, 0, 0},
-  [CDV_U16] = {"uint16", "u16", 2, 0, 0},  [CDV_U32] = {"uint32", "u32", 4, 0, 0},
-  [CDV_U64] = {"uint64", "u64", 8, 0, 0},  [CDV_BOOL] = {"bool", "bool", 1, 0, 0},
+    [CDV_F16] = {"float16", "f16", 2, 1, 1}, [CDV_F32] = {"float32", "f32", 4, 1, 1},
+    [CDV_F64] = {"float64", "f64", 8, 1, 1}, [CDV_I8] = {"int8", "i8", 1, 0, 1},
+    [CDV_I16] = {"int16", "i16", 2, 0, 1},   [CDV_I32] = {"int32", "i32", 4, 0, 1},
+    [CDV_I64] = {"int64", "i64", 8, 0, 1},   [CDV_U8] = {"uint8", "u8", 1, 0, 0},
+    [CDV_U16] = {"uint16", "u16", 2, 0, 0},  [CDV_U32] = {"uint32", "u32", 4, 0, 0},
+    [CDV_U64] = {"uint64", "u64", 8, 0, 0},  [CDV_BOOL] = {"bool", "bool", 1, 0, 0},
 };
 
 /* NOTE [C strings]: a Lua string may hold NUL bytes, which a C string ends at: "float32\0junk" would be read as
@@ -48,7 +48,7 @@ void cdv_check_options(lua_State *L, int arg, const char *const *known, const ch
   while (lua_next(L, arg) != 0) {
     lua_pop(L, 1);
     const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    if (k != NULL && cdv_has_nul(L, -1))   /* (see NOTE [C strings]) "stream\0x" is no "stream" */
+    if (k != NULL && cdv_has_nul(L, -1)) /* (see NOTE [C strings]) "stream\0x" is no "stream" */
       luaL_argerror(L, arg, lua_pushfstring(L, "option name '%s' contains a NUL byte", k));
     int ok = 0;
     for (int i = 0; k != NULL && known[i] != NULL && !ok; i++) ok = strcmp(k, known[i]) == 0;
@@ -61,8 +61,7 @@ void cdv_check_options(lua_State *L, int arg, const char *const *known, const ch
       }
       luaL_pushresult(&b);
       const char *list = lua_tostring(L, -1);
-      if (k != NULL)
-        luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s' (expected %s)", k, list));
+      if (k != NULL) luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s' (expected %s)", k, list));
       luaL_argerror(L, arg, lua_pushfstring(L, "option keys must be strings (expected %s)", list));
     }
   }
@@ -79,7 +78,8 @@ int cdv_opt_field(lua_State *L, int t, const char *k) {
 int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname) {
   int ty = cdv_opt_field(L, t, k);
   int v = def;
-  if (ty == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
+  if (ty == LUA_TBOOLEAN)
+    v = lua_toboolean(L, -1);
   else if (ty != LUA_TNIL)
     luaL_error(L, "bad option '%s' to '%s' (boolean expected, got %s)", k, fname, cdv_typename(L, -1));
   lua_pop(L, 1);
@@ -92,8 +92,7 @@ int64_t cdv_check_count(lua_State *L, int arg, const char *what) {
   lua_Integer v = lua_tointegerx(L, arg, &isnum);
   if (!isnum) {
     if (lua_type(L, arg) == LUA_TNUMBER)
-      luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer, got %s", what,
-                                            lua_tostring(L, arg)));
+      luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer, got %s", what, lua_tostring(L, arg)));
     luaL_typeerror(L, arg, "integer");
   }
   if (v < 0) luaL_argerror(L, arg, lua_pushfstring(L, "%s must not be negative, got %I", what, v));
@@ -107,8 +106,10 @@ const char *cdv_fmt_bytes(char *buf, size_t n, double bytes) {
     bytes /= 1024;
     u++;
   }
-  if (u == 0) snprintf(buf, n, "%.0f B", bytes);
-  else snprintf(buf, n, "%.1f %s", bytes, units[u]);
+  if (u == 0)
+    snprintf(buf, n, "%.0f B", bytes);
+  else
+    snprintf(buf, n, "%.1f %s", bytes, units[u]);
   return buf;
 }
 
@@ -116,7 +117,7 @@ const char *cdv_fmt_bytes(char *buf, size_t n, double bytes) {
 
 const char *cdv_typename(lua_State *L, int idx) {
   int t = luaL_getmetafield(L, idx, "__name");
-  const char *n = t == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx);   /* anchored elsewhere */
+  const char *n = t == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx); /* anchored elsewhere */
   if (t != LUA_TNIL) lua_pop(L, 1);
   return n;
 }
@@ -226,7 +227,7 @@ void cdv_weak_registry_table(lua_State *L, const void *key) {
 static int scoped_k(lua_State *L, int status, lua_KContext ctx) {
   (void)ctx;
   if (status != LUA_OK && status != LUA_YIELD) {
-    lua_closeslot(L, 1);   /* restore now: the error may leave the coroutine */
+    lua_closeslot(L, 1); /* restore now: the error may leave the coroutine */
     return lua_error(L);
   }
   return lua_gettop(L) - 1;

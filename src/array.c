@@ -16,7 +16,7 @@ static const char *const create_opts[] = {"device", "stream", "pinned", "ipc", "
 static const char *const copy_opts[] = {"stream", NULL};
 static const char *const copy_range_opts[] = {"count", "dst_offset", "src_offset", "stream", NULL};
 
-#define MAX_BYTES ((int64_t)1 << 56)   /* far above any device; keeps size arithmetic from overflowing */
+#define MAX_BYTES ((int64_t)1 << 56) /* far above any device; keeps size arithmetic from overflowing */
 
 /* ------------------------------------------------------------ float16 */
 
@@ -25,9 +25,9 @@ uint16_t cdv_f32_to_f16(float f) {
   memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
   int exp = (int)((x >> 23) & 0xff) - 127 + 15;
-  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));  /* inf, nan */
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00);                                         /* overflow */
-  if (exp <= 0) {                                                                          /* subnormal */
+  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0)); /* inf, nan */
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00); /* overflow */
+  if (exp <= 0) { /* subnormal */
     if (exp < -10) return (uint16_t)sign;
     mant |= 0x800000;
     uint32_t shift = (uint32_t)(14 - exp);
@@ -36,18 +36,24 @@ uint16_t cdv_f32_to_f16(float f) {
     return (uint16_t)(sign | h);
   }
   uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;   /* round to nearest even; may carry into exp */
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++; /* round to nearest even; may carry into exp */
   return (uint16_t)h;
 }
 
 float cdv_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
-  if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
-  else if (exp != 0) x = sign | ((exp + 112) << 23) | (mant << 13);
-  else if (mant == 0) x = sign;
-  else {   /* subnormal: normalise */
+  if (exp == 0x1f)
+    x = sign | 0x7f800000 | (mant << 13);
+  else if (exp != 0)
+    x = sign | ((exp + 112) << 23) | (mant << 13);
+  else if (mant == 0)
+    x = sign;
+  else { /* subnormal: normalise */
     int e = -1;
-    do { e++; mant <<= 1; } while (!(mant & 0x400));
+    do {
+      e++;
+      mant <<= 1;
+    } while (!(mant & 0x400));
     x = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3ff) << 13);
   }
   float f;
@@ -59,21 +65,63 @@ float cdv_f16_to_f32(uint16_t h) {
 
 static void push_elem(lua_State *L, cdv_dtype t, const void *p) {
   switch (t) {
-    case CDV_F16: { uint16_t h; memcpy(&h, p, 2); lua_pushnumber(L, cdv_f16_to_f32(h)); break; }
-    case CDV_F32: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); break; }
-    case CDV_F64: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); break; }
+    case CDV_F16: {
+      uint16_t h;
+      memcpy(&h, p, 2);
+      lua_pushnumber(L, cdv_f16_to_f32(h));
+      break;
+    }
+    case CDV_F32: {
+      float v;
+      memcpy(&v, p, 4);
+      lua_pushnumber(L, v);
+      break;
+    }
+    case CDV_F64: {
+      double v;
+      memcpy(&v, p, 8);
+      lua_pushnumber(L, v);
+      break;
+    }
     case CDV_I8: lua_pushinteger(L, *(const int8_t *)p); break;
     case CDV_U8: lua_pushinteger(L, *(const uint8_t *)p); break;
-    case CDV_I16: { int16_t v; memcpy(&v, p, 2); lua_pushinteger(L, v); break; }
-    case CDV_U16: { uint16_t v; memcpy(&v, p, 2); lua_pushinteger(L, v); break; }
-    case CDV_I32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
-    case CDV_U32: { uint32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
-    case CDV_I64: { int64_t v; memcpy(&v, p, 8); lua_pushinteger(L, v); break; }
-    case CDV_U64: {   /* above 2^63 there is no Lua integer: give the nearest float */
+    case CDV_I16: {
+      int16_t v;
+      memcpy(&v, p, 2);
+      lua_pushinteger(L, v);
+      break;
+    }
+    case CDV_U16: {
+      uint16_t v;
+      memcpy(&v, p, 2);
+      lua_pushinteger(L, v);
+      break;
+    }
+    case CDV_I32: {
+      int32_t v;
+      memcpy(&v, p, 4);
+      lua_pushinteger(L, v);
+      break;
+    }
+    case CDV_U32: {
+      uint32_t v;
+      memcpy(&v, p, 4);
+      lua_pushinteger(L, v);
+      break;
+    }
+    case CDV_I64: {
+      int64_t v;
+      memcpy(&v, p, 8);
+      lua_pushinteger(L, v);
+      break;
+    }
+    case CDV_U64: { /* above 2^63 there is no Lua integer: give the nearest float */
       uint64_t v;
       memcpy(&v, p, 8);
-      if (v > (uint64_t)INT64_MAX) lua_pushnumber(L, (lua_Number)v);
-      else lua_pushinteger(L, (lua_Integer)v);
+      if (v > (uint64_t)INT64_MAX)
+        lua_pushnumber(L, (lua_Number)v);
+      else
+        lua_pushinteger(L, (lua_Integer)v);
       break;
     }
     case CDV_BOOL: lua_pushboolean(L, *(const uint8_t *)p != 0); break;
@@ -82,28 +130,36 @@ static void push_elem(lua_State *L, cdv_dtype t, const void *p) {
 }
 
 static const int64_t int_min[CDV_NDTYPES] = {
-  [CDV_I8] = INT8_MIN, [CDV_I16] = INT16_MIN, [CDV_I32] = INT32_MIN, [CDV_I64] = INT64_MIN};
+    [CDV_I8] = INT8_MIN, [CDV_I16] = INT16_MIN, [CDV_I32] = INT32_MIN, [CDV_I64] = INT64_MIN};
 static const uint64_t int_max[CDV_NDTYPES] = {
-  [CDV_I8] = INT8_MAX, [CDV_I16] = INT16_MAX, [CDV_I32] = INT32_MAX, [CDV_I64] = INT64_MAX,
-  [CDV_U8] = UINT8_MAX, [CDV_U16] = UINT16_MAX, [CDV_U32] = UINT32_MAX, [CDV_U64] = UINT64_MAX};
+    [CDV_I8] = INT8_MAX,  [CDV_I16] = INT16_MAX,  [CDV_I32] = INT32_MAX,  [CDV_I64] = INT64_MAX,
+    [CDV_U8] = UINT8_MAX, [CDV_U16] = UINT16_MAX, [CDV_U32] = UINT32_MAX, [CDV_U64] = UINT64_MAX};
 
 /* Converts the Lua value at idx into element p of type t. Returns NULL, or a message for the caller to
  * wrap in its own "bad argument" (pushed on the stack). */
 static const char *to_elem(lua_State *L, int idx, cdv_dtype t, void *p) {
   int ty = lua_type(L, idx);
   if (t == CDV_BOOL) {
-    if (ty == LUA_TBOOLEAN) *(uint8_t *)p = (uint8_t)lua_toboolean(L, idx);
+    if (ty == LUA_TBOOLEAN)
+      *(uint8_t *)p = (uint8_t)lua_toboolean(L, idx);
     else if (ty == LUA_TNUMBER && (lua_tonumber(L, idx) == 0 || lua_tonumber(L, idx) == 1))
       *(uint8_t *)p = lua_tonumber(L, idx) != 0;
-    else return lua_pushfstring(L, "boolean expected, got %s", cdv_typename(L, idx));
+    else
+      return lua_pushfstring(L, "boolean expected, got %s", cdv_typename(L, idx));
     return NULL;
   }
   if (ty != LUA_TNUMBER) return lua_pushfstring(L, "number expected, got %s", cdv_typename(L, idx));
   if (cdv_dtypes[t].is_float) {
     double v = lua_tonumber(L, idx);
-    if (t == CDV_F64) memcpy(p, &v, 8);
-    else if (t == CDV_F32) { float f = (float)v; memcpy(p, &f, 4); }
-    else { uint16_t h = cdv_f32_to_f16((float)v); memcpy(p, &h, 2); }
+    if (t == CDV_F64)
+      memcpy(p, &v, 8);
+    else if (t == CDV_F32) {
+      float f = (float)v;
+      memcpy(p, &f, 4);
+    } else {
+      uint16_t h = cdv_f32_to_f16((float)v);
+      memcpy(p, &h, 2);
+    }
     return NULL;
   }
   int isint = 0;
@@ -117,14 +173,25 @@ static const char *to_elem(lua_State *L, int idx, cdv_dtype t, void *p) {
   } else {
     double d = lua_tonumber(L, idx);
     if (t != CDV_U64 || !(d >= 9223372036854775808.0 && d < 18446744073709551616.0) || d != floor(d))
-      return lua_pushfstring(L, "number %s has no %s representation", lua_tostring(L, idx),
-                             cdv_dtypes[t].name);
+      return lua_pushfstring(L, "number %s has no %s representation", lua_tostring(L, idx), cdv_dtypes[t].name);
     u = (uint64_t)d;
   }
-  switch (cdv_dtypes[t].size) {   /* little-endian: the low bytes of u are the value */
-    case 1: { uint8_t b = (uint8_t)u; memcpy(p, &b, 1); break; }
-    case 2: { uint16_t b = (uint16_t)u; memcpy(p, &b, 2); break; }
-    case 4: { uint32_t b = (uint32_t)u; memcpy(p, &b, 4); break; }
+  switch (cdv_dtypes[t].size) { /* little-endian: the low bytes of u are the value */
+    case 1: {
+      uint8_t b = (uint8_t)u;
+      memcpy(p, &b, 1);
+      break;
+    }
+    case 2: {
+      uint16_t b = (uint16_t)u;
+      memcpy(p, &b, 2);
+      break;
+    }
+    case 4: {
+      uint32_t b = (uint32_t)u;
+      memcpy(p, &b, 4);
+      break;
+    }
     default: memcpy(p, &u, 8);
   }
   return NULL;
@@ -142,9 +209,9 @@ static void oom(lua_State *L, cdv_device *d, size_t bytes) {
   cdv_err e;
   char req[32], fr[32];
   d->be->mem_info(d, &free_b, &total, &e);
-  if (d->be->host_memory) free_b = cdv_cpu_available();   /* free_memory is 0 on cpu: the host's available memory */
-  luaL_error(L, "out of memory on %s (requested %s, free %s)", d->alias,
-             cdv_fmt_bytes(req, sizeof req, (double)bytes), cdv_fmt_bytes(fr, sizeof fr, (double)free_b));
+  if (d->be->host_memory) free_b = cdv_cpu_available(); /* free_memory is 0 on cpu: the host's available memory */
+  luaL_error(L, "out of memory on %s (requested %s, free %s)", d->alias, cdv_fmt_bytes(req, sizeof req, (double)bytes),
+             cdv_fmt_bytes(fr, sizeof fr, (double)free_b));
 }
 
 static int is_oom(const cdv_err *e) { return strcmp(e->name, "CUDA_ERROR_OUT_OF_MEMORY") == 0 || e->code == 2; }
@@ -177,7 +244,7 @@ static int mem_alloc(cdv_state *st, cdv_device *d, int kind, size_t bytes, void 
  * raises `out of memory on cuda:0 (requested X, free Y)`. */
 static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int kind, size_t bytes, void *stream) {
   size_t charged = cdv_footprint(d, kind, bytes);
-  cdv_state *quota = cdv_quota_check(L, st, d, charged);   /* (see NOTE [state limits]) raises when over */
+  cdv_state *quota = cdv_quota_check(L, st, d, charged); /* (see NOTE [state limits]) raises when over */
   cdv_block *b = calloc(1, sizeof *b);
   cdv_err e;
   if (b == NULL) luaL_error(L, "not enough host memory");
@@ -188,11 +255,11 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
       cdv_raise(L, d, &e);
     }
     lua_gc(L, LUA_GCCOLLECT);
-    cdv_block_release(st, d, NULL, 1, &e);   /* the dropped arrays' blocks too: NOTE [block cache] */
+    cdv_block_release(st, d, NULL, 1, &e); /* the dropped arrays' blocks too: NOTE [block cache] */
     d->be->synchronize(d, &e);
     if (mem_alloc(st, d, kind, bytes, stream, &b->ptr, &e) != 0) {
       free(b);
-      if (!is_oom(&e)) cdv_raise(L, d, &e);   /* a named limit (the cpu device's vm.max_map_count) */
+      if (!is_oom(&e)) cdv_raise(L, d, &e); /* a named limit (the cpu device's vm.max_map_count) */
       oom(L, d, bytes);
     }
   }
@@ -207,7 +274,7 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
   b->quota = quota;
   b->charged = charged;
   b->owner = st;
-  cdv_state_ref(st);   /* (see NOTE [state record]) the block counts against it until freed */
+  cdv_state_ref(st); /* (see NOTE [state record]) the block counts against it until freed */
   st->live_arrays++;
   if (quota != NULL) quota->quota_used += charged;
   cdv_mem_account(d, (int64_t)bytes, 1);
@@ -226,7 +293,7 @@ static int host_wait(cdv_block *b, cdv_err *e) {
   if (b->kind == CDV_MEM_MANAGED) return cdv_managed_wait(b, e);
   if (b->last_dev == NULL || b->last_dev->be->done_when_queued || b->last_dev->sticky) return 0;
   if (b->last_dev->generation != b->generation) return 0;
-  if (!cdv_stream_alive(b->last_stream)) return 0;   /* destroyed after its work finished */
+  if (!cdv_stream_alive(b->last_stream)) return 0; /* destroyed after its work finished */
   return b->last_dev->be->stream_synchronize(b->last_dev, b->last_stream, e);
 }
 
@@ -249,25 +316,26 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   if (b->quota != NULL) b->quota->quota_used -= b->charged;
   if (b->owner != NULL) b->owner->live_arrays--;
   if (b->owner != NULL) b->owner->gc_pressure -= b->owner->gc_pressure < b->bytes ? b->owner->gc_pressure : b->bytes;
-  if (b->release != NULL) {   /* the host's memory: hand it back once the work queued on it is done */
+  if (b->release != NULL) { /* the host's memory: hand it back once the work queued on it is done */
     cdv_device *ld = b->last_dev;
-    void *ls = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL;   /* NOTE [stream lifetime] */
-    if (ld != NULL && cdv_still_owned(ld, b->generation))
-      rc = ld->be->stream_synchronize(ld, ls, e);
+    void *ls = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL; /* NOTE [stream lifetime] */
+    if (ld != NULL && cdv_still_owned(ld, b->generation)) rc = ld->be->stream_synchronize(ld, ls, e);
     b->release(b->release_ud, b->ptr);
   } else if (b->borrowed || b->ptr == NULL) {
   } else if (!cdv_still_owned(d, b->generation)) {
     /* the context is gone or poisoned: its memory went with it, so the driver is not called */
   } else {
-    void *stream = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL;   /* NOTE [stream lifetime] */
-    if (b->last_dev != d) {   /* used last from another device's stream: wait there, free in order here */
+    void *stream = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL; /* NOTE [stream lifetime] */
+    if (b->last_dev != d) { /* used last from another device's stream: wait there, free in order here */
       rc = host_wait(b, e);
       stream = NULL;
     }
-    if (rc == 0 && b->kind == CDV_MEM_PINNED) cdv_pinned_free(d, b->ptr, b->bytes);   /* idle now: reusable */
-    else if (rc == 0 && b->kind == CDV_MEM_DEVICE && b->generation == d->generation)   /* NOTE [block cache] */
+    if (rc == 0 && b->kind == CDV_MEM_PINNED)
+      cdv_pinned_free(d, b->ptr, b->bytes); /* idle now: reusable */
+    else if (rc == 0 && b->kind == CDV_MEM_DEVICE && b->generation == d->generation) /* NOTE [block cache] */
       rc = cdv_block_put(b->owner, d, b->ptr, cdv_block_class(b->bytes), stream, e);
-    else if (rc == 0) rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
+    else if (rc == 0)
+      rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
   }
   cdv_live_add(CDV_LIVE_BLOCK, -1);
   if (b->owner != NULL) cdv_state_unref(b->owner);
@@ -283,8 +351,8 @@ static cdv_array *new_array(lua_State *L) {
   cdv_array *a = lua_newuserdatauv(L, sizeof *a, 0);
   memset(a, 0, sizeof *a);
   a->magic = CDV_ARRAY_MAGIC;
-  luaL_setmetatable(L, CDV_ARRAY);   /* closed (no block) until the memory exists */
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
+  luaL_setmetatable(L, CDV_ARRAY); /* closed (no block) until the memory exists */
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
   return a;
 }
 
@@ -294,7 +362,7 @@ static cdv_array *check_any(lua_State *L, int arg) {
 
 cdv_array *cdv_check_array(lua_State *L, int arg) {
   cdv_array *a = check_any(L, arg);
-  if (a->block == NULL) cdv_self_error(L, arg, "attempt to use a freed array");   /* NOTE [self errors] */
+  if (a->block == NULL) cdv_self_error(L, arg, "attempt to use a freed array"); /* NOTE [self errors] */
   if (a->block->generation != a->block->dev->generation) cdv_self_error(L, arg, "stale Array: device was reset");
   return a;
 }
@@ -320,8 +388,9 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
       int isint;
       lua_Integer v = lua_tointegerx(L, -1, &isint);
       if (!isint || v < 0)
-        luaL_argerror(L, arg, lua_pushfstring(L, "dimension %d must be a non-negative integer, got %s", i + 1,
-                                              luaL_tolstring(L, -1, NULL)));
+        luaL_argerror(L, arg,
+                      lua_pushfstring(L, "dimension %d must be a non-negative integer, got %s", i + 1,
+                                      luaL_tolstring(L, -1, NULL)));
       lua_pop(L, 1);
       shape[i] = v;
     }
@@ -329,12 +398,11 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
     ndim = 1;
     shape[0] = cdv_check_count(L, arg, "size");
   } else {
-    expect_shape(L, arg);   /* raises */
+    expect_shape(L, arg); /* raises */
     return 0;
   }
   for (int i = 0; i < ndim; i++) {
-    if (shape[i] != 0 && size > MAX_BYTES / cdv_dtypes[t].size / shape[i])
-      luaL_argerror(L, arg, "array is too large");
+    if (shape[i] != 0 && size > MAX_BYTES / cdv_dtypes[t].size / shape[i]) luaL_argerror(L, arg, "array is too large");
     size *= shape[i];
   }
   return ndim;
@@ -355,7 +423,7 @@ static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
   }
   for (int i = 0; i < ndim && !zero; i++) a->size *= shape[i];
   if (zero) a->size = 0;
-  uint64_t st = 1;   /* C order (NOTE [strided views]); unsigned: {0, 2^62, 2^62} wraps, and has no elements */
+  uint64_t st = 1; /* C order (NOTE [strided views]); unsigned: {0, 2^62, 2^62} wraps, and has no elements */
   for (int i = ndim - 1; i >= 0; i--) {
     a->strides[i] = (int64_t)st;
     st *= shape[i] ? (uint64_t)shape[i] : 1;
@@ -386,7 +454,8 @@ int cdv_array_contiguous(const cdv_array *a) {
 static void call_views(lua_State *L, const char *field, int nargs, int nres) {
   luaL_getmetatable(L, CDV_ARRAY);
   lua_pushstring(L, field);
-  if (lua_rawget(L, -2) != LUA_TFUNCTION) luaL_error(L, "the array is not contiguous: copy it with a:contiguous() first");
+  if (lua_rawget(L, -2) != LUA_TFUNCTION)
+    luaL_error(L, "the array is not contiguous: copy it with a:contiguous() first");
   lua_remove(L, -2);
   lua_insert(L, -1 - nargs);
   lua_call(L, nargs, nres);
@@ -397,7 +466,10 @@ static void elem_span(const cdv_array *a, int64_t *lo, int64_t *hi) {
   *lo = *hi = 0;
   for (int i = 0; i < a->ndim; i++) {
     int64_t d = (a->shape[i] - 1) * a->strides[i];
-    if (d < 0) *lo += d; else *hi += d;
+    if (d < 0)
+      *lo += d;
+    else
+      *hi += d;
   }
 }
 
@@ -474,13 +546,13 @@ typedef struct create_args {
   cdv_device *dev;
   cdv_stream *stream;
   int kind;
-  int ipc;                /* {ipc = true}: NOTE [ipc] in ipc.c */
+  int ipc; /* {ipc = true}: NOTE [ipc] in ipc.c */
 } create_args;
 
 /* Reads {device=, stream=, pinned=} at arg (may be none). */
 static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const char *fname) {
   create_args c = {NULL, NULL, CDV_MEM_DEVICE, 0};
-  if (lua_isnoneornil(L, arg)) {   /* no options: the default device (the common case, without the lookups) */
+  if (lua_isnoneornil(L, arg)) { /* no options: the default device (the common case, without the lookups) */
     c.dev = cdv_state_device(L, st);
     return c;
   }
@@ -488,16 +560,16 @@ static create_args check_create_opts(lua_State *L, cdv_state *st, int arg, const
   int pinned = cdv_check_boolean_field(L, arg, "pinned", 0, fname);
   c.ipc = cdv_check_boolean_field(L, arg, "ipc", 0, fname);
   if (c.ipc && pinned) cdv_opt_error(L, "ipc", fname, "an ipc array is device memory, not pinned host memory");
-  int managed = cdv_managed_option(L, arg, pinned, fname);   /* NOTE [managed memory] */
-  if (c.ipc && managed)
-    cdv_opt_error(L, "ipc", fname, "an ipc array is device memory of its own, not managed memory");
+  int managed = cdv_managed_option(L, arg, pinned, fname); /* NOTE [managed memory] */
+  if (c.ipc && managed) cdv_opt_error(L, "ipc", fname, "an ipc array is device memory of its own, not managed memory");
   c.dev = cdv_opt_device_field(L, arg, fname);
   c.stream = cdv_opt_stream_field(L, arg, fname);
   if (c.dev == NULL) c.dev = c.stream ? c.stream->dev : pinned ? cdv_cpu() : cdv_state_device(L, st);
   if (pinned && !c.dev->be->host_memory)
     luaL_argerror(L, arg, lua_pushfstring(L, "pinned arrays live in host memory, not on %s", c.dev->alias));
   if (c.stream && c.stream->dev != c.dev)
-    luaL_argerror(L, arg, lua_pushfstring(L, "stream is on %s but the array on %s", c.stream->dev->alias, c.dev->alias));
+    luaL_argerror(L, arg,
+                  lua_pushfstring(L, "stream is on %s but the array on %s", c.stream->dev->alias, c.dev->alias));
   /* page-locking needs the driver; without one a pinned request is plain host memory (is_pinned false), unless
    * the fake_pinned hook asks for the pinned pool's plain memory (NOTE [test hooks]) */
   if (pinned && (cdv_cuda_load() == 0 || cdv_get_hooks().fake_pinned)) c.kind = CDV_MEM_PINNED;
@@ -572,7 +644,8 @@ static int l_full(lua_State *L) {
  * GPU-to-GPU copy runs on either side's stream. Returns that device and the stream's handle (s NULL: the
  * current stream), for src (NULL: Lua values, in host memory) to dst. */
 static cdv_device *copy_device(lua_State *L, cdv_array *dst, cdv_array *src, cdv_stream *s, void **stream) {
-  cdv_device *dd = dst->block->dev, *sd = src != NULL ? src->block->dev : cdv_cpu(), *d = !dd->be->host_memory ? dd : sd;
+  cdv_device *dd = dst->block->dev, *sd = src != NULL ? src->block->dev : cdv_cpu(),
+             *d = !dd->be->host_memory ? dd : sd;
   if (s != NULL && !s->dev->be->host_memory && (s->dev == dd || s->dev == sd)) d = s->dev;
   *stream = cdv_stream_for(L, d, s);
   return d;
@@ -612,20 +685,20 @@ static void copy_bytes(lua_State *L, cdv_array *dst, size_t doff, cdv_array *src
     cdv_raise(L, d, &e);
   cdv_block_used(dst->block, d, stream);
   cdv_block_used(src->block, d, stream);
-  if (piece == 0 && (((pageable(dst) || pageable(src)) && !d->be->done_when_queued) || cdv_get_state(L)->launch_blocking))
+  if (piece == 0 &&
+      (((pageable(dst) || pageable(src)) && !d->be->done_when_queued) || cdv_get_state(L)->launch_blocking))
     if (d->be->stream_synchronize(d, stream, &e) != 0) cdv_raise(L, d, &e);
 }
 
-static void copy_lua(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count,
-                     int64_t srcn, cdv_stream *s);
+static void copy_lua(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count, int64_t srcn,
+                     cdv_stream *s);
 
 static int64_t opt_count_field(lua_State *L, int o, const char *k, int64_t def) {
   int64_t v = def;
   if (cdv_opt_field(L, o, k) != LUA_TNIL) {
     int isint;
     lua_Integer x = lua_tointegerx(L, -1, &isint);
-    if (!isint || x < 0)
-      luaL_argerror(L, o, lua_pushfstring(L, "'%s' must be a non-negative integer", k));
+    if (!isint || x < 0) luaL_argerror(L, o, lua_pushfstring(L, "'%s' must be a non-negative integer", k));
     v = x;
   }
   lua_pop(L, 1);
@@ -634,15 +707,16 @@ static int64_t opt_count_field(lua_State *L, int o, const char *k, int64_t def) 
 
 static void check_same_dtype(lua_State *L, int arg, const cdv_array *src, const cdv_array *dst) {
   if (src->dtype != dst->dtype)
-    luaL_argerror(L, arg, lua_pushfstring(L, "dtype mismatch: %s into %s (convert the source first: src:astype(\"%s\"))",
-                                          cdv_dtypes[src->dtype].name, cdv_dtypes[dst->dtype].name,
-                                          cdv_dtypes[dst->dtype].name));
+    luaL_argerror(
+        L, arg,
+        lua_pushfstring(L, "dtype mismatch: %s into %s (convert the source first: src:astype(\"%s\"))",
+                        cdv_dtypes[src->dtype].name, cdv_dtypes[dst->dtype].name, cdv_dtypes[dst->dtype].name));
 }
 
 /* Copies elements soff .. soff + count - 1 of the source at arg (an Array, or a Lua table or string of srcn
  * elements) to dst from element doff. */
-static void copy_source(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count,
-                        int64_t srcn, cdv_stream *s) {
+static void copy_source(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count, int64_t srcn,
+                        cdv_stream *s) {
   size_t is = cdv_dtypes[dst->dtype].size;
   if (lua_istable(L, arg) || lua_type(L, arg) == LUA_TSTRING) {
     copy_lua(L, arg, dst, doff, soff, count, srcn, s);
@@ -662,15 +736,15 @@ static int l_copy(lua_State *L) {
   cdv_check_options(L, 3, copy_range_opts, "copy");
   int64_t doff = opt_count_field(L, 3, "dst_offset", 0), soff = opt_count_field(L, 3, "src_offset", 0);
   cdv_stream *s = cdv_opt_stream_field(L, 3, "copy");
-  if (!cdv_array_contiguous(dst))   /* (see NOTE [strided views]) offsets and counts address C-ordered memory */
+  if (!cdv_array_contiguous(dst)) /* (see NOTE [strided views]) offsets and counts address C-ordered memory */
     luaL_argerror(L, 1, "the destination is not contiguous: write a view with dst:copy_from(src)");
   if (lua_isuserdata(L, 2)) need_contiguous(L, cdv_check_array(L, 2), 2, "the source");
   int64_t srcn = lua_isuserdata(L, 2) ? cdv_check_array(L, 2)->size : lua_source_count(L, 2, dst->dtype);
   if (soff > srcn)
     luaL_argerror(L, 3, lua_pushfstring(L, "'src_offset' %I is past the end of the source (%I elements)", soff, srcn));
   if (doff > dst->size)
-    luaL_argerror(L, 3, lua_pushfstring(L, "'dst_offset' %I is past the end of the destination (%I elements)", doff,
-                                        dst->size));
+    luaL_argerror(
+        L, 3, lua_pushfstring(L, "'dst_offset' %I is past the end of the destination (%I elements)", doff, dst->size));
   int64_t count = opt_count_field(L, 3, "count", srcn - soff);
   /* compared with what is left, never summed: offset + count may overflow */
   if (count > srcn - soff) {
@@ -679,8 +753,9 @@ static int l_copy(lua_State *L) {
     luaL_argerror(L, 2, lua_pushfstring(L, "source of %I elements has no elements %I to %s", srcn, soff + 1, last));
   }
   if (count > dst->size - doff)
-    luaL_argerror(L, 2, lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size - doff,
-                                        cdv_dtypes[dst->dtype].name, count));
+    luaL_argerror(L, 2,
+                  lua_pushfstring(L, "array of %I %s cannot hold %I elements", dst->size - doff,
+                                  cdv_dtypes[dst->dtype].name, count));
   copy_source(L, 2, dst, doff, soff, count, srcn, s);
   lua_settop(L, 1);
   return 1;
@@ -694,8 +769,7 @@ static int array_copy_from(lua_State *L) {
   cdv_stream *s = cdv_opt_stream_field(L, 3, "copy_from");
   int64_t srcn = lua_isuserdata(L, 2) ? cdv_check_array(L, 2)->size : lua_source_count(L, 2, dst->dtype);
   if (srcn != dst->size)
-    luaL_argerror(L, 2, lua_pushfstring(L, "size mismatch: the source has %I elements, the array %I", srcn,
-                                        dst->size));
+    luaL_argerror(L, 2, lua_pushfstring(L, "size mismatch: the source has %I elements, the array %I", srcn, dst->size));
   cdv_array *src = lua_isuserdata(L, 2) ? cdv_check_array(L, 2) : NULL;
   if (cdv_array_contiguous(dst) && (src == NULL || cdv_array_contiguous(src))) {
     copy_source(L, 2, dst, 0, 0, srcn, srcn, s);
@@ -713,8 +787,10 @@ static int array_copy_from(lua_State *L) {
   }
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
-  if (s != NULL) lua_getfield(L, 3, "stream");
-  else lua_pushnil(L);
+  if (s != NULL)
+    lua_getfield(L, 3, "stream");
+  else
+    lua_pushnil(L);
   call_views(L, "__views_copy", 3, 0);
   lua_settop(L, 1);
   return 1;
@@ -730,11 +806,13 @@ static int array_to(lua_State *L) {
     lua_settop(L, 1);
     return 1;
   }
-  if (!cdv_array_contiguous(a)) {   /* (see NOTE [strided views]) a contiguous copy where a is, then moved */
+  if (!cdv_array_contiguous(a)) { /* (see NOTE [strided views]) a contiguous copy where a is, then moved */
     lua_settop(L, 3);
     lua_pushvalue(L, 1);
-    if (s != NULL && s->dev == a->block->dev) lua_getfield(L, 3, "stream");
-    else lua_pushnil(L);
+    if (s != NULL && s->dev == a->block->dev)
+      lua_getfield(L, 3, "stream");
+    else
+      lua_pushnil(L);
     call_views(L, "__views_contiguous", 2, 1);
     lua_replace(L, 1);
     a = cdv_check_array(L, 1);
@@ -753,10 +831,12 @@ static int array_to(lua_State *L) {
  * data pointer), never on the Array again. A free while pinned only drops the Array's reference; the pin's
  * release, when the reader returns or raises, frees the block. The pin is allocated before the reference is
  * taken, and the Array is checked again after that allocation, since the allocation may run the finalizer. */
-typedef struct array_pin { cdv_block *b; } array_pin;
+typedef struct array_pin {
+  cdv_block *b;
+} array_pin;
 #define CDV_ARRAY_PIN "cudadev.ArrayPin"
 
-static int pin_release(lua_State *L) {   /* __close and __gc; never raises */
+static int pin_release(lua_State *L) { /* __close and __gc; never raises */
   array_pin *p = luaL_testudata(L, 1, CDV_ARRAY_PIN);
   cdv_block *b = p != NULL ? p->b : NULL;
   cdv_err e;
@@ -775,7 +855,7 @@ static int pin_array(lua_State *L, int arg, cdv_array *snap) {
   p->b = NULL;
   luaL_setmetatable(L, CDV_ARRAY_PIN);
   lua_toclose(L, -1);
-  *snap = *check_any(L, arg);   /* again: the allocations above may have run a finalizer that freed it */
+  *snap = *check_any(L, arg); /* again: the allocations above may have run a finalizer that freed it */
   if (snap->block == NULL) return 0;
   p->b = snap->block;
   p->b->refs++;
@@ -795,8 +875,8 @@ static const char *host_view(lua_State *L, cdv_array *a) {
   } else if (contiguous) {
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
     copy_bytes(L, h, 0, a, 0, nbytes(a), NULL);
-    return h->data;   /* anchored by the temporary on the stack */
-  } else {   /* (see NOTE [strided views]) the span the elements lie in comes over whole, then is gathered */
+    return h->data; /* anchored by the temporary on the stack */
+  } else { /* (see NOTE [strided views]) the span the elements lie in comes over whole, then is gathered */
     int64_t lo, hi, n;
     elem_span(a, &lo, &hi);
     n = hi - lo + 1;
@@ -813,14 +893,14 @@ static const char *host_view(lua_State *L, cdv_array *a) {
 
 /* ------------------------------------------------------------ Lua tables and strings as sources */
 
-#define LEAF_BATCH 32   /* NOTE [table batches] */
+#define LEAF_BATCH 32 /* NOTE [table batches] */
 
 static int64_t lua_source_count(lua_State *L, int arg, cdv_dtype t) {
   if (lua_type(L, arg) == LUA_TSTRING) {
     size_t len = lua_rawlen(L, arg), is = cdv_dtypes[t].size;
     if (len % is != 0)
-      luaL_argerror(L, arg, lua_pushfstring(L, "string of %d bytes is not a whole number of %s", (int)len,
-                                            cdv_dtypes[t].name));
+      luaL_argerror(L, arg,
+                    lua_pushfstring(L, "string of %d bytes is not a whole number of %s", (int)len, cdv_dtypes[t].name));
     return (int64_t)(len / is);
   }
   if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "Array, table or string");
@@ -878,11 +958,12 @@ static void fill_from_table(lua_State *L, int t, cdv_dtype dt, leaf_sink *k, int
   int flt = dt == CDV_F32 || dt == CDV_F64;
   for (lua_Unsigned i = 1; i <= len && k->k < k->stop; i += LEAF_BATCH) {
     int top = lua_gettop(L), m = len - i + 1 < LEAF_BATCH ? (int)(len - i + 1) : LEAF_BATCH;
-    char tys[LEAF_BATCH];   /* lua_rawgeti says the type: no lua_type call per element */
+    char tys[LEAF_BATCH]; /* lua_rawgeti says the type: no lua_type call per element */
     int numbers = flt && k->k >= k->first && k->k + m <= k->last && k->k + m <= k->stop &&
                   (size_t)(k->end - k->p) >= (size_t)m * cdv_dtypes[dt].size;
-    for (int j = 0; j < m; j++) numbers &= (tys[j] = (char)lua_rawgeti(L, t, (lua_Integer)(i + (lua_Unsigned)j))) == LUA_TNUMBER;
-    if (numbers) {   /* the whole batch is numbers that all go into the window: the common case, in a tight loop */
+    for (int j = 0; j < m; j++)
+      numbers &= (tys[j] = (char)lua_rawgeti(L, t, (lua_Integer)(i + (lua_Unsigned)j))) == LUA_TNUMBER;
+    if (numbers) { /* the whole batch is numbers that all go into the window: the common case, in a tight loop */
       char *p = k->p;
       for (int j = 1; j <= m; j++) {
         double v = lua_tonumberx(L, top + j, NULL);
@@ -900,9 +981,11 @@ static void fill_from_table(lua_State *L, int t, cdv_dtype dt, leaf_sink *k, int
       lua_settop(L, top);
       continue;
     }
-    for (int j = 1; j <= m && k->k < k->stop; j++) {   /* else element by element, checked */
-      if (tys[j - 1] == LUA_TTABLE) fill_from_table(L, top + j, dt, k, arg);
-      else sink_leaf(L, top + j, k, dt, arg);
+    for (int j = 1; j <= m && k->k < k->stop; j++) { /* else element by element, checked */
+      if (tys[j - 1] == LUA_TTABLE)
+        fill_from_table(L, top + j, dt, k, arg);
+      else
+        sink_leaf(L, top + j, k, dt, arg);
     }
     lua_settop(L, top);
   }
@@ -911,7 +994,7 @@ static void fill_from_table(lua_State *L, int t, cdv_dtype dt, leaf_sink *k, int
 /* Fills host array h with the elements of the Lua table or string at idx (h->size of them). */
 static void fill_host(lua_State *L, int idx, cdv_array *h, int arg) {
   if (lua_type(L, idx) == LUA_TSTRING) {
-    if (nbytes(h) > 0) memcpy(h->data, lua_tostring(L, idx), nbytes(h));   /* a 0-byte array has no memory */
+    if (nbytes(h) > 0) memcpy(h->data, lua_tostring(L, idx), nbytes(h)); /* a 0-byte array has no memory */
     return;
   }
   leaf_sink k = {h->data, h->data, h->data + nbytes(h), 0, 0, h->size, h->size, NULL};
@@ -920,8 +1003,7 @@ static void fill_host(lua_State *L, int idx, cdv_array *h, int arg) {
 
 /* The leaves soff .. soff + count - 1 of the table at arg (of srcn leaves), converted straight into the
  * buffers of an open stage. */
-static void stage_table(lua_State *L, int arg, cdv_dtype t, int64_t soff, int64_t count, int64_t srcn,
-                        cdv_stage *st) {
+static void stage_table(lua_State *L, int arg, cdv_dtype t, int64_t soff, int64_t count, int64_t srcn, cdv_stage *st) {
   leaf_sink k = {NULL, NULL, NULL, 0, soff, soff + count, srcn, st};
   fill_from_table(L, arg, t, &k, arg);
   if (k.p != k.base) cdv_stage_send(L, st, (size_t)(k.p - k.base));
@@ -930,8 +1012,8 @@ static void stage_table(lua_State *L, int arg, cdv_dtype t, int64_t soff, int64_
 
 /* copy_source for a Lua table or string: staged (NOTE [staged copies]) when it is large and dst is memory the
  * copy's backend reaches by DMA; else converted into a temporary host array, which is then copied. */
-static void copy_lua(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count,
-                     int64_t srcn, cdv_stream *s) {
+static void copy_lua(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_t soff, int64_t count, int64_t srcn,
+                     cdv_stream *s) {
   size_t is = cdv_dtypes[dst->dtype].size, n = (size_t)count * is;
   void *stream;
   cdv_device *d = copy_device(L, dst, NULL, s, &stream);
@@ -958,10 +1040,10 @@ static void copy_lua(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_
 static int table_shape(lua_State *L, int t, int64_t *shape, int depth, int arg) {
   if (depth >= CDV_MAXDIM) luaL_argerror(L, arg, "table nested too deeply");
   shape[depth] = (int64_t)lua_rawlen(L, t);
-  if (shape[depth] == 0) return depth + 1;   /* an empty row: a dimension of 0 */
+  if (shape[depth] == 0) return depth + 1; /* an empty row: a dimension of 0 */
   if (lua_rawgeti(L, t, 1) != LUA_TTABLE) {
     lua_pop(L, 1);
-    for (int64_t i = 2; i <= shape[depth]; i++) {   /* a leaf row: no nested rows beside its numbers */
+    for (int64_t i = 2; i <= shape[depth]; i++) { /* a leaf row: no nested rows beside its numbers */
       if (lua_rawgeti(L, t, i) == LUA_TTABLE)
         luaL_argerror(L, arg, lua_pushfstring(L, "ragged nested table (row %I differs from row 1)", i));
       lua_pop(L, 1);
@@ -970,7 +1052,7 @@ static int table_shape(lua_State *L, int t, int64_t *shape, int depth, int arg) 
   }
   int ndim = table_shape(L, lua_gettop(L), shape, depth + 1, arg);
   lua_pop(L, 1);
-  for (int64_t i = 2; i <= shape[depth]; i++) {   /* ragged rows are an error, not a silent reshape */
+  for (int64_t i = 2; i <= shape[depth]; i++) { /* ragged rows are an error, not a silent reshape */
     int64_t sub[CDV_MAXDIM];
     int ok = lua_rawgeti(L, t, i) == LUA_TTABLE;
     if (ok) ok = table_shape(L, lua_gettop(L), sub, depth + 1, arg) == ndim;
@@ -997,8 +1079,10 @@ static int l_array(lua_State *L) {
   cdv_state *st = cdv_get_state(L);
   create_args c = check_create_opts(L, st, o, "array");
   cdv_array *a = push_created(L, st, &c, t, ndim, shape, "array");
-  if (c.dev->be->host_memory) fill_host(L, 1, a, 1);
-  else copy_lua(L, 1, a, 0, 0, a->size, a->size, c.stream);
+  if (c.dev->be->host_memory)
+    fill_host(L, 1, a, 1);
+  else
+    copy_lua(L, 1, a, 0, 0, a->size, a->size, c.stream);
   return 1;
 }
 
@@ -1007,8 +1091,10 @@ static int l_array(lua_State *L) {
 static void like(lua_State *L, cdv_array *a, int shape_arg) {
   int64_t shape[CDV_MAXDIM];
   int ndim = a->ndim;
-  if (shape_arg) ndim = check_shape(L, shape_arg, shape, a->dtype);
-  else memcpy(shape, a->shape, sizeof shape);
+  if (shape_arg)
+    ndim = check_shape(L, shape_arg, shape, a->dtype);
+  else
+    memcpy(shape, a->shape, sizeof shape);
   cdv_block *b = a->block;
   cdv_push_array(L, b->dev, a->dtype, ndim, shape, b->kind, NULL);
 }
@@ -1017,13 +1103,15 @@ static void like(lua_State *L, cdv_array *a, int shape_arg) {
  * filled with the value at value_arg. */
 static int make_like(lua_State *L, int shape_arg, int value_arg) {
   cdv_array *a = cdv_check_array(L, 1);
-  if (shape_arg)   /* the shape is named first when both are missing */
+  if (shape_arg) /* the shape is named first when both are missing */
     expect_shape(L, shape_arg);
   if (value_arg > 0) luaL_checkany(L, value_arg);
   like(L, a, shape_arg);
   uint64_t zero = 0;
-  if (value_arg < 0) fill(L, check_any(L, -1), &zero, NULL);
-  else if (value_arg > 0) fill_value(L, check_any(L, -1), value_arg, value_arg, NULL);
+  if (value_arg < 0)
+    fill(L, check_any(L, -1), &zero, NULL);
+  else if (value_arg > 0)
+    fill_value(L, check_any(L, -1), value_arg, value_arg, NULL);
   return 1;
 }
 
@@ -1103,7 +1191,7 @@ static int64_t check_pos(lua_State *L, int arg, int64_t n, int64_t def) {
   int isint;
   lua_Integer i = lua_tointegerx(L, arg, &isint);
   if (!isint) luaL_typeerror(L, arg, "integer");
-  if (i < 0) i += n + 1;   /* negative positions count from the end, as in string.sub */
+  if (i < 0) i += n + 1; /* negative positions count from the end, as in string.sub */
   return i;
 }
 
@@ -1145,8 +1233,8 @@ static int array_slice(lua_State *L) {
   memcpy(shape, a->shape, sizeof shape);
   memcpy(strides, a->strides, sizeof strides);
   shape[ax] = count;
-  if (count > 1) strides[ax] = a->strides[ax] * step;   /* |step| < n here: no overflow */
-  ptrdiff_t off = count > 0 ? elem_offset(a, i - 1, a->strides[ax]) : 0;   /* an empty view points at a's start */
+  if (count > 1) strides[ax] = a->strides[ax] * step; /* |step| < n here: no overflow */
+  ptrdiff_t off = count > 0 ? elem_offset(a, i - 1, a->strides[ax]) : 0; /* an empty view points at a's start */
   push_view(L, a, off, a->dtype, a->ndim, shape, strides);
   return 1;
 }
@@ -1166,12 +1254,12 @@ static void push_permuted(lua_State *L, cdv_array *a, const int *perm) {
 static int array_transpose(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   int perm[CDV_MAXDIM], seen[CDV_MAXDIM] = {0}, nd = a->ndim, tbl = lua_istable(L, 2), given;
-  given = tbl ? (int)(lua_rawlen(L, 2) > (lua_Unsigned)CDV_MAXDIM + 1 ? CDV_MAXDIM + 1 : lua_rawlen(L, 2)) : lua_gettop(L) - 1;
+  given = tbl ? (int)(lua_rawlen(L, 2) > (lua_Unsigned)CDV_MAXDIM + 1 ? CDV_MAXDIM + 1 : lua_rawlen(L, 2))
+              : lua_gettop(L) - 1;
   if (given == 0) {
     for (int k = 0; k < nd; k++) perm[k] = nd - 1 - k;
   } else {
-    if (given != nd)
-      luaL_argerror(L, 2, lua_pushfstring(L, "%d axes given for an array of %d dimensions", given, nd));
+    if (given != nd) luaL_argerror(L, 2, lua_pushfstring(L, "%d axes given for an array of %d dimensions", given, nd));
     for (int k = 0; k < nd; k++) {
       int arg = 2 + (tbl ? 0 : k);
       if (tbl) {
@@ -1182,7 +1270,8 @@ static int array_transpose(lua_State *L) {
         if (!isint) luaL_argerror(L, 2, lua_pushfstring(L, "axis %d is not an integer", k + 1));
         if (v < 1 || v > nd) luaL_argerror(L, 2, lua_pushfstring(L, "axis %I out of range 1..%d", v0, nd));
         perm[k] = (int)v - 1;
-      } else perm[k] = check_axis(L, arg, nd);
+      } else
+        perm[k] = check_axis(L, arg, nd);
       if (seen[perm[k]]++) luaL_argerror(L, arg, lua_pushfstring(L, "axis %d repeated", perm[k] + 1));
     }
   }
@@ -1211,8 +1300,10 @@ static int shape_product(const int64_t *shape, int ndim, int skip, int64_t *out)
   int zero = 0, overflow = 0;
   for (int i = 0; i < ndim; i++) {
     if (i == skip) continue;
-    if (shape[i] == 0) zero = 1;
-    else if (__builtin_mul_overflow(p, shape[i], &p)) overflow = 1;
+    if (shape[i] == 0)
+      zero = 1;
+    else if (__builtin_mul_overflow(p, shape[i], &p))
+      overflow = 1;
   }
   *out = zero ? 0 : p;
   return zero || !overflow;
@@ -1238,8 +1329,10 @@ static int array_reshape(lua_State *L) {
     int isint;
     shape[i] = lua_tointegerx(L, -1, &isint);
     lua_pop(L, 1);
-    if (isint && shape[i] == -1 && infer < 0) infer = i;
-    else if (!isint || shape[i] < 0) luaL_argerror(L, 2, lua_pushfstring(L, "bad dimension %d", i + 1));
+    if (isint && shape[i] == -1 && infer < 0)
+      infer = i;
+    else if (!isint || shape[i] < 0)
+      luaL_argerror(L, 2, lua_pushfstring(L, "bad dimension %d", i + 1));
   }
   if (!shape_product(shape, ndim, infer, &known)) luaL_argerror(L, 2, "array is too large");
   if (infer >= 0) shape[infer] = known ? a->size / known : 0;
@@ -1262,10 +1355,11 @@ static int array_view(lua_State *L) {
   if (a->ndim == 0) shape[0] = 1;
   size_t last = (size_t)shape[ndim - 1] * cdv_dtypes[a->dtype].size;
   if (last % cdv_dtypes[t].size != 0)
-    luaL_argerror(L, 2, lua_pushfstring(L, "last dimension of %d bytes is not a whole number of %s", (int)last,
-                                        cdv_dtypes[t].name));
+    luaL_argerror(
+        L, 2,
+        lua_pushfstring(L, "last dimension of %d bytes is not a whole number of %s", (int)last, cdv_dtypes[t].name));
   shape[ndim - 1] = (int64_t)(last / cdv_dtypes[t].size);
-  if (!cdv_array_contiguous(a) && cdv_dtypes[t].size == cdv_dtypes[a->dtype].size) {   /* the same layout */
+  if (!cdv_array_contiguous(a) && cdv_dtypes[t].size == cdv_dtypes[a->dtype].size) { /* the same layout */
     push_view(L, a, 0, t, a->ndim, a->shape, a->strides);
     return 1;
   }
@@ -1282,21 +1376,61 @@ static int array_view(lua_State *L) {
  * integer dtype wraps (keeps the low bits); anything into bool is `value ~= 0` (NaN is true); bool is 0 or 1.
  * It runs on the host: a CUDA array's elements come over, are converted in one C loop, and go back to a new
  * array on the same device. A later issue's kernels can replace the round trip; the results will not change. */
-typedef struct scalar { int is_float; double f; uint64_t u; } scalar;   /* u: an integer's two's complement */
+typedef struct scalar {
+  int is_float;
+  double f;
+  uint64_t u;
+} scalar; /* u: an integer's two's complement */
 
 static scalar load_scalar(cdv_dtype t, const char *p) {
   scalar v = {0, 0, 0};
   switch (t) {
-    case CDV_F16: { uint16_t h; memcpy(&h, p, 2); v.is_float = 1; v.f = cdv_f16_to_f32(h); break; }
-    case CDV_F32: { float f; memcpy(&f, p, 4); v.is_float = 1; v.f = f; break; }
-    case CDV_F64: memcpy(&v.f, p, 8); v.is_float = 1; break;
-    case CDV_I8: v.u = (uint64_t)(int64_t)*(const int8_t *)p; break;
-    case CDV_I16: { int16_t x; memcpy(&x, p, 2); v.u = (uint64_t)(int64_t)x; break; }
-    case CDV_I32: { int32_t x; memcpy(&x, p, 4); v.u = (uint64_t)(int64_t)x; break; }
-    case CDV_U16: { uint16_t x; memcpy(&x, p, 2); v.u = x; break; }
-    case CDV_U32: { uint32_t x; memcpy(&x, p, 4); v.u = x; break; }
-    case CDV_I64: case CDV_U64: memcpy(&v.u, p, 8); break;
-    default: v.u = *(const uint8_t *)p;   /* uint8, bool */
+    case CDV_F16: {
+      uint16_t h;
+      memcpy(&h, p, 2);
+      v.is_float = 1;
+      v.f = cdv_f16_to_f32(h);
+      break;
+    }
+    case CDV_F32: {
+      float f;
+      memcpy(&f, p, 4);
+      v.is_float = 1;
+      v.f = f;
+      break;
+    }
+    case CDV_F64:
+      memcpy(&v.f, p, 8);
+      v.is_float = 1;
+      break;
+    case CDV_I8: v.u = (uint64_t)(int64_t) * (const int8_t *)p; break;
+    case CDV_I16: {
+      int16_t x;
+      memcpy(&x, p, 2);
+      v.u = (uint64_t)(int64_t)x;
+      break;
+    }
+    case CDV_I32: {
+      int32_t x;
+      memcpy(&x, p, 4);
+      v.u = (uint64_t)(int64_t)x;
+      break;
+    }
+    case CDV_U16: {
+      uint16_t x;
+      memcpy(&x, p, 2);
+      v.u = x;
+      break;
+    }
+    case CDV_U32: {
+      uint32_t x;
+      memcpy(&x, p, 4);
+      v.u = x;
+      break;
+    }
+    case CDV_I64:
+    case CDV_U64: memcpy(&v.u, p, 8); break;
+    default: v.u = *(const uint8_t *)p; /* uint8, bool */
   }
   return v;
 }
@@ -1308,24 +1442,43 @@ static void store_scalar(cdv_dtype t, char *p, scalar v, cdv_dtype from) {
   }
   if (cdv_dtypes[t].is_float) {
     double d = v.is_float ? v.f : cdv_dtypes[from].is_signed ? (double)(int64_t)v.u : (double)v.u;
-    if (t == CDV_F64) memcpy(p, &d, 8);
-    else if (t == CDV_F32) { float f = (float)d; memcpy(p, &f, 4); }
-    else { uint16_t h = cdv_f32_to_f16((float)d); memcpy(p, &h, 2); }
+    if (t == CDV_F64)
+      memcpy(p, &d, 8);
+    else if (t == CDV_F32) {
+      float f = (float)d;
+      memcpy(p, &f, 4);
+    } else {
+      uint16_t h = cdv_f32_to_f16((float)d);
+      memcpy(p, &h, 2);
+    }
     return;
   }
   uint64_t u = v.u;
   if (v.is_float) {
     double d = v.f;
-    if (d != d) u = 0;
+    if (d != d)
+      u = 0;
     else if (cdv_dtypes[t].is_signed)
       u = d <= (double)int_min[t] ? (uint64_t)int_min[t] : d >= (double)int_max[t] ? int_max[t] : (uint64_t)(int64_t)d;
     else
       u = d <= 0 ? 0 : d >= (double)int_max[t] ? int_max[t] : (uint64_t)d;
   }
-  switch (cdv_dtypes[t].size) {   /* little-endian: the low bytes of u are the value */
-    case 1: { uint8_t b = (uint8_t)u; memcpy(p, &b, 1); break; }
-    case 2: { uint16_t b = (uint16_t)u; memcpy(p, &b, 2); break; }
-    case 4: { uint32_t b = (uint32_t)u; memcpy(p, &b, 4); break; }
+  switch (cdv_dtypes[t].size) { /* little-endian: the low bytes of u are the value */
+    case 1: {
+      uint8_t b = (uint8_t)u;
+      memcpy(p, &b, 1);
+      break;
+    }
+    case 2: {
+      uint16_t b = (uint16_t)u;
+      memcpy(p, &b, 2);
+      break;
+    }
+    case 4: {
+      uint32_t b = (uint32_t)u;
+      memcpy(p, &b, 4);
+      break;
+    }
     default: memcpy(p, &u, 8);
   }
 }
@@ -1339,7 +1492,7 @@ static int array_astype(lua_State *L) {
   cdv_check_options(L, 3, copy_opts, "astype");
   cdv_stream *s = cdv_opt_stream_field(L, 3, "astype");
   lua_settop(L, 3);
-  const char *src = a->size > 0 ? host_view(L, a) : NULL;   /* may push a temporary host copy */
+  const char *src = a->size > 0 ? host_view(L, a) : NULL; /* may push a temporary host copy */
   size_t is = cdv_dtypes[a->dtype].size, os = cdv_dtypes[t].size;
   luaL_Buffer b;
   char *out = luaL_buffinitsize(L, &b, (size_t)a->size * os);
@@ -1363,20 +1516,20 @@ static int array_get(lua_State *L, cdv_array *a) {
   if (!isint || i < 1 || i > n)
     return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
   size_t is = cdv_dtypes[a->dtype].size;
-  ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1);   /* NOTE [strided views] */
+  ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1); /* NOTE [strided views] */
   if (a->ndim > 1) {
     push_view(L, a, off, a->dtype, a->ndim - 1, a->shape + 1, a->strides + 1);
     return 1;
   }
   uint64_t v = 0;
-  cdv_array tmp = *a;   /* a one-element window over the element, for copy_bytes */
+  cdv_array tmp = *a; /* a one-element window over the element, for copy_bytes */
   tmp.data = a->data + off;
   if (cdv_host_reachable(a->block)) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(&v, tmp.data, is);
-  } else {   /* the host copy allocates: NOTE [pinned reads] */
-    if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1);   /* freed meanwhile: raises */
+  } else { /* the host copy allocates: NOTE [pinned reads] */
+    if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1); /* freed meanwhile: raises */
     tmp.data += off;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     copy_bytes(L, h, 0, &tmp, 0, is, NULL);
@@ -1388,7 +1541,8 @@ static int array_get(lua_State *L, cdv_array *a) {
 
 static int array_newindex(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
-  if (lua_type(L, 2) != LUA_TNUMBER) return luaL_error(L, "cannot assign to field '%s' of an Array", luaL_tolstring(L, 2, NULL));
+  if (lua_type(L, 2) != LUA_TNUMBER)
+    return luaL_error(L, "cannot assign to field '%s' of an Array", luaL_tolstring(L, 2, NULL));
   int isint;
   lua_Integer i = lua_tointegerx(L, 2, &isint);
   if (a->ndim > 1) return luaL_error(L, "cannot assign a row of a %d-d array (use a[i]:fill(v) or copy_from)", a->ndim);
@@ -1398,15 +1552,15 @@ static int array_newindex(lua_State *L) {
   uint64_t v = 0;
   size_t is = cdv_dtypes[a->dtype].size;
   check_elem(L, 3, 3, a->dtype, &v);
-  ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1);   /* NOTE [strided views] */
+  ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1); /* NOTE [strided views] */
   cdv_array tmp = *a;
   tmp.data = a->data + off;
   if (cdv_host_reachable(a->block)) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
     memcpy(tmp.data, &v, is);
-  } else {   /* the host copy allocates: NOTE [pinned reads] */
-    if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1);   /* freed meanwhile: raises */
+  } else { /* the host copy allocates: NOTE [pinned reads] */
+    if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1); /* freed meanwhile: raises */
     tmp.data += off;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     memcpy(h->data, &v, is);
@@ -1451,7 +1605,7 @@ static int array_totable(lua_State *L) {
     return luaL_error(L, "totable of %s would build more than %I empty tables", lua_tostring(L, -1),
                       (lua_Integer)TOTABLE_MAX_EMPTY);
   }
-  if (!pin_array(L, 1, &a)) cdv_check_array(L, 1);   /* NOTE [pinned reads]; freed meanwhile: raises */
+  if (!pin_array(L, 1, &a)) cdv_check_array(L, 1); /* NOTE [pinned reads]; freed meanwhile: raises */
   const char *p = a.size > 0 ? host_view(L, &a) : NULL;
   push_nested(L, a.dtype, a.ndim, a.shape, p);
   return 1;
@@ -1461,12 +1615,21 @@ static int array_totable(lua_State *L) {
 
 static void add_elem(luaL_Buffer *b, cdv_dtype t, const char *p) {
   char buf[64];
-  if (t == CDV_BOOL) luaL_addstring(b, *p ? "true" : "false");
+  if (t == CDV_BOOL)
+    luaL_addstring(b, *p ? "true" : "false");
   else if (cdv_dtypes[t].is_float) {
-    double v;   /* memcpy: a view may start inside an element, so p need not be aligned */
-    if (t == CDV_F64) memcpy(&v, p, 8);
-    else if (t == CDV_F32) { float f; memcpy(&f, p, 4); v = f; }
-    else { uint16_t h; memcpy(&h, p, 2); v = cdv_f16_to_f32(h); }
+    double v; /* memcpy: a view may start inside an element, so p need not be aligned */
+    if (t == CDV_F64)
+      memcpy(&v, p, 8);
+    else if (t == CDV_F32) {
+      float f;
+      memcpy(&f, p, 4);
+      v = f;
+    } else {
+      uint16_t h;
+      memcpy(&h, p, 2);
+      v = cdv_f16_to_f32(h);
+    }
     snprintf(buf, sizeof buf, t == CDV_F64 ? "%.10g" : "%.6g", v);
     luaL_addstring(b, buf);
   } else {
@@ -1476,7 +1639,7 @@ static void add_elem(luaL_Buffer *b, cdv_dtype t, const char *p) {
   }
 }
 
-#define EDGE 3   /* elements shown at each end of a long dimension */
+#define EDGE 3 /* elements shown at each end of a long dimension */
 
 static void add_nested(luaL_Buffer *b, cdv_dtype t, int ndim, const int64_t *shape, const char *p, size_t stride) {
   if (ndim == 0) {
@@ -1511,7 +1674,7 @@ static void add_header(lua_State *L, luaL_Buffer *b, cdv_array *a) {
   if (a->block->kind == CDV_MEM_MANAGED) luaL_addstring(b, " managed");
 }
 
-#define PRINT_MAX ((int64_t)1 << 20)   /* larger arrays print their header only */
+#define PRINT_MAX ((int64_t)1 << 20) /* larger arrays print their header only */
 
 static int array_tostring(lua_State *L) {
   cdv_array *a = check_any(L, 1);
@@ -1526,7 +1689,7 @@ static int array_tostring(lua_State *L) {
   }
   int values = a->size <= PRINT_MAX;
   cdv_array snap;
-  if (!pin_array(L, 1, &snap)) {   /* (see NOTE [pinned reads]) the buffer and the host copy allocate */
+  if (!pin_array(L, 1, &snap)) { /* (see NOTE [pinned reads]) the buffer and the host copy allocate */
     lua_pushliteral(L, "Array(freed)");
     return 1;
   }
@@ -1562,7 +1725,7 @@ static int release(lua_State *L, cdv_array *a, int raise) {
   return 0;
 }
 
-static int array_gc(lua_State *L) {   /* never raises: a userdata given our metatable by hand is left alone */
+static int array_gc(lua_State *L) { /* never raises: a userdata given our metatable by hand is left alone */
   cdv_array *a = cdv_test_magic(L, 1, sizeof *a, CDV_ARRAY_MAGIC);
   return a != NULL ? release(L, a, 0) : 0;
 }
@@ -1591,18 +1754,27 @@ static int array_index(lua_State *L) {
   cdv_array *a = check_any(L, 1);
   if (lua_type(L, 2) != LUA_TSTRING) return array_get(L, cdv_check_array(L, 1));
   const char *k = lua_tostring(L, 2);
-  if (cdv_push_method(L)) return 1;   /* methods first: they check the array themselves */
+  if (cdv_push_method(L)) return 1; /* methods first: they check the array themselves */
   a = cdv_check_array(L, 1);
-  if (strcmp(k, "dtype") == 0) lua_pushstring(L, cdv_dtypes[a->dtype].name);
-  else if (strcmp(k, "shape") == 0) return push_shape(L, a);
-  else if (strcmp(k, "ndim") == 0) lua_pushinteger(L, a->ndim);
-  else if (strcmp(k, "size") == 0) lua_pushinteger(L, a->size);
-  else if (strcmp(k, "nbytes") == 0) lua_pushinteger(L, (lua_Integer)nbytes(a));
-  else if (strcmp(k, "itemsize") == 0) lua_pushinteger(L, cdv_dtypes[a->dtype].size);
-  else if (strcmp(k, "device") == 0) cdv_push_device(L, a->block->dev);
-  else if (strcmp(k, "is_pinned") == 0) lua_pushboolean(L, a->block->kind == CDV_MEM_PINNED);
-  else if (strcmp(k, "is_contiguous") == 0) lua_pushboolean(L, cdv_array_contiguous(a));
-  else if (strcmp(k, "strides") == 0) {   /* (see NOTE [strided views]) in elements */
+  if (strcmp(k, "dtype") == 0)
+    lua_pushstring(L, cdv_dtypes[a->dtype].name);
+  else if (strcmp(k, "shape") == 0)
+    return push_shape(L, a);
+  else if (strcmp(k, "ndim") == 0)
+    lua_pushinteger(L, a->ndim);
+  else if (strcmp(k, "size") == 0)
+    lua_pushinteger(L, a->size);
+  else if (strcmp(k, "nbytes") == 0)
+    lua_pushinteger(L, (lua_Integer)nbytes(a));
+  else if (strcmp(k, "itemsize") == 0)
+    lua_pushinteger(L, cdv_dtypes[a->dtype].size);
+  else if (strcmp(k, "device") == 0)
+    cdv_push_device(L, a->block->dev);
+  else if (strcmp(k, "is_pinned") == 0)
+    lua_pushboolean(L, a->block->kind == CDV_MEM_PINNED);
+  else if (strcmp(k, "is_contiguous") == 0)
+    lua_pushboolean(L, cdv_array_contiguous(a));
+  else if (strcmp(k, "strides") == 0) { /* (see NOTE [strided views]) in elements */
     lua_createtable(L, a->ndim, 0);
     for (int i = 0; i < a->ndim; i++) {
       lua_pushinteger(L, a->strides[i]);
@@ -1612,12 +1784,13 @@ static int array_index(lua_State *L) {
     int perm[CDV_MAXDIM];
     for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
     push_permuted(L, a, perm);
-  }
-  else if (strcmp(k, "managed") == 0) lua_pushboolean(L, a->block->kind == CDV_MEM_MANAGED);
+  } else if (strcmp(k, "managed") == 0)
+    lua_pushboolean(L, a->block->kind == CDV_MEM_MANAGED);
   else if (strcmp(k, "ptr") == 0) {
     if (cdv_get_state(L)->sandbox) return luaL_error(L, "raw addresses are not available in this sandbox");
     lua_pushinteger(L, (lua_Integer)(intptr_t)a->data);
-  } else return luaL_error(L, "Array has no field or method '%s'", k);
+  } else
+    return luaL_error(L, "Array has no field or method '%s'", k);
   return 1;
 }
 
@@ -1627,18 +1800,19 @@ static int array_index(lua_State *L) {
 static int array_tobytes(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   size_t n = nbytes(a);
-  if (!cdv_array_contiguous(a)) {   /* (see NOTE [strided views]) gathered in C order, as NumPy's tobytes */
+  if (!cdv_array_contiguous(a)) { /* (see NOTE [strided views]) gathered in C order, as NumPy's tobytes */
     cdv_array snap;
-    if (!pin_array(L, 1, &snap)) cdv_check_array(L, 1);   /* NOTE [pinned reads]; freed meanwhile: raises */
+    if (!pin_array(L, 1, &snap)) cdv_check_array(L, 1); /* NOTE [pinned reads]; freed meanwhile: raises */
     lua_pushlstring(L, host_view(L, &snap), n);
     return 1;
   }
-  cdv_array *h = cdv_host_reachable(a->block) ? NULL
-               : cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
+  cdv_array *h = cdv_host_reachable(a->block)
+                     ? NULL
+                     : cdv_push_array(L, cdv_cpu(), a->dtype, a->ndim, a->shape, CDV_MEM_DEVICE, NULL);
   luaL_Buffer buf;
   char *dst = luaL_buffinitsize(L, &buf, n);
   a = cdv_check_array(L, 1);
-  if (n == 0) {   /* an empty array may have no memory at all (memcpy's pointers must not be NULL) */
+  if (n == 0) { /* an empty array may have no memory at all (memcpy's pointers must not be NULL) */
   } else if (h != NULL) {
     copy_bytes(L, h, 0, a, 0, n, NULL);
     memcpy(dst, h->data, n);
@@ -1651,49 +1825,48 @@ static int array_tobytes(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg methods[] = {
-  {"copy_from", array_copy_from},
-  {"tobytes", array_tobytes},
-  {"to", array_to},
-  {"totable", array_totable},
-  {"tostring", array_tostring},
-  {"slice", array_slice},
-  {"transpose", array_transpose},
-  {"reshape", array_reshape},
-  {"view", array_view},
-  {"astype", array_astype},
-  {"fill", array_fill},
-  {"zero", array_zero},
-  {"free", array_free},
-  {"ipc_handle", cdv_array_ipc_handle},
-  {"new_empty", array_new_empty},
-  {"new_zeros", array_new_zeros},
-  {"new_full", array_new_full},
-  {NULL, NULL}
-};
+static const luaL_Reg methods[] = {{"copy_from", array_copy_from},
+                                   {"tobytes", array_tobytes},
+                                   {"to", array_to},
+                                   {"totable", array_totable},
+                                   {"tostring", array_tostring},
+                                   {"slice", array_slice},
+                                   {"transpose", array_transpose},
+                                   {"reshape", array_reshape},
+                                   {"view", array_view},
+                                   {"astype", array_astype},
+                                   {"fill", array_fill},
+                                   {"zero", array_zero},
+                                   {"free", array_free},
+                                   {"ipc_handle", cdv_array_ipc_handle},
+                                   {"new_empty", array_new_empty},
+                                   {"new_zeros", array_new_zeros},
+                                   {"new_full", array_new_full},
+                                   {NULL, NULL}};
 
-static const luaL_Reg functions[] = {
-  {"empty", l_empty},
-  {"zeros", l_zeros},
-  {"ones", l_ones},
-  {"full", l_full},
-  {"array", l_array},
-  {"empty_like", l_empty_like},
-  {"zeros_like", l_zeros_like},
-  {"full_like", l_full_like},
-  {"copy", l_copy},
-  {NULL, NULL}
-};
+static const luaL_Reg functions[] = {{"empty", l_empty},
+                                     {"zeros", l_zeros},
+                                     {"ones", l_ones},
+                                     {"full", l_full},
+                                     {"array", l_array},
+                                     {"empty_like", l_empty_like},
+                                     {"zeros_like", l_zeros_like},
+                                     {"full_like", l_full_like},
+                                     {"copy", l_copy},
+                                     {NULL, NULL}};
 
 int cdv_array_open(lua_State *L) {
   static const luaL_Reg pin_meta[] = {{"__close", pin_release}, {"__gc", pin_release}, {NULL, NULL}};
-  cdv_new_class(L, CDV_ARRAY_PIN, pin_meta, NULL, NULL);   /* NOTE [pinned reads] */
+  cdv_new_class(L, CDV_ARRAY_PIN, pin_meta, NULL, NULL); /* NOTE [pinned reads] */
   lua_pop(L, 1);
-  static const luaL_Reg meta[] = {
-    {"__newindex", array_newindex}, {"__len", array_len},
-    {"__tostring", array_tostring}, {"__gc", array_gc}, {"__close", array_close},
-    {"__flat_base", array_flat_base}, {NULL, NULL}};
-  cdv_new_class(L, CDV_ARRAY, meta, methods, array_index);   /* NOTE [class registration] */
+  static const luaL_Reg meta[] = {{"__newindex", array_newindex},
+                                  {"__len", array_len},
+                                  {"__tostring", array_tostring},
+                                  {"__gc", array_gc},
+                                  {"__close", array_close},
+                                  {"__flat_base", array_flat_base},
+                                  {NULL, NULL}};
+  cdv_new_class(L, CDV_ARRAY, meta, methods, array_index); /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   return 0;

@@ -26,7 +26,7 @@ static const char COSCOPES_KEY = 'c';
 
 int cdv_coscope_push(lua_State *L, int idx, int create) {
   if (idx == 0) {
-    if (lua_pushthread(L)) {   /* the main thread: the state's settings */
+    if (lua_pushthread(L)) { /* the main thread: the state's settings */
       lua_pop(L, 1);
       return 0;
     }
@@ -40,7 +40,8 @@ int cdv_coscope_push(lua_State *L, int idx, int create) {
     if (main_thread) return 0;
     lua_pushvalue(L, idx);
   }
-  if (create) cdv_weak_registry_table(L, &COSCOPES_KEY);
+  if (create)
+    cdv_weak_registry_table(L, &COSCOPES_KEY);
   else if (lua_rawgetp(L, LUA_REGISTRYINDEX, &COSCOPES_KEY) != LUA_TTABLE) {
     lua_pop(L, 2);
     return 0;
@@ -58,7 +59,7 @@ int cdv_coscope_push(lua_State *L, int idx, int create) {
     lua_rawset(L, -4);
   }
   if (create) cdv_get_state(L)->coscopes = 1;
-  lua_replace(L, -3);   /* thread, table, record -> record */
+  lua_replace(L, -3); /* thread, table, record -> record */
   lua_pop(L, 1);
   return 1;
 }
@@ -79,21 +80,24 @@ int cdv_coscope_push(lua_State *L, int idx, int create) {
 typedef struct cb_queue cb_queue;
 typedef struct cb_node {
   cb_queue *q;
-  int ref;                /* the Lua function, in the registry */
-  int dev;                /* the index of the device it was queued on */
+  int ref; /* the Lua function, in the registry */
+  int dev; /* the index of the device it was queued on */
   struct cb_node *next;
 } cb_node;
 
 struct cb_queue {
   pthread_mutex_t lock;
-  int refs;               /* the registry's box, and each node alive */
+  int refs; /* the registry's box, and each node alive */
   int closed;
-  cb_node *head, *tail;   /* completed, not run yet */
-  int pending[CDV_MAXDEV];   /* queued on each device, not completed yet */
+  cb_node *head, *tail; /* completed, not run yet */
+  int pending[CDV_MAXDEV]; /* queued on each device, not completed yet */
 };
 
-typedef struct cb_box { uint64_t magic; cb_queue *q; } cb_box;
-#define CB_BOX_MAGIC 0x63647643624271ULL   /* "cdvCbBq" (NOTE [magic]) */
+typedef struct cb_box {
+  uint64_t magic;
+  cb_queue *q;
+} cb_box;
+#define CB_BOX_MAGIC 0x63647643624271ULL /* "cdvCbBq" (NOTE [magic]) */
 static const char CALLBACKS_KEY = 'q';
 
 /* the last reference frees the queue; called with the lock held, which it releases */
@@ -118,22 +122,24 @@ static void cb_completed(void *ud) {
     return;
   }
   n->next = NULL;
-  if (q->tail != NULL) q->tail->next = n;
-  else q->head = n;
+  if (q->tail != NULL)
+    q->tail->next = n;
+  else
+    q->head = n;
   q->tail = n;
   pthread_mutex_unlock(&q->lock);
 }
 
 static int box_gc(lua_State *L) {
   cb_box *b = cdv_test_magic(L, 1, sizeof *b, CB_BOX_MAGIC);
-  if (b == NULL || b->q == NULL) return 0;   /* __gc never raises */
+  if (b == NULL || b->q == NULL) return 0; /* __gc never raises */
   cb_queue *q = b->q;
   b->q = NULL;
   int waiting[CDV_MAXDEV];
   pthread_mutex_lock(&q->lock);
   memcpy(waiting, q->pending, sizeof waiting);
   pthread_mutex_unlock(&q->lock);
-  for (int i = 0; i < CDV_MAXDEV; i++) {   /* let the driver call the host functions still queued */
+  for (int i = 0; i < CDV_MAXDEV; i++) { /* let the driver call the host functions still queued */
     cdv_device *d = waiting[i] > 0 ? cdv_device_at(i) : NULL;
     cdv_err e;
     if (d != NULL && d->ctx != NULL && cdv_still_owned(d, d->generation)) d->be->synchronize(d, &e);
@@ -142,7 +148,7 @@ static int box_gc(lua_State *L) {
   q->closed = 1;
   cb_node *n = q->head;
   q->head = q->tail = NULL;
-  while (n != NULL) {   /* completed and never run: dropped, not called */
+  while (n != NULL) { /* completed and never run: dropped, not called */
     cb_node *next = n->next;
     luaL_unref(L, LUA_REGISTRYINDEX, n->ref);
     free(n);
@@ -163,9 +169,9 @@ static cb_queue *push_queue(lua_State *L, int create) {
   if (!create) return NULL;
   cb_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->magic = CB_BOX_MAGIC;
-  b->q = NULL;   /* closed until the queue exists */
+  b->q = NULL; /* closed until the queue exists */
   luaL_setmetatable(L, "cudadev.CallbackQueue");
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
   cb_queue *q = calloc(1, sizeof *q);
   if (q == NULL) luaL_error(L, "not enough memory");
   pthread_mutex_init(&q->lock, NULL);
@@ -186,7 +192,7 @@ static const char *error_text(lua_State *L, int idx) {
  * ran. */
 static int drain(lua_State *L) {
   int ran = 0, top = lua_gettop(L);
-  cb_queue *q = push_queue(L, 0);   /* the box stays on the stack while the callbacks run */
+  cb_queue *q = push_queue(L, 0); /* the box stays on the stack while the callbacks run */
   while (q != NULL) {
     pthread_mutex_lock(&q->lock);
     cb_node *n = q->head;
@@ -197,7 +203,7 @@ static int drain(lua_State *L) {
     }
     int ref = n->ref;
     free(n);
-    q->refs--;   /* the box holds one: never the last */
+    q->refs--; /* the box holds one: never the last */
     pthread_mutex_unlock(&q->lock);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     luaL_unref(L, LUA_REGISTRYINDEX, ref);
@@ -241,7 +247,8 @@ int cdv_stream_add_callback(lua_State *L) {
   q->pending[d->index]++;
   pthread_mutex_unlock(&q->lock);
   cdv_err e;
-  if (d->be->done_when_queued) cb_completed(n);   /* the work before it is done already */
+  if (d->be->done_when_queued)
+    cb_completed(n); /* the work before it is done already */
   else if (d->be->host_func(d, s->handle, cb_completed, n, &e) != 0) {
     pthread_mutex_lock(&q->lock);
     q->pending[d->index]--;
@@ -276,8 +283,10 @@ static int await_done(lua_State *L, int kind, int first) {
   cdv_err e;
   if (kind == AWAIT_STREAM) {
     cdv_stream *s;
-    if (first) s = cdv_check_stream(L, 1);
-    else if (cdv_stream_problem(L, 1, &s) != NULL) return 1;
+    if (first)
+      s = cdv_check_stream(L, 1);
+    else if (cdv_stream_problem(L, 1, &s) != NULL)
+      return 1;
     d = s->dev;
     h = s->handle;
   } else {
@@ -304,7 +313,7 @@ static int yield_poll(lua_State *L, int kind, int step) {
 
 static int await_k(lua_State *L, int status, lua_KContext ctx) {
   (void)status;
-  lua_settop(L, 1);   /* what resume passed is not ours */
+  lua_settop(L, 1); /* what resume passed is not ours */
   if (!await_done(L, (int)(ctx & 1), 0)) return yield_poll(L, (int)(ctx & 1), (int)(ctx >> 1));
   drain(L);
   return 1;
@@ -317,7 +326,7 @@ static int await(lua_State *L, int kind) {
     cdv_err e;
     if (kind == AWAIT_STREAM) {
       cdv_stream *s = cdv_check_stream(L, 1);
-      if (cdv_wait_stream(L, s->dev, s->handle, &e) != 0) cdv_raise(L, s->dev, &e);   /* NOTE [interruptible waits] */
+      if (cdv_wait_stream(L, s->dev, s->handle, &e) != 0) cdv_raise(L, s->dev, &e); /* NOTE [interruptible waits] */
     } else {
       cdv_event *ev = cdv_check_event(L, 1);
       if (cdv_wait_event(L, ev->dev, ev->handle, &e) != 0) cdv_raise(L, ev->dev, &e);

@@ -31,14 +31,23 @@
 
 /* ---------------------------------------------------------------- dtypes */
 typedef enum cdv_dtype {
-  CDV_F16, CDV_F32, CDV_F64,
-  CDV_I8, CDV_I16, CDV_I32, CDV_I64,
-  CDV_U8, CDV_U16, CDV_U32, CDV_U64,
-  CDV_BOOL, CDV_NDTYPES
+  CDV_F16,
+  CDV_F32,
+  CDV_F64,
+  CDV_I8,
+  CDV_I16,
+  CDV_I32,
+  CDV_I64,
+  CDV_U8,
+  CDV_U16,
+  CDV_U32,
+  CDV_U64,
+  CDV_BOOL,
+  CDV_NDTYPES
 } cdv_dtype;
 
 typedef struct cdv_dtype_info {
-  const char *name;   /* "float32" */
+  const char *name; /* "float32" */
   const char *short_name; /* "f32" */
   unsigned char size;
   unsigned char is_float, is_signed;
@@ -49,12 +58,12 @@ extern const cdv_dtype_info cdv_dtypes[CDV_NDTYPES];
 /* ---------------------------------------------------------------- errors */
 /* A failure reported by a backend or a driver call, before it becomes a cudadev.Error (error.c). */
 typedef struct cdv_err {
-  const char *api;        /* "cuMemAlloc", "nvrtcCompileProgram", "cpu.launch" ... (static string) */
-  int code;               /* CUresult / nvrtcResult / errno; 0 when unset */
-  char name[64];          /* "CUDA_ERROR_OUT_OF_MEMORY" */
-  char message[512];      /* the driver's explanation */
-  int sticky;             /* the context is corrupted (error.c classifies CUresult codes) */
-  char *log;              /* compile log (malloc'd, owned by the receiver) or NULL */
+  const char *api; /* "cuMemAlloc", "nvrtcCompileProgram", "cpu.launch" ... (static string) */
+  int code; /* CUresult / nvrtcResult / errno; 0 when unset */
+  char name[64]; /* "CUDA_ERROR_OUT_OF_MEMORY" */
+  char message[512]; /* the driver's explanation */
+  int sticky; /* the context is corrupted (error.c classifies CUresult codes) */
+  char *log; /* compile log (malloc'd, owned by the receiver) or NULL */
 } cdv_err;
 
 /* Fill e from a printf-style message; returns -1 so backends can `return cdv_fail(...)`. */
@@ -65,52 +74,60 @@ typedef struct cdv_backend cdv_backend;
 
 typedef struct cdv_device {
   const cdv_backend *be;
-  int index;              /* position in the process-wide registry; cpu is 0 */
-  int ordinal;            /* CUDA ordinal, -1 for cpu */
-  char alias[64];         /* "cpu", "cuda:0", or a mapped alias */
+  int index; /* position in the process-wide registry; cpu is 0 */
+  int ordinal; /* CUDA ordinal, -1 for cpu */
+  char alias[64]; /* "cpu", "cuda:0", or a mapped alias */
   char name[256];
-  int arch;               /* 90 for sm_90, 0 for cpu */
-  int is_primary, is_uva, is_mempool_supported;   /* no is_cpu: NOTE [backend properties] */
+  int arch; /* 90 for sm_90, 0 for cpu */
+  int is_primary, is_uva, is_mempool_supported; /* no is_cpu: NOTE [backend properties] */
   int sm_count, warp_size, max_threads_per_block;
   int max_block[3], max_grid[3];
   size_t max_shared_per_block, max_shared_optin;
   size_t total_memory;
-  char uuid[48];          /* "GPU-xxxxxxxx-..." (40 characters; "" on cpu) */
-  char pci_bus_id[32];    /* "0000:00:00.0" ("" on cpu) */
-  void *ctx;              /* CUcontext (NULL until first needed, and on cpu) */
-  int handle;             /* CUdevice */
-  unsigned generation;    /* bumped by reset: objects made before it are stale */
-  int sticky;             /* (see NOTE [sticky faults]) a fault poisoned the context */
-  int unmapped;           /* a mapped context whose alias was released: listed and resolved no more */
-  uintptr_t canary;       /* a mapped context: a tiny allocation of ours in it (NOTE [adopted contexts]) */
-  int gone;               /* a mapped context that its owner destroyed: nothing on it calls the driver again */
-  cdv_err fault;          /* the sticky error and where it first surfaced */
+  char uuid[48]; /* "GPU-xxxxxxxx-..." (40 characters; "" on cpu) */
+  char pci_bus_id[32]; /* "0000:00:00.0" ("" on cpu) */
+  void *ctx; /* CUcontext (NULL until first needed, and on cpu) */
+  int handle; /* CUdevice */
+  unsigned generation; /* bumped by reset: objects made before it are stale */
+  int sticky; /* (see NOTE [sticky faults]) a fault poisoned the context */
+  int unmapped; /* a mapped context whose alias was released: listed and resolved no more */
+  uintptr_t canary; /* a mapped context: a tiny allocation of ours in it (NOTE [adopted contexts]) */
+  int gone; /* a mapped context that its owner destroyed: nothing on it calls the driver again */
+  cdv_err fault; /* the sticky error and where it first surfaced */
   char fault_where[128];
-  void *backend_data;     /* per-backend state (cpu: thread pool, ...) */
+  void *backend_data; /* per-backend state (cpu: thread pool, ...) */
 } cdv_device;
 
 /* ---------------------------------------------------------------- kernels */
 /* A compile request, device-independent; the backend of the target turns it into an image. */
 typedef struct cdv_compile_req {
-  const char *source; size_t source_len;
-  const char *name;                         /* file name used in messages, "kernel.cu" */
-  int nopts; const char *const *opts;       /* compiler options */
-  int nheaders; const char *const *header_names; const char *const *header_srcs;   /* sorted by name, so
+  const char *source;
+  size_t source_len;
+  const char *name; /* file name used in messages, "kernel.cu" */
+  int nopts;
+  const char *const *opts; /* compiler options */
+  int nheaders;
+  const char *const *header_names;
+  const char *const *header_srcs; /* sorted by name, so
                                             * cache keys do not follow Lua's table order (module.c) */
-  int nincludes; const char *const *include_paths;
-  int nentries; const char *const *entries; /* kernels to expose: "saxpy", "axpy<float>" */
-  const unsigned char *is_expr;             /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol;
+  int nincludes;
+  const char *const *include_paths;
+  int nentries;
+  const char *const *entries; /* kernels to expose: "saxpy", "axpy<float>" */
+  const unsigned char *is_expr; /* per entry: 1 = C++ name expression to lower; 0 = extern "C" symbol;
                                             * 2 = a global variable (NOTE [module globals] in module.c) */
-  int arch;                                 /* CUDA: 90 for sm_90; ignored by cpu */
-  int want_ptx, want_cubin;                 /* CUDA targets asked for */
+  int arch; /* CUDA: 90 for sm_90; ignored by cpu */
+  int want_ptx, want_cubin; /* CUDA targets asked for */
 } cdv_compile_req;
 
 typedef struct cdv_image {
-  char *ptx; size_t ptx_len;        /* NUL-terminated PTX, or NULL */
-  char *cubin; size_t cubin_len;    /* cubin bytes, or NULL */
-  char *path;                       /* cpu: the shared object on disk */
-  char *log;                        /* compiler log ("" when empty) */
-  char **lowered;                   /* per entry: the symbol module_function looks up */
+  char *ptx;
+  size_t ptx_len; /* NUL-terminated PTX, or NULL */
+  char *cubin;
+  size_t cubin_len; /* cubin bytes, or NULL */
+  char *path; /* cpu: the shared object on disk */
+  char *log; /* compiler log ("" when empty) */
+  char **lowered; /* per entry: the symbol module_function looks up */
   int nentries;
 } cdv_image;
 
@@ -119,19 +136,23 @@ void cdv_image_free(cdv_image *img);
 typedef struct cdv_func_info {
   int num_regs, max_threads_per_block;
   size_t shared_size_bytes, const_size_bytes, local_size_bytes;
-  const char *cpu_path;   /* the cpu device's "loop" or "fibers" (NOTE [kernel paths]); NULL elsewhere */
+  const char *cpu_path; /* the cpu device's "loop" or "fibers" (NOTE [kernel paths]); NULL elsewhere */
 } cdv_func_info;
 
 /* ---------------------------------------------------------------- the backend interface */
 /* Every operation returns 0 on success or -1 with *e filled. `stream` is a backend stream handle:
  * NULL means the device's default stream. No operation raises a Lua error or touches a lua_State. */
-enum { CDV_MEM_DEVICE = 0, CDV_MEM_PINNED = 1, CDV_MEM_HOST = 2,
-       CDV_MEM_MANAGED = 3 };   /* NOTE [managed memory] (managed.c): memory of d the host reaches too */
+enum {
+  CDV_MEM_DEVICE = 0,
+  CDV_MEM_PINNED = 1,
+  CDV_MEM_HOST = 2,
+  CDV_MEM_MANAGED = 3
+}; /* NOTE [managed memory] (managed.c): memory of d the host reaches too */
 
 struct cdv_backend {
-  const char *kind;                              /* "cpu" or "cuda" */
-  int reset_frees;                               /* a reset takes everything made before it (NOTE [stale release]) */
-  int has_contexts;                              /* its devices have a context, made when first needed (d->ctx) */
+  const char *kind; /* "cpu" or "cuda" */
+  int reset_frees; /* a reset takes everything made before it (NOTE [stale release]) */
+  int has_contexts; /* its devices have a context, made when first needed (d->ctx) */
   /* NOTE [backend properties]: what the Lua layer must know of a device kind, asked as properties instead of
    * "is it the cpu?". host_memory: its arrays live in host memory that host code may read and write directly
    * (once the last stream using it is done: array.c's host_wait); so it also takes pinned arrays, and a copy
@@ -146,7 +167,7 @@ struct cdv_backend {
    * (its DMA engines read and write only page-locked memory); 0 when its copies are host memcpys.
    * NOTE [staged copies] in staging.c. */
   int stage_pageable;
-  int (*activate)(cdv_device *d, cdv_err *e);    /* create/make current the context */
+  int (*activate)(cdv_device *d, cdv_err *e); /* create/make current the context */
   int (*synchronize)(cdv_device *d, cdv_err *e);
   int (*mem_info)(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err *e);
   /* memory: kind is CDV_MEM_DEVICE (memory of d) or CDV_MEM_PINNED (page-locked host memory) */
@@ -154,11 +175,10 @@ struct cdv_backend {
   int (*mem_free)(cdv_device *d, void *ptr, int kind, void *stream, cdv_err *e);
   /* copy n bytes; dst_dev/src_dev tell where each side lives (either may be cpu). Called on the backend
    * of the non-cpu side when there is one (cdv_copy_device picks it). */
-  int (*memcpy)(cdv_device *d, void *dst, cdv_device *dst_dev, const void *src, cdv_device *src_dev,
-                size_t n, void *stream, cdv_err *e);
-  /* set count elements of elsize bytes (1, 2, 4 or 8) to *pattern */
-  int (*memset)(cdv_device *d, void *dst, const void *pattern, size_t elsize, size_t count,
+  int (*memcpy)(cdv_device *d, void *dst, cdv_device *dst_dev, const void *src, cdv_device *src_dev, size_t n,
                 void *stream, cdv_err *e);
+  /* set count elements of elsize bytes (1, 2, 4 or 8) to *pattern */
+  int (*memset)(cdv_device *d, void *dst, const void *pattern, size_t elsize, size_t count, void *stream, cdv_err *e);
   int (*stream_create)(cdv_device *d, int priority, int blocking, void **s, cdv_err *e);
   int (*stream_destroy)(cdv_device *d, void *s, cdv_err *e);
   int (*stream_synchronize)(cdv_device *d, void *s, cdv_err *e);
@@ -185,13 +205,13 @@ struct cdv_backend {
    * i is past the last parameter. A size of CDV_PARAM_HUGE means that size or more (the cpu object's field). */
   int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
-  int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                void *stream, void **args, cdv_err *e);
+  int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared, void *stream,
+                void **args, cdv_err *e);
   /* (see NOTE [cooperative launch]) the same launch with every block resident at once (grid-wide sync works);
    * coop_limit says how many blocks of that size fit at once: per_sm blocks on each of sms multiprocessors
    * (-1 with *e when the device cannot launch cooperatively). */
-  int (*launch_cooperative)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
-                            unsigned shared, void *stream, void **args, cdv_err *e);
+  int (*launch_cooperative)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                            void *stream, void **args, cdv_err *e);
   int (*coop_limit)(cdv_device *d, void *fn, int block, size_t shared, int *per_sm, int *sms, cdv_err *e);
   /* (see NOTE [big shared memory]) let fn take `bytes` of dynamic shared memory per launch (more than the default
    * 48 KiB: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); *allowed is what it may take now (never lowered).
@@ -248,8 +268,14 @@ struct cdv_backend {
   int (*mem_prefetch)(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
   int (*mem_advise)(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);
 };
-enum { CDV_ADVISE_READ_MOSTLY = 1, CDV_ADVISE_UNSET_READ_MOSTLY, CDV_ADVISE_PREFERRED_LOCATION,
-       CDV_ADVISE_UNSET_PREFERRED_LOCATION, CDV_ADVISE_ACCESSED_BY, CDV_ADVISE_UNSET_ACCESSED_BY };
+enum {
+  CDV_ADVISE_READ_MOSTLY = 1,
+  CDV_ADVISE_UNSET_READ_MOSTLY,
+  CDV_ADVISE_PREFERRED_LOCATION,
+  CDV_ADVISE_UNSET_PREFERRED_LOCATION,
+  CDV_ADVISE_ACCESSED_BY,
+  CDV_ADVISE_UNSET_ACCESSED_BY
+};
 
 #define CDV_PARAM_HUGE ((size_t)0xfffff)
 
@@ -257,17 +283,17 @@ extern const cdv_backend cdv_backend_cuda;
 extern const cdv_backend cdv_backend_cpu;
 
 /* CUDA-only entry points of backend_cuda.c that are not per-device operations. */
-int cdv_cuda_host_register(void *p, size_t n, cdv_err *e);   /* cuMemHostRegister; -1 and *e when no driver */
-int cdv_cuda_host_unregister(void *p);                       /* cuMemHostUnregister; never raises */
+int cdv_cuda_host_register(void *p, size_t n, cdv_err *e); /* cuMemHostRegister; -1 and *e when no driver */
+int cdv_cuda_host_unregister(void *p); /* cuMemHostUnregister; never raises */
 int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch, limits, uuid, memory... */
-int cdv_cuda_driver_version(void);                           /* cuDriverGetVersion, 0 without a driver */
-int cdv_nvrtc_version(int *major, int *minor);               /* 0 on success */
-const char *cdv_nvrtc_toolkit_include(int which);  /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
-int cdv_cuda_is_sticky(int curesult);                        /* NOTE [sticky faults] */
+int cdv_cuda_driver_version(void); /* cuDriverGetVersion, 0 without a driver */
+int cdv_nvrtc_version(int *major, int *minor); /* 0 on success */
+const char *cdv_nvrtc_toolkit_include(int which); /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
+int cdv_cuda_is_sticky(int curesult); /* NOTE [sticky faults] */
 /* the CUDA backend's attribute, reset and stream_of operations, also callable directly (tests/) */
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
-int cdv_cuda_reset(cdv_device *d, cdv_err *e);   /* cuDevicePrimaryCtxReset, then the context retained anew */
-int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e);   /* cuStreamGetCtx: -1 unless a stream of d */
+int cdv_cuda_reset(cdv_device *d, cdv_err *e); /* cuDevicePrimaryCtxReset, then the context retained anew */
+int cdv_cuda_stream_of(cdv_device *d, void *stream, cdv_err *e); /* cuStreamGetCtx: -1 unless a stream of d */
 int cdv_cuda_mem_prefetch(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
 int cdv_cuda_mem_advise(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);
 /* backend_cuda_ipc.c: the CUDA backend's host_func and ipc_* operations (NOTE [ipc], NOTE [stream callbacks]) */
@@ -280,16 +306,16 @@ int cdv_cuda_ipc_mem_close(cdv_device *d, void *ptr, cdv_err *e);
 int cdv_cuda_ipc_event_create(cdv_device *d, int blocking, void **ev, cdv_err *e);
 int cdv_cuda_ipc_event_get(cdv_device *d, void *ev, unsigned char handle[64], cdv_err *e);
 int cdv_cuda_ipc_event_open(cdv_device *d, const unsigned char handle[64], void **ev, cdv_err *e);
-int cdv_cuda_attribute_id(const char *name);   /* d:attribute's name ("warp_size"): its number, -1 when unknown */
+int cdv_cuda_attribute_id(const char *name); /* d:attribute's name ("warp_size"): its number, -1 when unknown */
 /* the CUDA compile operation without the disk cache and the target check (tests/cuda_backend_test.c) */
 int cdv_cuda_compile_uncached(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e);
-int cdv_cuda_is_teardown(int code);   /* the driver deinitialised or the context destroyed (NOTE [lifetimes]) */
-int cdv_cuda_device_count(void);     /* cuDeviceGetCount; 0 without a driver */
-void *cdv_cuda_current_context(void);   /* cuCtxGetCurrent; NULL when none */
-void cdv_cuda_set_current_context(void *ctx);   /* cuCtxSetCurrent when ctx is not NULL; never raises */
-int cdv_cuda_context_alive(cdv_device *d);   /* a mapped context still exists (NOTE [adopted contexts]) */
-int cdv_cuda_adopt(cdv_device *d, cdv_err *e);                /* the canary of a mapped context, made current */
-void cdv_cuda_unadopt(cdv_device *d);                         /* its canary freed (the context lives on) */
+int cdv_cuda_is_teardown(int code); /* the driver deinitialised or the context destroyed (NOTE [lifetimes]) */
+int cdv_cuda_device_count(void); /* cuDeviceGetCount; 0 without a driver */
+void *cdv_cuda_current_context(void); /* cuCtxGetCurrent; NULL when none */
+void cdv_cuda_set_current_context(void *ctx); /* cuCtxSetCurrent when ctx is not NULL; never raises */
+int cdv_cuda_context_alive(cdv_device *d); /* a mapped context still exists (NOTE [adopted contexts]) */
+int cdv_cuda_adopt(cdv_device *d, cdv_err *e); /* the canary of a mapped context, made current */
+void cdv_cuda_unadopt(cdv_device *d); /* its canary freed (the context lives on) */
 /* the CUdevice of context *ctx (NULL: the current one, stored in *ctx; none current leaves it NULL) */
 int cdv_cuda_context_device(void **ctx, int *device, cdv_err *e);
 /* backend_cuda_optional.c: the CUDA backend's NOTE [optional operations] */
@@ -312,32 +338,32 @@ int cdv_cuda_profiler(cdv_device *d, int start, cdv_err *e);
 typedef struct cdv_cuda_entry {
   int on;
   unsigned char key[16];
-  char dir[4096];               /* <cache>/cuda */
-  char path[4200];              /* <dir>/<32 hex digits>.mod */
+  char dir[4096]; /* <cache>/cuda */
+  char path[4200]; /* <dir>/<32 hex digits>.mod */
 } cdv_cuda_entry;
 
 int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce);
-int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv_image *out);  /* 0: a hit */
+int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv_image *out); /* 0: a hit */
 void cdv_cuda_cache_put(const cdv_cuda_entry *ce, const cdv_compile_req *req, const cdv_image *img);
 enum { CDV_DISK_HITS, CDV_DISK_MISSES, CDV_DISK_WRITES, CDV_DISK_ERRORS, CDV_DISK_NSTATS };
 /* the counters, the directory ("" when the cache is off), the last error's text and why the last compile did
  * not come from the disk ("" when none) */
 void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast, char *miss,
                           size_t nmiss);
-int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.disk_cache */
-void cdv_cpu_cache_dir_used(char *out, size_t n);   /* the cpu kernel cache's directory, "" before a compile */
-void cdv_cache_refusal(char *out, size_t n);        /* (see NOTE [cache trust]) the last directory refused, "" if none */
-int cdv_cache_trust_selftest(const char *dir, char *why, size_t n);   /* cd._selftest.cache_trust */
+int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n); /* cd._selftest.disk_cache */
+void cdv_cpu_cache_dir_used(char *out, size_t n); /* the cpu kernel cache's directory, "" before a compile */
+void cdv_cache_refusal(char *out, size_t n); /* (see NOTE [cache trust]) the last directory refused, "" if none */
+int cdv_cache_trust_selftest(const char *dir, char *why, size_t n); /* cd._selftest.cache_trust */
 
 /* ---------------------------------------------------------------- loader (loader.c) */
-int cdv_cuda_load(void);                 /* 0 when libcuda is open and cuInit succeeded */
-const char *cdv_cuda_why(void);          /* why it is not: every name that was tried */
+int cdv_cuda_load(void); /* 0 when libcuda is open and cuInit succeeded */
+const char *cdv_cuda_why(void); /* why it is not: every name that was tried */
 int cdv_nvrtc_load(void);
 const char *cdv_nvrtc_why(void);
-const char *cdv_nvrtc_file(void);        /* the file NVRTC was loaded from (loads it); "" when it cannot be */
+const char *cdv_nvrtc_file(void); /* the file NVRTC was loaded from (loads it); "" when it cannot be */
 
 /* ---------------------------------------------------------------- backend functions the front end calls */
-size_t cdv_cpu_available(void);   /* backend_cpu.c: host memory available now (MemAvailable), in bytes */
-int cdv_cubin_supported(int arch);   /* backend_cuda.c: NVRTC can emit cubin for sm_<arch> (the one arch query) */
+size_t cdv_cpu_available(void); /* backend_cpu.c: host memory available now (MemAvailable), in bytes */
+int cdv_cubin_supported(int arch); /* backend_cuda.c: NVRTC can emit cubin for sm_<arch> (the one arch query) */
 
 #endif

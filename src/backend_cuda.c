@@ -16,7 +16,7 @@
 #include "syms.h"
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
-#define INVALID CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"   /* code and name for cdv_fail */
+#define INVALID CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE" /* code and name for cdv_fail */
 #define CDV_CUDA_MAXDEV 256
 
 static char *dup_str(const char *s) {
@@ -33,24 +33,22 @@ static char *dup_str(const char *s) {
  * two that later 12.x headers added are written as numbers so that older toolkits still compile this. */
 int cdv_cuda_is_sticky(int code) {
   switch (code) {
-  case CUDA_ERROR_ECC_UNCORRECTABLE:
-  case CUDA_ERROR_NVLINK_UNCORRECTABLE:
-  case CUDA_ERROR_ILLEGAL_ADDRESS:
-  case CUDA_ERROR_LAUNCH_TIMEOUT:
-  case CUDA_ERROR_ASSERT:
-  case CUDA_ERROR_HARDWARE_STACK_ERROR:
-  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-  case CUDA_ERROR_MISALIGNED_ADDRESS:
-  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-  case CUDA_ERROR_INVALID_PC:
-  case CUDA_ERROR_LAUNCH_FAILED:
-  case CUDA_ERROR_MPS_CLIENT_TERMINATED:
-  case CUDA_ERROR_EXTERNAL_DEVICE:
-  case 226:   /* CUDA_ERROR_CONTAINED: an error contained by the GPU (bad NVLink peer access, some hardware faults) */
-  case 721:   /* CUDA_ERROR_TENSOR_MEMORY_LEAK: a kernel exited without freeing tensor memory */
-    return 1;
-  default:
-    return 0;
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_NVLINK_UNCORRECTABLE:
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+    case 226: /* CUDA_ERROR_CONTAINED: an error contained by the GPU (bad NVLink peer access, some hardware faults) */
+    case 721: /* CUDA_ERROR_TENSOR_MEMORY_LEAK: a kernel exited without freeing tensor memory */ return 1;
+    default: return 0;
   }
 }
 
@@ -81,16 +79,16 @@ int cdv_cu_error(cdv_err *e, const char *api, CUresult r) {
 /* nvrtcGetErrorString gives only the NAME ("NVRTC_ERROR_COMPILATION"); this is the explanation. */
 static const char *nvrtc_explain(nvrtcResult r) {
   switch (r) {
-  case NVRTC_ERROR_OUT_OF_MEMORY: return "out of host memory";
-  case NVRTC_ERROR_PROGRAM_CREATION_FAILURE: return "the program could not be created";
-  case NVRTC_ERROR_INVALID_INPUT: return "invalid input";
-  case NVRTC_ERROR_INVALID_PROGRAM: return "invalid program";
-  case NVRTC_ERROR_INVALID_OPTION: return "invalid compiler option";
-  case NVRTC_ERROR_COMPILATION: return "compilation failed";
-  case NVRTC_ERROR_BUILTIN_OPERATION_FAILURE: return "NVRTC's builtins failed (is libnvrtc-builtins present?)";
-  case NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID: return "the name expression is not valid";
-  case NVRTC_ERROR_INTERNAL_ERROR: return "internal NVRTC error";
-  default: return "NVRTC call failed";
+    case NVRTC_ERROR_OUT_OF_MEMORY: return "out of host memory";
+    case NVRTC_ERROR_PROGRAM_CREATION_FAILURE: return "the program could not be created";
+    case NVRTC_ERROR_INVALID_INPUT: return "invalid input";
+    case NVRTC_ERROR_INVALID_PROGRAM: return "invalid program";
+    case NVRTC_ERROR_INVALID_OPTION: return "invalid compiler option";
+    case NVRTC_ERROR_COMPILATION: return "compilation failed";
+    case NVRTC_ERROR_BUILTIN_OPERATION_FAILURE: return "NVRTC's builtins failed (is libnvrtc-builtins present?)";
+    case NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID: return "the name expression is not valid";
+    case NVRTC_ERROR_INTERNAL_ERROR: return "internal NVRTC error";
+    default: return "NVRTC call failed";
   }
 }
 
@@ -100,9 +98,7 @@ int cdv_nvrtc_error(cdv_err *e, const char *api, nvrtcResult r) {
 }
 
 /* A host allocation of the compile path failed. */
-static int nvrtc_oom(cdv_err *e, const char *api) {
-  return cdv_nvrtc_error(e, api, NVRTC_ERROR_OUT_OF_MEMORY);
-}
+static int nvrtc_oom(cdv_err *e, const char *api) { return cdv_nvrtc_error(e, api, NVRTC_ERROR_OUT_OF_MEMORY); }
 
 /* ---------------------------------------------------------------- contexts */
 static pthread_mutex_t retain_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -147,9 +143,9 @@ int cdv_cuda_context_alive(cdv_device *d) {
   if (d->gone) return 0;
   if (d->canary == 0) return 1;
   CUcontext c = NULL;
-  CUresult r = cdv_cu.cuPointerGetAttribute ? cdv_cu.cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT,
-                                                                           (CUdeviceptr)d->canary)
-                                            : CUDA_ERROR_NOT_FOUND;
+  CUresult r = cdv_cu.cuPointerGetAttribute
+                   ? cdv_cu.cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)d->canary)
+                   : CUDA_ERROR_NOT_FOUND;
   if (r == CUDA_SUCCESS && c == (CUcontext)d->ctx) return 1;
   d->gone = 1;
   return 0;
@@ -223,7 +219,7 @@ static int pool_prepare(cdv_device *d, cdv_err *e) {
  * forgotten and the device's primary context retained anew (and made current), and the memory pool's release
  * threshold raised again. Returns -1 when the reset failed (nothing changed), -2 when the reset happened but
  * the new context could not be had: after a sticky fault the driver keeps reporting it (NOTE [sticky faults]). */
-int cdv_cuda_reset(cdv_device *d, cdv_err *e) {   /* the caller has let queued work finish */
+int cdv_cuda_reset(cdv_device *d, cdv_err *e) { /* the caller has let queued work finish */
   if (CDV_CU(e, cuDevicePrimaryCtxReset, (CUdevice)d->handle)) return -1;
   if (d->handle >= 0 && d->handle < CDV_CUDA_MAXDEV) __atomic_store_n(&pool_ready[d->handle], 0, __ATOMIC_RELEASE);
   /* The thread may still have the destroyed context current, and the first call after the reset can report the
@@ -273,10 +269,11 @@ static int cuda_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, v
   if (cuda_activate(d, e)) return -1;
   if (kind != CDV_MEM_DEVICE && kind != CDV_MEM_MANAGED) return bad_kind(e, "cuda.mem_alloc", kind);
   CUdeviceptr p = 0;
-  int rc = kind == CDV_MEM_MANAGED ? CDV_CU(e, cuMemAllocManaged, &p, bytes, CU_MEM_ATTACH_GLOBAL)   /* NOTE [managed memory] */
-    : d->is_mempool_supported
-    ? (pool_prepare(d, e) ? -1 : CDV_CU(e, cuMemAllocAsync, &p, bytes, (CUstream)stream))
-    : CDV_CU(e, cuMemAlloc, &p, bytes);
+  int rc = kind == CDV_MEM_MANAGED
+               ? CDV_CU(e, cuMemAllocManaged, &p, bytes, CU_MEM_ATTACH_GLOBAL) /* NOTE [managed memory] */
+           : d->is_mempool_supported
+               ? (pool_prepare(d, e) ? -1 : CDV_CU(e, cuMemAllocAsync, &p, bytes, (CUstream)stream))
+               : CDV_CU(e, cuMemAlloc, &p, bytes);
   if (rc == 0) *ptr = (void *)(uintptr_t)p;
   return rc;
 }
@@ -286,25 +283,23 @@ static int cuda_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_e
   if (!ptr) return 0;
   if (kind == CDV_MEM_PINNED) return pinned_free(ptr, e);
   if (cuda_activate(d, e)) return -1;
-  if (kind == CDV_MEM_MANAGED) return CDV_CU(e, cuMemFree, DPTR(ptr));   /* cuMemFree waits for work using it */
+  if (kind == CDV_MEM_MANAGED) return CDV_CU(e, cuMemFree, DPTR(ptr)); /* cuMemFree waits for work using it */
   if (kind != CDV_MEM_DEVICE) return bad_kind(e, "cuda.mem_free", kind);
   return d->is_mempool_supported ? CDV_CU(e, cuMemFreeAsync, DPTR(ptr), (CUstream)stream)
                                  : CDV_CU(e, cuMemFree, DPTR(ptr));
 }
 
 /* Two CUDA sides on one physical device share its address space: a plain device-to-device copy does. */
-static int same_device(const cdv_device *a, const cdv_device *b) {
-  return a == b || a->handle == b->handle;
-}
+static int same_device(const cdv_device *a, const cdv_device *b) { return a == b || a->handle == b->handle; }
 
 /* cuMemcpyHtoDAsync / cuMemcpyDtoHAsync / cuMemcpyDtoDAsync / cuMemcpyPeerAsync, by where each side lives, all
  * on `stream` (NULL: the legacy default stream). The caller synchronises when it promised a synchronous copy. */
-static int cuda_memcpy(cdv_device *d, void *dst, cdv_device *dst_dev, const void *src, cdv_device *src_dev,
-                       size_t n, void *stream, cdv_err *e) {
+static int cuda_memcpy(cdv_device *d, void *dst, cdv_device *dst_dev, const void *src, cdv_device *src_dev, size_t n,
+                       void *stream, cdv_err *e) {
   CUstream s = (CUstream)stream;
   if (n == 0) return 0;
   if (cuda_activate(d, e)) return -1;
-  if (src_dev->be->host_memory && dst_dev->be->host_memory) {   /* not ours to do, but keep the stream's order if asked */
+  if (src_dev->be->host_memory && dst_dev->be->host_memory) { /* not ours to do, but keep the stream's order if asked */
     if (CDV_CU(e, cuStreamSynchronize, s)) return -1;
     memcpy(dst, src, n);
     return 0;
@@ -349,11 +344,11 @@ static int cuda_memset(cdv_device *d, void *dst, const void *pattern, size_t els
   if (count == 0) return 0;
   if (cuda_activate(d, e)) return -1;
   switch (elsize) {
-  case 1: memcpy(&v8, pattern, 1); return CDV_CU(e, cuMemsetD8Async, DPTR(dst), v8, count, s);
-  case 2: memcpy(&v16, pattern, 2); return CDV_CU(e, cuMemsetD16Async, DPTR(dst), v16, count, s);
-  case 4: memcpy(&v32, pattern, 4); return CDV_CU(e, cuMemsetD32Async, DPTR(dst), v32, count, s);
-  case 8: return memset64(e, DPTR(dst), pattern, count, s);
-  default: return cdv_fail(e, "cuda.memset", INVALID, "element size %zu is not 1, 2, 4 or 8", elsize);
+    case 1: memcpy(&v8, pattern, 1); return CDV_CU(e, cuMemsetD8Async, DPTR(dst), v8, count, s);
+    case 2: memcpy(&v16, pattern, 2); return CDV_CU(e, cuMemsetD16Async, DPTR(dst), v16, count, s);
+    case 4: memcpy(&v32, pattern, 4); return CDV_CU(e, cuMemsetD32Async, DPTR(dst), v32, count, s);
+    case 8: return memset64(e, DPTR(dst), pattern, count, s);
+    default: return cdv_fail(e, "cuda.memset", INVALID, "element size %zu is not 1, 2, 4 or 8", elsize);
   }
 }
 
@@ -452,7 +447,7 @@ static int user_arch(const cdv_compile_req *req, int *is_sm) {
   for (int i = 0; i < req->nopts; i++) {
     const char *o = req->opts[i];
     if (strncmp(o, "--gpu-architecture", 18) != 0 && strncmp(o, "-arch", 5) != 0) continue;
-    if (!strchr(o, '=') && i + 1 < req->nopts) o = req->opts[i + 1];   /* "-arch" "sm_90" */
+    if (!strchr(o, '=') && i + 1 < req->nopts) o = req->opts[i + 1]; /* "-arch" "sm_90" */
     *is_sm = strstr(o, "sm_") != NULL;
     return 1;
   }
@@ -513,7 +508,7 @@ static int pick_target(const cdv_compile_req *req, int arch, nvrtc_target *t, cd
 /* The options NVRTC gets: the user's, -I for each include path, then the architecture. */
 typedef struct nvrtc_opts {
   const char **v;
-  char **inc;           /* the "-I..." strings we formatted */
+  char **inc; /* the "-I..." strings we formatted */
   int n, ninc;
 } nvrtc_opts;
 
@@ -565,7 +560,7 @@ static int opts_build(const cdv_compile_req *req, const nvrtc_target *t, nvrtc_o
     snprintf(o->inc[o->ninc], len, "-I%s", req->include_paths[i]);
     o->v[o->n++] = o->inc[o->ninc++];
   }
-  if (tk[0]) o->v[o->n++] = tk;   /* after the caller's: theirs win (NOTE [toolkit includes]) */
+  if (tk[0]) o->v[o->n++] = tk; /* after the caller's: theirs win (NOTE [toolkit includes]) */
   if (cccl[0]) o->v[o->n++] = cccl;
   if (t->option[0]) o->v[o->n++] = t->option;
   return 0;
@@ -655,15 +650,17 @@ static int fetch_outputs(nvrtcProgram prog, const cdv_compile_req *req, const nv
 static int compile_failed(cdv_err *e, const cdv_compile_req *req, nvrtcResult r, const char *log) {
   const char *file = req->name ? req->name : "kernel.cu";
   cdv_nvrtc_error(e, "nvrtcCompileProgram", r);
-  if (r == NVRTC_ERROR_COMPILATION) snprintf(e->message, sizeof e->message, "compilation of %s failed", file);
-  else snprintf(e->message, sizeof e->message, "compilation of %s failed: %s", file, nvrtc_explain(r));
+  if (r == NVRTC_ERROR_COMPILATION)
+    snprintf(e->message, sizeof e->message, "compilation of %s failed", file);
+  else
+    snprintf(e->message, sizeof e->message, "compilation of %s failed: %s", file, nvrtc_explain(r));
   e->log = dup_str(log ? log : "");
   return -1;
 }
 
 /* nvrtcCompileProgram, then the log (always), the outputs and the lowered names. */
-static int program_compile(nvrtcProgram prog, const cdv_compile_req *req, const nvrtc_target *t,
-                           const nvrtc_opts *o, cdv_image *out, cdv_err *e) {
+static int program_compile(nvrtcProgram prog, const cdv_compile_req *req, const nvrtc_target *t, const nvrtc_opts *o,
+                           cdv_image *out, cdv_err *e) {
   if (!cdv_nvrtc.nvrtcCompileProgram)
     return cdv_sym_missing(e, "nvrtcCompileProgram", "nvrtcCompileProgram", "libnvrtc");
   nvrtcResult r = cdv_nvrtc.nvrtcCompileProgram(prog, o->n, o->v);
@@ -725,13 +722,13 @@ static int cuda_compile(cdv_device *d, const cdv_compile_req *req, cdv_image *ou
     return -2;
   }
   int rc = cdv_cuda_compile_uncached(d, &r, out, e);
-  if (rc == 0 && keyed) cdv_cuda_cache_put(&ce, &r, out);   /* a failed compile is never stored */
+  if (rc == 0 && keyed) cdv_cuda_cache_put(&ce, &r, out); /* a failed compile is never stored */
   return rc;
 }
 
 int cdv_cuda_compile_uncached(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
-  nvrtc_target t = { "", 0 };
-  nvrtc_opts o = { NULL, NULL, 0, 0 };
+  nvrtc_target t = {"", 0};
+  nvrtc_opts o = {NULL, NULL, 0, 0};
   nvrtcProgram prog = NULL;
   memset(out, 0, sizeof *out);
   int rc = cdv_nvrtc_load() != 0 ? cdv_nvrtc_unavailable(e) : choose_target(d, req, &t, e);
@@ -764,8 +761,8 @@ static void attach_jit_log(cdv_err *e, const char *log) {
 /* cuModuleLoadDataEx with an error-log buffer, so a JIT failure says why. */
 static int load_image(const void *image, CUmodule *m, cdv_err *e) {
   char log[8192] = "";
-  CUjit_option keys[2] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
-  void *vals[2] = { log, (void *)(uintptr_t)sizeof log };
+  CUjit_option keys[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
   if (CDV_CU(e, cuModuleLoadDataEx, m, image, 2, keys, vals) == 0) return 0;
   log[sizeof log - 1] = '\0';
   attach_jit_log(e, log);
@@ -825,8 +822,8 @@ static int cuda_module_global(cdv_device *d, void *mod, const char *symbol, void
 /* cuFuncGetAttribute for registers, block limit and the static memory sizes. */
 static int cuda_func_info(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e) {
   static const CUfunction_attribute attrs[5] = {
-    CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-    CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+      CU_FUNC_ATTRIBUTE_NUM_REGS,         CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+      CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
   };
   int v[5];
   if (cuda_activate(d, e)) return -1;
@@ -850,24 +847,25 @@ static int cuda_param_info(cdv_device *d, void *fn, int i, size_t *offset, size_
 
 /* cuOccupancyMaxActiveBlocksPerMultiprocessor */
 static int cuda_occupancy(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e) {
-  return cuda_activate(d, e) ? -1
-       : CDV_CU(e, cuOccupancyMaxActiveBlocksPerMultiprocessor, blocks_per_sm, (CUfunction)fn, block, shared);
+  return cuda_activate(d, e)
+             ? -1
+             : CDV_CU(e, cuOccupancyMaxActiveBlocksPerMultiprocessor, blocks_per_sm, (CUfunction)fn, block, shared);
 }
 
 /* cuLaunchKernel with the arguments as an array of pointers to each value (no `extra`). */
 static int cuda_launch(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
                        void *stream, void **args, cdv_err *e) {
   return cuda_activate(d, e) ? -1
-       : CDV_CU(e, cuLaunchKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
-                (CUstream)stream, args, NULL);
+                             : CDV_CU(e, cuLaunchKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1],
+                                      block[2], shared, (CUstream)stream, args, NULL);
 }
 
 /* cuLaunchCooperativeKernel: every block resident at once (NOTE [cooperative launch] in cdv.h) */
 static int cuda_launch_cooperative(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
                                    unsigned shared, void *stream, void **args, cdv_err *e) {
   return cuda_activate(d, e) ? -1
-       : CDV_CU(e, cuLaunchCooperativeKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                shared, (CUstream)stream, args);
+                             : CDV_CU(e, cuLaunchCooperativeKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0],
+                                      block[1], block[2], shared, (CUstream)stream, args);
 }
 
 /* CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, then cuOccupancyMaxActiveBlocksPerMultiprocessor per SM */
@@ -914,7 +912,7 @@ static int push_any(int *pushed, cdv_err *e) {
   *pushed = 0;
   if (CDV_CU(e, cuCtxGetCurrent, &cur)) return -1;
   pthread_once(&any_once, any_retain);
-  if (any_result != CUDA_SUCCESS)   /* device 0 cannot be had (busy, exclusive): the current context, if any */
+  if (any_result != CUDA_SUCCESS) /* device 0 cannot be had (busy, exclusive): the current context, if any */
     return cur ? 0 : cdv_cu_error(e, "cuDevicePrimaryCtxRetain", any_result);
   if (cur == any_ctx) return 0;
   if (CDV_CU(e, cuCtxPushCurrent, any_ctx)) return -1;
@@ -975,22 +973,25 @@ int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e) {
 /* cuDeviceGetAttribute for everything the registry shows: architecture, limits, UVA, memory pools. */
 static int fill_limits(cdv_device *d, cdv_err *e) {
   int major = 0, minor = 0, shared = 0, optin = 0;
-  const struct { CUdevice_attribute a; int *v; } t[] = {
-    { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major },
-    { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor },
-    { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &d->sm_count },
-    { CU_DEVICE_ATTRIBUTE_WARP_SIZE, &d->warp_size },
-    { CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &d->max_threads_per_block },
-    { CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, &d->max_block[0] },
-    { CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, &d->max_block[1] },
-    { CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, &d->max_block[2] },
-    { CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, &d->max_grid[0] },
-    { CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, &d->max_grid[1] },
-    { CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &d->max_grid[2] },
-    { CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &shared },
-    { CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &optin },
-    { CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, &d->is_uva },
-    { CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, &d->is_mempool_supported },
+  const struct {
+    CUdevice_attribute a;
+    int *v;
+  } t[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &d->sm_count},
+      {CU_DEVICE_ATTRIBUTE_WARP_SIZE, &d->warp_size},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &d->max_threads_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, &d->max_block[0]},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, &d->max_block[1]},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, &d->max_block[2]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, &d->max_grid[0]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, &d->max_grid[1]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &d->max_grid[2]},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &shared},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &optin},
+      {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, &d->is_uva},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, &d->is_mempool_supported},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (CDV_CU(e, cuDeviceGetAttribute, t[i].v, t[i].a, (CUdevice)d->handle)) return -1;
@@ -1005,9 +1006,8 @@ static int fill_uuid(cdv_device *d, cdv_err *e) {
   CUuuid u;
   if (CDV_CU(e, cuDeviceGetUuid, &u, (CUdevice)d->handle)) return -1;
   const unsigned char *b = (const unsigned char *)u.bytes;
-  snprintf(d->uuid, sizeof d->uuid,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  snprintf(d->uuid, sizeof d->uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return 0;
 }
 
@@ -1040,67 +1040,67 @@ int cdv_cuda_driver_version(void) {
 
 /* ---------------------------------------------------------------- the backend */
 const cdv_backend cdv_backend_cuda = {
-  .kind = "cuda",
-  .reset_frees = 1,
-  .has_contexts = 1,
-  .stage_pageable = 1,
-  .activate = cuda_activate,
-  .synchronize = cuda_synchronize,
-  .mem_info = cuda_mem_info,
-  .mem_alloc = cuda_mem_alloc,
-  .mem_free = cuda_mem_free,
-  .memcpy = cuda_memcpy,
-  .memset = cuda_memset,
-  .stream_create = cuda_stream_create,
-  .stream_destroy = cuda_stream_destroy,
-  .stream_synchronize = cuda_stream_synchronize,
-  .stream_query = cuda_stream_query,
-  .stream_wait_event = cuda_stream_wait_event,
-  .stream_priority_range = cuda_stream_priority_range,
-  .event_create = cuda_event_create,
-  .event_destroy = cuda_event_destroy,
-  .event_record = cuda_event_record,
-  .event_query = cuda_event_query,
-  .event_synchronize = cuda_event_synchronize,
-  .event_elapsed = cuda_event_elapsed,
-  .compile = cuda_compile,
-  .module_load = cuda_module_load,
-  .module_unload = cuda_module_unload,
-  .module_function = cuda_module_function,
-  .module_global = cuda_module_global,
-  .func_info = cuda_func_info,
-  .param_info = cuda_param_info,
-  .occupancy = cuda_occupancy,
-  .launch = cuda_launch,
-  .launch_cooperative = cuda_launch_cooperative,
-  .coop_limit = cuda_coop_limit,
-  .allow_shared = cuda_allow_shared,
-  /* (see NOTE [optional operations]) backend_cuda_optional.c */
-  .peer_supported = cdv_cuda_peer_supported,
-  .peer_set = cdv_cuda_peer_set,
-  .mempool_access_get = cdv_cuda_mempool_access_get,
-  .mempool_access_set = cdv_cuda_mempool_access_set,
-  .capture_begin = cdv_cuda_capture_begin,
-  .capture_end = cdv_cuda_capture_end,
-  .graph_launch = cdv_cuda_graph_launch,
-  .graph_destroy = cdv_cuda_graph_destroy,
-  .pool_reserved = cdv_cuda_pool_reserved,
-  .pool_trim = cdv_cuda_pool_trim,
-  .attribute = cdv_cuda_attribute,
-  .sm_resources = cdv_cuda_sm_resources,
-  .reset = cdv_cuda_reset,
-  .profiler = cdv_cuda_profiler,
-  .stream_of = cdv_cuda_stream_of,
-  /* backend_cuda_ipc.c */
-  .host_func = cdv_cuda_host_func,
-  .ipc_alloc = cdv_cuda_ipc_alloc,
-  .ipc_free = cdv_cuda_ipc_free,
-  .ipc_mem_get = cdv_cuda_ipc_mem_get,
-  .ipc_mem_open = cdv_cuda_ipc_mem_open,
-  .ipc_mem_close = cdv_cuda_ipc_mem_close,
-  .ipc_event_create = cdv_cuda_ipc_event_create,
-  .ipc_event_get = cdv_cuda_ipc_event_get,
-  .ipc_event_open = cdv_cuda_ipc_event_open,
-  .mem_prefetch = cdv_cuda_mem_prefetch,
-  .mem_advise = cdv_cuda_mem_advise,
+    .kind = "cuda",
+    .reset_frees = 1,
+    .has_contexts = 1,
+    .stage_pageable = 1,
+    .activate = cuda_activate,
+    .synchronize = cuda_synchronize,
+    .mem_info = cuda_mem_info,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_free = cuda_mem_free,
+    .memcpy = cuda_memcpy,
+    .memset = cuda_memset,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_synchronize = cuda_stream_synchronize,
+    .stream_query = cuda_stream_query,
+    .stream_wait_event = cuda_stream_wait_event,
+    .stream_priority_range = cuda_stream_priority_range,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_synchronize = cuda_event_synchronize,
+    .event_elapsed = cuda_event_elapsed,
+    .compile = cuda_compile,
+    .module_load = cuda_module_load,
+    .module_unload = cuda_module_unload,
+    .module_function = cuda_module_function,
+    .module_global = cuda_module_global,
+    .func_info = cuda_func_info,
+    .param_info = cuda_param_info,
+    .occupancy = cuda_occupancy,
+    .launch = cuda_launch,
+    .launch_cooperative = cuda_launch_cooperative,
+    .coop_limit = cuda_coop_limit,
+    .allow_shared = cuda_allow_shared,
+    /* (see NOTE [optional operations]) backend_cuda_optional.c */
+    .peer_supported = cdv_cuda_peer_supported,
+    .peer_set = cdv_cuda_peer_set,
+    .mempool_access_get = cdv_cuda_mempool_access_get,
+    .mempool_access_set = cdv_cuda_mempool_access_set,
+    .capture_begin = cdv_cuda_capture_begin,
+    .capture_end = cdv_cuda_capture_end,
+    .graph_launch = cdv_cuda_graph_launch,
+    .graph_destroy = cdv_cuda_graph_destroy,
+    .pool_reserved = cdv_cuda_pool_reserved,
+    .pool_trim = cdv_cuda_pool_trim,
+    .attribute = cdv_cuda_attribute,
+    .sm_resources = cdv_cuda_sm_resources,
+    .reset = cdv_cuda_reset,
+    .profiler = cdv_cuda_profiler,
+    .stream_of = cdv_cuda_stream_of,
+    /* backend_cuda_ipc.c */
+    .host_func = cdv_cuda_host_func,
+    .ipc_alloc = cdv_cuda_ipc_alloc,
+    .ipc_free = cdv_cuda_ipc_free,
+    .ipc_mem_get = cdv_cuda_ipc_mem_get,
+    .ipc_mem_open = cdv_cuda_ipc_mem_open,
+    .ipc_mem_close = cdv_cuda_ipc_mem_close,
+    .ipc_event_create = cdv_cuda_ipc_event_create,
+    .ipc_event_get = cdv_cuda_ipc_event_get,
+    .ipc_event_open = cdv_cuda_ipc_event_open,
+    .mem_prefetch = cdv_cuda_mem_prefetch,
+    .mem_advise = cdv_cuda_mem_advise,
 };

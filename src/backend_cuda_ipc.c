@@ -29,7 +29,7 @@ int cdv_cuda_ipc_alloc(cdv_device *d, size_t bytes, void **ptr, cdv_err *e) {
   (void)d;
   CUdeviceptr p = 0;
   *ptr = NULL;
-  if (CDV_CU(e, cuMemAlloc, &p, bytes == 0 ? 1 : bytes)) return -1;   /* an empty array is shared too */
+  if (CDV_CU(e, cuMemAlloc, &p, bytes == 0 ? 1 : bytes)) return -1; /* an empty array is shared too */
   *ptr = (void *)(uintptr_t)p;
   return 0;
 }

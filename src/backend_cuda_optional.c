@@ -146,7 +146,10 @@ int cdv_cuda_profiler(cdv_device *d, int start, cdv_err *e) {
 /* The number of CU_DEVICE_ATTRIBUTE_<NAME> for d:attribute("name") (lowercase, without the prefix; the table
  * is generated from cuda.h, cmake/gen_attrs.cmake), -1 for a name it does not have. */
 int cdv_cuda_attribute_id(const char *name) {
-  static const struct { const char *name; int value; } attrs[] = {
+  static const struct {
+    const char *name;
+    int value;
+  } attrs[] = {
 #include "cdv_attrs.h"
   };
   for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)

@@ -33,7 +33,7 @@
 /* Threads for an m x n x k product: one per CPU we may use, but only where each gets at least a few million
  * multiply-adds and some rows (a thread's start costs tens of microseconds). */
 static int cdv_gemm_threads(int64_t m, int64_t n, int64_t k, int mr) {
-  cpu_set_t set;   /* the CPUs this process may run on (taskset, cgroups), not every CPU of the machine */
+  cpu_set_t set; /* the CPUs this process may run on (taskset, cgroups), not every CPU of the machine */
   long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
   double work = (double)m * (double)n * (double)k;
   int64_t by_work = (int64_t)(work / (1 << 22)) + 1, by_rows = (m + mr - 1) / mr;
@@ -68,9 +68,11 @@ static int gemm_f16(const uint16_t *a, int transa, const uint16_t *b, int transb
   float *fb = fa + na, *fc = fb + nb;
   for (size_t i = 0; i < na; i++) fa[i] = cdv_f16_to_f32(a[i]);
   for (size_t i = 0; i < nb; i++) fb[i] = cdv_f16_to_f32(b[i]);
-  if (beta != 0) for (size_t i = 0; i < nc; i++) fc[i] = cdv_f16_to_f32(c[i]);
+  if (beta != 0)
+    for (size_t i = 0; i < nc; i++) fc[i] = cdv_f16_to_f32(c[i]);
   int rc = gemm_f32(fa, transa, fb, transb, fc, m, n, k, alpha, beta);
-  if (rc == 0) for (size_t i = 0; i < nc; i++) c[i] = cdv_f32_to_f16(fc[i]);
+  if (rc == 0)
+    for (size_t i = 0; i < nc; i++) c[i] = cdv_f32_to_f16(fc[i]);
   free(fa);
   return rc;
 }
@@ -93,16 +95,25 @@ typedef int (*cublas_gemm_ex_fn)(cdv_cublas_handle handle, int transa, int trans
                                  int ldb, const void *beta, void *C, int Ctype, int ldc, int computeType, int algo);
 typedef const char *(*cublas_status_string_fn)(int status);
 
-enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_DEFAULT_MATH = 0, CUBLAS_GEMM_DEFAULT = -1,
-       CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_64F = 70 };
+enum {
+  CUBLAS_OP_N = 0,
+  CUBLAS_OP_T = 1,
+  CUBLAS_DEFAULT_MATH = 0,
+  CUBLAS_GEMM_DEFAULT = -1,
+  CUDA_R_32F = 0,
+  CUDA_R_64F = 1,
+  CUDA_R_16F = 2,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_64F = 70
+};
 
 static struct {
-  cublas_create_fn create;              /* cublasCreate_v2 */
-  cublas_destroy_fn destroy;            /* cublasDestroy_v2 */
-  cublas_set_stream_fn set_stream;      /* cublasSetStream_v2 */
-  cublas_set_math_mode_fn set_math_mode;   /* cublasSetMathMode */
-  cublas_gemm_ex_fn gemm_ex;            /* cublasGemmEx */
-  cublas_status_string_fn status_string;   /* cublasGetStatusString (cuBLAS 11.4), optional */
+  cublas_create_fn create; /* cublasCreate_v2 */
+  cublas_destroy_fn destroy; /* cublasDestroy_v2 */
+  cublas_set_stream_fn set_stream; /* cublasSetStream_v2 */
+  cublas_set_math_mode_fn set_math_mode; /* cublasSetMathMode */
+  cublas_gemm_ex_fn gemm_ex; /* cublasGemmEx */
+  cublas_status_string_fn status_string; /* cublasGetStatusString (cuBLAS 11.4), optional */
   void *handle;
   char path[512];
   char why[4096];
@@ -177,14 +188,15 @@ static int cublas_load(cdv_err *e) {
 }
 
 static int cublas_status(cdv_err *e, const char *api, int status) {
-  static const char *const names[] = {
-    [0] = "CUBLAS_STATUS_SUCCESS", [1] = "CUBLAS_STATUS_NOT_INITIALIZED", [3] = "CUBLAS_STATUS_ALLOC_FAILED",
-    [7] = "CUBLAS_STATUS_INVALID_VALUE", [8] = "CUBLAS_STATUS_ARCH_MISMATCH", [11] = "CUBLAS_STATUS_MAPPING_ERROR",
-    [13] = "CUBLAS_STATUS_EXECUTION_FAILED", [14] = "CUBLAS_STATUS_INTERNAL_ERROR",
-    [15] = "CUBLAS_STATUS_NOT_SUPPORTED", [16] = "CUBLAS_STATUS_LICENSE_ERROR"};
+  static const char *const names[] = {[0] = "CUBLAS_STATUS_SUCCESS",           [1] = "CUBLAS_STATUS_NOT_INITIALIZED",
+                                      [3] = "CUBLAS_STATUS_ALLOC_FAILED",      [7] = "CUBLAS_STATUS_INVALID_VALUE",
+                                      [8] = "CUBLAS_STATUS_ARCH_MISMATCH",     [11] = "CUBLAS_STATUS_MAPPING_ERROR",
+                                      [13] = "CUBLAS_STATUS_EXECUTION_FAILED", [14] = "CUBLAS_STATUS_INTERNAL_ERROR",
+                                      [15] = "CUBLAS_STATUS_NOT_SUPPORTED",    [16] = "CUBLAS_STATUS_LICENSE_ERROR"};
   if (status == 0) return 0;
-  const char *name = status > 0 && status < (int)(sizeof names / sizeof *names) && names[status] ? names[status]
-                                                                                               : "CUBLAS_STATUS_UNKNOWN";
+  const char *name = status > 0 && status < (int)(sizeof names / sizeof *names) && names[status]
+                         ? names[status]
+                         : "CUBLAS_STATUS_UNKNOWN";
   const char *text = cublas.status_string ? cublas.status_string(status) : NULL;
   return cdv_fail(e, api, status, name, "%s", text ? text : "cuBLAS failed");
 }
@@ -197,10 +209,14 @@ static int cublas_status(cdv_err *e, const char *api, int status) {
  * destroyed (the driver would be called on a dead context), and a new one is made. Each call sets the handle's
  * stream to the Array's, so cuBLAS's work is ordered with the rest of that stream. */
 #define BLAS_KEY "cudadev.cublas_handles"
-#define BLAS_MAGIC 0x63647642686e64ULL   /* "cdvBhnd" (NOTE [magic]) */
+#define BLAS_MAGIC 0x63647642686e64ULL /* "cdvBhnd" (NOTE [magic]) */
 typedef struct blas_handles {
   uint64_t magic;
-  struct { cdv_cublas_handle h; cdv_device *dev; unsigned generation; } slot[CDV_MAXDEV];
+  struct {
+    cdv_cublas_handle h;
+    cdv_device *dev;
+    unsigned generation;
+  } slot[CDV_MAXDEV];
 } blas_handles;
 
 static int handles_gc(lua_State *L) {
@@ -213,7 +229,7 @@ static int handles_gc(lua_State *L) {
     if (h == NULL || !cdv_still_owned(d, hs->slot[i].generation) || d->gone) continue;
     cdv_err e;
     if (d->be->activate(d, &e) != 0 || cublas_status(&e, "cublasDestroy", cublas.destroy(h)) != 0)
-      cdv_warn_release(L, "cuBLAS handle", d, &e);   /* __gc never raises */
+      cdv_warn_release(L, "cuBLAS handle", d, &e); /* __gc never raises */
   }
   return 0;
 }
@@ -223,8 +239,7 @@ static cdv_cublas_handle blas_handle(lua_State *L, cdv_device *d) {
   cdv_err e;
   if (cublas_load(&e) != 0) cdv_raise(L, d, &e);
   blas_handles *hs = NULL;
-  if (lua_getfield(L, LUA_REGISTRYINDEX, BLAS_KEY) == LUA_TUSERDATA)
-    hs = cdv_test_magic(L, -1, sizeof *hs, BLAS_MAGIC);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, BLAS_KEY) == LUA_TUSERDATA) hs = cdv_test_magic(L, -1, sizeof *hs, BLAS_MAGIC);
   lua_pop(L, 1);
   if (hs == NULL) {
     hs = lua_newuserdatauv(L, sizeof *hs, 0);
@@ -236,13 +251,13 @@ static cdv_cublas_handle blas_handle(lua_State *L, cdv_device *d) {
     lua_pushliteral(L, "cudadev.CublasHandles");
     lua_setfield(L, -2, "__name");
     lua_setmetatable(L, -2);
-    cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
+    cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
     lua_setfield(L, LUA_REGISTRYINDEX, BLAS_KEY);
   }
   if (d->index < 0 || d->index >= CDV_MAXDEV) luaL_error(L, "matmul: %s has no cuBLAS slot", d->alias);
   if (hs->slot[d->index].h != NULL && hs->slot[d->index].dev == d && hs->slot[d->index].generation == d->generation)
     return hs->slot[d->index].h;
-  hs->slot[d->index].h = NULL;   /* stale: its context is gone (NOTE [cublas handles]) */
+  hs->slot[d->index].h = NULL; /* stale: its context is gone (NOTE [cublas handles]) */
   cdv_cublas_handle h = NULL;
   if (cublas_status(&e, "cublasCreate", cublas.create(&h)) != 0) cdv_raise(L, d, &e);
   if (cublas_status(&e, "cublasSetMathMode", cublas.set_math_mode(h, CUBLAS_DEFAULT_MATH)) != 0) {
@@ -309,7 +324,7 @@ static int l_matmul(lua_State *L) {
     if (out->block->generation != out->block->dev->generation)
       cdv_opt_error(L, "out", "matmul", "stale Array: device was reset");
   }
-  int out_idx = lua_gettop(L);   /* out, or nil: stays on the stack */
+  int out_idx = lua_gettop(L); /* out, or nil: stays on the stack */
   double alpha = opt_number(L, 3, "alpha", 1.0), beta = opt_number(L, 3, "beta", 0.0);
   int transa = cdv_check_boolean_field(L, 3, "transa", 0, "matmul");
   int transb = cdv_check_boolean_field(L, 3, "transb", 0, "matmul");
@@ -323,8 +338,10 @@ static int l_matmul(lua_State *L) {
                       cdv_dtypes[a->dtype].name, cdv_dtypes[b->dtype].name,
                       cdv_dtypes[a->dtype > b->dtype ? a->dtype : b->dtype].name);
   if (t != CDV_F16 && t != CDV_F32 && t != CDV_F64)
-    return luaL_error(L, "matmul: %s arrays are not supported (float16, float32 or float64); convert with "
-                      "a:astype(\"float32\")", cdv_dtypes[t].name);
+    return luaL_error(L,
+                      "matmul: %s arrays are not supported (float16, float32 or float64); convert with "
+                      "a:astype(\"float32\")",
+                      cdv_dtypes[t].name);
   /* shapes: a 1-d a is one row, a 1-d b one column, and that dimension is dropped from the result */
   const cdv_array *ops[2] = {a, b};
   const char *names[2] = {"a", "b"};
@@ -378,16 +395,16 @@ static int l_matmul(lua_State *L) {
     out_idx = lua_gettop(L);
   }
   cdv_err e;
-  if (d->be->host_memory) {   /* (see NOTE [backend properties]) the host computes on the arrays in place */
+  if (d->be->host_memory) { /* (see NOTE [backend properties]) the host computes on the arrays in place */
     cdv_device_check(L, d);
     if (cdv_host_wait(a->block, &e) != 0 || cdv_host_wait(b->block, &e) != 0 || cdv_host_wait(out->block, &e) != 0)
       return cdv_raise(L, NULL, &e);
-    int rc = t == CDV_F32 ? gemm_f32((const float *)a->data, transa, (const float *)b->data, transb,
-                                     (float *)out->data, m, n, k, (float)alpha, (float)beta)
-           : t == CDV_F64 ? gemm_f64((const double *)a->data, transa, (const double *)b->data, transb,
-                                     (double *)out->data, m, n, k, alpha, beta)
-           : gemm_f16((const uint16_t *)a->data, transa, (const uint16_t *)b->data, transb, (uint16_t *)out->data,
-                      m, n, k, (float)alpha, (float)beta);
+    int rc = t == CDV_F32 ? gemm_f32((const float *)a->data, transa, (const float *)b->data, transb, (float *)out->data,
+                                     m, n, k, (float)alpha, (float)beta)
+             : t == CDV_F64 ? gemm_f64((const double *)a->data, transa, (const double *)b->data, transb,
+                                       (double *)out->data, m, n, k, alpha, beta)
+                            : gemm_f16((const uint16_t *)a->data, transa, (const uint16_t *)b->data, transb,
+                                       (uint16_t *)out->data, m, n, k, (float)alpha, (float)beta);
     if (rc != 0) return luaL_error(L, "matmul: not enough host memory for the product's panels");
   } else {
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
@@ -409,7 +426,8 @@ static int l_matmul(lua_State *L) {
                                        (int)n, (int)m, (int)k, pa, b->data, dt, ldb, a->data, dt, lda, pb, out->data,
                                        dt, (int)n, ct, CUBLAS_GEMM_DEFAULT)) != 0)
         return cdv_raise(L, d, &e);
-      if (cdv_get_state(L)->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
+      if (cdv_get_state(L)->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0)
+        return cdv_raise(L, d, &e);
     }
   }
   cdv_block_used(a->block, d, stream);
@@ -442,7 +460,7 @@ int cdv_blas_open(lua_State *L) {
     lua_setfield(L, -2, "cublas");
   }
   lua_pop(L, 1);
-  luaL_getmetatable(L, CDV_ARRAY);   /* a:matmul(b [, opts]): the same function, a being argument #1 */
+  luaL_getmetatable(L, CDV_ARRAY); /* a:matmul(b [, opts]): the same function, a being argument #1 */
   if (lua_getfield(L, -1, "methods") == LUA_TTABLE) {
     lua_pushcfunction(L, l_matmul);
     lua_setfield(L, -2, "matmul");

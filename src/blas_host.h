@@ -16,15 +16,15 @@
 #define HG_MR 6
 #define HG_NR (2 * HG_VL)
 #define HG_KC 256
-#define HG_MC 120                 /* a multiple of HG_MR */
-#define HG_NC 2048                /* a multiple of HG_NR */
+#define HG_MC 120 /* a multiple of HG_MR */
+#define HG_NC 2048 /* a multiple of HG_NR */
 
 typedef HG_T HG_(vec) __attribute__((vector_size(HG_VL * sizeof(HG_T))));
 
 /* op(X)[i][p] lives at x[i * rs + p * cs]: panels of `r` rows (r = MR for A; for B, transposed, NR columns),
  * p running fastest over the panel's rows, zero past the edge. */
-static void HG_(pack)(HG_T *restrict dst, const HG_T *restrict x, int64_t rs, int64_t cs, int64_t rows,
-                      int64_t depth, int r) {
+static void HG_(pack)(HG_T *restrict dst, const HG_T *restrict x, int64_t rs, int64_t cs, int64_t rows, int64_t depth,
+                      int r) {
   for (int64_t i0 = 0; i0 < rows; i0 += r) {
     int64_t ri = rows - i0 < r ? rows - i0 : r;
     for (int64_t p = 0; p < depth; p++) {
@@ -38,8 +38,7 @@ static void HG_(pack)(HG_T *restrict dst, const HG_T *restrict x, int64_t rs, in
 }
 
 /* The MR x NR tile of A panel * B panel over kc, into t (row-major, NR wide). */
-CDV_GEMM_CLONES static void HG_(micro)(int64_t kc, const HG_T *restrict ap, const HG_T *restrict bp,
-                                       HG_T *restrict t) {
+CDV_GEMM_CLONES static void HG_(micro)(int64_t kc, const HG_T *restrict ap, const HG_T *restrict bp, HG_T *restrict t) {
   HG_(vec) c[HG_MR][2];
   memset(c, 0, sizeof c);
   for (int64_t p = 0; p < kc; p++) {
@@ -59,12 +58,12 @@ CDV_GEMM_CLONES static void HG_(micro)(int64_t kc, const HG_T *restrict ap, cons
 }
 
 typedef struct HG_(job) {
-  int64_t m0, m1, n, k;             /* this job's rows of C: [m0, m1) */
+  int64_t m0, m1, n, k; /* this job's rows of C: [m0, m1) */
   const HG_T *a, *b;
-  int64_t ars, acs, brs, bcs;       /* op(A)[i][p] = a[i * ars + p * acs], op(B)[p][j] = b[p * brs + j * bcs] */
-  HG_T *c;                          /* m x n, row-major */
+  int64_t ars, acs, brs, bcs; /* op(A)[i][p] = a[i * ars + p * acs], op(B)[p][j] = b[p * brs + j * bcs] */
+  HG_T *c; /* m x n, row-major */
   HG_T alpha, beta;
-  int failed;                       /* no memory for the panels */
+  int failed; /* no memory for the panels */
 } HG_(job);
 
 static void *HG_(run)(void *arg) {
@@ -97,9 +96,12 @@ static void *HG_(run)(void *arg) {
             HG_T *c = J->c + (ic + ir) * n + jc + jr;
             for (int64_t i = 0; i < mi; i++, c += n) {
               const HG_T *ti = t + i * HG_NR;
-              if (!first) for (int64_t j = 0; j < ni; j++) c[j] += J->alpha * ti[j];
-              else if (J->beta == 0) for (int64_t j = 0; j < ni; j++) c[j] = J->alpha * ti[j];
-              else for (int64_t j = 0; j < ni; j++) c[j] = J->alpha * ti[j] + J->beta * c[j];
+              if (!first)
+                for (int64_t j = 0; j < ni; j++) c[j] += J->alpha * ti[j];
+              else if (J->beta == 0)
+                for (int64_t j = 0; j < ni; j++) c[j] = J->alpha * ti[j];
+              else
+                for (int64_t j = 0; j < ni; j++) c[j] = J->alpha * ti[j] + J->beta * c[j];
             }
           }
         }
@@ -115,14 +117,23 @@ static void *HG_(run)(void *arg) {
 static int HG_(gemm)(const HG_T *a, int transa, const HG_T *b, int transb, HG_T *c, int64_t m, int64_t n, int64_t k,
                      HG_T alpha, HG_T beta) {
   if (m == 0 || n == 0) return 0;
-  if (k == 0) {   /* no product: C = beta C */
+  if (k == 0) { /* no product: C = beta C */
     for (int64_t i = 0; i < m * n; i++) c[i] = beta == 0 ? 0 : beta * c[i];
     return 0;
   }
-  HG_(job) proto = {
-    .n = n, .k = k, .a = a, .b = b, .c = c, .alpha = alpha, .beta = beta,
-    .ars = transa ? 1 : k, .acs = transa ? m : 1,      /* A stored m x k, or k x m when transposed */
-    .brs = transb ? 1 : n, .bcs = transb ? k : 1,      /* B stored k x n, or n x k */
+  HG_(job)
+  proto = {
+      .n = n,
+      .k = k,
+      .a = a,
+      .b = b,
+      .c = c,
+      .alpha = alpha,
+      .beta = beta,
+      .ars = transa ? 1 : k,
+      .acs = transa ? m : 1, /* A stored m x k, or k x m when transposed */
+      .brs = transb ? 1 : n,
+      .bcs = transb ? k : 1, /* B stored k x n, or n x k */
   };
   HG_(job) jobs[CDV_GEMM_MAX_THREADS];
   int nt = cdv_gemm_threads(m, n, k, HG_MR);
@@ -139,8 +150,10 @@ static int HG_(gemm)(const HG_T *a, int transa, const HG_T *b, int transb, HG_T 
   HG_(run)(&jobs[0]);
   int failed = jobs[0].failed;
   for (int i = 1; i < nt; i++) {
-    if (started[i]) pthread_join(tid[i], NULL);
-    else if (jobs[i].m0 < jobs[i].m1) HG_(run)(&jobs[i]);   /* no thread: this one does its rows */
+    if (started[i])
+      pthread_join(tid[i], NULL);
+    else if (jobs[i].m0 < jobs[i].m1)
+      HG_(run)(&jobs[i]); /* no thread: this one does its rows */
     failed |= jobs[i].failed;
   }
   return failed ? -1 : 0;

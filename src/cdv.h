@@ -14,7 +14,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include "backend.h"   /* the contract below the Lua types: NOTE [layers] */
+#include "backend.h" /* the contract below the Lua types: NOTE [layers] */
 #ifdef CDV_LAYER_BACKEND
 #error "cdv.h is the front end's header: a backend file includes backend.h (NOTE [layers])"
 #endif
@@ -22,14 +22,14 @@
 #define CDV_VERSION "0.1.0"
 
 /* ---------------------------------------------------------------- device registry (device.c) */
-int cdv_device_count_all(void);              /* registry size (cpu + CUDA devices + mapped) */
+int cdv_device_count_all(void); /* registry size (cpu + CUDA devices + mapped) */
 cdv_device *cdv_device_at(int index);
 cdv_device *cdv_cpu(void);
-cdv_device *cdv_device_add(const cdv_device *proto);      /* a mapped context; NULL when full */
+cdv_device *cdv_device_add(const cdv_device *proto); /* a mapped context; NULL when full */
 /* (see NOTE [layers]) the registry is the one front-end place that names backends: the backend that compiles for an
  * sm_XX architecture with no device to load the code on (cd.compile{arch=}) */
 const cdv_backend *cdv_arch_backend(void);
-int cdv_cuda_count(void);                    /* CUDA devices (0 without a driver) */
+int cdv_cuda_count(void); /* CUDA devices (0 without a driver) */
 
 /* per-lua_State state (registry userdata): default device, current streams, embedding options */
 typedef struct cdv_stream cdv_stream;
@@ -37,14 +37,14 @@ typedef struct cdv_stream cdv_stream;
 #define CDV_BLOCK_SLOTS 32
 typedef struct cdv_held_block {
   cdv_device *dev;
-  unsigned generation;                       /* the device's when the block was freed */
+  unsigned generation; /* the device's when the block was freed */
   void *ptr;
-  size_t bytes;                              /* its size class */
-  void *stream;                              /* the stream its free was ordered on */
+  size_t bytes; /* its size class */
+  void *stream; /* the stream its free was ordered on */
 } cdv_held_block;
 typedef struct cdv_state {
-  int default_device;                        /* registry index; -1 until first needed */
-  cdv_stream *cur_stream[CDV_MAXDEV];        /* current stream per device (anchored in the registry) */
+  int default_device; /* registry index; -1 until first needed */
+  cdv_stream *cur_stream[CDV_MAXDEV]; /* current stream per device (anchored in the registry) */
   /* NOTE [current stream cache]: what a launch needs of the current stream, copied out of the Stream when the
    * slot is set (cdv_set_current_slot) and cleared by the Stream's release, which compares addresses only. The
    * launch fast path reads these and never follows cur_stream: a script with the debug library can nil a
@@ -53,36 +53,36 @@ typedef struct cdv_state {
   void *cur_handle[CDV_MAXDEV];
   unsigned cur_generation[CDV_MAXDEV];
   unsigned char cur_set[CDV_MAXDEV];
-  size_t gc_pressure;                        /* device bytes allocated since the last GC step */
+  size_t gc_pressure; /* device bytes allocated since the last GC step */
   int sandbox;
-  size_t quota, quota_used;                  /* device-memory quota for the state (0 = none) */
-  int launch_blocking;                       /* CUDA_LAUNCH_BLOCKING=1 */
-  int interruptible;                         /* NOTE [interruptible waits] (embed.c) */
-  int coscopes;                              /* a coroutine opened a scope: NOTE [coroutine scopes] (async.c) */
+  size_t quota, quota_used; /* device-memory quota for the state (0 = none) */
+  int launch_blocking; /* CUDA_LAUNCH_BLOCKING=1 */
+  int interruptible; /* NOTE [interruptible waits] (embed.c) */
+  int coscopes; /* a coroutine opened a scope: NOTE [coroutine scopes] (async.c) */
   /* NOTE [launch keys]: the launch configuration's key names, interned in this state (anchored in the
    * registry). Lua interns short strings, so a key read from a config table is one of these exactly when
    * its text pointer is: the launch path compares pointers, not text. */
   const char *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device, *key_cooperative;
   /* NOTE [block cache] (memory.c): device blocks this state freed, kept for reuse, oldest first */
   int nheld;
-  int closing;                               /* the state is closing: freed blocks go straight back */
+  int closing; /* the state is closing: freed blocks go straight back */
   cdv_held_block held[CDV_BLOCK_SLOTS];
   /* NOTE [state record] (cudadev.c): the record is C memory, found by the state's registry table */
-  const void *reg;                           /* lua_topointer(L, LUA_REGISTRYINDEX): the state's identity */
-  void *anchor;                              /* the registry's userdata that finds it (NULL once released) */
-  int refs;                                  /* the state itself, each block it owns, each Kernel */
-  int released;                              /* its state closed: no longer found by reg */
-  size_t max_arrays, live_arrays;            /* (see NOTE [state limits]) allocations the state may hold at once */
-  char **allowed_options;                    /* cudadev_options.allowed_compile_options (NULL: any) */
-  char **include_dirs;                       /* cudadev_options.include_dirs, resolved (NULL: the toolkit's) */
+  const void *reg; /* lua_topointer(L, LUA_REGISTRYINDEX): the state's identity */
+  void *anchor; /* the registry's userdata that finds it (NULL once released) */
+  int refs; /* the state itself, each block it owns, each Kernel */
+  int released; /* its state closed: no longer found by reg */
+  size_t max_arrays, live_arrays; /* (see NOTE [state limits]) allocations the state may hold at once */
+  char **allowed_options; /* cudadev_options.allowed_compile_options (NULL: any) */
+  char **include_dirs; /* cudadev_options.include_dirs, resolved (NULL: the toolkit's) */
 } cdv_state;
 
-#define CDV_DEFAULT_MAX_ARRAYS ((size_t)1 << 20)   /* (see NOTE [state limits]) cudadev_options.max_arrays 0 */
+#define CDV_DEFAULT_MAX_ARRAYS ((size_t)1 << 20) /* (see NOTE [state limits]) cudadev_options.max_arrays 0 */
 cdv_state *cdv_get_state(lua_State *L);
 /* The record without creating one, for finalizers (never raises; NULL when there is none) */
 cdv_state *cdv_peek_state(lua_State *L);
 void cdv_state_ref(cdv_state *st);
-void cdv_state_unref(cdv_state *st);          /* the last reference frees the record of a closed state */
+void cdv_state_unref(cdv_state *st); /* the last reference frees the record of a closed state */
 /* (see NOTE [objects made in finalizers]) called on each new userdata that holds a resource, after its metatable is set
  * and before the resource is acquired (it raises once the state is closing) */
 void cdv_track_late(lua_State *L, int idx);
@@ -99,30 +99,30 @@ static inline int cdv_still_owned(cdv_device *d, unsigned generation) {
 /* ---------------------------------------------------------------- Lua types */
 #define CDV_DEVICE "cudadev.Device"
 #define CDV_STREAM "cudadev.Stream"
-#define CDV_EVENT  "cudadev.Event"
-#define CDV_ARRAY  "cudadev.Array"
+#define CDV_EVENT "cudadev.Event"
+#define CDV_ARRAY "cudadev.Array"
 #define CDV_MODULE "cudadev.Module"
 #define CDV_KERNEL "cudadev.Kernel"
-#define CDV_GRAPH  "cudadev.Graph"
+#define CDV_GRAPH "cudadev.Graph"
 #define CDV_LAUNCH_CONFIG "cudadev.LaunchConfig"
-#define CDV_ERROR  "cudadev.Error"
-#define CDV_COMM   "cudadev.Comm"
+#define CDV_ERROR "cudadev.Error"
+#define CDV_COMM "cudadev.Comm"
 
 struct cdv_stream {
-  uint64_t magic;         /* CDV_STREAM_MAGIC (NOTE [magic]) */
+  uint64_t magic; /* CDV_STREAM_MAGIC (NOTE [magic]) */
   cdv_device *dev;
-  void *handle;           /* backend stream; NULL = the device's default stream */
+  void *handle; /* backend stream; NULL = the device's default stream */
   unsigned generation;
-  int priority, owned;    /* owned: destroyed with the userdata */
+  int priority, owned; /* owned: destroyed with the userdata */
 };
 
 typedef struct cdv_event {
-  uint64_t magic;         /* CDV_EVENT_MAGIC (NOTE [magic]) */
+  uint64_t magic; /* CDV_EVENT_MAGIC (NOTE [magic]) */
   cdv_device *dev;
   void *handle;
   unsigned generation;
   int timing;
-  int ipc;                /* (see NOTE [ipc]) 1 made with ipc = true (exportable), 2 opened from another process */
+  int ipc; /* (see NOTE [ipc]) 1 made with ipc = true (exportable), 2 opened from another process */
 } cdv_event;
 
 /* NOTE [array memory]: an allocation is a refcounted block shared by an array and its views, so a view
@@ -130,35 +130,35 @@ typedef struct cdv_event {
  * it, so that a free is ordered after the work queued on that stream. */
 typedef struct cdv_block {
   int refs;
-  int kind;               /* CDV_MEM_* */
-  cdv_device *dev;        /* where the memory lives (cpu for host memory) */
+  int kind; /* CDV_MEM_* */
+  cdv_device *dev; /* where the memory lives (cpu for host memory) */
   void *ptr;
   size_t bytes;
   unsigned generation;
-  cdv_device *last_dev;   /* the device of the last stream that used the block */
-  void *last_stream;      /* that stream's handle (NULL: default) */
-  void (*release)(void *ud, void *ptr);   /* memory owned by a host (embedding); NULL when ours */
+  cdv_device *last_dev; /* the device of the last stream that used the block */
+  void *last_stream; /* that stream's handle (NULL: default) */
+  void (*release)(void *ud, void *ptr); /* memory owned by a host (embedding); NULL when ours */
   void *release_ud;
-  int borrowed;           /* host memory we must not free */
-  cdv_state *quota;       /* the state whose quota counts the block (NULL: none); NOTE [state limits] */
-  size_t charged;         /* what the quota counts for it: what the allocation really holds (cdv_footprint) */
-  cdv_state *owner;       /* the state that allocated it, whose cache keeps it when freed (NOTE [block cache]) */
+  int borrowed; /* host memory we must not free */
+  cdv_state *quota; /* the state whose quota counts the block (NULL: none); NOTE [state limits] */
+  size_t charged; /* what the quota counts for it: what the allocation really holds (cdv_footprint) */
+  cdv_state *owner; /* the state that allocated it, whose cache keeps it when freed (NOTE [block cache]) */
 } cdv_block;
 
 #define CDV_MAXDIM 8
 /* NOTE [magic]: the hot paths recognise their userdata by a tag in the first field, which is cheaper than
  * a metatable lookup and also refuses a userdata that was given another type's metatable with the debug
  * library (which would otherwise be read as the wrong struct). */
-#define CDV_ARRAY_MAGIC 0x63647641727261ULL    /* "cdvArra" */
-#define CDV_KERNEL_MAGIC 0x6364764b65726eULL   /* "cdvKern" */
-#define CDV_STREAM_MAGIC 0x63647653747265ULL   /* "cdvStre" */
-#define CDV_EVENT_MAGIC 0x63647645766e74ULL    /* "cdvEvnt" */
-#define CDV_DEVICE_MAGIC 0x63647644657669ULL   /* "cdvDevi" */
-#define CDV_MODULE_MAGIC 0x6364764d6f6475ULL   /* "cdvModu" */
-#define CDV_GRAPH_MAGIC 0x63647647726170ULL    /* "cdvGrap" */
-#define CDV_SCOPE_MAGIC 0x63647653636f70ULL    /* "cdvScop"; + 1 for access scopes (peer.c) */
-#define CDV_LCFG_MAGIC 0x6364764c436667ULL     /* "cdvLCfg" */
-#define CDV_COMM_MAGIC 0x6364764e63636cULL     /* "cdvNccl" */
+#define CDV_ARRAY_MAGIC 0x63647641727261ULL /* "cdvArra" */
+#define CDV_KERNEL_MAGIC 0x6364764b65726eULL /* "cdvKern" */
+#define CDV_STREAM_MAGIC 0x63647653747265ULL /* "cdvStre" */
+#define CDV_EVENT_MAGIC 0x63647645766e74ULL /* "cdvEvnt" */
+#define CDV_DEVICE_MAGIC 0x63647644657669ULL /* "cdvDevi" */
+#define CDV_MODULE_MAGIC 0x6364764d6f6475ULL /* "cdvModu" */
+#define CDV_GRAPH_MAGIC 0x63647647726170ULL /* "cdvGrap" */
+#define CDV_SCOPE_MAGIC 0x63647653636f70ULL /* "cdvScop"; + 1 for access scopes (peer.c) */
+#define CDV_LCFG_MAGIC 0x6364764c436667ULL /* "cdvLCfg" */
+#define CDV_COMM_MAGIC 0x6364764e63636cULL /* "cdvNccl" */
 
 /* luaL_setmetatable, safe when a script (with the debug library) put something else than a table at the type's
  * name in the registry: the value then gets no metatable (no methods, no finalizer), never a bad pointer */
@@ -187,52 +187,51 @@ static inline void *cdv_test_magic(lua_State *L, int idx, size_t size, uint64_t 
  * wrote, never a stack slot. */
 const char *cdv_udata_problem(lua_State *L, int idx, const char *tname, uint64_t magic, size_t size, void **out);
 void *cdv_check_udata(lua_State *L, int arg, const char *tname, uint64_t magic, size_t size);
-int cdv_push_method(lua_State *L);                               /* NOTE [method lookup] */
+int cdv_push_method(lua_State *L); /* NOTE [method lookup] */
 void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
 /* (see NOTE [class registration]) the metatable tname (left on the stack) with meta, and methods behind index */
-void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
-                   lua_CFunction index);
-const char *cdv_typename(lua_State *L, int idx);    /* __name of its metatable, else the basic type */
-int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why);   /* raises */
-int cdv_self_error(lua_State *L, int arg, const char *why);      /* raises; NOTE [self errors] */
+void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction index);
+const char *cdv_typename(lua_State *L, int idx); /* __name of its metatable, else the basic type */
+int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why); /* raises */
+int cdv_self_error(lua_State *L, int arg, const char *why); /* raises; NOTE [self errors] */
 
 typedef struct cdv_array {
-  uint64_t magic;         /* CDV_ARRAY_MAGIC (NOTE [magic]) */
-  cdv_block *block;       /* NULL when freed */
-  char *data;             /* element 0 (block->ptr + offset; a negative stride puts others before it) */
+  uint64_t magic; /* CDV_ARRAY_MAGIC (NOTE [magic]) */
+  cdv_block *block; /* NULL when freed */
+  char *data; /* element 0 (block->ptr + offset; a negative stride puts others before it) */
   cdv_dtype dtype;
   int ndim;
   int64_t shape[CDV_MAXDIM];
-  int64_t size;           /* elements */
-  int64_t strides[CDV_MAXDIM];   /* in elements, may be negative or 0: NOTE [strided views] in array.c */
+  int64_t size; /* elements */
+  int64_t strides[CDV_MAXDIM]; /* in elements, may be negative or 0: NOTE [strided views] in array.c */
 } cdv_array;
-int cdv_array_contiguous(const cdv_array *a);   /* C order (row-major) with no gaps: NOTE [strided views] */
+int cdv_array_contiguous(const cdv_array *a); /* C order (row-major) with no gaps: NOTE [strided views] */
 
-typedef struct cdv_module cdv_module;     /* module.c */
+typedef struct cdv_module cdv_module; /* module.c */
 
 /* device.c */
 int cdv_device_open(lua_State *L);
 void cdv_push_device(lua_State *L, cdv_device *d);
-cdv_device *cdv_check_device(lua_State *L, int arg);        /* any device spec */
-cdv_device *cdv_opt_device(lua_State *L, int arg);          /* nil -> default device */
-const char *cdv_device_problem(lua_State *L, int idx, cdv_device **out);   /* NOTE [checked values] */
-cdv_device *cdv_opt_device_field(lua_State *L, int t, const char *fname);  /* option 'device' of table t, or NULL */
+cdv_device *cdv_check_device(lua_State *L, int arg); /* any device spec */
+cdv_device *cdv_opt_device(lua_State *L, int arg); /* nil -> default device */
+const char *cdv_device_problem(lua_State *L, int idx, cdv_device **out); /* NOTE [checked values] */
+cdv_device *cdv_opt_device_field(lua_State *L, int t, const char *fname); /* option 'device' of table t, or NULL */
 cdv_device *cdv_default_device(lua_State *L);
-cdv_device *cdv_state_device(lua_State *L, cdv_state *st);   /* the same, st being L's */
-int cdv_device_new(lua_State *L);                          /* cd.device(spec) */
-void cdv_device_use(lua_State *L, cdv_device *d);           /* activate, raise on failure/sticky */
-void cdv_device_check(lua_State *L, cdv_device *d);         /* the same checks, no activation */
+cdv_device *cdv_state_device(lua_State *L, cdv_state *st); /* the same, st being L's */
+int cdv_device_new(lua_State *L); /* cd.device(spec) */
+void cdv_device_use(lua_State *L, cdv_device *d); /* activate, raise on failure/sticky */
+void cdv_device_check(lua_State *L, cdv_device *d); /* the same checks, no activation */
 
 /* stream.c */
 int cdv_stream_open(lua_State *L);
 cdv_stream *cdv_check_stream(lua_State *L, int arg);
-cdv_stream *cdv_new_stream(lua_State *L, cdv_device *d);   /* pushed; handle NULL, not owned */
-const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out);   /* NOTE [checked values] */
-const char *cdv_stream_unusable(const cdv_stream *s);   /* why a Stream can no longer be used, or NULL */
-cdv_stream *cdv_opt_stream_field(lua_State *L, int t, const char *fname);  /* option 'stream' of table t, or NULL */
-cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d);  /* never NULL */
-void cdv_set_current_slot(cdv_state *st, cdv_device *d, cdv_stream *s);   /* NOTE [current stream cache] */
-cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d);   /* the same, st being L's */
+cdv_stream *cdv_new_stream(lua_State *L, cdv_device *d); /* pushed; handle NULL, not owned */
+const char *cdv_stream_problem(lua_State *L, int idx, cdv_stream **out); /* NOTE [checked values] */
+const char *cdv_stream_unusable(const cdv_stream *s); /* why a Stream can no longer be used, or NULL */
+cdv_stream *cdv_opt_stream_field(lua_State *L, int t, const char *fname); /* option 'stream' of table t, or NULL */
+cdv_stream *cdv_current_stream(lua_State *L, cdv_device *d); /* never NULL */
+void cdv_set_current_slot(cdv_state *st, cdv_device *d, cdv_stream *s); /* NOTE [current stream cache] */
+cdv_stream *cdv_state_stream(lua_State *L, cdv_state *st, cdv_device *d); /* the same, st being L's */
 void cdv_push_current_stream(lua_State *L, cdv_device *d);
 /* NOTE [stream lifetime]: arrays remember the last stream that used them by its raw handle; a stream
  * is synchronised before it is destroyed, and these tell whether a remembered handle still names a live
@@ -245,42 +244,42 @@ void *cdv_stream_for(lua_State *L, cdv_device *d, cdv_stream *s); /* handle, che
 /* event.c */
 int cdv_event_open(lua_State *L);
 cdv_event *cdv_check_event(lua_State *L, int arg);
-int cdv_event_new(lua_State *L);                            /* cd.event([device] [, opts]) */
-cdv_event *cdv_new_event(lua_State *L);   /* pushed, closed (no handle, dev NULL) until the caller fills it */
+int cdv_event_new(lua_State *L); /* cd.event([device] [, opts]) */
+cdv_event *cdv_new_event(lua_State *L); /* pushed, closed (no handle, dev NULL) until the caller fills it */
 
 /* async.c: NOTE [coroutine scopes], NOTE [stream callbacks], s:await / e:await */
 int cdv_async_open(lua_State *L);
 /* pushes the scope record of the thread at idx (0: the running one; made when `create`) and returns 1; returns 0
  * and pushes nothing for the main thread, or when there is none and !create */
 int cdv_coscope_push(lua_State *L, int idx, int create);
-void cdv_callbacks_drain(lua_State *L);     /* runs the callbacks whose work is done (never raises for theirs) */
-int cdv_stream_add_callback(lua_State *L);  /* s:add_callback(fn) */
-int cdv_stream_await(lua_State *L);         /* s:await() */
-int cdv_event_await(lua_State *L);          /* e:await() */
+void cdv_callbacks_drain(lua_State *L); /* runs the callbacks whose work is done (never raises for theirs) */
+int cdv_stream_add_callback(lua_State *L); /* s:add_callback(fn) */
+int cdv_stream_await(lua_State *L); /* s:await() */
+int cdv_event_await(lua_State *L); /* e:await() */
 
 /* ipc.c: NOTE [ipc] */
 int cdv_ipc_open(lua_State *L);
 /* {ipc = true} of fname (cd.empty, zeros, ones, full): pushes the Array */
 void cdv_ipc_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, const char *fname);
-int cdv_event_ipc_handle(lua_State *L);     /* e:ipc_handle() */
-int cdv_array_ipc_handle(lua_State *L);     /* a:ipc_handle() */
+int cdv_event_ipc_handle(lua_State *L); /* e:ipc_handle() */
+int cdv_array_ipc_handle(lua_State *L); /* a:ipc_handle() */
 
 /* array.c */
 int cdv_array_open(lua_State *L);
-cdv_array *cdv_check_array(lua_State *L, int arg);          /* live (not freed, not stale) */
-cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
-                          int kind, cdv_stream *s);
+cdv_array *cdv_check_array(lua_State *L, int arg); /* live (not freed, not stale) */
+cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, int kind,
+                          cdv_stream *s);
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
-int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t);   /* integer or table; returns ndim */
+int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t); /* integer or table; returns ndim */
 void cdv_block_used(cdv_block *b, cdv_device *d, void *stream);
 /* for references held outside an Array (a DLPack export: NOTE [dlpack ownership]): drop one reference (never
  * raises); cdv_host_wait waits until host code may touch the block */
 int cdv_block_unref(cdv_block *b, cdv_err *e);
-int cdv_host_wait(cdv_block *b, cdv_err *e);   /* host memory: wait for the GPU stream that last used it */
+int cdv_host_wait(cdv_block *b, cdv_err *e); /* host memory: wait for the GPU stream that last used it */
 /* memory the host owns as an Array (embed.c): borrowed when release is NULL, else release(ud, ptr) frees it */
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
                                void (*release)(void *ud, void *ptr), void *ud);
-char *cdv_array_host_data(lua_State *L, cdv_array *a);   /* a in host memory: its elements, once idle */
+char *cdv_array_host_data(lua_State *L, cdv_array *a); /* a in host memory: its elements, once idle */
 uint16_t cdv_f32_to_f16(float f);
 float cdv_f16_to_f32(uint16_t h);
 
@@ -289,7 +288,7 @@ int cdv_module_open(lua_State *L);
 
 /* dlpack.c: cd.from_dlpack, a:__dlpack, a:__dlpack_device (NOTE [dlpack ownership]) */
 int cdv_dlpack_open(lua_State *L);
-void cdv_array_add_methods(lua_State *L, const luaL_Reg *methods);   /* more Array methods (dlpack.c, managed.c) */
+void cdv_array_add_methods(lua_State *L, const luaL_Reg *methods); /* more Array methods (dlpack.c, managed.c) */
 
 /* managed.c: (see NOTE [managed memory]) a:prefetch, a:advise; the `managed` option of the constructors (raises on
  * misuse); host access to a managed block waits for its device */
@@ -317,15 +316,15 @@ int cdv_profile_open(lua_State *L);
  * What it says is checked here; what depends on the kernel (its device's limits, the block size chosen for
  * `dim`) is checked at each launch, in module.c. */
 typedef struct cdv_launch_config {
-  uint64_t magic;            /* CDV_LCFG_MAGIC in a LaunchConfig (NOTE [magic]) */
+  uint64_t magic; /* CDV_LCFG_MAGIC in a LaunchConfig (NOTE [magic]) */
   uint64_t grid[3], block[3], dim[3];
   int64_t shared;
   int has_dim, has_grid, has_block;
-  int cooperative;           /* cooperative = true: every block resident at once (NOTE [cooperative launch]) */
-  cdv_stream *stream;        /* NULL: the device's current stream; a LaunchConfig's user value keeps it alive */
-  cdv_device *device;        /* NULL: the kernel's */
-  uint64_t memo_kernel;      /* a LaunchConfig: the serial of the last kernel it was resolved for, and the */
-  unsigned memo_grid[3], memo_block[3];   /* geometry that gave (module.c) */
+  int cooperative; /* cooperative = true: every block resident at once (NOTE [cooperative launch]) */
+  cdv_stream *stream; /* NULL: the device's current stream; a LaunchConfig's user value keeps it alive */
+  cdv_device *device; /* NULL: the kernel's */
+  uint64_t memo_kernel; /* a LaunchConfig: the serial of the last kernel it was resolved for, and the */
+  unsigned memo_grid[3], memo_block[3]; /* geometry that gave (module.c) */
 } cdv_launch_config;
 /* The configuration at idx: a LaunchConfig as it is, or a table parsed into *tmp. Errors read "bad launch
  * configuration for 'kname' (...)"; max_shared is the kernel's device limit on dynamic shared memory. */
@@ -336,7 +335,7 @@ int cdv_launch_config_open(lua_State *L);
 
 /* memory.c */
 int cdv_memory_open(lua_State *L);
-void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks);   /* array.c reports allocs and frees */
+void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks); /* array.c reports allocs and frees */
 /* (see NOTE [block cache]) device blocks a state freed, kept for reuse on the same stream. class rounds a size up to
  * the cache's classes; take returns a kept block of d of that class freed on `stream` (NULL: none); put keeps
  * a freed block (giving the oldest back when full); release gives back those of d (NULL: every device's) freed
@@ -359,10 +358,10 @@ int cdv_pinned_trim(cdv_device *d, cdv_err *e);
 size_t cdv_stage_piece(const cdv_device *d, size_t n);
 /* Complete, synchronous copies of n bytes on `stream` of d, in pieces through pinned buffers: from pageable
  * src to dst (on dst_dev), and from src (on src_dev) to pageable dst. Raise on failure, leaving nothing behind. */
-void cdv_stage_h2d(lua_State *L, cdv_device *d, void *stream, char *dst, cdv_device *dst_dev, const char *src,
-                   size_t n, size_t piece);
-void cdv_stage_d2h(lua_State *L, cdv_device *d, void *stream, char *dst, const char *src, cdv_device *src_dev,
-                   size_t n, size_t piece);
+void cdv_stage_h2d(lua_State *L, cdv_device *d, void *stream, char *dst, cdv_device *dst_dev, const char *src, size_t n,
+                   size_t piece);
+void cdv_stage_d2h(lua_State *L, cdv_device *d, void *stream, char *dst, const char *src, cdv_device *src_dev, size_t n,
+                   size_t piece);
 /* The same H2D copy filled by the caller (a Lua table): open pushes a to-be-closed stage; next waits for a free
  * buffer and returns it with the length of the next piece (0: all sent); send queues its first len bytes;
  * finish waits for the last piece and pops the stage. An error in between closes the stage: it waits for the
@@ -395,13 +394,13 @@ cdv_hooks cdv_get_hooks(void);
 cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes);
 /* what an allocation of `bytes` of that kind on d really holds: its class, whole pages on the cpu device */
 size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes);
-size_t cdv_pinned_class(size_t bytes);        /* memory.c: NOTE [pinned pool]'s class of a request (> 0) */
-void cdv_check_compile_options(lua_State *L, int n, const char *const *opts);   /* the allow-list; raises */
+size_t cdv_pinned_class(size_t bytes); /* memory.c: NOTE [pinned pool]'s class of a request (> 0) */
+void cdv_check_compile_options(lua_State *L, int n, const char *const *opts); /* the allow-list; raises */
 /* (see NOTE [sandboxed includes]) in a sandbox, refuses what NVRTC would read outside the allowed directories */
 void cdv_check_includes(lua_State *L, const cdv_compile_req *req);
-void cdv_free_state_options(cdv_state *st);   /* the lists of the options (the record's end) */
-void cdv_protect_metatables(lua_State *L);    /* (see NOTE [protected metatables]) in a sandbox */
-int cdv_sandbox_run(lua_State *L);            /* cd._sandbox(script [, options]) */
+void cdv_free_state_options(cdv_state *st); /* the lists of the options (the record's end) */
+void cdv_protect_metatables(lua_State *L); /* (see NOTE [protected metatables]) in a sandbox */
+int cdv_sandbox_run(lua_State *L); /* cd._sandbox(script [, options]) */
 /* (see NOTE [interruptible waits]) synchronize on a device / stream / event; in an interruptible state they
  * poll and raise "interrupted!" on cudadev_interrupt(). -1 with *e on a backend failure. */
 int cdv_wait_device(lua_State *L, cdv_device *d, cdv_err *e);
@@ -416,17 +415,29 @@ cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void
 
 /* error.c */
 int cdv_error_open(lua_State *L);
-int cdv_raise(lua_State *L, cdv_device *d, cdv_err *e);     /* raise a cudadev.Error (never returns) */
+int cdv_raise(lua_State *L, cdv_device *d, cdv_err *e); /* raise a cudadev.Error (never returns) */
 void cdv_push_error(lua_State *L, cdv_device *d, cdv_err *e); /* the Error value; takes e->log */
-int cdv_raise_sticky(lua_State *L, cdv_device *d);          /* NOTE [sticky faults] */
-#define cdv_try(L, d, call) do { cdv_err e_; if ((call) != 0) cdv_raise((L), (d), &e_); } while (0)
-void cdv_warn(lua_State *L, const char *fmt, ...);          /* lua_warning, never raises */
+int cdv_raise_sticky(lua_State *L, cdv_device *d); /* NOTE [sticky faults] */
+#define cdv_try(L, d, call)                    \
+  do {                                         \
+    cdv_err e_;                                \
+    if ((call) != 0) cdv_raise((L), (d), &e_); \
+  } while (0)
+void cdv_warn(lua_State *L, const char *fmt, ...); /* lua_warning, never raises */
 void cdv_warn_release(lua_State *L, const char *what, cdv_device *d, const cdv_err *e);
 
 /* NOTE [live objects]: counts of objects holding a resource, process-wide, for cd._live() and for the
  * specs that check every spec returns them to where they started. */
-enum { CDV_LIVE_ARRAY, CDV_LIVE_BLOCK, CDV_LIVE_STREAM, CDV_LIVE_EVENT, CDV_LIVE_MODULE, CDV_LIVE_KERNEL,
-       CDV_LIVE_GRAPH, CDV_LIVE_N };
+enum {
+  CDV_LIVE_ARRAY,
+  CDV_LIVE_BLOCK,
+  CDV_LIVE_STREAM,
+  CDV_LIVE_EVENT,
+  CDV_LIVE_MODULE,
+  CDV_LIVE_KERNEL,
+  CDV_LIVE_GRAPH,
+  CDV_LIVE_N
+};
 extern long cdv_live[CDV_LIVE_N];
 #define cdv_live_add(kind, n) __atomic_add_fetch(&cdv_live[kind], (n), __ATOMIC_RELAXED)
 
@@ -434,16 +445,16 @@ extern long cdv_live[CDV_LIVE_N];
 void cdv_check_options(lua_State *L, int arg, const char *const *known, const char *fname);
 
 /* args.c: argument helpers shared by the Lua types */
-int64_t cdv_check_count(lua_State *L, int arg, const char *what);  /* integer >= 0 */
-const char *cdv_fmt_bytes(char *buf, size_t n, double bytes);       /* "79.1 GiB" */
+int64_t cdv_check_count(lua_State *L, int arg, const char *what); /* integer >= 0 */
+const char *cdv_fmt_bytes(char *buf, size_t n, double bytes); /* "79.1 GiB" */
 int cdv_opt_field(lua_State *L, int t, const char *k);
-int cdv_has_nul(lua_State *L, int idx);   /* the string at idx holds a NUL byte (NOTE [C strings]) */
-const char *cdv_check_cstring(lua_State *L, int arg, const char *what);   /* "<what> contains a NUL byte" */
+int cdv_has_nul(lua_State *L, int idx); /* the string at idx holds a NUL byte (NOTE [C strings]) */
+const char *cdv_check_cstring(lua_State *L, int arg, const char *what); /* "<what> contains a NUL byte" */
 /* (see NOTE [scoped calls]) calls the function below nargs arguments, the scope to restore being the to-be-closed
  * slot 1; returns the number of results (all the stack above slot 1) */
-int cdv_call_scoped(lua_State *L, int nargs);  /* pushes t[k] when t is a table; type or LUA_TNIL */
-int cdv_call_scoped_k(lua_State *L, int nargs);   /* cdv_call_scoped, a yield allowed (NOTE [coroutine scopes]) */
-void cdv_weak_registry_table(lua_State *L, const void *key);   /* pushed; made (weak keys) when missing */
+int cdv_call_scoped(lua_State *L, int nargs); /* pushes t[k] when t is a table; type or LUA_TNIL */
+int cdv_call_scoped_k(lua_State *L, int nargs); /* cdv_call_scoped, a yield allowed (NOTE [coroutine scopes]) */
+void cdv_weak_registry_table(lua_State *L, const void *key); /* pushed; made (weak keys) when missing */
 int cdv_check_boolean_field(lua_State *L, int t, const char *k, int def, const char *fname);
 
 #endif

@@ -18,13 +18,14 @@
 #define CDV_CPU_ABI 2
 
 /* Limits of the cpu device (device.c may publish them as the device's attributes). */
-#define CDV_CPU_MAX_THREADS     1024          /* threads per block */
-#define CDV_CPU_MAX_BLOCK_Z     64
-#define CDV_CPU_MAX_GRID_X      0x7fffffffu
-#define CDV_CPU_MAX_GRID_YZ     65535u
-#define CDV_CPU_MAX_DYN_SHARED  (1u << 20)    /* dynamic shared memory per block */
-#define CDV_CPU_WARP            32
-#define CDV_CPU_MAX_STATIC_SHARED ((size_t)64 << 20)   /* an object's __shared__ (TLS) bytes: NOTE [static shared limit] */
+#define CDV_CPU_MAX_THREADS 1024 /* threads per block */
+#define CDV_CPU_MAX_BLOCK_Z 64
+#define CDV_CPU_MAX_GRID_X 0x7fffffffu
+#define CDV_CPU_MAX_GRID_YZ 65535u
+#define CDV_CPU_MAX_DYN_SHARED (1u << 20) /* dynamic shared memory per block */
+#define CDV_CPU_WARP 32
+#define CDV_CPU_MAX_STATIC_SHARED \
+  ((size_t)64 << 20) /* an object's __shared__ (TLS) bytes: NOTE [static shared limit] */
 
 /* NOTE [fiber stacks]: every CUDA thread runs on a fiber whose stack is a CDV_CPU_STACK-aligned region of
  * CDV_CPU_STACK bytes: a guard page at the bottom (a guard marker where Linux has MADV_GUARD_INSTALL, else
@@ -35,33 +36,43 @@
  * stacks 256 KiB apart fall into the same few cache sets, and a switch between fibers cost 3 to 4 times
  * more (measured: 24 ns against 8 ns per switch for 256 fibers). A thread can use at least 188 KiB. */
 #define CDV_CPU_STACK_LOG2 18
-#define CDV_CPU_STACK      ((size_t)1 << CDV_CPU_STACK_LOG2)   /* 256 KiB */
-#define CDV_CPU_FHDR_SLOT  64
+#define CDV_CPU_STACK ((size_t)1 << CDV_CPU_STACK_LOG2) /* 256 KiB */
+#define CDV_CPU_FHDR_SLOT 64
 #define CDV_CPU_STACK_COLOURS ((size_t)1024 * 64)
 
 /* entry modes (the third argument of a trampoline) */
 enum { CDV_CPU_RUN_THREAD = 0, CDV_CPU_RUN_BLOCK = 1 };
 /* barrier kinds */
-enum { CDV_CPU_BAR_SYNC = 0, CDV_CPU_BAR_COUNT = 1, CDV_CPU_BAR_AND = 2, CDV_CPU_BAR_OR = 3,
-       CDV_CPU_BAR_GRID = 4,         /* grid.sync(): every thread of every block (NOTE [cpu grid sync]) */
-       CDV_CPU_BAR_GRID_VALID = 5 }; /* grid.is_valid(): whether the launch is cooperative; waits for nothing */
+enum {
+  CDV_CPU_BAR_SYNC = 0,
+  CDV_CPU_BAR_COUNT = 1,
+  CDV_CPU_BAR_AND = 2,
+  CDV_CPU_BAR_OR = 3,
+  CDV_CPU_BAR_GRID = 4, /* grid.sync(): every thread of every block (NOTE [cpu grid sync]) */
+  CDV_CPU_BAR_GRID_VALID = 5
+}; /* grid.is_valid(): whether the launch is cooperative; waits for nothing */
 /* warp operation kinds */
 enum { CDV_CPU_WARP_SYNC = 0, CDV_CPU_WARP_SHFL = 1, CDV_CPU_WARP_VOTE = 2 };
 /* failure kinds reported by kernel code (ctx->fail) or found by the runtime */
-enum { CDV_CPU_FAIL_ASSERT = 1, CDV_CPU_FAIL_TRAP = 2, CDV_CPU_FAIL_NOSYNC = 3, CDV_CPU_FAIL_DEADLOCK = 4,
-       CDV_CPU_FAIL_SIGNAL = 5 };
+enum {
+  CDV_CPU_FAIL_ASSERT = 1,
+  CDV_CPU_FAIL_TRAP = 2,
+  CDV_CPU_FAIL_NOSYNC = 3,
+  CDV_CPU_FAIL_DEADLOCK = 4,
+  CDV_CPU_FAIL_SIGNAL = 5
+};
 /* module flags (cdv_cpu_flags in the object) */
-#define CDV_CPU_FLAG_FIBERS 1   /* the source uses barriers or warp intrinsics: run threads on fibers */
-#define CDV_CPU_FLAG_SIMD 2     /* a kernel's "<trampoline>_fis" runs a barrier-free block: NOTE [fast paths] */
-#define CDV_CPU_FLAG_FISSION 4  /* a kernel's "<trampoline>_fis" runs a block split at its barriers */
-#define CDV_CPU_FIS_STACK ((size_t)64 << 10)   /* the most bytes of per-thread arrays a fission block may have */
+#define CDV_CPU_FLAG_FIBERS 1 /* the source uses barriers or warp intrinsics: run threads on fibers */
+#define CDV_CPU_FLAG_SIMD 2 /* a kernel's "<trampoline>_fis" runs a barrier-free block: NOTE [fast paths] */
+#define CDV_CPU_FLAG_FISSION 4 /* a kernel's "<trampoline>_fis" runs a block split at its barriers */
+#define CDV_CPU_FIS_STACK ((size_t)64 << 10) /* the most bytes of per-thread arrays a fission block may have */
 
 typedef struct cdv_cpu_ctx cdv_cpu_ctx;
 /* What kernel code sees of the block it runs in (one per worker thread). */
 struct cdv_cpu_ctx {
   unsigned block_idx[3], block_dim[3], grid_dim[3];
   unsigned nthreads;
-  void *dyn_shared;         /* extern __shared__ memory: stable per OS thread, CDV_CPU_MAX_DYN_SHARED bytes */
+  void *dyn_shared; /* extern __shared__ memory: stable per OS thread, CDV_CPU_MAX_DYN_SHARED bytes */
   int (*barrier)(cdv_cpu_ctx *c, int kind, int pred);
   unsigned long long (*warp)(cdv_cpu_ctx *c, int kind, unsigned mask, unsigned long long v, int src);
   void (*fail)(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line);
@@ -70,31 +81,31 @@ struct cdv_cpu_ctx {
 /* At the top of every fiber stack (see NOTE [fiber stacks]). */
 typedef struct cdv_cpu_fhdr {
   unsigned thread_idx[3];
-  unsigned tid;             /* linear thread id in the block */
+  unsigned tid; /* linear thread id in the block */
   cdv_cpu_ctx *ctx;
-  void *fiber;              /* the runtime's record of this fiber */
+  void *fiber; /* the runtime's record of this fiber */
 } cdv_cpu_fhdr;
 
 typedef void (*cdv_cpu_entry)(cdv_cpu_ctx *c, void **args, int mode);
 
 /* A kernel's parameters, exported by the object as "<trampoline>_sig". */
 #define CDV_CPU_MAX_PARAMS 128
-#define CDV_CPU_PARAM_SIZE(w)  ((w) & 0xfffffu)
+#define CDV_CPU_PARAM_SIZE(w) ((w)&0xfffffu)
 #define CDV_CPU_PARAM_ALIGN(w) (((w) >> 20) & 0x7ffu)
-#define CDV_CPU_PARAM_PTR(w)   ((w) >> 31)
+#define CDV_CPU_PARAM_PTR(w) ((w) >> 31)
 typedef struct cdv_cpu_sig {
   unsigned n;
-  unsigned w[CDV_CPU_MAX_PARAMS];   /* size | alignment << 20 | is-pointer << 31 */
+  unsigned w[CDV_CPU_MAX_PARAMS]; /* size | alignment << 20 | is-pointer << 31 */
 } cdv_cpu_sig;
 
 /* A kernel handle as module_function returns it. */
 typedef struct cdv_cpu_func {
   cdv_cpu_entry entry;
-  int flags;                /* CDV_CPU_FLAG_* of its module */
-  const cdv_cpu_sig *sig;   /* NULL when the object does not say */
-  cdv_cpu_entry fis;        /* NOTE [fast paths] in cpu_compile.c: the whole block in one call, or NULL */
-  unsigned long fis_row;    /* its per-thread bytes */
-  char name[128];           /* the entry as written ("saxpy", "axpy<float>"), for messages */
+  int flags; /* CDV_CPU_FLAG_* of its module */
+  const cdv_cpu_sig *sig; /* NULL when the object does not say */
+  cdv_cpu_entry fis; /* NOTE [fast paths] in cpu_compile.c: the whole block in one call, or NULL */
+  unsigned long fis_row; /* its per-thread bytes */
+  char name[128]; /* the entry as written ("saxpy", "axpy<float>"), for messages */
   struct cdv_cpu_func *next;
 } cdv_cpu_func;
 
@@ -110,13 +121,13 @@ int cdv_cpu_object_check(const char *path, cdv_err *e);
 
 /* ---------------------------------------------------------------- cpu_compile.c */
 int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e);
-int cdv_cpu_cache_verify(const char *path, cdv_err *e);  /* 0 when the cached object is whole */
-void cdv_cpu_cache_forget(void);                         /* drop the in-memory memo (disk entries stay) */
+int cdv_cpu_cache_verify(const char *path, cdv_err *e); /* 0 when the cached object is whole */
+void cdv_cpu_cache_forget(void); /* drop the in-memory memo (disk entries stay) */
 
 /* ---------------------------------------------------------------- cpu_run.c */
-int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                   void **args, int cooperative, cdv_err *e);
-int cdv_cpu_coop_max(unsigned nthreads);   /* blocks of nthreads a cooperative launch may have (NOTE [cpu grid sync]) */
+int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared, void **args,
+                   int cooperative, cdv_err *e);
+int cdv_cpu_coop_max(unsigned nthreads); /* blocks of nthreads a cooperative launch may have (NOTE [cpu grid sync]) */
 int cdv_cpu_worker_count(void);
 /* backend_cpu.c maps or unmaps memory a launch may reach (an array's mapping, a slab, a module): NOTE [launch
  * worker] in cpu_run.c */
@@ -125,16 +136,20 @@ void cdv_cpu_maps_changed(void);
 void cdv_cpu_interrupt(void);
 /* errno-based failure: "what: strerror" with the errno's name */
 int cdv_cpu_fail_errno(cdv_err *e, const char *api, int err, const char *fmt, ...)
-  __attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /* ---------------------------------------------------------------- cpu_fiber.c */
 /* A suspended execution context. The x86-64 switch saves the callee-saved registers on the fiber's own
  * stack and keeps only the stack pointer here; other architectures use ucontext. */
 #if defined(__x86_64__) && !defined(CDV_CPU_UCONTEXT)
-typedef struct cdv_cpu_fctx { void *sp; } cdv_cpu_fctx;
+typedef struct cdv_cpu_fctx {
+  void *sp;
+} cdv_cpu_fctx;
 #else
 #include <ucontext.h>
-typedef struct cdv_cpu_fctx { ucontext_t uc; } cdv_cpu_fctx;
+typedef struct cdv_cpu_fctx {
+  ucontext_t uc;
+} cdv_cpu_fctx;
 #endif
 
 /* Prepare f to call fn(arg) on the stack that ends (grows down from) at top; stack_lo is its lowest byte. */
@@ -145,6 +160,6 @@ void cdv_cpu_fiber_switch(cdv_cpu_fctx *from, cdv_cpu_fctx *to);
 /* Stack regions (NOTE [fiber stacks]); n regions, each CDV_CPU_STACK bytes and aligned to it. */
 char *cdv_cpu_stacks_map(size_t n);
 cdv_cpu_fhdr *cdv_cpu_stack_hdr(char *region);
-int cdv_cpu_stack_vmas(void);   /* memory mappings each region adds: 0 with guard markers, else 2 */
+int cdv_cpu_stack_vmas(void); /* memory mappings each region adds: 0 with guard markers, else 2 */
 
 #endif

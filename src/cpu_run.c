@@ -47,13 +47,13 @@
 #include "cpu.h"
 
 #define MAX_WORKERS 256
-#define VMA_BUDGET 24000          /* mappings fiber stacks may add without guard markers (max_map_count 65530) */
+#define VMA_BUDGET 24000 /* mappings fiber stacks may add without guard markers (max_map_count 65530) */
 #define ALTSTACK_SIZE (64 * 1024)
-#define EXIT_FAILED 3             /* a child that recorded a failure */
-#define FAIL_OOM 100              /* internal failure kind: out of memory inside the child */
-#define FAIL_INTERRUPT 101        /* internal failure kind: cdv_cpu_interrupt() (NOTE [interrupting a launch]) */
-#define MAX_CHILDREN 64           /* forked launches a SIGINT is forwarded to */
-#define MAX_PREFAULT 16           /* arrays prefaulted per launch */
+#define EXIT_FAILED 3 /* a child that recorded a failure */
+#define FAIL_OOM 100 /* internal failure kind: out of memory inside the child */
+#define FAIL_INTERRUPT 101 /* internal failure kind: cdv_cpu_interrupt() (NOTE [interrupting a launch]) */
+#define MAX_CHILDREN 64 /* forked launches a SIGINT is forwarded to */
+#define MAX_PREFAULT 16 /* arrays prefaulted per launch */
 #define PREFAULT_LIMIT ((size_t)1 << 30)
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -61,14 +61,14 @@
 
 enum { F_RUN, F_BAR, F_WARP, F_DONE };
 
-static unsigned interrupts;   /* cdv_cpu_interrupt() calls: NOTE [interrupting a launch] */
-static int in_worker;         /* this process is the launch worker: NOTE [launch worker] */
+static unsigned interrupts; /* cdv_cpu_interrupt() calls: NOTE [interrupting a launch] */
+static int in_worker; /* this process is the launch worker: NOTE [launch worker] */
 static void child_altstack(void);
 
 /* The first failure of a launch; in a MAP_SHARED page when the launch runs in a child. */
 typedef struct status {
   int claimed;
-  int kind, signo, overflow, where;   /* where: 0 none, 1 block, 2 block and thread */
+  int kind, signo, overflow, where; /* where: 0 none, 1 block, 2 block and thread */
   uintptr_t addr;
   unsigned block[3], thread[3];
   int done;
@@ -82,18 +82,18 @@ typedef struct launch {
   uint64_t nblocks, next;
   unsigned chunk;
   int fibers, in_child, aborted, nworkers;
-  int coop;                   /* (see NOTE [cpu grid sync]) one block per worker; the grid barrier below */
+  int coop; /* (see NOTE [cpu grid sync]) one block per worker; the grid barrier below */
   pthread_mutex_t gm;
   pthread_cond_t gc;
   uint64_t garrived, gexited; /* blocks waiting at grid.sync(), blocks that have ended */
-  unsigned ggen;              /* completed grid barriers */
-  int gdead;                  /* a block ended while others wait: nobody leaves the barrier */
+  unsigned ggen; /* completed grid barriers */
+  int gdead; /* a block ended while others wait: nobody leaves the barrier */
   status *st;
-  unsigned intr0;             /* the interrupt count when the launch began */
+  unsigned intr0; /* the interrupt count when the launch began */
   struct {
     char *p;
     size_t n;
-  } pre[MAX_PREFAULT];        /* arrays to map in a child before it runs (NOTE [prefaulting]) */
+  } pre[MAX_PREFAULT]; /* arrays to map in a child before it runs (NOTE [prefaulting]) */
   int npre;
   size_t pre_total;
 } launch;
@@ -114,28 +114,25 @@ typedef struct __attribute__((aligned(64))) fiber {
 } fiber;
 
 struct worker {
-  cdv_cpu_ctx ctx;            /* first: the operations receive &ctx and cast back */
+  cdv_cpu_ctx ctx; /* first: the operations receive &ctx and cast back */
   launch *L;
   fiber *f;
   int nf;
   fiber *cur;
-  cdv_cpu_fctx sched;         /* the worker's own stack while its fibers run */
-  int *rq, rq_len, rq_pos;    /* the threads to run in the current pass */
-  int nbar, nwarp, ndone, ngrid;   /* ngrid: of the nbar threads at a barrier, those at grid.sync() */
+  cdv_cpu_fctx sched; /* the worker's own stack while its fibers run */
+  int *rq, rq_len, rq_pos; /* the threads to run in the current pass */
+  int nbar, nwarp, ndone, ngrid; /* ngrid: of the nbar threads at a barrier, those at grid.sync() */
   uint32_t warps_waiting;
   int aborted;
 };
 
-static long page_size(void)
-{
+static long page_size(void) {
   static long pg;
-  if (!pg)
-    pg = sysconf(_SC_PAGESIZE);
+  if (!pg) pg = sysconf(_SC_PAGESIZE);
   return pg;
 }
 
-int cdv_cpu_fail_errno(cdv_err *e, const char *api, int err, const char *fmt, ...)
-{
+int cdv_cpu_fail_errno(cdv_err *e, const char *api, int err, const char *fmt, ...) {
   char what[400];
   va_list ap;
   va_start(ap, fmt);
@@ -148,11 +145,9 @@ int cdv_cpu_fail_errno(cdv_err *e, const char *api, int err, const char *fmt, ..
   return cdv_fail(e, api, err, name ? name : "ERRNO", "%s: %s", what, strerror(err));
 }
 
-int cdv_cpu_worker_count(void)
-{
+int cdv_cpu_worker_count(void) {
   static int n;
-  if (n)
-    return n;
+  if (n) return n;
   const char *env = getenv("CUDADEV_CPU_THREADS");
   int k = env ? atoi(env) : 0;
   if (k <= 0) {
@@ -170,25 +165,17 @@ int cdv_cpu_worker_count(void)
 static pthread_key_t dsm_key;
 static pthread_once_t dsm_once = PTHREAD_ONCE_INIT;
 static __thread void *tls_dsm;
-static __thread worker *tls_worker;       /* for the fault handler */
+static __thread worker *tls_worker; /* for the fault handler */
 
-static void dsm_release(void *p)
-{
-  munmap(p, CDV_CPU_MAX_DYN_SHARED);
-}
+static void dsm_release(void *p) { munmap(p, CDV_CPU_MAX_DYN_SHARED); }
 
-static void dsm_key_init(void)
-{
-  pthread_key_create(&dsm_key, dsm_release);
-}
+static void dsm_key_init(void) { pthread_key_create(&dsm_key, dsm_release); }
 
-static void *thread_dsm(void)
-{
+static void *thread_dsm(void) {
   if (!tls_dsm) {
-    void *p = mmap(NULL, CDV_CPU_MAX_DYN_SHARED, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-      return NULL;
+    void *p =
+        mmap(NULL, CDV_CPU_MAX_DYN_SHARED, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
     pthread_once(&dsm_once, dsm_key_init);
     pthread_setspecific(dsm_key, p);
     tls_dsm = p;
@@ -206,62 +193,53 @@ static struct slot {
   size_t n;
 } slots[MAX_WORKERS];
 
-static int reserve_stacks(int nslots, size_t need, cdv_err *e)
-{
+static int reserve_stacks(int nslots, size_t need, cdv_err *e) {
   for (int s = 0; s < nslots; s++) {
     struct slot *sl = &slots[s];
-    if (sl->n >= need)
-      continue;
+    if (sl->n >= need) continue;
     if (!sl->r && !(sl->r = calloc(CDV_CPU_MAX_THREADS, sizeof *sl->r)))
       return cdv_fail(e, "cpu.launch", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
     char **r = sl->r;
     char *base = cdv_cpu_stacks_map(need - sl->n);
-    if (!base)
-      return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot reserve %zu fiber stacks", need - sl->n);
-    for (size_t i = sl->n; i < need; i++)
-      r[i] = base + (i - sl->n) * CDV_CPU_STACK;
+    if (!base) return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot reserve %zu fiber stacks", need - sl->n);
+    for (size_t i = sl->n; i < need; i++) r[i] = base + (i - sl->n) * CDV_CPU_STACK;
     sl->n = need;
   }
   return 0;
 }
 
 /* ---------------------------------------------------------------- failures */
-static int claim(status *st)
-{
+static int claim(status *st) {
   int z = 0;
   return __atomic_compare_exchange_n(&st->claimed, &z, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
-static void note_where(status *st, const worker *w, const fiber *f)
-{
+static void note_where(status *st, const worker *w, const fiber *f) {
   memcpy(st->block, w->ctx.block_idx, sizeof st->block);
   st->where = 1;
-  if (f && f->hdr->thread_idx[0] != ~0u) {   /* ~0u: a fast path that does not track threads (NOTE [fast paths]) */
+  if (f && f->hdr->thread_idx[0] != ~0u) { /* ~0u: a fast path that does not track threads (NOTE [fast paths]) */
     memcpy(st->thread, f->hdr->thread_idx, sizeof st->thread);
     st->where = 2;
   }
 }
 
 /* Record a failure (the first one wins); fiber: the thread it happened in, or NULL. */
-static void record(worker *w, fiber *f, int kind, const char *fmt, ...)
-{
+static void record(worker *w, fiber *f, int kind, const char *fmt, ...) {
   status *st = w->L->st;
-  if (!claim(st))
-    return;
+  if (!claim(st)) return;
   st->kind = kind;
   note_where(st, w, f);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(st->text, sizeof st->text, fmt, ap);
   va_end(ap);
-  __atomic_store_n(&st->claimed, 2, __ATOMIC_SEQ_CST);   /* complete: stop_launch may end the child now */
+  __atomic_store_n(&st->claimed, 2, __ATOMIC_SEQ_CST); /* complete: stop_launch may end the child now */
 }
 
 /* Stop the launch after a recorded failure. In a child, the child ends now (the parent reads the status);
  * in-process, the failing fiber is abandoned (it is re-initialised before it runs again) and the worker
  * takes no more blocks. Called on a fiber (f) or on the worker's own stack (f == NULL). */
-static void stop_launch(worker *w, fiber *f)
-{
+static void stop_launch(worker *w, fiber *f) {
   if (w->L->in_child) {
     /* another thread of the child may be writing the failure it claimed (several blocks left a dead grid barrier
      * at once): ending the child now would leave the parent an empty message. Wait a little for it. */
@@ -272,20 +250,18 @@ static void stop_launch(worker *w, fiber *f)
   }
   w->aborted = 1;
   __atomic_store_n(&w->L->aborted, 1, __ATOMIC_SEQ_CST);
-  if (w->L->coop) {   /* the blocks waiting at grid.sync() leave it (NOTE [cpu grid sync]) */
+  if (w->L->coop) { /* the blocks waiting at grid.sync() leave it (NOTE [cpu grid sync]) */
     pthread_mutex_lock(&w->L->gm);
     pthread_cond_broadcast(&w->L->gc);
     pthread_mutex_unlock(&w->L->gm);
   }
-  if (f)
-    cdv_cpu_fiber_switch(&f->fc, &w->sched);
+  if (f) cdv_cpu_fiber_switch(&f->fc, &w->sched);
 }
 
 /* ---------------------------------------------------------------- the grid barrier (NOTE [cpu grid sync]) */
 /* The block of w has reached grid.sync(): wait until every block has. 0 when released; -1 when the launch
  * stopped (another block failed, or ended without reaching the barrier: then this records the deadlock). */
-static int grid_wait(worker *w)
-{
+static int grid_wait(worker *w) {
   launch *L = w->L;
   pthread_mutex_lock(&L->gm);
   unsigned gen = L->ggen;
@@ -302,18 +278,18 @@ static int grid_wait(worker *w)
   int ok = gen != L->ggen, dead = !ok && L->gdead;
   uint64_t ended = L->gexited;
   pthread_mutex_unlock(&L->gm);
-  if (ok)
-    return 0;
+  if (ok) return 0;
   if (dead)
-    record(w, NULL, CDV_CPU_FAIL_DEADLOCK, "%llu block%s ended without reaching grid.sync(), where the others wait "
-           "(a grid.sync() that not all blocks reach)", (unsigned long long)ended, ended == 1 ? "" : "s");
+    record(w, NULL, CDV_CPU_FAIL_DEADLOCK,
+           "%llu block%s ended without reaching grid.sync(), where the others wait "
+           "(a grid.sync() that not all blocks reach)",
+           (unsigned long long)ended, ended == 1 ? "" : "s");
   stop_launch(w, NULL);
   return -1;
 }
 
 /* The block of w has ended: a grid barrier that waits for it now never completes. */
-static void grid_exit(launch *L)
-{
+static void grid_exit(launch *L) {
   pthread_mutex_lock(&L->gm);
   L->gexited++;
   if (L->garrived && L->garrived + L->gexited == L->nblocks) {
@@ -339,24 +315,20 @@ static void grid_exit(launch *L)
  * 15% less time). */
 /* always_inline: a function made of prefetches alone looks free of effects to GCC's IPA, which then deletes
  * the calls (the first measurement of this helper was of nothing). */
-static inline __attribute__((always_inline)) void prefetch_ahead(const worker *w)
-{
+static inline __attribute__((always_inline)) void prefetch_ahead(const worker *w) {
   int p = w->rq_pos;
-  if (p + 2 < w->rq_len)
-    __builtin_prefetch(&w->f[w->rq[p + 2]]);
+  if (p + 2 < w->rq_len) __builtin_prefetch(&w->f[w->rq[p + 2]]);
   if (p < w->rq_len) {
     const fiber *f = &w->f[w->rq[p]];
 #if defined(__x86_64__) && !defined(CDV_CPU_UCONTEXT)
     const char *sp = f->fc.sp;
-    for (int k = 0; k < 4; k++)
-      __builtin_prefetch(sp + 64 * k);
+    for (int k = 0; k < 4; k++) __builtin_prefetch(sp + 64 * k);
 #endif
     __builtin_prefetch(f->hdr);
   }
 }
 
-static void switch_out(worker *w, fiber *f)
-{
+static void switch_out(worker *w, fiber *f) {
   if (w->rq_pos < w->rq_len) {
     fiber *n = &w->f[w->rq[w->rq_pos++]];
     w->cur = n;
@@ -368,8 +340,7 @@ static void switch_out(worker *w, fiber *f)
   }
 }
 
-static void fiber_main(void *arg)
-{
+static void fiber_main(void *arg) {
   fiber *f = arg;
   worker *w = f->w;
   w->L->fn->entry(&w->ctx, w->L->args, w->L->fibers ? CDV_CPU_RUN_THREAD : CDV_CPU_RUN_BLOCK);
@@ -378,8 +349,7 @@ static void fiber_main(void *arg)
   switch_out(w, f);
 }
 
-static void fiber_start(worker *w, int i)
-{
+static void fiber_start(worker *w, int i) {
   fiber *f = &w->f[i];
   const unsigned *bd = w->ctx.block_dim;
   f->state = F_RUN;
@@ -392,18 +362,17 @@ static void fiber_start(worker *w, int i)
   cdv_cpu_fiber_init(&f->fc, f->region + page_size(), f->hdr, fiber_main, f);
 }
 
-static unsigned long long barrier_result(int kind, int count, int n)
-{
-  return kind == CDV_CPU_BAR_COUNT ? (unsigned long long)count : kind == CDV_CPU_BAR_AND ? count == n
-       : kind == CDV_CPU_BAR_OR ? count > 0 : 0;
+static unsigned long long barrier_result(int kind, int count, int n) {
+  return kind == CDV_CPU_BAR_COUNT ? (unsigned long long)count
+         : kind == CDV_CPU_BAR_AND ? count == n
+         : kind == CDV_CPU_BAR_OR  ? count > 0
+                                   : 0;
 }
 
 /* Every live thread waits at __syncthreads: release them all (in order) with their results. */
-static void release_barrier(worker *w)
-{
+static void release_barrier(worker *w) {
   int n = (int)w->ctx.nthreads, count = 0;
-  for (int i = 0; i < n; i++)
-    count += w->f[i].state == F_BAR && w->f[i].val;
+  for (int i = 0; i < n; i++) count += w->f[i].state == F_BAR && w->f[i].val;
   for (int i = 0; i < n; i++)
     if (w->f[i].state == F_BAR) {
       w->f[i].res = barrier_result(w->f[i].kind, count, w->nbar);
@@ -414,15 +383,12 @@ static void release_barrier(worker *w)
 }
 
 /* Complete the warp operation of the lanes in g (bits relative to the warp at base). */
-static void resolve_group(worker *w, int base, uint32_t g)
-{
+static void resolve_group(worker *w, int base, uint32_t g) {
   uint32_t ballot = 0;
   for (int l = 0; l < 32; l++)
-    if ((g >> l & 1u) && w->f[base + l].val)
-      ballot |= 1u << l;
+    if ((g >> l & 1u) && w->f[base + l].val) ballot |= 1u << l;
   for (int l = 0; l < 32; l++) {
-    if (!(g >> l & 1u))
-      continue;
+    if (!(g >> l & 1u)) continue;
     fiber *f = &w->f[base + l];
     int s = f->src;
     if (f->kind == CDV_CPU_WARP_SHFL)
@@ -438,8 +404,7 @@ static void resolve_group(worker *w, int base, uint32_t g)
 }
 
 /* Complete every warp operation whose participants have all arrived; returns whether any was. */
-static int resolve_warps(worker *w)
-{
+static int resolve_warps(worker *w) {
   int progress = 0, n = (int)w->ctx.nthreads;
   for (uint32_t ww = w->warps_waiting; ww; ww &= ww - 1) {
     int wi = __builtin_ctz(ww), base = wi * 32, cnt = n - base < 32 ? n - base : 32;
@@ -458,23 +423,21 @@ static int resolve_warps(worker *w)
         pending &= ~(1u << l);
       }
     }
-    if (!waiting)
-      w->warps_waiting &= ~(1u << wi);
+    if (!waiting) w->warps_waiting &= ~(1u << wi);
   }
   return progress;
 }
 
-static int deadlock(worker *w)
-{
-  record(w, NULL, CDV_CPU_FAIL_DEADLOCK, "%d thread%s wait at __syncthreads while %d wait at a warp "
+static int deadlock(worker *w) {
+  record(w, NULL, CDV_CPU_FAIL_DEADLOCK,
+         "%d thread%s wait at __syncthreads while %d wait at a warp "
          "operation and %d have exited (a barrier or warp operation that not all threads reach)",
          w->nbar, w->nbar == 1 ? "" : "s", w->nwarp, w->ndone);
   stop_launch(w, NULL);
   return -1;
 }
 
-static int run_fibers(worker *w)
-{
+static int run_fibers(worker *w) {
   int n = (int)w->ctx.nthreads;
   for (int i = 0; i < n; i++) {
     fiber_start(w, i);
@@ -486,16 +449,13 @@ static int run_fibers(worker *w)
       w->rq_pos = 1;
       w->cur = &w->f[w->rq[0]];
       cdv_cpu_fiber_switch(&w->sched, &w->cur->fc);
-      if (w->aborted)
-        return -1;
+      if (w->aborted) return -1;
     }
     w->rq_len = 0;
-    if (w->nwarp && resolve_warps(w))
-      continue;
-    if (w->ndone == n)
-      return 0;
+    if (w->nwarp && resolve_warps(w)) continue;
+    if (w->ndone == n) return 0;
     if (w->nbar && w->nbar + w->ndone == n) {
-      if (w->ngrid && grid_wait(w))   /* the block's part of grid.sync() is done: wait for the grid */
+      if (w->ngrid && grid_wait(w)) /* the block's part of grid.sync() is done: wait for the grid */
         return -1;
       release_barrier(w);
       continue;
@@ -506,28 +466,25 @@ static int run_fibers(worker *w)
 
 /* ---------------------------------------------------------------- operations called by kernel code */
 /* Outside fiber mode only a block of one thread may wait (there is nobody to wait for). */
-static void no_fibers(worker *w, const char *what)
-{
+static void no_fibers(worker *w, const char *what) {
   record(w, w->cur, CDV_CPU_FAIL_NOSYNC, "%s", what);
   stop_launch(w, w->cur);
 }
 
-static int op_barrier(cdv_cpu_ctx *c, int kind, int pred)
-{
+static int op_barrier(cdv_cpu_ctx *c, int kind, int pred) {
   worker *w = (worker *)c;
   fiber *f = w->cur;
-  if (kind == CDV_CPU_BAR_GRID_VALID)
-    return w->L->coop;
+  if (kind == CDV_CPU_BAR_GRID_VALID) return w->L->coop;
   if (kind == CDV_CPU_BAR_GRID && !w->L->coop) {
-    record(w, f, CDV_CPU_FAIL_TRAP, "grid.sync() in a launch that is not cooperative (launch it with "
+    record(w, f, CDV_CPU_FAIL_TRAP,
+           "grid.sync() in a launch that is not cooperative (launch it with "
            "cooperative = true)");
     stop_launch(w, f);
-    abort();   /* not reached: stop_launch leaves this fiber for good */
+    abort(); /* not reached: stop_launch leaves this fiber for good */
   }
   if (!w->L->fibers) {
-    if (c->nthreads > 1)
-      no_fibers(w, kind == CDV_CPU_BAR_GRID ? "grid.sync()" : "__syncthreads");
-    if (kind == CDV_CPU_BAR_GRID && grid_wait(w))   /* a block of one thread: it is the whole block */
+    if (c->nthreads > 1) no_fibers(w, kind == CDV_CPU_BAR_GRID ? "grid.sync()" : "__syncthreads");
+    if (kind == CDV_CPU_BAR_GRID && grid_wait(w)) /* a block of one thread: it is the whole block */
       cdv_cpu_fiber_switch(&f->fc, &w->sched);
     return (int)barrier_result(kind, pred != 0, 1);
   }
@@ -538,13 +495,11 @@ static int op_barrier(cdv_cpu_ctx *c, int kind, int pred)
   return (int)f->res;
 }
 
-static unsigned long long op_warp(cdv_cpu_ctx *c, int kind, unsigned mask, unsigned long long v, int src)
-{
+static unsigned long long op_warp(cdv_cpu_ctx *c, int kind, unsigned mask, unsigned long long v, int src) {
   worker *w = (worker *)c;
   fiber *f = w->cur;
   if (!w->L->fibers) {
-    if (c->nthreads > 1)
-      no_fibers(w, "a warp intrinsic");
+    if (c->nthreads > 1) no_fibers(w, "a warp intrinsic");
     return kind == CDV_CPU_WARP_SHFL ? v : kind == CDV_CPU_WARP_VOTE ? (v != 0) | 1ull << 32 : 0;
   }
   f->state = F_WARP, f->kind = (unsigned char)kind, f->mask = mask, f->val = v, f->src = src;
@@ -554,23 +509,20 @@ static unsigned long long op_warp(cdv_cpu_ctx *c, int kind, unsigned mask, unsig
   return f->res;
 }
 
-static void op_fail(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line)
-{
+static void op_fail(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line) {
   worker *w = (worker *)c;
   record(w, w->cur, kind, "%s:%u: %s", file ? file : "?", line, text ? text : "");
   stop_launch(w, w->cur);
-  abort();   /* not reached: stop_launch leaves this fiber for good */
+  abort(); /* not reached: stop_launch leaves this fiber for good */
 }
 
 /* ---------------------------------------------------------------- workers */
-static int run_block(worker *w, uint64_t b)
-{
+static int run_block(worker *w, uint64_t b) {
   const unsigned *g = w->L->grid;
   w->ctx.block_idx[0] = (unsigned)(b % g[0]);
   w->ctx.block_idx[1] = (unsigned)(b / g[0] % g[1]);
   w->ctx.block_idx[2] = (unsigned)(b / ((uint64_t)g[0] * g[1]));
-  if (w->L->fibers)
-    return run_fibers(w);
+  if (w->L->fibers) return run_fibers(w);
   /* loop mode: one fiber runs the block's threads in a loop (the trampoline's RUN_BLOCK) */
   fiber_start(w, 0);
   w->cur = &w->f[0];
@@ -579,8 +531,7 @@ static int run_block(worker *w, uint64_t b)
   return w->aborted ? -1 : 0;
 }
 
-static int worker_init(worker *w, launch *L, int slot)
-{
+static int worker_init(worker *w, launch *L, int slot) {
   memset(w, 0, sizeof *w);
   w->L = L;
   memcpy(w->ctx.block_dim, L->block, sizeof L->block);
@@ -592,12 +543,10 @@ static int worker_init(worker *w, launch *L, int slot)
   w->ctx.fail = op_fail;
   w->nf = L->fibers ? (int)L->nthreads : 1;
   void *fibers = NULL;
-  if (posix_memalign(&fibers, 64, (size_t)w->nf * sizeof *w->f) == 0)
-    memset(fibers, 0, (size_t)w->nf * sizeof *w->f);
+  if (posix_memalign(&fibers, 64, (size_t)w->nf * sizeof *w->f) == 0) memset(fibers, 0, (size_t)w->nf * sizeof *w->f);
   w->f = fibers;
   w->rq = calloc((size_t)w->nf, sizeof *w->rq);
-  if (!w->f || !w->rq || !w->ctx.dyn_shared)
-    return -1;
+  if (!w->f || !w->rq || !w->ctx.dyn_shared) return -1;
   for (int i = 0; i < w->nf; i++) {
     w->f[i].w = w;
     w->f[i].region = slots[slot].r[i];
@@ -608,32 +557,27 @@ static int worker_init(worker *w, launch *L, int slot)
 
 static void prefault_share(const launch *L, int slot);
 
-static void worker_run(launch *L, int slot)
-{
+static void worker_run(launch *L, int slot) {
   worker w;
   if (worker_init(&w, L, slot)) {
     record(&w, NULL, FAIL_OOM, "out of host memory");
     stop_launch(&w, NULL);
   } else {
     tls_worker = &w;
-    if (L->in_child && L->npre)
-      prefault_share(L, slot);
+    if (L->in_child && L->npre) prefault_share(L, slot);
     while (!__atomic_load_n(&L->aborted, __ATOMIC_RELAXED)) {
-      if (__atomic_load_n(&interrupts, __ATOMIC_RELAXED) != L->intr0) {   /* NOTE [interrupting a launch] */
+      if (__atomic_load_n(&interrupts, __ATOMIC_RELAXED) != L->intr0) { /* NOTE [interrupting a launch] */
         record(&w, NULL, FAIL_INTERRUPT, "interrupted");
         stop_launch(&w, NULL);
         break;
       }
       uint64_t b = __atomic_fetch_add(&L->next, L->chunk, __ATOMIC_RELAXED);
-      if (b >= L->nblocks)
-        break;
+      if (b >= L->nblocks) break;
       uint64_t end = b + L->chunk < L->nblocks ? b + L->chunk : L->nblocks;
       for (; b < end; b++)
-        if (run_block(&w, b))
-          break;
-      if (L->coop) {   /* one block per worker (NOTE [cpu grid sync]) */
-        if (!w.aborted)
-          grid_exit(L);
+        if (run_block(&w, b)) break;
+      if (L->coop) { /* one block per worker (NOTE [cpu grid sync]) */
+        if (!w.aborted) grid_exit(L);
         break;
       }
     }
@@ -651,11 +595,9 @@ static void worker_run(launch *L, int slot)
  * and the child's workers map them with MADV_POPULATE_WRITE, each its share, before running blocks: one
  * system call instead of a fault per page (Linux 5.14 and later; elsewhere the faults happen as before).
  * Arrays beyond PREFAULT_LIMIT in total are left to fault on demand, in case a kernel reads little of them. */
-static void plan_prefault(launch *L, void *base, size_t len)
-{
+static void plan_prefault(launch *L, void *base, size_t len) {
   for (int k = 0; k < L->npre; k++)
-    if (L->pre[k].p == base)
-      return;
+    if (L->pre[k].p == base) return;
   if (L->npre < MAX_PREFAULT && L->pre_total + len <= PREFAULT_LIMIT) {
     L->pre[L->npre].p = base, L->pre[L->npre].n = len;
     L->npre++, L->pre_total += len;
@@ -666,8 +608,7 @@ static void plan_prefault(launch *L, void *base, size_t len)
  * mapped memory (a host buffer wrapped as an array, say) returns 1, because the child's writes there would be
  * lost (NOTE [fault containment]): such a launch runs in-process. An unmapped pointer keeps the fork, so
  * that using it is a contained fault. Pointers stored inside structs or arrays are not looked at. */
-static int plan_args(launch *L)
-{
+static int plan_args(launch *L) {
   const cdv_cpu_sig *sig = L->fn->sig;
   long pg = page_size();
   for (unsigned i = 0; sig && L->args && i < sig->n; i++) {
@@ -675,11 +616,9 @@ static int plan_args(launch *L)
     void *v, *base;
     size_t len;
     unsigned char vec;
-    if (!CDV_CPU_PARAM_PTR(w) || CDV_CPU_PARAM_SIZE(w) != sizeof v || !L->args[i])
-      continue;
+    if (!CDV_CPU_PARAM_PTR(w) || CDV_CPU_PARAM_SIZE(w) != sizeof v || !L->args[i]) continue;
     memcpy(&v, L->args[i], sizeof v);
-    if (!v)
-      continue;
+    if (!v) continue;
     if (cdv_cpu_alloc_containing(v, &base, &len) == 0)
       plan_prefault(L, base, len);
     else if (mincore((void *)((uintptr_t)v & ~(uintptr_t)(pg - 1)), (size_t)pg, &vec) == 0)
@@ -689,21 +628,19 @@ static int plan_args(launch *L)
 }
 
 /* The slot'th of nworkers equal shares of the listed arrays, populated. */
-static void prefault_share(const launch *L, int slot)
-{
+static void prefault_share(const launch *L, int slot) {
   size_t pg = (size_t)page_size(), nw = (size_t)L->nworkers;
   size_t lo = L->pre_total / nw * (size_t)slot / pg * pg;
   size_t hi = slot + 1 == L->nworkers ? L->pre_total : L->pre_total / nw * (size_t)(slot + 1) / pg * pg;
   size_t off = 0;
   for (int k = 0; k < L->npre; off += L->pre[k].n, k++) {
     size_t a = lo > off ? lo : off, b = hi < off + L->pre[k].n ? hi : off + L->pre[k].n;
-    if (a < b)
-      madvise(L->pre[k].p + (a - off), b - a, MADV_POPULATE_WRITE);
+    if (a < b) madvise(L->pre[k].p + (a - off), b - a, MADV_POPULATE_WRITE);
   }
 }
 
 /* ---------------------------------------------------------------- in-process launches: a persistent pool */
-static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;   /* one in-process launch at a time */
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one in-process launch at a time */
 static struct pool {
   pthread_mutex_t m;
   pthread_cond_t go, done;
@@ -713,42 +650,34 @@ static struct pool {
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL};
 
 /* Worker threads take no asynchronous signals: those belong to the host's threads. */
-static void block_async_signals(void)
-{
+static void block_async_signals(void) {
   sigset_t s;
   sigfillset(&s);
   int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
-  for (size_t i = 0; i < sizeof sync_sigs / sizeof sync_sigs[0]; i++)
-    sigdelset(&s, sync_sigs[i]);
+  for (size_t i = 0; i < sizeof sync_sigs / sizeof sync_sigs[0]; i++) sigdelset(&s, sync_sigs[i]);
   pthread_sigmask(SIG_SETMASK, &s, NULL);
 }
 
-static void *pool_main(void *arg)
-{
+static void *pool_main(void *arg) {
   int slot = (int)(intptr_t)arg;
-  unsigned seen = 0;   /* helpers start before the first launch is posted (gen 0) */
+  unsigned seen = 0; /* helpers start before the first launch is posted (gen 0) */
   block_async_signals();
-  if (in_worker)
-    child_altstack();
+  if (in_worker) child_altstack();
   pthread_mutex_lock(&pool.m);
   for (;;) {
-    while (pool.gen == seen)
-      pthread_cond_wait(&pool.go, &pool.m);
+    while (pool.gen == seen) pthread_cond_wait(&pool.go, &pool.m);
     seen = pool.gen;
-    if (slot > pool.want)
-      continue;
+    if (slot > pool.want) continue;
     launch *L = pool.L;
     pthread_mutex_unlock(&pool.m);
     worker_run(L, slot);
     pthread_mutex_lock(&pool.m);
-    if (--pool.busy == 0)
-      pthread_cond_signal(&pool.done);
+    if (--pool.busy == 0) pthread_cond_signal(&pool.done);
   }
   return NULL;
 }
 
-static void run_pool(launch *L, int nw)
-{
+static void run_pool(launch *L, int nw) {
   pthread_mutex_lock(&pool.m);
   if (pool.gen == 0 && pool.nthreads == 0) {
     pthread_attr_t a;
@@ -756,8 +685,7 @@ static void run_pool(launch *L, int nw)
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     for (int i = 1; i < cdv_cpu_worker_count(); i++) {
       pthread_t t;
-      if (pthread_create(&t, &a, pool_main, (void *)(intptr_t)i))
-        break;
+      if (pthread_create(&t, &a, pool_main, (void *)(intptr_t)i)) break;
       pool.nthreads++;
     }
     pthread_attr_destroy(&a);
@@ -770,8 +698,7 @@ static void run_pool(launch *L, int nw)
   pthread_mutex_unlock(&pool.m);
   worker_run(L, 0);
   pthread_mutex_lock(&pool.m);
-  while (pool.busy)
-    pthread_cond_wait(&pool.done, &pool.m);
+  while (pool.busy) pthread_cond_wait(&pool.done, &pool.m);
   pthread_mutex_unlock(&pool.m);
 }
 
@@ -793,18 +720,15 @@ static pthread_mutex_t intr_lock = PTHREAD_MUTEX_INITIALIZER;
 static int intr_users, intr_default;
 static struct sigaction intr_prev;
 
-void cdv_cpu_interrupt(void)
-{
+void cdv_cpu_interrupt(void) {
   __atomic_add_fetch(&interrupts, 1, __ATOMIC_SEQ_CST);
   for (int i = 0; i < MAX_CHILDREN; i++) {
     pid_t p = __atomic_load_n(&children[i], __ATOMIC_SEQ_CST);
-    if (p > 0)
-      kill(p, SIGINT);
+    if (p > 0) kill(p, SIGINT);
   }
 }
 
-static void on_interrupt(int sig, siginfo_t *si, void *uc)
-{
+static void on_interrupt(int sig, siginfo_t *si, void *uc) {
   int saved = errno;
   cdv_cpu_interrupt();
   if (intr_prev.sa_flags & SA_SIGINFO)
@@ -816,18 +740,15 @@ static void on_interrupt(int sig, siginfo_t *si, void *uc)
   errno = saved;
 }
 
-static int add_child(pid_t pid)
-{
+static int add_child(pid_t pid) {
   for (int i = 0; i < MAX_CHILDREN; i++) {
     pid_t z = 0;
-    if (__atomic_compare_exchange_n(&children[i], &z, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-      return i;
+    if (__atomic_compare_exchange_n(&children[i], &z, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return i;
   }
   return -1;
 }
 
-static void interrupt_arm(void)
-{
+static void interrupt_arm(void) {
   pthread_mutex_lock(&intr_lock);
   if (intr_users++ == 0) {
     struct sigaction sa;
@@ -837,20 +758,18 @@ static void interrupt_arm(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &intr_prev);
     if (!(intr_prev.sa_flags & SA_SIGINFO) && intr_prev.sa_handler == SIG_IGN)
-      sigaction(SIGINT, &intr_prev, NULL);   /* ignored stays ignored */
+      sigaction(SIGINT, &intr_prev, NULL); /* ignored stays ignored */
   }
   pthread_mutex_unlock(&intr_lock);
 }
 
-static void interrupt_disarm(void)
-{
+static void interrupt_disarm(void) {
   pthread_mutex_lock(&intr_lock);
   if (--intr_users == 0) {
     struct sigaction cur;
     sigaction(SIGINT, NULL, &cur);
-    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_interrupt)
-      sigaction(SIGINT, &intr_prev, NULL);
-    if (intr_default) {   /* SIGINT's default action, delayed until the child was gone */
+    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_interrupt) sigaction(SIGINT, &intr_prev, NULL);
+    if (intr_default) { /* SIGINT's default action, delayed until the child was gone */
       intr_default = 0;
       raise(SIGINT);
     }
@@ -865,8 +784,7 @@ static launch *child_launch;
 /* (see NOTE [fault containment]) in the child, a fault records its signal, address, block and thread, then lets
  * the default action end the child (SA_RESETHAND; returning re-executes the faulting instruction). Only
  * async-signal-safe work here. */
-static void on_fault(int sig, siginfo_t *si, void *uc)
-{
+static void on_fault(int sig, siginfo_t *si, void *uc) {
   (void)uc;
   status *st = child_status;
   worker *w = tls_worker;
@@ -874,7 +792,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     st->kind = CDV_CPU_FAIL_SIGNAL;
     st->signo = sig;
     st->addr = (uintptr_t)si->si_addr;
-    if (w) {   /* a stack overflow: the guard page of the running thread's stack (of any, outside a thread) */
+    if (w) { /* a stack overflow: the guard page of the running thread's stack (of any, outside a thread) */
       note_where(st, w, w->cur);
       for (int i = 0; i < w->nf; i++)
         if (!w->cur || w->cur == &w->f[i])
@@ -882,11 +800,10 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     }
   }
   if (sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS)
-    raise(sig);   /* not re-executed by returning: raise it again under the default action */
+    raise(sig); /* not re-executed by returning: raise it again under the default action */
 }
 
-static void child_signals(void)
-{
+static void child_signals(void) {
   static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -901,33 +818,28 @@ static void child_signals(void)
   }
   /* interrupting the host (Ctrl-C) also ends the launch; the host's own handlers are for the host */
   static const int dfl[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
-  for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
-    signal(dfl[i], dfl[i] == SIGPIPE ? SIG_IGN : SIG_DFL);
+  for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++) signal(dfl[i], dfl[i] == SIGPIPE ? SIG_IGN : SIG_DFL);
   pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
 }
 
 /* Each thread of the child handles its faults on an alternate stack, so a stack overflow is reported too. */
-static void child_altstack(void)
-{
+static void child_altstack(void) {
   stack_t ss;
   ss.ss_sp = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ss.ss_size = ALTSTACK_SIZE;
   ss.ss_flags = 0;
-  if (ss.ss_sp != MAP_FAILED)
-    sigaltstack(&ss, NULL);
+  if (ss.ss_sp != MAP_FAILED) sigaltstack(&ss, NULL);
 }
 
-static void *child_thread(void *arg)
-{
+static void *child_thread(void *arg) {
   child_altstack();
   worker_run(child_launch, (int)(intptr_t)arg);
   return NULL;
 }
 
-__attribute__((noreturn)) static void child_main(launch *L, int nw)
-{
+__attribute__((noreturn)) static void child_main(launch *L, int nw) {
 #ifdef __linux__
-  prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the launching thread */
+  prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the launching thread */
 #endif
   child_status = L->st;
   child_launch = L;
@@ -938,8 +850,8 @@ __attribute__((noreturn)) static void child_main(launch *L, int nw)
   int started = 1;
   for (; started < nw; started++)
     if (pthread_create(&th[started], NULL, child_thread, (void *)(intptr_t)started))
-      break;   /* fewer workers: the block counter shares the work among those that exist */
-  if (started < nw && L->coop) {   /* but every block of a cooperative launch needs its own */
+      break; /* fewer workers: the block counter shares the work among those that exist */
+  if (started < nw && L->coop) { /* but every block of a cooperative launch needs its own */
     if (claim(L->st)) {
       L->st->kind = FAIL_OOM;
       snprintf(L->st->text, sizeof L->st->text, "%d", started);
@@ -948,68 +860,68 @@ __attribute__((noreturn)) static void child_main(launch *L, int nw)
     _exit(EXIT_FAILED);
   }
   worker_run(L, 0);
-  for (int i = 1; i < started; i++)
-    pthread_join(th[i], NULL);
+  for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
   fflush(NULL);
   L->st->done = 1;
   _exit(0);
 }
 
-static const char *signal_text(int sig)
-{
+static const char *signal_text(int sig) {
   switch (sig) {
-  case SIGSEGV: return "SIGSEGV (segmentation fault)";
-  case SIGBUS: return "SIGBUS (bus error)";
-  case SIGFPE: return "SIGFPE (arithmetic exception, e.g. an integer division by zero)";
-  case SIGILL: return "SIGILL (illegal instruction)";
-  case SIGABRT: return "SIGABRT (aborted)";
-  case SIGTRAP: return "SIGTRAP (trace/breakpoint trap)";
-  case SIGKILL: return "SIGKILL (killed)";
-  case SIGTERM: return "SIGTERM (terminated)";
-  case SIGINT: return "SIGINT (interrupted)";
-  case SIGSYS: return "SIGSYS (bad system call)";
-  default: return NULL;
+    case SIGSEGV: return "SIGSEGV (segmentation fault)";
+    case SIGBUS: return "SIGBUS (bus error)";
+    case SIGFPE: return "SIGFPE (arithmetic exception, e.g. an integer division by zero)";
+    case SIGILL: return "SIGILL (illegal instruction)";
+    case SIGABRT: return "SIGABRT (aborted)";
+    case SIGTRAP: return "SIGTRAP (trace/breakpoint trap)";
+    case SIGKILL: return "SIGKILL (killed)";
+    case SIGTERM: return "SIGTERM (terminated)";
+    case SIGINT: return "SIGINT (interrupted)";
+    case SIGSYS: return "SIGSYS (bad system call)";
+    default: return NULL;
   }
 }
 
 /* A failure the kernel or the scheduler reported (not a signal). */
-static int reported_error(const char *k, const status *st, const char *where, cdv_err *e)
-{
+static int reported_error(const char *k, const status *st, const char *where, cdv_err *e) {
   const char *api = "cpu.launch", *failed = "CUDA_ERROR_LAUNCH_FAILED";
   switch (st->kind) {
-  case CDV_CPU_FAIL_ASSERT:
-    return cdv_fail(e, api, 710, "CUDA_ERROR_ASSERT", "kernel '%s' failed an assertion: %s%s", k, st->text, where);
-  case CDV_CPU_FAIL_TRAP:
-    return cdv_fail(e, api, 719, failed, "kernel '%s' trapped: %s%s", k, st->text, where);
-  case CDV_CPU_FAIL_NOSYNC:
-    return cdv_fail(e, api, 719, failed, "kernel '%s' used %s, which the cpu device did not find in its source "
-                    "(hidden in a header it could not read?)%s", k, st->text, where);
-  case CDV_CPU_FAIL_DEADLOCK:
-    return cdv_fail(e, api, 719, failed, "kernel '%s' deadlocked on the cpu device: %s%s", k, st->text, where);
-  case FAIL_INTERRUPT:
-    return cdv_fail(e, api, 719, failed, "kernel '%s' was interrupted before it finished (blocks already running "
-                    "in this process ran to their end)", k);
-  default:
-    return cdv_fail(e, api, 2, "CUDA_ERROR_OUT_OF_MEMORY", "kernel '%s': out of host memory", k);
+    case CDV_CPU_FAIL_ASSERT:
+      return cdv_fail(e, api, 710, "CUDA_ERROR_ASSERT", "kernel '%s' failed an assertion: %s%s", k, st->text, where);
+    case CDV_CPU_FAIL_TRAP: return cdv_fail(e, api, 719, failed, "kernel '%s' trapped: %s%s", k, st->text, where);
+    case CDV_CPU_FAIL_NOSYNC:
+      return cdv_fail(e, api, 719, failed,
+                      "kernel '%s' used %s, which the cpu device did not find in its source "
+                      "(hidden in a header it could not read?)%s",
+                      k, st->text, where);
+    case CDV_CPU_FAIL_DEADLOCK:
+      return cdv_fail(e, api, 719, failed, "kernel '%s' deadlocked on the cpu device: %s%s", k, st->text, where);
+    case FAIL_INTERRUPT:
+      return cdv_fail(e, api, 719, failed,
+                      "kernel '%s' was interrupted before it finished (blocks already running "
+                      "in this process ran to their end)",
+                      k);
+    default: return cdv_fail(e, api, 2, "CUDA_ERROR_OUT_OF_MEMORY", "kernel '%s': out of host memory", k);
   }
 }
 
 /* A signal that ended the child: what the fault handler saw, if it ran. */
-static int signal_error(const char *k, const status *st, int sig, const char *where, cdv_err *e)
-{
+static int signal_error(const char *k, const status *st, int sig, const char *where, cdv_err *e) {
   if (sig == SIGINT && !st->claimed)
-    return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' was interrupted (SIGINT) before "
-                    "it finished", k);
+    return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
+                    "kernel '%s' was interrupted (SIGINT) before "
+                    "it finished",
+                    k);
   if (st->overflow)
-    return cdv_fail(e, "cpu.launch", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "kernel '%s' crashed on the cpu device: "
-                    "stack overflow (a thread used more than %zu KiB of stack)%s", k,
-                    (CDV_CPU_STACK - CDV_CPU_STACK_COLOURS - (size_t)page_size()) / 1024, where);
+    return cdv_fail(e, "cpu.launch", 700, "CUDA_ERROR_ILLEGAL_ADDRESS",
+                    "kernel '%s' crashed on the cpu device: "
+                    "stack overflow (a thread used more than %zu KiB of stack)%s",
+                    k, (CDV_CPU_STACK - CDV_CPU_STACK_COLOURS - (size_t)page_size()) / 1024, where);
   char sigbuf[32], at[200] = "";
   const char *t = signal_text(sig);
-  if (!t)
-    snprintf(sigbuf, sizeof sigbuf, "signal %d", sig), t = sigbuf;
+  if (!t) snprintf(sigbuf, sizeof sigbuf, "signal %d", sig), t = sigbuf;
   int addr = st->claimed && (sig == SIGSEGV || sig == SIGBUS);
-  if (addr) {   /* and where that is relative to the nearest array (NOTE [cpu memory] in backend_cpu.c) */
+  if (addr) { /* and where that is relative to the nearest array (NOTE [cpu memory] in backend_cpu.c) */
     char near[150];
     cdv_cpu_alloc_describe(st->addr, near, sizeof near);
     snprintf(at, sizeof at, " at address 0x%lx%s", (unsigned long)st->addr, near);
@@ -1019,12 +931,11 @@ static int signal_error(const char *k, const status *st, int sig, const char *wh
 }
 
 /* The error of a failed launch, from its status (and, for a child that died without a word, its signal). */
-static int launch_error(const launch *L, const status *st, int signo, cdv_err *e)
-{
+static int launch_error(const launch *L, const status *st, int signo, cdv_err *e) {
   char where[96] = "";
   if (st->where == 2)
-    snprintf(where, sizeof where, " (block (%u,%u,%u), thread (%u,%u,%u))", st->block[0], st->block[1],
-             st->block[2], st->thread[0], st->thread[1], st->thread[2]);
+    snprintf(where, sizeof where, " (block (%u,%u,%u), thread (%u,%u,%u))", st->block[0], st->block[1], st->block[2],
+             st->thread[0], st->thread[1], st->thread[2]);
   else if (st->where == 1)
     snprintf(where, sizeof where, " (block (%u,%u,%u))", st->block[0], st->block[1], st->block[2]);
   int rc, sig = st->claimed && st->kind == CDV_CPU_FAIL_SIGNAL ? st->signo : signo;
@@ -1033,28 +944,29 @@ static int launch_error(const launch *L, const status *st, int signo, cdv_err *e
   else if (sig)
     rc = signal_error(L->fn->name, st, sig, where, e);
   else
-    rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' ended the cpu device's launch "
-                  "process abnormally", L->fn->name);
-  e->sticky = 0;   /* the host process and its memory are intact: nothing to poison */
+    rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
+                  "kernel '%s' ended the cpu device's launch "
+                  "process abnormally",
+                  L->fn->name);
+  e->sticky = 0; /* the host process and its memory are intact: nothing to poison */
   return rc;
 }
 
 /* The error of a launch whose process ended before it finished: waited (its wait status ws is known) or not. */
-static int ended_error(const launch *L, const status *st, int waited, int ws, cdv_err *e)
-{
+static int ended_error(const launch *L, const status *st, int waited, int ws, cdv_err *e) {
   if (waited && WIFEXITED(ws) && WEXITSTATUS(ws) != EXIT_FAILED && !st->claimed)
-    return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED", "kernel '%s' ended the launch process "
-                    "with exit status %d (exit() called from a kernel?)", L->fn->name, WEXITSTATUS(ws));
+    return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
+                    "kernel '%s' ended the launch process "
+                    "with exit status %d (exit() called from a kernel?)",
+                    L->fn->name, WEXITSTATUS(ws));
   return launch_error(L, st, waited && WIFSIGNALED(ws) ? WTERMSIG(ws) : 0, e);
 }
 
-static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
-{
+static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e) {
   status *st = mmap(NULL, sizeof *st, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (st == MAP_FAILED)
-    return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot map the launch status page");
+  if (st == MAP_FAILED) return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot map the launch status page");
   L->st = st;
-  pthread_mutex_lock(&slots_lock);   /* held across fork: the child must not see the tables mid-update */
+  pthread_mutex_lock(&slots_lock); /* held across fork: the child must not see the tables mid-update */
   int rc = reserve_stacks(nw, stacks, e), armed = 0;
   pid_t pid = -1;
   if (rc == 0) {
@@ -1062,8 +974,7 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
     interrupt_arm();
     armed = 1;
     pid = fork();
-    if (pid == 0)
-      child_main(L, nw);
+    if (pid == 0) child_main(L, nw);
   }
   int err = errno, child = pid > 0 ? add_child(pid) : -1;
   pthread_mutex_unlock(&slots_lock);
@@ -1074,15 +985,12 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e)
     pid_t w;
     while ((w = waitpid(pid, &ws, 0)) < 0 && errno == EINTR)
       ;
-    if (child >= 0)
-      __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
+    if (child >= 0) __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
     int ok = w < 0 ? st->done : WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && st->done;
-    if (!ok)
-      rc = ended_error(L, st, w >= 0, ws, e);
+    if (!ok) rc = ended_error(L, st, w >= 0, ws, e);
   }
   munmap(st, sizeof *st);
-  if (armed)
-    interrupt_disarm();
+  if (armed) interrupt_disarm();
   return rc;
 }
 
@@ -1093,28 +1001,24 @@ struct coop_arg {
   int slot;
 };
 
-static void *coop_thread(void *arg)
-{
+static void *coop_thread(void *arg) {
   struct coop_arg *a = arg;
   block_async_signals();
   worker_run(a->L, a->slot);
   return NULL;
 }
 
-static void run_coop_inprocess(launch *L, int nw)
-{
+static void run_coop_inprocess(launch *L, int nw) {
   pthread_t th[MAX_WORKERS];
   struct coop_arg args[MAX_WORKERS];
   int started = 1;
   for (; started < nw; started++) {
     args[started].L = L, args[started].slot = started;
-    if (pthread_create(&th[started], NULL, coop_thread, &args[started]))
-      break;
+    if (pthread_create(&th[started], NULL, coop_thread, &args[started])) break;
   }
-  if (started < nw) {   /* too few threads: the blocks that started leave grid.sync() as after a failure */
+  if (started < nw) { /* too few threads: the blocks that started leave grid.sync() as after a failure */
     status *st = L->st;
-    if (claim(st))
-      st->kind = FAIL_OOM;
+    if (claim(st)) st->kind = FAIL_OOM;
     __atomic_store_n(&L->aborted, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&L->gm);
     pthread_cond_broadcast(&L->gc);
@@ -1122,8 +1026,7 @@ static void run_coop_inprocess(launch *L, int nw)
   } else {
     worker_run(L, 0);
   }
-  for (int i = 1; i < started; i++)
-    pthread_join(th[i], NULL);
+  for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
 }
 
 /* ---------------------------------------------------------------- the launch worker */
@@ -1155,12 +1058,12 @@ static void run_coop_inprocess(launch *L, int nw)
  *   threads of its own (the host's pool threads do not exist in it), each with an alternate signal stack.
  * - One contained launch at a time goes to the worker (lw_lock); launches of other host threads wait.
  * CUDADEV_CPU_FORK=each forks a child per launch, as before (for comparison); =0 runs in-process. */
-#define LW_ARGS 16384             /* argument bytes a message carries */
+#define LW_ARGS 16384 /* argument bytes a message carries */
 
 typedef struct lw_page {
   status st;
-  int started;                    /* the worker took the message */
-  launch L;                       /* fn, args and st rewritten by the worker */
+  int started; /* the worker took the message */
+  launch L; /* fn, args and st rewritten by the worker */
   cdv_cpu_func fn;
   unsigned nargs, off[CDV_CPU_MAX_PARAMS];
   _Alignas(64) unsigned char args[LW_ARGS];
@@ -1170,21 +1073,17 @@ static pthread_mutex_t lw_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   pid_t pid;
   int sock;
-  unsigned gen;                   /* maps_gen when it was forked */
+  unsigned gen; /* maps_gen when it was forked */
   dev_t out_dev[2];
   ino_t out_ino[2];
   lw_page *pg;
 } lw = {0, -1, 0, {0, 0}, {0, 0}, NULL};
 static unsigned maps_gen;
 
-void cdv_cpu_maps_changed(void)
-{
-  __atomic_add_fetch(&maps_gen, 1, __ATOMIC_SEQ_CST);
-}
+void cdv_cpu_maps_changed(void) { __atomic_add_fetch(&maps_gen, 1, __ATOMIC_SEQ_CST); }
 
 /* Which launches go where: 0 in-process, 1 the launch worker, 2 a child per launch. Read once. */
-static int fork_mode(void)
-{
+static int fork_mode(void) {
   static int v = -1;
   int x = __atomic_load_n(&v, __ATOMIC_RELAXED);
   if (x < 0) {
@@ -1196,17 +1095,15 @@ static int fork_mode(void)
 }
 
 /* The worker's copy of the message's launch (its own argument pointers, its own status pointer). */
-static void lw_serve(lw_page *pg)
-{
+static void lw_serve(lw_page *pg) {
   void *args[CDV_CPU_MAX_PARAMS];
   launch L = pg->L;
-  for (unsigned i = 0; i < pg->nargs; i++)
-    args[i] = pg->args + pg->off[i];
+  for (unsigned i = 0; i < pg->nargs; i++) args[i] = pg->args + pg->off[i];
   L.fn = &pg->fn;
   L.args = pg->nargs ? args : NULL;
   L.st = &pg->st;
   L.in_child = 1;
-  L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);   /* this process's count */
+  L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED); /* this process's count */
   child_status = L.st;
   child_launch = &L;
   /* arrays this worker populated before keep their page tables: NOTE [prefaulting] is for new ones */
@@ -1218,16 +1115,12 @@ static void lw_serve(lw_page *pg)
   int keep = 0;
   for (int k = 0; k < L.npre; k++) {
     int seen = 0;
-    for (int d = 0; d < ndone && !seen; d++)
-      seen = done[d].p == L.pre[k].p && done[d].n == L.pre[k].n;
-    if (!seen && ndone < 256)
-      done[ndone].p = L.pre[k].p, done[ndone].n = L.pre[k].n, ndone++;
-    if (!seen)
-      L.pre[keep++] = L.pre[k];
+    for (int d = 0; d < ndone && !seen; d++) seen = done[d].p == L.pre[k].p && done[d].n == L.pre[k].n;
+    if (!seen && ndone < 256) done[ndone].p = L.pre[k].p, done[ndone].n = L.pre[k].n, ndone++;
+    if (!seen) L.pre[keep++] = L.pre[k];
   }
   L.pre_total = 0;
-  for (int k = L.npre = keep; k-- > 0;)
-    L.pre_total += L.pre[k].n;
+  for (int k = L.npre = keep; k-- > 0;) L.pre_total += L.pre[k].n;
   cdv_err e;
   memset(&e, 0, sizeof e);
   size_t stacks = L.fibers ? L.nthreads : 1;
@@ -1251,20 +1144,17 @@ static void lw_serve(lw_page *pg)
 /* The worker never outlives the host: not PR_SET_PDEATHSIG, which would end it with the host thread that
  * happened to fork it while other threads still launch; a thread that looks for a new parent instead (the
  * socket's end covers an idle worker at once). */
-static void *lw_watch(void *arg)
-{
+static void *lw_watch(void *arg) {
   pid_t host = (pid_t)(intptr_t)arg;
   block_async_signals();
   for (;;) {
-    if (getppid() != host)
-      _exit(0);
+    if (getppid() != host) _exit(0);
     usleep(100000);
   }
   return NULL;
 }
 
-__attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host)
-{
+__attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host) {
   in_worker = 1;
   /* the host's locks as they were at fork: held by threads that do not exist here */
   pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
@@ -1274,24 +1164,20 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host)
   memcpy(&slots_lock, &m0, sizeof m0), memcpy(&run_lock, &m0, sizeof m0);
   long maxfd = sysconf(_SC_OPEN_MAX);
   for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
-    if (fd != sock)
-      close(fd);
+    if (fd != sock) close(fd);
   child_signals();
   child_altstack();
   pthread_t watch;
   pthread_attr_t a;
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&watch, &a, lw_watch, (void *)(intptr_t)host))
-    _exit(0);
+  if (pthread_create(&watch, &a, lw_watch, (void *)(intptr_t)host)) _exit(0);
   pthread_attr_destroy(&a);
   for (;;) {
     char c;
     ssize_t r = read(sock, &c, 1);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      _exit(0);   /* the host is gone or let the worker go */
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) _exit(0); /* the host is gone or let the worker go */
     __atomic_store_n(&pg->started, 1, __ATOMIC_SEQ_CST);
     lw_serve(pg);
     c = 'D';
@@ -1300,8 +1186,7 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host)
   }
 }
 
-static void out_ids(dev_t dev[2], ino_t ino[2])
-{
+static void out_ids(dev_t dev[2], ino_t ino[2]) {
   for (int i = 0; i < 2; i++) {
     struct stat sb;
     if (fstat(i + 1, &sb) == 0)
@@ -1312,10 +1197,8 @@ static void out_ids(dev_t dev[2], ino_t ino[2])
 }
 
 /* Let the worker go (lw_lock held). A worker that already died is reaped. */
-static void lw_stop(void)
-{
-  if (lw.pid <= 0)
-    return;
+static void lw_stop(void) {
+  if (lw.pid <= 0) return;
   kill(lw.pid, SIGKILL);
   close(lw.sock);
   while (waitpid(lw.pid, NULL, 0) < 0 && errno == EINTR)
@@ -1324,31 +1207,25 @@ static void lw_stop(void)
 }
 
 /* A process forked from this one (not the worker) has no worker: the host's is not its own to talk to. */
-static void lw_forget(void)
-{
-  if (lw.sock >= 0)
-    close(lw.sock);
-  lw.pid = 0, lw.sock = -1, lw.pg = NULL;   /* the page stays the host's; this process maps its own */
+static void lw_forget(void) {
+  if (lw.sock >= 0) close(lw.sock);
+  lw.pid = 0, lw.sock = -1, lw.pg = NULL; /* the page stays the host's; this process maps its own */
   pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&lw_lock, &m0, sizeof m0);
 }
 
 static pthread_once_t lw_once = PTHREAD_ONCE_INIT;
-static void lw_atfork(void)
-{
-  pthread_atfork(NULL, NULL, lw_forget);
-}
+static void lw_atfork(void) { pthread_atfork(NULL, NULL, lw_forget); }
 
-static int lw_start(const launch *L, cdv_err *e)
-{
+static int lw_start(const launch *L, cdv_err *e) {
   pthread_once(&lw_once, lw_atfork);
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
     return cdv_cpu_fail_errno(e, "cpu.launch", errno, "cannot make the launch worker's socket");
   unsigned gen = __atomic_load_n(&maps_gen, __ATOMIC_SEQ_CST);
   fflush(NULL);
-  pthread_mutex_lock(&slots_lock);   /* held across fork: the worker must not see the tables mid-update */
-  lw_page *pg = lw.pg;   /* lw_forget, run in the child by fork, forgets lw.pg */
+  pthread_mutex_lock(&slots_lock); /* held across fork: the worker must not see the tables mid-update */
+  lw_page *pg = lw.pg; /* lw_forget, run in the child by fork, forgets lw.pg */
   pid_t host = getpid(), pid = fork();
   if (pid == 0) {
     close(sv[0]);
@@ -1367,17 +1244,14 @@ static int lw_start(const launch *L, cdv_err *e)
 }
 
 /* The arguments into the message; 0 when they do not fit or the object does not list its parameters. */
-static int lw_pack(const launch *L, lw_page *pg)
-{
+static int lw_pack(const launch *L, lw_page *pg) {
   const cdv_cpu_sig *sig = L->fn->sig;
-  if (!sig || (sig->n && !L->args) || sig->n > CDV_CPU_MAX_PARAMS)
-    return 0;
+  if (!sig || (sig->n && !L->args) || sig->n > CDV_CPU_MAX_PARAMS) return 0;
   size_t off = 0;
   for (unsigned i = 0; i < sig->n; i++) {
     size_t n = CDV_CPU_PARAM_SIZE(sig->w[i]);
     off = (off + 15) & ~(size_t)15;
-    if (off + n > LW_ARGS || !L->args[i])
-      return 0;
+    if (off + n > LW_ARGS || !L->args[i]) return 0;
     memcpy(pg->args + off, L->args[i], n);
     pg->off[i] = (unsigned)off;
     off += n;
@@ -1387,14 +1261,13 @@ static int lw_pack(const launch *L, lw_page *pg)
 }
 
 /* 1 and the launch's result in *rc when the worker ran it; 0 when it must run the old way. */
-static int run_worker(launch *L, cdv_err *e, int *rc)
-{
+static int run_worker(launch *L, cdv_err *e, int *rc) {
   pthread_mutex_lock(&lw_lock);
   if (!lw.pg) {
     lw_page *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     lw.pg = p == MAP_FAILED ? NULL : p;
   }
-  if (!lw.pg || !lw_pack(L, lw.pg)) {   /* launched the old way */
+  if (!lw.pg || !lw_pack(L, lw.pg)) { /* launched the old way */
     pthread_mutex_unlock(&lw_lock);
     return 0;
   }
@@ -1404,8 +1277,8 @@ static int run_worker(launch *L, cdv_err *e, int *rc)
     dev_t dev[2];
     ino_t ino[2];
     out_ids(dev, ino);
-    if (lw.pid > 0 && (lw.gen != __atomic_load_n(&maps_gen, __ATOMIC_SEQ_CST) || memcmp(dev, lw.out_dev, sizeof dev)
-                       || memcmp(ino, lw.out_ino, sizeof ino)))
+    if (lw.pid > 0 && (lw.gen != __atomic_load_n(&maps_gen, __ATOMIC_SEQ_CST) || memcmp(dev, lw.out_dev, sizeof dev) ||
+                       memcmp(ino, lw.out_ino, sizeof ino)))
       lw_stop();
     if (lw.pid <= 0 && lw_start(L, e)) {
       *rc = -1;
@@ -1425,8 +1298,7 @@ static int run_worker(launch *L, cdv_err *e, int *rc)
     if (r == 1)
       while ((r = read(lw.sock, &c, 1)) < 0 && errno == EINTR)
         ;
-    if (child >= 0)
-      __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
+    if (child >= 0) __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
     if (r == 1 && pg->st.done) {
       interrupt_disarm();
       break;
@@ -1438,7 +1310,7 @@ static int run_worker(launch *L, cdv_err *e, int *rc)
     while ((w = waitpid(lw.pid, &ws, 0)) < 0 && errno == EINTR)
       ;
     lw.pid = 0, lw.sock = -1;
-    if (!started && attempt == 0) {   /* it died idle: a fresh one takes the launch */
+    if (!started && attempt == 0) { /* it died idle: a fresh one takes the launch */
       interrupt_disarm();
       continue;
     }
@@ -1450,8 +1322,7 @@ static int run_worker(launch *L, cdv_err *e, int *rc)
   return 1;
 }
 
-static int run_inprocess(launch *L, int nw, size_t stacks, cdv_err *e)
-{
+static int run_inprocess(launch *L, int nw, size_t stacks, cdv_err *e) {
   status st;
   memset(&st, 0, sizeof st);
   L->st = &st;
@@ -1468,21 +1339,17 @@ static int run_inprocess(launch *L, int nw, size_t stacks, cdv_err *e)
       worker_run(L, 0);
   }
   pthread_mutex_unlock(&run_lock);
-  if (rc == 0 && L->aborted)
-    rc = launch_error(L, &st, 0, e);
+  if (rc == 0 && L->aborted) rc = launch_error(L, &st, 0, e);
   return rc;
 }
 
 /* ---------------------------------------------------------------- the launch */
-static int check_config(const cdv_cpu_func *f, const unsigned g[3], const unsigned b[3], unsigned shared,
-                        cdv_err *e)
-{
+static int check_config(const cdv_cpu_func *f, const unsigned g[3], const unsigned b[3], unsigned shared, cdv_err *e) {
   const char *api = "cpu.launch", *name = "CUDA_ERROR_INVALID_VALUE";
-  if (!f || !f->entry)
-    return cdv_fail(e, api, 400, "CUDA_ERROR_INVALID_HANDLE", "invalid kernel handle");
+  if (!f || !f->entry) return cdv_fail(e, api, 400, "CUDA_ERROR_INVALID_HANDLE", "invalid kernel handle");
   if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2])
-    return cdv_fail(e, api, 1, name, "grid (%u,%u,%u) and block (%u,%u,%u) dimensions must be at least 1",
-                    g[0], g[1], g[2], b[0], b[1], b[2]);
+    return cdv_fail(e, api, 1, name, "grid (%u,%u,%u) and block (%u,%u,%u) dimensions must be at least 1", g[0], g[1],
+                    g[2], b[0], b[1], b[2]);
   uint64_t nt = (uint64_t)b[0] * b[1] * b[2];
   if (nt > CDV_CPU_MAX_THREADS || b[2] > CDV_CPU_MAX_BLOCK_Z)
     return cdv_fail(e, api, 1, name, "block (%u,%u,%u) exceeds the cpu device's limits (%d threads, z at most %d)",
@@ -1490,36 +1357,33 @@ static int check_config(const cdv_cpu_func *f, const unsigned g[3], const unsign
   if (g[0] > CDV_CPU_MAX_GRID_X || g[1] > CDV_CPU_MAX_GRID_YZ || g[2] > CDV_CPU_MAX_GRID_YZ)
     return cdv_fail(e, api, 1, name, "grid (%u,%u,%u) exceeds the cpu device's limits", g[0], g[1], g[2]);
   if (shared > CDV_CPU_MAX_DYN_SHARED)
-    return cdv_fail(e, api, 1, name, "dynamic shared memory of %u bytes exceeds the cpu device's limit of %u",
-                    shared, CDV_CPU_MAX_DYN_SHARED);
+    return cdv_fail(e, api, 1, name, "dynamic shared memory of %u bytes exceeds the cpu device's limit of %u", shared,
+                    CDV_CPU_MAX_DYN_SHARED);
   return 0;
 }
 
 /* (see NOTE [cpu grid sync]) what limits a cooperative launch besides the occupancy model: a worker thread per
  * block, and the mappings of their fiber stacks. */
-int cdv_cpu_coop_max(unsigned nthreads)
-{
+int cdv_cpu_coop_max(unsigned nthreads) {
   int vmas = cdv_cpu_stack_vmas() * (int)(nthreads ? nthreads : 1);
   int n = MAX_WORKERS;
-  if (vmas && VMA_BUDGET / vmas < n)
-    n = VMA_BUDGET / vmas > 0 ? VMA_BUDGET / vmas : 1;
+  if (vmas && VMA_BUDGET / vmas < n) n = VMA_BUDGET / vmas > 0 ? VMA_BUDGET / vmas : 1;
   return n;
 }
 
-int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                   void **args, int cooperative, cdv_err *e)
-{
-  if (check_config(f, grid, block, shared, e))
-    return -1;
+int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared, void **args,
+                   int cooperative, cdv_err *e) {
+  if (check_config(f, grid, block, shared, e)) return -1;
   uint64_t nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
   if (cooperative && nblocks > (uint64_t)cdv_cpu_coop_max(block[0] * block[1] * block[2]))
-    return cdv_fail(e, "cpu.launch", 720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "cooperative launch of %llu "
-                    "blocks exceeds the %d that the cpu device runs at once", (unsigned long long)nblocks,
-                    cdv_cpu_coop_max(block[0] * block[1] * block[2]));
+    return cdv_fail(e, "cpu.launch", 720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+                    "cooperative launch of %llu "
+                    "blocks exceeds the %d that the cpu device runs at once",
+                    (unsigned long long)nblocks, cdv_cpu_coop_max(block[0] * block[1] * block[2]));
   launch L;
   memset(&L, 0, sizeof L);
   L.fn = f;
-  cdv_cpu_func fast;   /* NOTE [fast paths] in cpu_compile.c: when the block's per-thread arrays fit its stack */
+  cdv_cpu_func fast; /* NOTE [fast paths] in cpu_compile.c: when the block's per-thread arrays fit its stack */
   uint64_t nth = (uint64_t)block[0] * block[1] * block[2];
   if (f->fis && !cooperative && f->fis_row <= CDV_CPU_FIS_STACK && f->fis_row * nth <= CDV_CPU_FIS_STACK) {
     fast = *f;
@@ -1535,13 +1399,12 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   L.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
   L.fibers = (L.fn->flags & CDV_CPU_FLAG_FIBERS) && L.nthreads > 1;
   int nw = cdv_cpu_worker_count(), vmas = cdv_cpu_stack_vmas() * (int)L.nthreads;
-  if (L.fibers && vmas && nw > VMA_BUDGET / vmas)   /* stacks of old kernels are limited by mappings */
+  if (L.fibers && vmas && nw > VMA_BUDGET / vmas) /* stacks of old kernels are limited by mappings */
     nw = VMA_BUDGET / vmas > 0 ? VMA_BUDGET / vmas : 1;
   L.coop = cooperative;
-  if (L.coop)   /* a worker per block (NOTE [cpu grid sync]) */
+  if (L.coop) /* a worker per block (NOTE [cpu grid sync]) */
     nw = (int)L.nblocks;
-  if ((uint64_t)nw > L.nblocks)
-    nw = (int)L.nblocks;
+  if ((uint64_t)nw > L.nblocks) nw = (int)L.nblocks;
   uint64_t per = L.nblocks / ((uint64_t)nw * 16);
   L.chunk = L.fibers || L.coop ? 1 : per < 1 ? 1 : per > 64 ? 64 : (unsigned)per;
   size_t stacks = L.fibers ? L.nthreads : 1;
@@ -1552,7 +1415,7 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   int mode = fork_mode(), rc;
   if (mode == 0 || plan_args(&L))
     rc = run_inprocess(&L, nw, stacks, e);
-  else if (!(mode == 1 && !L.coop && run_worker(&L, e, &rc)))   /* NOTE [launch worker]; cooperative launches
+  else if (!(mode == 1 && !L.coop && run_worker(&L, e, &rc))) /* NOTE [launch worker]; cooperative launches
                                                                   * keep a child of their own (NOTE [cpu grid sync]) */
     rc = run_forked(&L, nw, stacks, e);
   pthread_cond_destroy(&L.gc);

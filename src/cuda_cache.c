@@ -89,8 +89,10 @@ static int disabled(void) {
 void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, char *last, size_t nlast, char *miss,
                           size_t nmiss) {
   for (int i = 0; i < CDV_DISK_NSTATS; i++) out[i] = __atomic_load_n(&stats[i], __ATOMIC_RELAXED);
-  if (disabled()) dir[0] = '\0';
-  else cdv_cache_dir("cuda", dir, ndir);
+  if (disabled())
+    dir[0] = '\0';
+  else
+    cdv_cache_dir("cuda", dir, ndir);
   pthread_mutex_lock(&error_lock);
   snprintf(last, nlast, "%s", last_error);
   snprintf(miss, nmiss, "%s", last_miss);
@@ -99,14 +101,16 @@ void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, cha
 
 /* ---------------------------------------------------------------- NOTE [nvrtc identity] */
 static pthread_mutex_t ident_lock = PTHREAD_MUTEX_INITIALIZER;
-static char ident_memo[2048];        /* once known, for the life of the process */
+static char ident_memo[2048]; /* once known, for the life of the process */
 
 /* "device inode size mtime" of a file, "" when it cannot be stat'ed */
 static void file_ident(const char *path, char *out, size_t n) {
   struct stat st;
-  if (stat(path, &st) != 0) out[0] = '\0';
-  else snprintf(out, n, "%llu %llu %lld %lld.%09ld", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
-                (long long)st.st_size, (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  if (stat(path, &st) != 0)
+    out[0] = '\0';
+  else
+    snprintf(out, n, "%llu %llu %lld %lld.%09ld", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+             (long long)st.st_size, (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
 }
 
 /* The record's file: named by a hash of what steers the dynamic linker's search for the library. */
@@ -121,7 +125,9 @@ static int ident_path(const char *dir, char *out, size_t n) {
   cdv_sha256_str(&s, ld);
   cdv_sha256_done(&s, h);
   return snprintf(out, n, "%s/nvrtc-%02x%02x%02x%02x%02x%02x%02x%02x.id", dir, h[0], h[1], h[2], h[3], h[4], h[5], h[6],
-                  h[7]) < (int)n ? 0 : -1;
+                  h[7]) < (int)n
+             ? 0
+             : -1;
 }
 
 /* The record's text ("nvrtc M.m\n<file>\n<its identity>\n") when the file it names is unchanged. */
@@ -205,8 +211,10 @@ static void include_dirs(const cdv_compile_req *req, cdv_strlist *dirs) {
 /* One text's includes, scanned from dir (diskcache.c). */
 static void scan_text_includes(cdv_incscan *is, const char *dir, const char *name, const char *text, size_t n) {
   cdv_strlist incs = {0};
-  if (cdv_list_includes(NULL, name, text, n, &incs) == 0) cdv_include_scan(is, dir, &incs);
-  else is->incomplete = 1;
+  if (cdv_list_includes(NULL, name, text, n, &incs) == 0)
+    cdv_include_scan(is, dir, &incs);
+  else
+    is->incomplete = 1;
   cdv_sl_free(&incs);
 }
 
@@ -232,16 +240,16 @@ static int hash_includes(cdv_sha256 *s, const cdv_compile_req *req) {
 
 static int hash_request(cdv_sha256 *s, const cdv_compile_req *req) {
   char misc[160];
-  snprintf(misc, sizeof misc, "driver %d arch %d ptx %d cubin %d", cdv_cuda_driver_version(), req->arch,
-           req->want_ptx, req->want_cubin);
+  snprintf(misc, sizeof misc, "driver %d arch %d ptx %d cubin %d", cdv_cuda_driver_version(), req->arch, req->want_ptx,
+           req->want_cubin);
   cdv_sha256_str(s, misc);
-  cdv_sha256_str(s, cdv_nvrtc_toolkit_include(0));   /* NOTE [toolkit includes] */
+  cdv_sha256_str(s, cdv_nvrtc_toolkit_include(0)); /* NOTE [toolkit includes] */
   cdv_sha256_str(s, cdv_nvrtc_toolkit_include(1));
   cdv_sha256_str(s, req->name ? req->name : "kernel.cu");
   hash_bytes(s, req->source, req->source_len);
   hash_list(s, "options", req->nopts, req->opts);
   hash_list(s, "include_paths", req->nincludes, req->include_paths);
-  cdv_sha256_str(s, "headers");   /* in name order: the request's headers are sorted (module.c) */
+  cdv_sha256_str(s, "headers"); /* in name order: the request's headers are sorted (module.c) */
   for (int i = 0; i < req->nheaders; i++) {
     cdv_sha256_str(s, req->header_names[i]);
     hash_bytes(s, req->header_srcs[i], strlen(req->header_srcs[i]));
@@ -261,20 +269,22 @@ int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce) {
   ce->on = 0;
   if (disabled()) return miss_reason("the cache is off (CUDADEV_CACHE=%s)", getenv("CUDADEV_CACHE")), -1;
   cdv_cache_dir("cuda", ce->dir, sizeof ce->dir);
-  if (!ce->dir[0]) return miss_reason("no cache directory (none of CUDADEV_CACHE_DIR, XDG_CACHE_HOME, HOME is set)"), -1;
+  if (!ce->dir[0])
+    return miss_reason("no cache directory (none of CUDADEV_CACHE_DIR, XDG_CACHE_HOME, HOME is set)"), -1;
   char why[PATH_MAX + 256];
-  if (cdv_cache_trust_dir(ce->dir, 1, why, sizeof why) != 0) {   /* (see NOTE [cache trust]) no cache, not a failure */
+  if (cdv_cache_trust_dir(ce->dir, 1, why, sizeof why) != 0) { /* (see NOTE [cache trust]) no cache, not a failure */
     disk_error("%s", why);
     return miss_reason("the cache directory is not trusted: %s", why), -1;
   }
-  if (nvrtc_identity(ce->dir, ident, sizeof ident) != 0)   /* no NVRTC: the compile says why */
+  if (nvrtc_identity(ce->dir, ident, sizeof ident) != 0) /* no NVRTC: the compile says why */
     return miss_reason("NVRTC could not be identified for the key"), -1;
   cdv_sha256_init(&s);
   cdv_sha256_str(&s, FORMAT);
   cdv_sha256_str(&s, ident);
   if (hash_request(&s, req) != 0)
     return miss_reason("the files %s includes could not all be read into the key (at most 512 files, 32 levels)",
-                       req->name ? req->name : "kernel.cu"), -1;
+                       req->name ? req->name : "kernel.cu"),
+           -1;
   cdv_sha256_done(&s, h);
   memcpy(ce->key, h, sizeof ce->key);
   char hex[33];
@@ -287,7 +297,10 @@ int cdv_cuda_cache_key(const cdv_compile_req *req, cdv_cuda_entry *ce) {
 /* key (16), format, entry count, flags (HAS_PTX | HAS_CUBIN), 0 (4 bytes each), the lengths of the PTX, the
  * cubin and the log (8 bytes each), then each entry's name and lowered name (4-byte length + bytes), then the
  * PTX, cubin and log bytes. Integers are little-endian. The trailer follows (cdv_cache_write). */
-typedef struct wr { unsigned char *p; size_t at; } wr;
+typedef struct wr {
+  unsigned char *p;
+  size_t at;
+} wr;
 
 static void put_uint(wr *w, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; i++) w->p[w->at++] = (unsigned char)(v >> (8 * i));
@@ -328,7 +341,11 @@ static unsigned char *pack(const unsigned char key[16], const cdv_compile_req *r
 }
 
 /* A reader that never goes past the end: once a read does not fit, bad is set and every read gives nothing. */
-typedef struct rd { const unsigned char *p; size_t n, at; int bad; } rd;
+typedef struct rd {
+  const unsigned char *p;
+  size_t n, at;
+  int bad;
+} rd;
 
 static const unsigned char *take(rd *r, uint64_t len) {
   if (r->bad || len > r->n - r->at) {
@@ -397,12 +414,18 @@ int cdv_cuda_cache_get(const cdv_cuda_entry *ce, const cdv_compile_req *req, cdv
   char *data = cdv_cache_read(ce->path, ENTRY_MAGIC, &n);
   int rc = data ? unpack((const unsigned char *)data, n, ce->key, req, out) : -1;
   int err = errno;
-  if (rc) miss_reason(!data && (err == ENOENT || err == ENOTDIR) ? "no entry '%s' yet (a first compile of these inputs)"
-                      : !data ? "the entry '%s' could not be read" : "the entry '%s' does not match the compile", ce->path);
+  if (rc)
+    miss_reason(!data && (err == ENOENT || err == ENOTDIR) ? "no entry '%s' yet (a first compile of these inputs)"
+                : !data                                    ? "the entry '%s' could not be read"
+                                                           : "the entry '%s' does not match the compile",
+                ce->path);
   errno = err;
-  if (!data && errno == EBADMSG) disk_error("the kernel cache entry '%s' is damaged (truncated or modified)", ce->path);
-  else if (!data && errno != ENOENT && errno != ENOTDIR) disk_error("cannot read the kernel cache entry '%s': %s", ce->path, cdv_cache_strerror(errno));
-  else if (data && rc) disk_error("the kernel cache entry '%s' does not match the compile", ce->path);
+  if (!data && errno == EBADMSG)
+    disk_error("the kernel cache entry '%s' is damaged (truncated or modified)", ce->path);
+  else if (!data && errno != ENOENT && errno != ENOTDIR)
+    disk_error("cannot read the kernel cache entry '%s': %s", ce->path, cdv_cache_strerror(errno));
+  else if (data && rc)
+    disk_error("the kernel cache entry '%s' does not match the compile", ce->path);
   free(data);
   if (rc) cdv_image_free(out);
   count(rc ? CDV_DISK_MISSES : CDV_DISK_HITS);
@@ -413,12 +436,14 @@ void cdv_cuda_cache_put(const cdv_cuda_entry *ce, const cdv_compile_req *req, co
   size_t n;
   if (!ce->on) return;
   unsigned char *data = pack(ce->key, req, img, &n);
-  if (!data) disk_error("not enough memory to write the kernel cache entry '%s'", ce->path);
+  if (!data)
+    disk_error("not enough memory to write the kernel cache entry '%s'", ce->path);
   else if (cdv_mkdirs(ce->dir) != 0)
     disk_error("cannot create the kernel cache directory '%s': %s", ce->dir, strerror(errno));
   else if (cdv_cache_write(ce->dir, ce->path, ENTRY_MAGIC, data, n) != 0)
     disk_error("cannot write the kernel cache entry '%s': %s", ce->path, strerror(errno));
-  else count(CDV_DISK_WRITES);
+  else
+    count(CDV_DISK_WRITES);
   free(data);
 }
 
@@ -467,7 +492,8 @@ static const char *damaged_entries_miss(const cdv_cuda_entry *ce, const cdv_comp
     p[payload] = 'x';
     int bad = cdv_cache_write(ce->dir, ce->path, ENTRY_MAGIC, p, k) || !misses(ce, req);
     free(p);
-    if (bad) return k < payload ? "a sealed prefix of an entry was used" : "a sealed entry with a byte too many was used";
+    if (bad)
+      return k < payload ? "a sealed prefix of an entry was used" : "a sealed entry with a byte too many was used";
   }
   return NULL;
 }
@@ -490,7 +516,7 @@ static const char *unwritable_is_quiet(const cdv_cuda_entry *ce, const cdv_compi
   cdv_cuda_entry bad = *ce;
   long before[CDV_DISK_NSTATS], after[CDV_DISK_NSTATS];
   char dir[8], last[8], miss[8];
-  if (snprintf(bad.dir, sizeof bad.dir, "%s/sub", ce->path) >= (int)sizeof bad.dir ||   /* under a file */
+  if (snprintf(bad.dir, sizeof bad.dir, "%s/sub", ce->path) >= (int)sizeof bad.dir || /* under a file */
       snprintf(bad.path, sizeof bad.path, "%s/x.mod", bad.dir) >= (int)sizeof bad.path)
     return "the directory name is too long";
   cdv_cuda_cache_stats(before, dir, sizeof dir, last, sizeof last, miss, sizeof miss);
@@ -516,8 +542,10 @@ int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n) {
   size_t len = 0;
   char *file = NULL;
   cdv_cuda_cache_put(&ce, &req, &img);
-  if (!(file = cdv_read_file(ce.path, &len)) || len <= CDV_TRAILER_SIZE) bad = "the entry was not written";
-  else if (cdv_cuda_cache_get(&ce, &req, &got) != 0 || !same_image(&got, &img)) bad = "the entry did not read back as written";
+  if (!(file = cdv_read_file(ce.path, &len)) || len <= CDV_TRAILER_SIZE)
+    bad = "the entry was not written";
+  else if (cdv_cuda_cache_get(&ce, &req, &got) != 0 || !same_image(&got, &img))
+    bad = "the entry did not read back as written";
   if (!bad) cdv_image_free(&got);
   if (!bad) bad = damaged_entries_miss(&ce, &req, file, len);
   if (!bad && write_raw(ce.path, file, len) == 0) bad = other_requests_miss(&ce, &req);

@@ -10,7 +10,11 @@
 #include "cdv.h"
 #include "cudadev.h"
 
-struct cdv_embedded { const char *name; const char *data; size_t len; };
+struct cdv_embedded {
+  const char *name;
+  const char *data;
+  size_t len;
+};
 extern const struct cdv_embedded cdv_embedded_files[];
 
 /* NOTE [state record]: each lua_State has one record (cdv_state) of cudadev's per-state settings and caches:
@@ -30,18 +34,18 @@ extern const struct cdv_embedded cdv_embedded_files[];
  * first, while a script's code always has a frame of its own; at any other time (a script removed the anchor from
  * the registry and the collector found it) the anchor is put back and its finalizer armed again. */
 static const char ANCHOR_KEY = 0;
-#define STATE_ANCHOR_MAGIC 0x63647653746174ULL    /* "cdvStat" (NOTE [magic]) */
+#define STATE_ANCHOR_MAGIC 0x63647653746174ULL /* "cdvStat" (NOTE [magic]) */
 typedef struct state_anchor {
   uint64_t magic;
-  cdv_state *st;   /* NULL once released */
-  int closed;      /* released by lua_close: the state makes no record again (NOTE [objects made in finalizers]) */
+  cdv_state *st; /* NULL once released */
+  int closed; /* released by lua_close: the state makes no record again (NOTE [objects made in finalizers]) */
 } state_anchor;
 
 static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
 static cdv_state **records;
 static int nrecords, caprecords;
 
-long cdv_live[CDV_LIVE_N];   /* NOTE [live objects] */
+long cdv_live[CDV_LIVE_N]; /* NOTE [live objects] */
 
 /* cd._live() -> {Array=, Stream=, Event=, Module=, Kernel=, Graph=, blocks=, total=} */
 static int l_live(lua_State *L) {
@@ -160,7 +164,7 @@ static int l_hooks(lua_State *L) {
 static const char LATE_KEY = 'l';
 
 void cdv_track_late(lua_State *L, int idx) {
-  if (lua_gc(L, LUA_GCISRUNNING) == 1) return;   /* the common case: no finalizer running */
+  if (lua_gc(L, LUA_GCISRUNNING) == 1) return; /* the common case: no finalizer running */
   idx = lua_absindex(L, idx);
   cdv_state *st = cdv_peek_state(L);
   if (st == NULL || st->closing)
@@ -190,7 +194,7 @@ static void finalize_late(lua_State *L) {
       lua_pop(L, 1);
       lua_pushcfunction(L, call_gc);
       lua_pushvalue(L, -2);
-      if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);   /* __gc never raises; nothing to report to */
+      if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1); /* __gc never raises; nothing to report to */
     }
   }
   lua_settop(L, top);
@@ -234,8 +238,8 @@ static void release_record(state_anchor *a) {
 
 static int anchor_gc(lua_State *L) {
   state_anchor *a = cdv_test_magic(L, 1, sizeof *a, STATE_ANCHOR_MAGIC);
-  if (a == NULL || a->st == NULL || a->st->anchor != a) return 0;   /* __gc never raises */
-  if (a->st->released || a->st->reg != lua_topointer(L, LUA_REGISTRYINDEX)) {   /* a record made since replaced it */
+  if (a == NULL || a->st == NULL || a->st->anchor != a) return 0; /* __gc never raises */
+  if (a->st->released || a->st->reg != lua_topointer(L, LUA_REGISTRYINDEX)) { /* a record made since replaced it */
     cdv_state *st = a->st;
     a->st = NULL;
     st->anchor = NULL;
@@ -247,14 +251,14 @@ static int anchor_gc(lua_State *L) {
   lua_pop(L, 1);
   int held = lua_rawgetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY) == LUA_TUSERDATA && lua_touserdata(L, -1) == a;
   lua_pop(L, 1);
-  if (main && held && !lua_getstack(L, 1, &ar)) {   /* lua_close */
-    a->st->closing = 1;   /* what the late objects' finalizers make is refused */
+  if (main && held && !lua_getstack(L, 1, &ar)) { /* lua_close */
+    a->st->closing = 1; /* what the late objects' finalizers make is refused */
     finalize_late(L);
     a->closed = 1;
     release_record(a);
     return 0;
   }
-  if (!held) {   /* removed from the registry by a script: back it goes, its finalizer armed again */
+  if (!held) { /* removed from the registry by a script: back it goes, its finalizer armed again */
     lua_pushvalue(L, 1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY);
     if (lua_getmetatable(L, 1)) lua_setmetatable(L, 1);
@@ -285,14 +289,14 @@ static cdv_state *new_record(lua_State *L) {
     if (old != NULL && old->closed) luaL_error(L, "the Lua state is closing: cudadev values cannot be made now");
   }
   lua_pop(L, 1);
-  state_anchor *a = lua_newuserdatauv(L, sizeof *a, 0);   /* closed until the record exists */
+  state_anchor *a = lua_newuserdatauv(L, sizeof *a, 0); /* closed until the record exists */
   a->magic = STATE_ANCHOR_MAGIC;
   a->st = NULL;
-  lua_createtable(L, 0, 2);   /* its own, not one in the registry that a script could replace */
+  lua_createtable(L, 0, 2); /* its own, not one in the registry that a script could replace */
   lua_pushcfunction(L, anchor_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushliteral(L, "cudadev.StateAnchor");
-  lua_setfield(L, -2, "__metatable");   /* NOTE [protected metatables] */
+  lua_setfield(L, -2, "__metatable"); /* NOTE [protected metatables] */
   lua_setmetatable(L, -2);
   cdv_state *st = calloc(1, sizeof *st);
   if (st == NULL) luaL_error(L, "not enough memory");
@@ -314,17 +318,17 @@ static cdv_state *new_record(lua_State *L) {
   }
   if (grow) caprecords = caprecords ? 2 * caprecords : 16;
   records = more;
-  for (int i = 0; i < nrecords;) {   /* the state's earlier records: their anchor is gone, or not theirs */
+  for (int i = 0; i < nrecords;) { /* the state's earlier records: their anchor is gone, or not theirs */
     cdv_state *old = records[i];
     if (old->reg != reg) {
       i++;
       continue;
     }
-    if (old->sandbox) st->sandbox = 1;   /* the strictest of each limit */
+    if (old->sandbox) st->sandbox = 1; /* the strictest of each limit */
     if (old->quota != 0 && (st->quota == 0 || old->quota < st->quota)) st->quota = old->quota;
     if (old->max_arrays != 0 && (st->max_arrays == 0 || old->max_arrays < st->max_arrays))
       st->max_arrays = old->max_arrays;
-    st->quota_used += old->quota_used;   /* its blocks give back to it: counted twice, never less */
+    st->quota_used += old->quota_used; /* its blocks give back to it: counted twice, never less */
     st->live_arrays += old->live_arrays;
     if (st->allowed_options == NULL) {
       st->allowed_options = old->allowed_options;
@@ -341,10 +345,10 @@ static cdv_state *new_record(lua_State *L) {
   records[nrecords++] = st;
   pthread_mutex_unlock(&records_lock);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY);
-  const char **keys[] = {&st->key_grid, &st->key_block, &st->key_dim, &st->key_shared, &st->key_stream, &st->key_device,
-                         &st->key_cooperative};
+  const char **keys[] = {&st->key_grid,   &st->key_block,  &st->key_dim,        &st->key_shared,
+                         &st->key_stream, &st->key_device, &st->key_cooperative};
   static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative"};
-  lua_createtable(L, 7, 0);   /* (see NOTE [launch keys]) anchors the interned names */
+  lua_createtable(L, 7, 0); /* (see NOTE [launch keys]) anchors the interned names */
   for (int i = 0; i < 7; i++) {
     *keys[i] = lua_pushstring(L, names[i]);
     lua_rawseti(L, -2, i + 1);
@@ -358,13 +362,12 @@ cdv_state *cdv_get_state(lua_State *L) {
   return st != NULL ? st : new_record(L);
 }
 
-
 /* The parts of the module written in Lua, run at open in this order (the embedded files come sorted by name):
  * each gets the module table, the Array metatable (whose methods table it may extend) and a table the parts
  * share their internals through (ops.lua's kernel generation, which random.lua uses). */
 static int run_at_open(const char *name) {
-  static const char *const parts[] = {"cudadev.extra", "cudadev.files", "cudadev.mpi", "cudadev.ops", "cudadev.random",
-                                      "cudadev.views", NULL};
+  static const char *const parts[] = {"cudadev.extra",  "cudadev.files", "cudadev.mpi", "cudadev.ops",
+                                      "cudadev.random", "cudadev.views", NULL};
   for (int i = 0; parts[i] != NULL; i++)
     if (strcmp(name, parts[i]) == 0) return 1;
   return 0;
@@ -374,9 +377,9 @@ static int run_at_open(const char *name) {
 static void load_embedded(lua_State *L) {
   int mod = lua_gettop(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-  lua_newtable(L);                                         /* the parts' shared internals */
+  lua_newtable(L); /* the parts' shared internals */
   for (const struct cdv_embedded *f = cdv_embedded_files; f->name != NULL; f++) {
-    if (strncmp(f->name, "cudadev.", 8) != 0) continue;   /* text resources such as the cpu prelude */
+    if (strncmp(f->name, "cudadev.", 8) != 0) continue; /* text resources such as the cpu prelude */
     if (luaL_loadbuffer(L, f->data, f->len, lua_pushfstring(L, "=[cudadev] %s", f->name)) != LUA_OK) lua_error(L);
     lua_remove(L, -2);
     if (run_at_open(f->name)) {
@@ -384,14 +387,15 @@ static void load_embedded(lua_State *L) {
       luaL_getmetatable(L, CDV_ARRAY);
       lua_pushvalue(L, mod + 2);
       lua_call(L, 3, 0);
-    } else lua_setfield(L, mod + 1, f->name);
+    } else
+      lua_setfield(L, mod + 1, f->name);
   }
   lua_settop(L, mod);
 }
 
 CUDADEV_API int luaopen_cudadev(lua_State *L) {
   luaL_checkversion(L);
-  cdv_get_state(L);   /* (see NOTE [state record]) the anchor is made before any object of the module */
+  cdv_get_state(L); /* (see NOTE [state record]) the anchor is made before any object of the module */
   lua_newtable(L);
   cdv_error_open(L);
   cdv_device_open(L);
@@ -399,7 +403,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_event_open(L);
   cdv_array_open(L);
   cdv_module_open(L);
-  cdv_blas_open(L);   /* after module.c's cd._selftest, which it extends */
+  cdv_blas_open(L); /* after module.c's cd._selftest, which it extends */
   cdv_peer_open(L);
   cdv_memory_open(L);
   cdv_graph_open(L);
@@ -424,6 +428,6 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   lua_pushliteral(L, CDV_VERSION);
   lua_setfield(L, -2, "version");
   load_embedded(L);
-  if (cdv_get_state(L)->sandbox) cdv_protect_metatables(L);   /* NOTE [protected metatables] */
+  if (cdv_get_state(L)->sandbox) cdv_protect_metatables(L); /* NOTE [protected metatables] */
   return 1;
 }

@@ -123,16 +123,16 @@ CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *dev
 
 #define CUDADEV_MAXDIM 8
 typedef struct cudadev_array_info {
-  void *ptr;               /* the first element */
-  const char *dtype;       /* "float32" (static storage) */
-  size_t itemsize;         /* bytes per element */
+  void *ptr; /* the first element */
+  const char *dtype; /* "float32" (static storage) */
+  size_t itemsize; /* bytes per element */
   int ndim;
   int64_t shape[CUDADEV_MAXDIM];
-  int64_t size;            /* elements */
+  int64_t size; /* elements */
   size_t nbytes;
-  const char *device;      /* "cpu", "cuda:0", an alias (valid while the process runs) */
-  int device_ordinal;      /* CUDA ordinal; -1 for cpu */
-  void *cuda_context;      /* the device's CUcontext (NULL on cpu, or before the context exists) */
+  const char *device; /* "cpu", "cuda:0", an alias (valid while the process runs) */
+  int device_ordinal; /* CUDA ordinal; -1 for cpu */
+  void *cuda_context; /* the device's CUcontext (NULL on cpu, or before the context exists) */
 } cudadev_array_info;
 
 /* Fills *info from the live Array at idx; raises when it is not one (or was freed, or is a non-contiguous view). */

@@ -25,30 +25,38 @@
 #ifndef DLPACK_DLPACK_H_
 /* DLPack 1.1's ABI (see above). Only the enumerators cudadev reads are named here; the others are refused by
  * their number and the name the specification gives them (src/dlpack.c). */
-typedef struct { uint32_t major, minor; } DLPackVersion;
+typedef struct {
+  uint32_t major, minor;
+} DLPackVersion;
 
 typedef enum { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13 } DLDeviceType;
 
-typedef struct { DLDeviceType device_type; int32_t device_id; } DLDevice;
+typedef struct {
+  DLDeviceType device_type;
+  int32_t device_id;
+} DLDevice;
 
 typedef enum { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6 } DLDataTypeCode;
 
-typedef struct { uint8_t code, bits; uint16_t lanes; } DLDataType;
+typedef struct {
+  uint8_t code, bits;
+  uint16_t lanes;
+} DLDataType;
 
 typedef struct {
-  void *data;             /* the allocation's start; the first element is at data + byte_offset */
+  void *data; /* the allocation's start; the first element is at data + byte_offset */
   DLDevice device;
   int32_t ndim;
   DLDataType dtype;
-  int64_t *shape;         /* ndim extents */
-  int64_t *strides;       /* ndim strides in elements, or NULL: compact row-major */
+  int64_t *shape; /* ndim extents */
+  int64_t *strides; /* ndim strides in elements, or NULL: compact row-major */
   uint64_t byte_offset;
 } DLTensor;
 
 typedef struct DLManagedTensor {
   DLTensor dl_tensor;
   void *manager_ctx;
-  void (*deleter)(struct DLManagedTensor *self);   /* may be NULL */
+  void (*deleter)(struct DLManagedTensor *self); /* may be NULL */
 } DLManagedTensor;
 
 #define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
@@ -57,7 +65,7 @@ typedef struct DLManagedTensor {
 typedef struct DLManagedTensorVersioned {
   DLPackVersion version;
   void *manager_ctx;
-  void (*deleter)(struct DLManagedTensorVersioned *self);   /* may be NULL */
+  void (*deleter)(struct DLManagedTensorVersioned *self); /* may be NULL */
   uint64_t flags;
   DLTensor dl_tensor;
 } DLManagedTensorVersioned;

@@ -77,9 +77,7 @@ int cdv_device_count_all(void) {
   return ndevices;
 }
 
-cdv_device *cdv_device_at(int index) {
-  return index >= 0 && index < cdv_device_count_all() ? registry[index] : NULL;
-}
+cdv_device *cdv_device_at(int index) { return index >= 0 && index < cdv_device_count_all() ? registry[index] : NULL; }
 
 cdv_device *cdv_cpu(void) { return cdv_device_at(0); }
 
@@ -182,7 +180,8 @@ static const char *unknown_spec(lua_State *L, const char *spec) {
     lua_pushfstring(L, "%s\"%s\"", listed > 1 ? ", " : "", registry[i]->alias);
     luaL_addvalue(&b);
   }
-  luaL_addstring(&b, n > 0 ? "; \"cuda\" is the current CUDA device)" : "; no CUDA device, cd.is_available() says why)");
+  luaL_addstring(&b,
+                 n > 0 ? "; \"cuda\" is the current CUDA device)" : "; no CUDA device, cd.is_available() says why)");
   luaL_pushresult(&b);
   return lua_tostring(L, -1);
 }
@@ -190,14 +189,15 @@ static const char *unknown_spec(lua_State *L, const char *spec) {
 /* Resolves a spec string; NULL with a message pushed when there is no such device. */
 static cdv_device *resolve_string(lua_State *L, const char *s) {
   cdv_device *d = NULL;
-  if (strcmp(s, "cuda") == 0) d = current_cuda();
+  if (strcmp(s, "cuda") == 0)
+    d = current_cuda();
   else if (strncmp(s, "cuda:", 5) == 0) {
     char *end;
     long o = strtol(s + 5, &end, 10);
     if (*end == '\0' && end != s + 5 && o >= 0 && o < MAXDEV) d = cuda_by_ordinal((int)o);
     if (d == NULL) d = by_alias(s);
   } else if ((d = by_alias(s)) == NULL) {
-    unknown_spec(L, s);   /* NOTE [device specs] */
+    unknown_spec(L, s); /* NOTE [device specs] */
     return NULL;
   }
   if (d == NULL) no_device(L, s);
@@ -205,7 +205,10 @@ static cdv_device *resolve_string(lua_State *L, const char *s) {
 }
 
 /* A Device value: the registry's device behind a tag (NOTE [magic]). */
-typedef struct device_ud { uint64_t magic; cdv_device *d; } device_ud;
+typedef struct device_ud {
+  uint64_t magic;
+  cdv_device *d;
+} device_ud;
 
 static cdv_device *resolve(lua_State *L, int arg, int *ok) {
   *ok = 1;
@@ -213,7 +216,7 @@ static cdv_device *resolve(lua_State *L, int arg, int *ok) {
     case LUA_TSTRING: {
       size_t n;
       const char *spec = lua_tolstring(L, arg, &n);
-      if (strlen(spec) != n) {   /* "cpu\0x" is no "cpu" */
+      if (strlen(spec) != n) { /* "cpu\0x" is no "cpu" */
         *ok = 0;
         lua_pushliteral(L, "device name contains a NUL byte");
         return NULL;
@@ -236,8 +239,7 @@ static cdv_device *resolve(lua_State *L, int arg, int *ok) {
     } /* fall through */
     default:
       *ok = 0;
-      lua_pushfstring(L, "device expected (\"cpu\", \"cuda:N\", an ordinal or a Device), got %s",
-                      cdv_typename(L, arg));
+      lua_pushfstring(L, "device expected (\"cpu\", \"cuda:N\", an ordinal or a Device), got %s", cdv_typename(L, arg));
       return NULL;
   }
 }
@@ -281,12 +283,14 @@ static cdv_device *from_env(lua_State *L, const char *var, const char *v, int or
   long o = strtol(v, &end, 10);
   int top = lua_gettop(L);
   cdv_device *d = NULL;
-  if (*end == '\0' && end != v) d = o >= 0 && o < MAXDEV ? cuda_by_ordinal((int)o) : NULL;
-  else if (!ordinal_only) d = resolve_string(L, v);
+  if (*end == '\0' && end != v)
+    d = o >= 0 && o < MAXDEV ? cuda_by_ordinal((int)o) : NULL;
+  else if (!ordinal_only)
+    d = resolve_string(L, v);
   lua_settop(L, top);
   if (d == NULL)
-    luaL_error(L, "%s='%s' names no device (%s)", var, v, cdv_cuda_count() ?
-               "use cpu or cuda:N" : "no CUDA device is present; use cpu");
+    luaL_error(L, "%s='%s' names no device (%s)", var, v,
+               cdv_cuda_count() ? "use cpu or cuda:N" : "no CUDA device is present; use cpu");
   return d;
 }
 
@@ -314,9 +318,7 @@ static cdv_device *initial_default(lua_State *L) {
   return first_usable();
 }
 
-cdv_device *cdv_default_device(lua_State *L) {
-  return cdv_state_device(L, cdv_get_state(L));
-}
+cdv_device *cdv_default_device(lua_State *L) { return cdv_state_device(L, cdv_get_state(L)); }
 
 /* (see NOTE [coroutine scopes]) the running coroutine's own default device (its index), or -1 */
 static int scoped_device(lua_State *L) {
@@ -341,16 +343,20 @@ cdv_device *cdv_opt_device(lua_State *L, int arg) {
 }
 
 static void context_gone(lua_State *L, cdv_device *d) {
-  luaL_error(L, "%s: its CUDA context was destroyed by the program that made it; objects made on it can no "
-             "longer be used", d->alias);
+  luaL_error(L,
+             "%s: its CUDA context was destroyed by the program that made it; objects made on it can no "
+             "longer be used",
+             d->alias);
 }
 
 /* The checks of cdv_device_use without making the context current, for hot paths whose backend call
  * activates the context itself (every cuda backend operation does). */
 void cdv_device_check(lua_State *L, cdv_device *d) {
-  if (forked && d->be->has_contexts)   /* (see NOTE [fork]) a context is the driver's state */
-    luaL_error(L, "%s cannot be used in a child process made by fork() (the CUDA driver belongs to the "
-               "parent); use the cpu device here, or start a new process", d->alias);
+  if (forked && d->be->has_contexts) /* (see NOTE [fork]) a context is the driver's state */
+    luaL_error(L,
+               "%s cannot be used in a child process made by fork() (the CUDA driver belongs to the "
+               "parent); use the cpu device here, or start a new process",
+               d->alias);
   if (d->sticky) cdv_raise_sticky(L, d);
   if (d->gone) context_gone(L, d);
 }
@@ -368,7 +374,7 @@ void cdv_device_use(lua_State *L, cdv_device *d) {
 /* ------------------------------------------------------------ Device values */
 
 void cdv_push_device(lua_State *L, cdv_device *d) {
-  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.device_values");   /* made anew if a script removed it */
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.device_values"); /* made anew if a script removed it */
   if (lua_rawgeti(L, -1, d->index) == LUA_TNIL) {
     lua_pop(L, 1);
     device_ud *p = lua_newuserdatauv(L, sizeof *p, 0);
@@ -387,7 +393,7 @@ static cdv_device *self(lua_State *L) {
 static int device_tostring(lua_State *L) {
   cdv_device *d = self(L);
   char mem[32];
-  if (d->ordinal < 0)   /* the cpu device */
+  if (d->ordinal < 0) /* the cpu device */
     lua_pushfstring(L, "Device(cpu \"%s\" %s)", d->name, cdv_fmt_bytes(mem, sizeof mem, (double)d->total_memory));
   else
     lua_pushfstring(L, "Device(%s \"%s\" sm_%d %s)", d->alias, d->name, d->arch,
@@ -396,7 +402,8 @@ static int device_tostring(lua_State *L) {
 }
 
 static int device_eq(lua_State *L) {
-  device_ud *a = cdv_test_magic(L, 1, sizeof *a, CDV_DEVICE_MAGIC), *b = cdv_test_magic(L, 2, sizeof *b, CDV_DEVICE_MAGIC);
+  device_ud *a = cdv_test_magic(L, 1, sizeof *a, CDV_DEVICE_MAGIC),
+            *b = cdv_test_magic(L, 2, sizeof *b, CDV_DEVICE_MAGIC);
   lua_pushboolean(L, a && b && a->d == b->d);
   return 1;
 }
@@ -404,8 +411,8 @@ static int device_eq(lua_State *L) {
 static int device_synchronize(lua_State *L) {
   cdv_device *d = self(L);
   cdv_device_use(L, d);
-  cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
-  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
+  cdv_try(L, d, cdv_wait_device(L, d, &e_)); /* NOTE [interruptible waits] */
+  cdv_callbacks_drain(L); /* NOTE [stream callbacks] */
   return 0;
 }
 
@@ -424,38 +431,56 @@ static int device_attribute(lua_State *L) {
   const char *name = luaL_checkstring(L, 2);
   int id = cdv_cuda_attribute_id(name), v = 0;
   if (id >= 0) {
-    if (d->be->attribute == NULL)   /* NOTE [optional operations] */
+    if (d->be->attribute == NULL) /* NOTE [optional operations] */
       return luaL_error(L, "the %s device has no CUDA attribute '%s'", d->be->kind, name);
     cdv_try(L, d, d->be->attribute(d, id, &v, &e_));
     lua_pushinteger(L, v);
     return 1;
   }
-  return luaL_argerror(L, 2, lua_pushfstring(L, "unknown attribute '%s' (any CU_DEVICE_ATTRIBUTE_* "
-                                             "name, lowercase, without the prefix)", name));
+  return luaL_argerror(L, 2,
+                       lua_pushfstring(L,
+                                       "unknown attribute '%s' (any CU_DEVICE_ATTRIBUTE_* "
+                                       "name, lowercase, without the prefix)",
+                                       name));
 }
 
 static int push_optstring(lua_State *L, const char *s) {
-  if (*s) lua_pushstring(L, s);
-  else lua_pushnil(L);
+  if (*s)
+    lua_pushstring(L, s);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
 static int device_index(lua_State *L) {
   cdv_device *d = self(L);
   const char *k = luaL_checkstring(L, 2);
-  if (strcmp(k, "alias") == 0) lua_pushstring(L, d->alias);
-  else if (strcmp(k, "name") == 0) lua_pushstring(L, d->name);
-  else if (strcmp(k, "ordinal") == 0) lua_pushinteger(L, d->ordinal);
-  else if (strcmp(k, "arch") == 0) lua_pushinteger(L, d->arch);
-  else if (strcmp(k, "is_cpu") == 0) lua_pushboolean(L, strcmp(d->be->kind, "cpu") == 0);   /* reports the kind */
-  else if (strcmp(k, "is_cuda") == 0) lua_pushboolean(L, strcmp(d->be->kind, "cuda") == 0);
-  else if (strcmp(k, "is_uva") == 0) lua_pushboolean(L, d->is_uva);
-  else if (strcmp(k, "is_cubin_supported") == 0) lua_pushboolean(L, cdv_cubin_supported(d->arch));
-  else if (strcmp(k, "is_mempool_supported") == 0) lua_pushboolean(L, d->is_mempool_supported);
-  else if (strcmp(k, "is_primary") == 0) lua_pushboolean(L, d->is_primary);
-  else if (strcmp(k, "uuid") == 0) return push_optstring(L, d->uuid);
-  else if (strcmp(k, "pci_bus_id") == 0) return push_optstring(L, d->pci_bus_id);
-  else if (strcmp(k, "total_memory") == 0) lua_pushinteger(L, (lua_Integer)d->total_memory);
+  if (strcmp(k, "alias") == 0)
+    lua_pushstring(L, d->alias);
+  else if (strcmp(k, "name") == 0)
+    lua_pushstring(L, d->name);
+  else if (strcmp(k, "ordinal") == 0)
+    lua_pushinteger(L, d->ordinal);
+  else if (strcmp(k, "arch") == 0)
+    lua_pushinteger(L, d->arch);
+  else if (strcmp(k, "is_cpu") == 0)
+    lua_pushboolean(L, strcmp(d->be->kind, "cpu") == 0); /* reports the kind */
+  else if (strcmp(k, "is_cuda") == 0)
+    lua_pushboolean(L, strcmp(d->be->kind, "cuda") == 0);
+  else if (strcmp(k, "is_uva") == 0)
+    lua_pushboolean(L, d->is_uva);
+  else if (strcmp(k, "is_cubin_supported") == 0)
+    lua_pushboolean(L, cdv_cubin_supported(d->arch));
+  else if (strcmp(k, "is_mempool_supported") == 0)
+    lua_pushboolean(L, d->is_mempool_supported);
+  else if (strcmp(k, "is_primary") == 0)
+    lua_pushboolean(L, d->is_primary);
+  else if (strcmp(k, "uuid") == 0)
+    return push_optstring(L, d->uuid);
+  else if (strcmp(k, "pci_bus_id") == 0)
+    return push_optstring(L, d->pci_bus_id);
+  else if (strcmp(k, "total_memory") == 0)
+    lua_pushinteger(L, (lua_Integer)d->total_memory);
   else if (strcmp(k, "free_memory") == 0) {
     size_t free_b = 0, total = 0;
     if (d->be->has_contexts) {
@@ -463,12 +488,18 @@ static int device_index(lua_State *L) {
       cdv_try(L, d, d->be->mem_info(d, &free_b, &total, &e_));
     }
     lua_pushinteger(L, (lua_Integer)free_b);
-  } else if (strcmp(k, "sm_count") == 0) lua_pushinteger(L, d->sm_count);
-  else if (strcmp(k, "warp_size") == 0) lua_pushinteger(L, d->warp_size);
-  else if (strcmp(k, "max_threads_per_block") == 0) lua_pushinteger(L, d->max_threads_per_block);
-  else if (strcmp(k, "has_context") == 0) lua_pushboolean(L, !d->be->has_contexts || d->ctx != NULL);
-  else if (strcmp(k, "is_sticky") == 0) lua_pushboolean(L, d->sticky);
-  else if (strcmp(k, "generation") == 0) lua_pushinteger(L, d->generation);
+  } else if (strcmp(k, "sm_count") == 0)
+    lua_pushinteger(L, d->sm_count);
+  else if (strcmp(k, "warp_size") == 0)
+    lua_pushinteger(L, d->warp_size);
+  else if (strcmp(k, "max_threads_per_block") == 0)
+    lua_pushinteger(L, d->max_threads_per_block);
+  else if (strcmp(k, "has_context") == 0)
+    lua_pushboolean(L, !d->be->has_contexts || d->ctx != NULL);
+  else if (strcmp(k, "is_sticky") == 0)
+    lua_pushboolean(L, d->sticky);
+  else if (strcmp(k, "generation") == 0)
+    lua_pushinteger(L, d->generation);
   else if (strcmp(k, "stream") == 0) {
     cdv_push_current_stream(L, d);
   } else {
@@ -524,7 +555,7 @@ static int l_get_device(lua_State *L) {
 
 /* sets the running coroutine's device where one of its scopes holds it (NOTE [coroutine scopes]), else the state's */
 static void set_default(lua_State *L, cdv_device *d) {
-  if (d->be->has_contexts) cdv_device_use(L, d);   /* setting a CUDA device makes its context current */
+  if (d->be->has_contexts) cdv_device_use(L, d); /* setting a CUDA device makes its context current */
   cdv_state *st = cdv_get_state(L);
   if (st->coscopes && cdv_coscope_push(L, 0, 0)) {
     int scoped = lua_rawgeti(L, -1, 0) != LUA_TNIL;
@@ -547,7 +578,12 @@ static int l_set_device(lua_State *L) {
 /* A Scope restores the previous default device when closed: `local _ <close> = cd.scope("cuda:1")`. Opened in a
  * coroutine, it sets the coroutine's own device (NOTE [coroutine scopes]); previous is then -1 for "the state's",
  * and the thread is the user value. */
-typedef struct scope { uint64_t magic; int previous; int closed; int coroutine; } scope;
+typedef struct scope {
+  uint64_t magic;
+  int previous;
+  int closed;
+  int coroutine;
+} scope;
 
 static int scope_close(lua_State *L) {
   scope *s = cdv_check_udata(L, 1, "cudadev.Scope", CDV_SCOPE_MAGIC, sizeof(scope));
@@ -559,8 +595,10 @@ static int scope_close(lua_State *L) {
     }
     lua_getiuservalue(L, 1, 1);
     if (cdv_coscope_push(L, -1, 0)) {
-      if (s->previous >= 0) lua_pushinteger(L, s->previous);
-      else lua_pushnil(L);
+      if (s->previous >= 0)
+        lua_pushinteger(L, s->previous);
+      else
+        lua_pushnil(L);
       lua_rawseti(L, -2, 0);
     }
   }
@@ -571,7 +609,7 @@ static int l_scope(lua_State *L) {
   cdv_device *d = cdv_check_device(L, 1);
   scope *s = lua_newuserdatauv(L, sizeof *s, 1);
   s->magic = CDV_SCOPE_MAGIC;
-  s->closed = 1;   /* closed until the switch succeeded: a failed switch must not restore anything */
+  s->closed = 1; /* closed until the switch succeeded: a failed switch must not restore anything */
   s->coroutine = 0;
   luaL_setmetatable(L, "cudadev.Scope");
   if (cdv_coscope_push(L, 0, 1)) {
@@ -604,28 +642,28 @@ static int l_with_device(lua_State *L) {
   lua_pushcfunction(L, l_scope);
   lua_pushvalue(L, 1);
   lua_call(L, 1, 1);
-  lua_insert(L, 1);        /* scope at 1, spec at 2, fn at 3 */
+  lua_insert(L, 1); /* scope at 1, spec at 2, fn at 3 */
   lua_toclose(L, 1);
   lua_remove(L, 2);
-  return cdv_call_scoped_k(L, nargs);   /* NOTE [scoped calls], NOTE [coroutine scopes] */
+  return cdv_call_scoped_k(L, nargs); /* NOTE [scoped calls], NOTE [coroutine scopes] */
 }
 
 static int l_synchronize(lua_State *L) {
   for (int i = 0; i < cdv_device_count_all(); i++) {
     cdv_device *d = registry[i];
-    if (d->be->has_contexts && d->ctx == NULL) continue;   /* nothing can be queued on a context never made */
+    if (d->be->has_contexts && d->ctx == NULL) continue; /* nothing can be queued on a context never made */
     cdv_device_use(L, d);
-    cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
+    cdv_try(L, d, cdv_wait_device(L, d, &e_)); /* NOTE [interruptible waits] */
   }
-  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
+  cdv_callbacks_drain(L); /* NOTE [stream callbacks] */
   return 0;
 }
 
 static int l_synchronize_device(lua_State *L) {
   cdv_device *d = cdv_opt_device(L, 1);
   cdv_device_use(L, d);
-  cdv_try(L, d, cdv_wait_device(L, d, &e_));   /* NOTE [interruptible waits] */
-  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
+  cdv_try(L, d, cdv_wait_device(L, d, &e_)); /* NOTE [interruptible waits] */
+  cdv_callbacks_drain(L); /* NOTE [stream callbacks] */
   return 0;
 }
 
@@ -635,19 +673,20 @@ static int l_synchronize_device(lua_State *L) {
 static int device_reset(lua_State *L) {
   cdv_device *d = self(L);
   cdv_err e;
-  if (forked && d->be->has_contexts) cdv_device_use(L, d);   /* the fork message */
+  if (forked && d->be->has_contexts) cdv_device_use(L, d); /* the fork message */
   if (d->be->has_contexts && !d->is_primary)
     return luaL_error(L, "%s is a mapped context: reset applies to a device's primary context", d->alias);
-  cdv_block_release(cdv_get_state(L), d, NULL, 1, &e);   /* NOTE [block cache]; a poisoned context's are forgotten */
-  if (d->be->reset != NULL) {   /* (see NOTE [optional operations]) a device kind without contexts has nothing to reset */
-    if (d->ctx != NULL && !d->sticky) d->be->synchronize(d, &e);   /* let queued work finish; errors are moot */
-    cdv_pinned_trim(NULL, &e);   /* (see NOTE [pinned pool]) cached blocks may be pinned through this context */
+  cdv_block_release(cdv_get_state(L), d, NULL, 1, &e); /* NOTE [block cache]; a poisoned context's are forgotten */
+  if (d->be->reset != NULL) { /* (see NOTE [optional operations]) a device kind without contexts has nothing to reset */
+    if (d->ctx != NULL && !d->sticky) d->be->synchronize(d, &e); /* let queued work finish; errors are moot */
+    cdv_pinned_trim(NULL, &e); /* (see NOTE [pinned pool]) cached blocks may be pinned through this context */
     int rc = d->be->reset(d, &e);
-    if (rc == -2) d->generation++;   /* reset, but no new context: the objects of before are gone anyway */
+    if (rc == -2) d->generation++; /* reset, but no new context: the objects of before are gone anyway */
     if (rc == -2 && d->sticky)
       /* (see NOTE [sticky faults]) the driver keeps answering with the fault: CUDA documents that only a new
        * process recovers from a sticky error */
-      return luaL_error(L, "%s cannot be recovered in this process: after the reset the CUDA driver still reports "
+      return luaL_error(L,
+                        "%s cannot be recovered in this process: after the reset the CUDA driver still reports "
                         "the sticky fault (%s: %s); start a new process (the cpu device keeps working here)",
                         d->alias, e.api, e.name);
     if (rc != 0) return cdv_raise(L, d, &e);
@@ -659,37 +698,33 @@ static int device_reset(lua_State *L) {
   return 0;
 }
 
-static const luaL_Reg device_methods[] = {
-  {"reset", device_reset},
-  {"synchronize", device_synchronize},
-  {"memory_info", device_memory_info},
-  {"attribute", device_attribute},
-  {NULL, NULL}
-};
+static const luaL_Reg device_methods[] = {{"reset", device_reset},
+                                          {"synchronize", device_synchronize},
+                                          {"memory_info", device_memory_info},
+                                          {"attribute", device_attribute},
+                                          {NULL, NULL}};
 
-static const luaL_Reg functions[] = {
-  {"is_available", l_is_available},
-  {"device_count", l_device_count},
-  {"devices", l_devices},
-  {"cuda_devices", l_cuda_devices},
-  {"device", cdv_device_new},
-  {"get_device", l_get_device},
-  {"set_device", l_set_device},
-  {"scope", l_scope},
-  {"with_device", l_with_device},
-  {"synchronize", l_synchronize},
-  {"synchronize_device", l_synchronize_device},
-  {NULL, NULL}
-};
+static const luaL_Reg functions[] = {{"is_available", l_is_available},
+                                     {"device_count", l_device_count},
+                                     {"devices", l_devices},
+                                     {"cuda_devices", l_cuda_devices},
+                                     {"device", cdv_device_new},
+                                     {"get_device", l_get_device},
+                                     {"set_device", l_set_device},
+                                     {"scope", l_scope},
+                                     {"with_device", l_with_device},
+                                     {"synchronize", l_synchronize},
+                                     {"synchronize_device", l_synchronize_device},
+                                     {NULL, NULL}};
 
 int cdv_device_open(lua_State *L) {
   static const luaL_Reg meta[] = {{"__tostring", device_tostring}, {"__eq", device_eq}, {NULL, NULL}};
-  cdv_new_class(L, CDV_DEVICE, meta, device_methods, device_index);   /* NOTE [class registration] */
+  cdv_new_class(L, CDV_DEVICE, meta, device_methods, device_index); /* NOTE [class registration] */
   lua_pop(L, 1);
   static const luaL_Reg scope_meta[] = {{"__close", scope_close}, {NULL, NULL}};
   cdv_new_class(L, "cudadev.Scope", scope_meta, NULL, NULL);
   lua_pop(L, 1);
-  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.device_values");   /* kept by a second luaopen */
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, "cudadev.device_values"); /* kept by a second luaopen */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   return 0;

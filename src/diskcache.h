@@ -22,13 +22,13 @@ typedef struct cdv_sha256 {
 
 void cdv_sha256_init(cdv_sha256 *s);
 void cdv_sha256_add(cdv_sha256 *s, const void *data, size_t n);
-void cdv_sha256_str(cdv_sha256 *s, const char *str);   /* with its NUL: ("ab","c") and ("a","bc") differ */
+void cdv_sha256_str(cdv_sha256 *s, const char *str); /* with its NUL: ("ab","c") and ("a","bc") differ */
 void cdv_sha256_done(cdv_sha256 *s, unsigned char out[32]);
 
 /* ---------------------------------------------------------------- lists of strings */
 typedef struct cdv_strlist {
-  char **v;            /* NULL-terminated once anything was added */
-  int n, cap, oom;     /* oom: an addition failed (the list holds what came before it) */
+  char **v; /* NULL-terminated once anything was added */
+  int n, cap, oom; /* oom: an addition failed (the list holds what came before it) */
 } cdv_strlist;
 
 void cdv_sl_addn(cdv_strlist *l, const char *s, size_t n);
@@ -39,15 +39,15 @@ void cdv_sl_free(cdv_strlist *l);
 #define CDV_MAX_FILE_BYTES ((size_t)64 << 20)
 
 /* NOTE [cache trust] (diskcache.c). Errors of cdv_open_file besides the system's, worded by cdv_cache_strerror. */
-#define CDV_ENOTREG (-1001)    /* not a regular file (a FIFO, a device, a directory) */
-#define CDV_EOWNER (-1002)     /* an entry owned by another user */
-#define CDV_ESYMLINK (-1003)   /* an entry that is a symbolic link */
-#define CDV_OPEN_ENTRY 1       /* a cache entry: no symbolic link, owned by this user */
-int cdv_open_file(const char *path, int how);       /* read-only, never blocks; a regular file only; -1, errno */
+#define CDV_ENOTREG (-1001) /* not a regular file (a FIFO, a device, a directory) */
+#define CDV_EOWNER (-1002) /* an entry owned by another user */
+#define CDV_ESYMLINK (-1003) /* an entry that is a symbolic link */
+#define CDV_OPEN_ENTRY 1 /* a cache entry: no symbolic link, owned by this user */
+int cdv_open_file(const char *path, int how); /* read-only, never blocks; a regular file only; -1, errno */
 const char *cdv_cache_strerror(int err);
-char *cdv_read_file(const char *path, size_t *n);   /* the bytes (+ a NUL), at most about 64 MiB; NULL, errno */
-void cdv_remove_tree(const char *path);             /* rm -r, not following symbolic links */
-int cdv_mkdirs(const char *path);                   /* mkdir -p with mode 0700; -1 and errno */
+char *cdv_read_file(const char *path, size_t *n); /* the bytes (+ a NUL), at most about 64 MiB; NULL, errno */
+void cdv_remove_tree(const char *path); /* rm -r, not following symbolic links */
+int cdv_mkdirs(const char *path); /* mkdir -p with mode 0700; -1 and errno */
 
 /* $CUDADEV_CACHE_DIR, else $XDG_CACHE_HOME/cudadev, else $HOME/.cache/cudadev, then "/sub" when sub is not
  * NULL; "" when none of the three variables is set. Nothing is created. */
@@ -84,17 +84,17 @@ int cdv_cache_write(const char *dir, const char *path, const char magic[8], cons
 int cdv_list_includes(void *barriers, const char *path, const char *text, size_t n, cdv_strlist *includes);
 
 typedef struct cdv_incscan {
-  const cdv_compile_req *req;    /* includes that name one of its headers are not looked for on disk */
-  const cdv_strlist *idirs;      /* include directories, searched in order */
-  cdv_sha256 *key;               /* receives the path and the bytes of each file found */
-  void *barriers;                /* passed to cdv_list_includes for each file found */
-  cdv_strlist seen;              /* files already read (free it with cdv_sl_free) */
-  int incomplete;                /* set when a limit (files, depth, memory) left includes unread */
-  char special[512];             /* the first include found that is neither a regular file nor a directory
+  const cdv_compile_req *req; /* includes that name one of its headers are not looked for on disk */
+  const cdv_strlist *idirs; /* include directories, searched in order */
+  cdv_sha256 *key; /* receives the path and the bytes of each file found */
+  void *barriers; /* passed to cdv_list_includes for each file found */
+  cdv_strlist seen; /* files already read (free it with cdv_sl_free) */
+  int incomplete; /* set when a limit (files, depth, memory) left includes unread */
+  char special[512]; /* the first include found that is neither a regular file nor a directory
                                   * (a FIFO or a device would block or never end the compiler), "" if none */
 } cdv_incscan;
 
-int cdv_header_index(const cdv_compile_req *req, const char *name);   /* the request's header of that name, or -1 */
+int cdv_header_index(const cdv_compile_req *req, const char *name); /* the request's header of that name, or -1 */
 
 /* Resolve each include of incs (from a file in dir; NULL: look only on the include directories) as the
  * compilers do, a quoted one next to the including file first, and read each file found once into the key,

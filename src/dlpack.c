@@ -30,23 +30,39 @@
 #include "cdv.h"
 #include "cudadev_dlpack.h"
 
-#define MAX_BYTES ((int64_t)1 << 56)   /* as array.c: far above any device */
+#define MAX_BYTES ((int64_t)1 << 56) /* as array.c: far above any device */
 
 /* ------------------------------------------------------------ dtypes */
 
-static const struct { uint8_t code, bits; cdv_dtype t; } dtype_map[] = {
-  {kDLFloat, 16, CDV_F16}, {kDLFloat, 32, CDV_F32}, {kDLFloat, 64, CDV_F64},
-  {kDLInt, 8, CDV_I8}, {kDLInt, 16, CDV_I16}, {kDLInt, 32, CDV_I32}, {kDLInt, 64, CDV_I64},
-  {kDLUInt, 8, CDV_U8}, {kDLUInt, 16, CDV_U16}, {kDLUInt, 32, CDV_U32}, {kDLUInt, 64, CDV_U64},
-  {kDLBool, 8, CDV_BOOL},
+static const struct {
+  uint8_t code, bits;
+  cdv_dtype t;
+} dtype_map[] = {
+    {kDLFloat, 16, CDV_F16}, {kDLFloat, 32, CDV_F32}, {kDLFloat, 64, CDV_F64}, {kDLInt, 8, CDV_I8},
+    {kDLInt, 16, CDV_I16},   {kDLInt, 32, CDV_I32},   {kDLInt, 64, CDV_I64},   {kDLUInt, 8, CDV_U8},
+    {kDLUInt, 16, CDV_U16},  {kDLUInt, 32, CDV_U32},  {kDLUInt, 64, CDV_U64},  {kDLBool, 8, CDV_BOOL},
 };
 
 /* The names the DLPack specification gives its type codes (1.1), for refusals. */
 static const char *code_name(uint8_t code) {
-  static const char *const names[] = {
-    "int", "uint", "float", "opaque handle", "bfloat", "complex", "bool", "float8_e3m4", "float8_e4m3",
-    "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
-    "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"};
+  static const char *const names[] = {"int",
+                                      "uint",
+                                      "float",
+                                      "opaque handle",
+                                      "bfloat",
+                                      "complex",
+                                      "bool",
+                                      "float8_e3m4",
+                                      "float8_e4m3",
+                                      "float8_e4m3b11fnuz",
+                                      "float8_e4m3fn",
+                                      "float8_e4m3fnuz",
+                                      "float8_e5m2",
+                                      "float8_e5m2fnuz",
+                                      "float8_e8m0fnu",
+                                      "float6_e2m3fn",
+                                      "float6_e3m2fn",
+                                      "float4_e2m1fn"};
   return code < sizeof names / sizeof names[0] ? names[code] : NULL;
 }
 
@@ -63,7 +79,7 @@ static const char *dtype_problem(lua_State *L, DLDataType t, cdv_dtype *out) {
     }
   if (t.code <= kDLFloat || t.code == kDLBool)
     return lua_pushfstring(L, "DLPack dtype %s%d has no cudadev dtype", name, (int)t.bits);
-  if (t.code == kDLBfloat || t.code == kDLComplex)   /* the others' names say their width */
+  if (t.code == kDLBfloat || t.code == kDLComplex) /* the others' names say their width */
     return lua_pushfstring(L, "DLPack dtype %s%d (type code %d) has no cudadev dtype", name, (int)t.bits, (int)t.code);
   return lua_pushfstring(L, "DLPack dtype %s (type code %d) has no cudadev dtype", name, (int)t.code);
 }
@@ -79,18 +95,18 @@ static DLDataType dl_dtype(cdv_dtype t) {
 
 typedef struct import {
   cdv_device *dev;
-  int kind;                       /* CDV_MEM_*: the block's, for a.is_pinned and a.managed */
+  int kind; /* CDV_MEM_*: the block's, for a.is_pinned and a.managed */
   cdv_dtype dtype;
   int ndim;
   int64_t shape[CDV_MAXDIM];
-  char *data;                     /* data + byte_offset */
+  char *data; /* data + byte_offset */
 } import;
 
 /* The device of a tensor's DLDevice, or NULL with why pushed. */
 static const char *device_problem(lua_State *L, DLDevice dev, import *im) {
-  static const char *const others[] = {
-    [4] = "kDLOpenCL", [7] = "kDLVulkan", [8] = "kDLMetal", [9] = "kDLVPI", [10] = "kDLROCM", [11] = "kDLROCMHost",
-    [12] = "kDLExtDev", [14] = "kDLOneAPI", [15] = "kDLWebGPU", [16] = "kDLHexagon", [17] = "kDLMAIA", [18] = "kDLTrn"};
+  static const char *const others[] = {[4] = "kDLOpenCL",  [7] = "kDLVulkan",    [8] = "kDLMetal",   [9] = "kDLVPI",
+                                       [10] = "kDLROCM",   [11] = "kDLROCMHost", [12] = "kDLExtDev", [14] = "kDLOneAPI",
+                                       [15] = "kDLWebGPU", [16] = "kDLHexagon",  [17] = "kDLMAIA",   [18] = "kDLTrn"};
   int type = (int)dev.device_type;
   im->kind = CDV_MEM_DEVICE;
   if (type == kDLCPU || type == kDLCUDAHost) {
@@ -110,8 +126,8 @@ static const char *device_problem(lua_State *L, DLDevice dev, import *im) {
     lua_pushinteger(L, type == kDLCUDA ? dev.device_id : 0);
     const char *why = cdv_device_problem(L, -1, &im->dev);
     if (why != NULL)
-      return lua_pushfstring(L, "%s device %d: %s", type == kDLCUDA ? "kDLCUDA" : "kDLCUDAManaged",
-                             (int)dev.device_id, why);
+      return lua_pushfstring(L, "%s device %d: %s", type == kDLCUDA ? "kDLCUDA" : "kDLCUDAManaged", (int)dev.device_id,
+                             why);
     lua_pop(L, 1);
     if (type == kDLCUDAManaged) im->kind = CDV_MEM_MANAGED;
     return NULL;
@@ -215,7 +231,7 @@ static void push_import(lua_State *L, const import *im, void *p, int versioned) 
 }
 
 static void push_checked(lua_State *L, const char *api, void *p, int versioned) {
-  import im;
+import im;
   const char *why = tensor_problem(L, p, versioned, &im);
   if (why != NULL) luaL_error(L, "%s: %s", api, why);
   push_import(L, &im, p, versioned);
@@ -232,10 +248,14 @@ CUDADEV_API void cudadev_push_dlpack_versioned(lua_State *L, struct DLManagedTen
 /* ------------------------------------------------------------ export */
 
 typedef struct export {
-  union { DLManagedTensor legacy; DLManagedTensorVersioned versioned; } t;
+  union {
+    DLManagedTensor legacy;
+    DLManagedTensorVersioned versioned;
+  } t;
   int64_t shape[CDV_MAXDIM], strides[CDV_MAXDIM];
-  cdv_block *block;               /* one reference of its own (NOTE [dlpack ownership]) */
-} export;
+  cdv_block *block; /* one reference of its own (NOTE [dlpack ownership]) */
+}
+export;
 
 /* The consumer's deleter: drops the export's reference (the last one frees the memory, ordered after its last
  * stream). No lua_State here, so a failure to free cannot be reported; it is dropped. */
@@ -320,8 +340,8 @@ static int consumer_stream(lua_State *L, int arg, cdv_device *d, void **handle) 
     cdv_stream *s;
     const char *why = cdv_stream_problem(L, arg, &s);
     if (why != NULL) luaL_argerror(L, arg, why);
-    if (s->dev != d) luaL_argerror(L, arg, lua_pushfstring(L, "stream is on %s but the array on %s", s->dev->alias,
-                                                           d->alias));
+    if (s->dev != d)
+      luaL_argerror(L, arg, lua_pushfstring(L, "stream is on %s but the array on %s", s->dev->alias, d->alias));
     *handle = s->handle;
     return d->be->done_when_queued;
   }
@@ -332,8 +352,11 @@ static int consumer_stream(lua_State *L, int arg, cdv_device *d, void **handle) 
   if (d->be->done_when_queued)
     luaL_argerror(L, arg, lua_pushfstring(L, "%s has no streams to wait on: pass nil (or -1)", d->alias));
   if (v == 0 || v < -1)
-    luaL_argerror(L, arg, lua_pushfstring(L, "stream %I is not a DLPack stream (1: the legacy default stream, 2: the "
-                                             "per-thread default stream, a handle, -1: no synchronisation)", v));
+    luaL_argerror(L, arg,
+                  lua_pushfstring(L,
+                                  "stream %I is not a DLPack stream (1: the legacy default stream, 2: the "
+                                  "per-thread default stream, a handle, -1: no synchronisation)",
+                                  v));
   *handle = v == 1 ? NULL : (void *)(intptr_t)v;
   return 0;
 }
@@ -349,13 +372,13 @@ static void handshake(lua_State *L, cdv_block *b, void *consumer) {
     if (cdv_host_wait(b, &e) != 0) cdv_raise(L, ld, &e);
     return;
   }
-  if (ls == consumer) return;   /* one stream: already in order */
+  if (ls == consumer) return; /* one stream: already in order */
   void *ev = NULL;
   cdv_device_use(L, d);
   if (d->be->event_create(d, 0, 0, &ev, &e) != 0) cdv_raise(L, d, &e);
   int rc = d->be->event_record(d, ev, ls, &e);
   if (rc == 0) rc = d->be->stream_wait_event(d, consumer, ev, &e);
-  cdv_err e2;   /* destroying a recorded event is deferred by the driver until it completes */
+  cdv_err e2; /* destroying a recorded event is deferred by the driver until it completes */
   d->be->event_destroy(d, ev, rc == 0 ? &e : &e2);
   if (rc != 0) cdv_raise(L, d, &e);
 }
@@ -368,7 +391,7 @@ static int array_dlpack(lua_State *L) {
   void *consumer;
   int nosync = consumer_stream(L, 2, a->block->dev, &consumer);
   int versioned = lua_toboolean(L, 3);
-  a = cdv_check_array(L, 1);   /* the checks above allocated: a finalizer may have freed it */
+  a = cdv_check_array(L, 1); /* the checks above allocated: a finalizer may have freed it */
   if (!nosync) handshake(L, a->block, consumer);
   lua_pushlightuserdata(L, export_array(L, a, versioned));
   return 1;
@@ -385,9 +408,7 @@ static int array_dlpack_device(lua_State *L) {
 static const char *const from_opts[] = {"stream", "versioned", NULL};
 
 /* The protocol integer of a consumer stream handle (NULL: the legacy default stream, 1). */
-static void push_stream_int(lua_State *L, void *h) {
-  lua_pushinteger(L, h == NULL ? 1 : (lua_Integer)(intptr_t)h);
-}
+static void push_stream_int(lua_State *L, void *h) { lua_pushinteger(L, h == NULL ? 1 : (lua_Integer)(intptr_t)h); }
 
 /* Calls x:__dlpack(stream [, true]) with the consumer's stream on x's device (x:__dlpack_device(), when x has it)
  * and leaves its result at the top. */
@@ -410,10 +431,11 @@ static void call_dlpack(lua_State *L, int opts, int versioned) {
       if (why != NULL) luaL_argerror(L, 1, lua_pushfstring(L, "__dlpack_device gave device %d: %s", id, why));
       lua_settop(L, top);
       if (s != NULL && s->dev != d)
-        cdv_opt_error(L, "stream", "from_dlpack", lua_pushfstring(L, "stream is on %s but the tensor on %s",
-                                                                  s->dev->alias, d->alias));
+        cdv_opt_error(L, "stream", "from_dlpack",
+                      lua_pushfstring(L, "stream is on %s but the tensor on %s", s->dev->alias, d->alias));
       push_stream_int(L, s != NULL ? s->handle : cdv_current_stream(L, d)->handle);
-    } else lua_pushnil(L);
+    } else
+      lua_pushnil(L);
   }
   lua_getfield(L, 1, "__dlpack");
   lua_insert(L, -2);
@@ -425,19 +447,21 @@ static void call_dlpack(lua_State *L, int opts, int versioned) {
 
 /* Takes the tensor: refused, its deleter runs (NOTE [dlpack ownership]). */
 static void consume(lua_State *L, void *p, int versioned) {
-  import im;
+import im;
   const char *why = tensor_problem(L, p, versioned, &im);
   if (why != NULL) {
-    lua_pushstring(L, why);   /* the message outlives the deleter, which may free what it pointed into */
-    if (p != NULL && versioned) release_versioned(p, NULL);
-    else if (p != NULL) release_legacy(p, NULL);
+    lua_pushstring(L, why); /* the message outlives the deleter, which may free what it pointed into */
+    if (p != NULL && versioned)
+      release_versioned(p, NULL);
+    else if (p != NULL)
+      release_legacy(p, NULL);
     luaL_argerror(L, 1, lua_tostring(L, -1));
   }
   push_import(L, &im, p, versioned);
 }
 
 static int get_dlpack(lua_State *L) {
-  int t = lua_type(L, 1);   /* a table, or a userdata whose metatable has __index */
+  int t = lua_type(L, 1); /* a table, or a userdata whose metatable has __index */
   if (t == LUA_TTABLE || (t == LUA_TUSERDATA && luaL_getmetafield(L, 1, "__index") != LUA_TNIL)) {
     lua_getfield(L, 1, "__dlpack");
     return 1;
@@ -470,14 +494,14 @@ static int l_from_dlpack(lua_State *L) {
 
 void cdv_array_add_methods(lua_State *L, const luaL_Reg *methods) {
   luaL_getmetatable(L, CDV_ARRAY);
-  lua_getfield(L, -1, "methods");   /* (see NOTE [method lookup]) the table Array's __index closes over */
+  lua_getfield(L, -1, "methods"); /* (see NOTE [method lookup]) the table Array's __index closes over */
   luaL_setfuncs(L, methods, 0);
   lua_pop(L, 2);
 }
 
 int cdv_dlpack_open(lua_State *L) {
-  static const luaL_Reg methods[] = {{"__dlpack", array_dlpack}, {"__dlpack_device", array_dlpack_device},
-                                     {NULL, NULL}};
+  static const luaL_Reg methods[] = {
+      {"__dlpack", array_dlpack}, {"__dlpack_device", array_dlpack_device}, {NULL, NULL}};
   cdv_array_add_methods(L, methods);
   lua_pushcfunction(L, l_from_dlpack);
   lua_setfield(L, -2, "from_dlpack");

@@ -44,7 +44,7 @@ CUDADEV_API const char *cudadev_version(void) { return CDV_VERSION; }
 
 CUDADEV_API void cudadev_set_sandbox(lua_State *L, int on) {
   cdv_get_state(L)->sandbox = on != 0;
-  if (on) cdv_protect_metatables(L);   /* (see NOTE [protected metatables]) those already made */
+  if (on) cdv_protect_metatables(L); /* (see NOTE [protected metatables]) those already made */
 }
 
 CUDADEV_API void cudadev_set_memory_quota(lua_State *L, size_t bytes) { cdv_get_state(L)->quota = bytes; }
@@ -119,9 +119,9 @@ CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *o) {
 size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
   if (bytes == 0) return 0;
   size_t c = kind == CDV_MEM_PINNED ? cdv_pinned_class(bytes) : kind == CDV_MEM_DEVICE ? cdv_block_class(bytes) : bytes;
-  if (c < bytes) return SIZE_MAX;   /* no class holds it: the allocation fails anyway */
-  if (d->be->host_memory || kind == CDV_MEM_PINNED) {   /* NOTE [backend properties] */
-    static size_t pg;   /* a benign race: every thread writes the same value */
+  if (c < bytes) return SIZE_MAX; /* no class holds it: the allocation fails anyway */
+  if (d->be->host_memory || kind == CDV_MEM_PINNED) { /* NOTE [backend properties] */
+    static size_t pg; /* a benign race: every thread writes the same value */
     if (pg == 0) pg = (size_t)sysconf(_SC_PAGESIZE);
     c = c > SIZE_MAX - (pg - 1) ? SIZE_MAX : (c + pg - 1) & ~(pg - 1);
   }
@@ -133,14 +133,16 @@ size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
 cdv_state *cdv_quota_check(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes) {
   size_t max_arrays = st->max_arrays ? st->max_arrays : CDV_DEFAULT_MAX_ARRAYS;
   if (st->live_arrays >= max_arrays) {
-    lua_gc(L, LUA_GCCOLLECT);   /* arrays nobody holds any more go */
+    lua_gc(L, LUA_GCCOLLECT); /* arrays nobody holds any more go */
     if (st->live_arrays >= max_arrays)
-      luaL_error(L, "too many live arrays in this state (the limit is %I; free some, or raise max_arrays in "
-                 "cudadev_options)", (lua_Integer)max_arrays);
+      luaL_error(L,
+                 "too many live arrays in this state (the limit is %I; free some, or raise max_arrays in "
+                 "cudadev_options)",
+                 (lua_Integer)max_arrays);
   }
   if (st->quota == 0) return NULL;
   if (st->quota_used + bytes > st->quota || st->quota_used + bytes < bytes) {
-    lua_gc(L, LUA_GCCOLLECT);   /* arrays nobody holds any more give their bytes back */
+    lua_gc(L, LUA_GCCOLLECT); /* arrays nobody holds any more give their bytes back */
     if (st->quota_used + bytes > st->quota || st->quota_used + bytes < bytes) {
       char q[32], r[32], u[32];
       luaL_error(L, "device memory quota of %s exceeded on %s (requested %s, in use %s)",
@@ -184,7 +186,7 @@ static volatile sig_atomic_t interrupt_requested;
 
 CUDADEV_API void cudadev_interrupt(void) {
   interrupt_requested = 1;
-  cdv_cpu_interrupt();   /* and a cpu launch in progress: NOTE [interrupting a launch] in cpu_run.c */
+  cdv_cpu_interrupt(); /* and a cpu launch in progress: NOTE [interrupting a launch] in cpu_run.c */
 }
 CUDADEV_API void cudadev_clear_interrupt(void) { interrupt_requested = 0; }
 
@@ -205,7 +207,7 @@ static int poll_until_done(lua_State *L, cdv_device *d, query_fn query, void *h,
       luaL_error(L, "interrupted! (the work queued on %s keeps running)", d->alias);
     }
     struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);   /* a signal ends the sleep early */
+    nanosleep(&ts, NULL); /* a signal ends the sleep early */
     if (ns < 1000 * 1000) ns *= 2;
   }
 }
@@ -266,7 +268,7 @@ static int device_wait_query(cdv_device *d, void *h, int *done, cdv_err *e) {
 /* poll_until_done's unwinding would lose the record: abandon it to the helper first (a to-be-closed value) */
 static int device_wait_close(lua_State *L) {
   device_wait **pw = lua_touserdata(L, 1), *w;
-  if (pw == NULL || lua_rawlen(L, 1) != sizeof *pw || (w = *pw) == NULL) return 0;   /* the debug library */
+  if (pw == NULL || lua_rawlen(L, 1) != sizeof *pw || (w = *pw) == NULL) return 0; /* the debug library */
   *pw = NULL;
   pthread_mutex_lock(&w->lock);
   int done = w->done;
@@ -281,7 +283,7 @@ static int device_wait_close(lua_State *L) {
 
 int cdv_wait_device(lua_State *L, cdv_device *d, cdv_err *e) {
   if (!cdv_get_state(L)->interruptible) return d->be->synchronize(d, e);
-  if (!d->be->has_contexts) {   /* the cpu device's streams answer queries; its device wait is theirs */
+  if (!d->be->has_contexts) { /* the cpu device's streams answer queries; its device wait is theirs */
     void *current = cdv_current_stream(L, d)->handle;
     if (d->be->stream_query != NULL && (poll_until_done(L, d, d->be->stream_query, current, e) != 0 ||
                                         (current != NULL && poll_until_done(L, d, d->be->stream_query, NULL, e) != 0)))
@@ -305,7 +307,7 @@ int cdv_wait_device(lua_State *L, cdv_device *d, cdv_err *e) {
   }
   device_wait **pw = lua_newuserdatauv(L, sizeof *pw, 0);
   *pw = w;
-  lua_newtable(L);   /* a small metatable of its own: __close abandons or frees the record */
+  lua_newtable(L); /* a small metatable of its own: __close abandons or frees the record */
   lua_pushcfunction(L, device_wait_close);
   lua_setfield(L, -2, "__close");
   lua_setmetatable(L, -2);
@@ -385,7 +387,7 @@ CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *dev
   cdv_device *d = named_device(L, api, device);
   cdv_err e;
   /* a handle that is not a stream of d would be used by every copy and launch on it: checked once, here */
-  if (stream != NULL && d->be->stream_of == NULL)   /* NOTE [optional operations] */
+  if (stream != NULL && d->be->stream_of == NULL) /* NOTE [optional operations] */
     luaL_error(L, "%s: the %s device has no streams a host can make (pass NULL for its default stream)", api,
                d->be->kind);
   if (stream != NULL) {
@@ -409,7 +411,7 @@ static void fill_info(cdv_array *a, cudadev_array_info *info) {
   info->nbytes = (size_t)a->size * info->itemsize;
   info->device = d->alias;
   info->device_ordinal = d->ordinal;
-  info->cuda_context = d->ctx;   /* NULL on the cpu device */
+  info->cuda_context = d->ctx; /* NULL on the cpu device */
 }
 
 /* The info describes C-ordered memory: a strided view (NOTE [strided views]) is refused. */

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 #include "cdv.h"
 
 /* NOTE [sticky faults]: after an illegal address, a kernel assert, a misaligned access or a launch
@@ -72,7 +71,7 @@ int cdv_raise(lua_State *L, cdv_device *d, cdv_err *e) {
 static const char *field(lua_State *L, int t, const char *k) {
   lua_getfield(L, t, k);
   const char *s = lua_tostring(L, -1);
-  lua_pop(L, 1);   /* the table still anchors the string */
+  lua_pop(L, 1); /* the table still anchors the string */
   return s;
 }
 
@@ -84,11 +83,23 @@ static int error_tostring(lua_State *L) {
   const char *where = field(L, 1, "where"), *api = field(L, 1, "api");
   const char *name = field(L, 1, "name"), *msg = field(L, 1, "message");
   const char *log = field(L, 1, "log");
-  if (where && *where) { luaL_addstring(&b, where); luaL_addstring(&b, ": "); }
-  if (api) { luaL_addstring(&b, api); luaL_addstring(&b, ": "); }
-  if (name && *name) { luaL_addstring(&b, name); luaL_addstring(&b, ": "); }
+  if (where && *where) {
+    luaL_addstring(&b, where);
+    luaL_addstring(&b, ": ");
+  }
+  if (api) {
+    luaL_addstring(&b, api);
+    luaL_addstring(&b, ": ");
+  }
+  if (name && *name) {
+    luaL_addstring(&b, name);
+    luaL_addstring(&b, ": ");
+  }
   luaL_addstring(&b, msg ? msg : "?");
-  if (log && *log) { luaL_addchar(&b, '\n'); luaL_addstring(&b, log); }
+  if (log && *log) {
+    luaL_addchar(&b, '\n');
+    luaL_addstring(&b, log);
+  }
   luaL_pushresult(&b);
   return 1;
 }
@@ -114,8 +125,10 @@ void cdv_warn_release(lua_State *L, const char *what, cdv_device *d, const cdv_e
 /* Raises the recorded sticky fault of d (never returns). */
 int cdv_raise_sticky(lua_State *L, cdv_device *d) {
   cdv_err e = d->fault;
-  snprintf(e.message, sizeof e.message, "%.60s is unusable after a sticky fault first seen at %.120s in %.60s: "
-           "%.160s (CUDA recovers from it only in a new process)", d->alias, d->fault_where, d->fault.api, d->fault.message);
+  snprintf(e.message, sizeof e.message,
+           "%.60s is unusable after a sticky fault first seen at %.120s in %.60s: "
+           "%.160s (CUDA recovers from it only in a new process)",
+           d->alias, d->fault_where, d->fault.api, d->fault.message);
   e.sticky = 1;
   e.log = NULL;
   return cdv_raise(L, NULL, &e);
@@ -123,7 +136,7 @@ int cdv_raise_sticky(lua_State *L, cdv_device *d) {
 
 int cdv_error_open(lua_State *L) {
   static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {NULL, NULL}};
-  cdv_new_class(L, CDV_ERROR, meta, NULL, NULL);   /* NOTE [class registration]; __name is "cudadev.Error" */
-  lua_setfield(L, -2, "Error");   /* module.Error = the metatable */
+  cdv_new_class(L, CDV_ERROR, meta, NULL, NULL); /* NOTE [class registration]; __name is "cudadev.Error" */
+  lua_setfield(L, -2, "Error"); /* module.Error = the metatable */
   return 0;
 }

@@ -14,7 +14,7 @@ static cdv_event *check_any(lua_State *L, int arg) {
 
 cdv_event *cdv_check_event(lua_State *L, int arg) {
   cdv_event *ev = check_any(L, arg);
-  if (ev->dev == NULL) cdv_self_error(L, arg, "attempt to use a destroyed event");   /* NOTE [self errors] */
+  if (ev->dev == NULL) cdv_self_error(L, arg, "attempt to use a destroyed event"); /* NOTE [self errors] */
   if (ev->generation != ev->dev->generation) cdv_self_error(L, arg, "stale Event: device was reset");
   return ev;
 }
@@ -25,7 +25,7 @@ cdv_event *cdv_new_event(lua_State *L) {
   memset(ev, 0, sizeof *ev);
   ev->magic = CDV_EVENT_MAGIC;
   luaL_setmetatable(L, CDV_EVENT);
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
   return ev;
 }
 
@@ -44,8 +44,9 @@ int cdv_event_new(lua_State *L) {
                          lua_pushfstring(L, "%s cannot share events between processes: use a cuda device", d->alias));
   cdv_device_use(L, d);
   cdv_event *ev = cdv_new_event(L);
-  cdv_try(L, d, ipc ? d->be->ipc_event_create(d, blocking, &ev->handle, &e_)
-                    : d->be->event_create(d, timing, blocking, &ev->handle, &e_));
+  cdv_try(L, d,
+          ipc ? d->be->ipc_event_create(d, blocking, &ev->handle, &e_)
+              : d->be->event_create(d, timing, blocking, &ev->handle, &e_));
   ev->dev = d;
   ev->generation = d->generation;
   ev->timing = timing;
@@ -59,8 +60,7 @@ static void release(lua_State *L, cdv_event *ev) {
   if (d != NULL) cdv_live_add(CDV_LIVE_EVENT, -1);
   if (d != NULL && cdv_still_owned(d, ev->generation)) {
     cdv_err e;
-    if (d->be->event_destroy(d, ev->handle, &e) != 0)
-      cdv_warn_release(L, "destroying an event", d, &e);
+    if (d->be->event_destroy(d, ev->handle, &e) != 0) cdv_warn_release(L, "destroying an event", d, &e);
   }
   ev->dev = NULL;
   ev->handle = NULL;
@@ -79,7 +79,7 @@ static int event_destroy(lua_State *L) {
 
 static int event_gc(lua_State *L) {
   cdv_event *ev = cdv_test_magic(L, 1, sizeof *ev, CDV_EVENT_MAGIC);
-  if (ev != NULL) release(L, ev);   /* __gc never raises (NOTE [magic]) */
+  if (ev != NULL) release(L, ev); /* __gc never raises (NOTE [magic]) */
   return 0;
 }
 
@@ -102,7 +102,7 @@ static int event_query(lua_State *L) {
   int done = 1;
   cdv_device_use(L, ev->dev);
   cdv_try(L, ev->dev, ev->dev->be->event_query(ev->dev, ev->handle, &done, &e_));
-  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
+  cdv_callbacks_drain(L); /* NOTE [stream callbacks] */
   lua_pushboolean(L, done);
   return 1;
 }
@@ -110,8 +110,8 @@ static int event_query(lua_State *L) {
 static int event_synchronize(lua_State *L) {
   cdv_event *ev = cdv_check_event(L, 1);
   cdv_device_use(L, ev->dev);
-  cdv_try(L, ev->dev, cdv_wait_event(L, ev->dev, ev->handle, &e_));   /* NOTE [interruptible waits] */
-  cdv_callbacks_drain(L);   /* NOTE [stream callbacks] */
+  cdv_try(L, ev->dev, cdv_wait_event(L, ev->dev, ev->handle, &e_)); /* NOTE [interruptible waits] */
+  cdv_callbacks_drain(L); /* NOTE [stream callbacks] */
   lua_settop(L, 1);
   return 1;
 }
@@ -133,10 +133,9 @@ static int event_wait(lua_State *L) {
 static int elapsed(lua_State *L, int a, int b) {
   cdv_event *e1 = cdv_check_event(L, a), *e2 = cdv_check_event(L, b);
   if (e1->dev != e2->dev)
-    return luaL_argerror(L, b, lua_pushfstring(L, "events on different devices (%s and %s)", e1->dev->alias,
-                                              e2->dev->alias));
-  if (!e1->timing || !e2->timing)
-    return luaL_argerror(L, e1->timing ? b : a, "event was created with timing=false");
+    return luaL_argerror(L, b,
+                         lua_pushfstring(L, "events on different devices (%s and %s)", e1->dev->alias, e2->dev->alias));
+  if (!e1->timing || !e2->timing) return luaL_argerror(L, e1->timing ? b : a, "event was created with timing=false");
   float ms = 0;
   cdv_device_use(L, e1->dev);
   cdv_try(L, e1->dev, e1->dev->be->event_elapsed(e1->dev, e1->handle, e2->handle, &ms, &e_));
@@ -149,39 +148,43 @@ static int l_elapsed_time(lua_State *L) { return elapsed(L, 1, 2); }
 
 static int event_tostring(lua_State *L) {
   cdv_event *ev = check_any(L, 1);
-  if (ev->dev == NULL) lua_pushliteral(L, "Event(destroyed)");
-  else lua_pushfstring(L, "Event(%s%s)", ev->dev->alias, ev->timing ? "" : " no timing");
+  if (ev->dev == NULL)
+    lua_pushliteral(L, "Event(destroyed)");
+  else
+    lua_pushfstring(L, "Event(%s%s)", ev->dev->alias, ev->timing ? "" : " no timing");
   return 1;
 }
 
 static int event_index(lua_State *L) {
   check_any(L, 1);
-  if (lua_type(L, 2) == LUA_TSTRING && cdv_push_method(L)) return 1;   /* methods check the event themselves */
+  if (lua_type(L, 2) == LUA_TSTRING && cdv_push_method(L)) return 1; /* methods check the event themselves */
   cdv_event *ev = cdv_check_event(L, 1);
   const char *k = luaL_checkstring(L, 2);
-  if (strcmp(k, "device") == 0) cdv_push_device(L, ev->dev);
-  else if (strcmp(k, "timing") == 0) lua_pushboolean(L, ev->timing);
-  else if (strcmp(k, "is_ipc") == 0) lua_pushboolean(L, ev->ipc != 0);
-  else return luaL_error(L, "Event has no field or method '%s'", k);
+  if (strcmp(k, "device") == 0)
+    cdv_push_device(L, ev->dev);
+  else if (strcmp(k, "timing") == 0)
+    lua_pushboolean(L, ev->timing);
+  else if (strcmp(k, "is_ipc") == 0)
+    lua_pushboolean(L, ev->ipc != 0);
+  else
+    return luaL_error(L, "Event has no field or method '%s'", k);
   return 1;
 }
 
-static const luaL_Reg methods[] = {
-  {"record", event_record},
-  {"query", event_query},
-  {"synchronize", event_synchronize},
-  {"wait", event_wait},
-  {"elapsed", event_elapsed},
-  {"destroy", event_destroy},
-  {"await", cdv_event_await},
-  {"ipc_handle", cdv_event_ipc_handle},
-  {NULL, NULL}
-};
+static const luaL_Reg methods[] = {{"record", event_record},
+                                   {"query", event_query},
+                                   {"synchronize", event_synchronize},
+                                   {"wait", event_wait},
+                                   {"elapsed", event_elapsed},
+                                   {"destroy", event_destroy},
+                                   {"await", cdv_event_await},
+                                   {"ipc_handle", cdv_event_ipc_handle},
+                                   {NULL, NULL}};
 
 int cdv_event_open(lua_State *L) {
-  static const luaL_Reg meta[] = {{"__tostring", event_tostring}, {"__gc", event_gc}, {"__close", event_release},
-                                  {NULL, NULL}};
-  cdv_new_class(L, CDV_EVENT, meta, methods, event_index);   /* NOTE [class registration] */
+  static const luaL_Reg meta[] = {
+      {"__tostring", event_tostring}, {"__gc", event_gc}, {"__close", event_release}, {NULL, NULL}};
+  cdv_new_class(L, CDV_EVENT, meta, methods, event_index); /* NOTE [class registration] */
   lua_pop(L, 1);
   lua_pushcfunction(L, cdv_event_new);
   lua_setfield(L, -2, "event");

@@ -12,8 +12,8 @@
 #include "cdv.h"
 
 typedef struct graph {
-  uint64_t magic;                /* CDV_GRAPH_MAGIC (NOTE [magic]) */
-  void *exec;                    /* the backend's executable graph (CUgraphExec) */
+  uint64_t magic; /* CDV_GRAPH_MAGIC (NOTE [magic]) */
+  void *exec; /* the backend's executable graph (CUgraphExec) */
   cdv_device *dev;
   unsigned generation;
   int nodes;
@@ -25,7 +25,7 @@ static graph *check_any(lua_State *L, int arg) {
 
 static graph *check_graph(lua_State *L, int arg) {
   graph *g = check_any(L, arg);
-  if (g->exec == NULL) cdv_self_error(L, arg, "attempt to use a released graph");   /* NOTE [self errors] */
+  if (g->exec == NULL) cdv_self_error(L, arg, "attempt to use a released graph"); /* NOTE [self errors] */
   if (g->generation != g->dev->generation) cdv_self_error(L, arg, "stale Graph: device was reset");
   return g;
 }
@@ -44,8 +44,8 @@ static int l_capture(lua_State *L) {
   memset(g, 0, sizeof *g);
   g->magic = CDV_GRAPH_MAGIC;
   luaL_setmetatable(L, CDV_GRAPH);
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
-  lua_insert(L, 1);                          /* graph, stream, fn, args... */
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
+  lua_insert(L, 1); /* graph, stream, fn, args... */
   cdv_device_use(L, d);
   if (d->be->capture_begin(d, s->handle, &e)) return cdv_raise(L, d, &e);
   /* fn runs with the stream current; its error is rethrown after the capture is ended */
@@ -54,7 +54,7 @@ static int l_capture(lua_State *L) {
   lua_getfield(L, -1, "with_stream");
   lua_replace(L, -3);
   lua_pop(L, 1);
-  lua_insert(L, 2);                          /* graph, with_stream, stream, fn, args... */
+  lua_insert(L, 2); /* graph, with_stream, stream, fn, args... */
   int status = lua_pcall(L, lua_gettop(L) - 2, 0, 0);
   void *exec = NULL;
   int nodes = 0;
@@ -107,35 +107,45 @@ static int graph_free(lua_State *L) {
 
 static int graph_gc(lua_State *L) {
   graph *g = cdv_test_magic(L, 1, sizeof *g, CDV_GRAPH_MAGIC);
-  if (g != NULL) release(L, g);   /* __gc never raises (NOTE [magic]) */
+  if (g != NULL) release(L, g); /* __gc never raises (NOTE [magic]) */
   return 0;
 }
 
 static int graph_tostring(lua_State *L) {
   graph *g = check_any(L, 1);
-  if (g->exec == NULL) lua_pushliteral(L, "Graph(released)");
-  else lua_pushfstring(L, "Graph(%s, %d nodes)", g->dev->alias, g->nodes);
+  if (g->exec == NULL)
+    lua_pushliteral(L, "Graph(released)");
+  else
+    lua_pushfstring(L, "Graph(%s, %d nodes)", g->dev->alias, g->nodes);
   return 1;
 }
 
 static int graph_index(lua_State *L) {
   check_any(L, 1);
   const char *k = luaL_checkstring(L, 2);
-  if (strcmp(k, "launch") == 0) lua_pushcfunction(L, graph_launch);   /* methods check the graph themselves */
-  else if (strcmp(k, "free") == 0) lua_pushcfunction(L, graph_free);
+  if (strcmp(k, "launch") == 0)
+    lua_pushcfunction(L, graph_launch); /* methods check the graph themselves */
+  else if (strcmp(k, "free") == 0)
+    lua_pushcfunction(L, graph_free);
   else {
     graph *g = check_graph(L, 1);
-    if (strcmp(k, "device") == 0) cdv_push_device(L, g->dev);
-    else if (strcmp(k, "num_nodes") == 0) lua_pushinteger(L, g->nodes);
-    else return luaL_error(L, "Graph has no field or method '%s'", k);
+    if (strcmp(k, "device") == 0)
+      cdv_push_device(L, g->dev);
+    else if (strcmp(k, "num_nodes") == 0)
+      lua_pushinteger(L, g->nodes);
+    else
+      return luaL_error(L, "Graph has no field or method '%s'", k);
   }
   return 1;
 }
 
 int cdv_graph_open(lua_State *L) {
-  static const luaL_Reg meta[] = {{"__index", graph_index}, {"__gc", graph_gc}, {"__close", graph_release},
-                                  {"__tostring", graph_tostring}, {NULL, NULL}};
-  cdv_new_class(L, CDV_GRAPH, meta, NULL, NULL);   /* NOTE [class registration] */
+  static const luaL_Reg meta[] = {{"__index", graph_index},
+                                  {"__gc", graph_gc},
+                                  {"__close", graph_release},
+                                  {"__tostring", graph_tostring},
+                                  {NULL, NULL}};
+  cdv_new_class(L, CDV_GRAPH, meta, NULL, NULL); /* NOTE [class registration] */
   lua_pop(L, 1);
   lua_pushcfunction(L, l_capture);
   lua_setfield(L, -2, "capture");

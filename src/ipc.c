@@ -37,8 +37,8 @@
 typedef struct ipc_mem {
   cdv_device *d;
   unsigned generation;
-  void *base;             /* the allocation, or its mapping here */
-  int opened;             /* 0: ours ({ipc = true}); 1: another process's, mapped */
+  void *base; /* the allocation, or its mapping here */
+  int opened; /* 0: ours ({ipc = true}); 1: another process's, mapped */
 } ipc_mem;
 
 /* the Array's release (see NOTE [array memory]; the work queued on it is done): cuMemFree or cuIpcCloseMemHandle, unless
@@ -48,8 +48,10 @@ static void ipc_release(void *ud, void *ptr) {
   (void)ptr;
   cdv_err e;
   if (cdv_still_owned(m->d, m->generation) && m->d->be->activate(m->d, &e) == 0) {
-    if (m->opened) m->d->be->ipc_mem_close(m->d, m->base, &e);
-    else m->d->be->ipc_free(m->d, m->base, &e);
+    if (m->opened)
+      m->d->be->ipc_mem_close(m->d, m->base, &e);
+    else
+      m->d->be->ipc_free(m->d, m->base, &e);
   }
   free(m);
 }
@@ -116,8 +118,9 @@ int cdv_array_ipc_handle(lua_State *L) {
   no_sandbox(L);
   if (d->be->ipc_mem_get == NULL) return cdv_self_error(L, 1, cannot_share(L, d, "memory"));
   if (a->block->release != ipc_release)
-    return cdv_self_error(L, 1, "the array was not made with ipc = true (memory from the pool or the block cache "
-                               "cannot be shared): make it with {ipc = true}");
+    return cdv_self_error(L, 1,
+                          "the array was not made with ipc = true (memory from the pool or the block cache "
+                          "cannot be shared): make it with {ipc = true}");
   ipc_mem *m = a->block->release_ud;
   if (m->opened)
     return cdv_self_error(L, 1, "the array was opened from an ipc handle: the process that made it shares it");
@@ -231,7 +234,7 @@ static void parse(lua_State *L, parsed *p, const char *kind, int nfields, const 
   int64_t pid = field_int(p, 3);
   if (pid <= 0 || pid > 0x7fffffff) bad_handle(L, "malformed ipc handle (bad process id)");
   p->pid = (long)pid;
-  if (p->len[4] < 4 || p->len[4] >= sizeof ((cdv_device *)0)->uuid || memcmp(p->f[4], "GPU-", 4) != 0)
+  if (p->len[4] < 4 || p->len[4] >= sizeof((cdv_device *)0)->uuid || memcmp(p->f[4], "GPU-", 4) != 0)
     bad_handle(L, "malformed ipc handle (bad device uuid)");
 }
 
@@ -245,18 +248,24 @@ static cdv_device *open_device(lua_State *L, const parsed *p, const char *fname,
     cdv_opt_error(L, "device", fname, cannot_share(L, d, events ? "events" : "memory"));
   no_sandbox(L);
   if (p->pid == (long)getpid())
-    luaL_argerror(L, 1, "the handle was made by this process, and CUDA opens only another process's: use the "
-                        "original");
+    luaL_argerror(L, 1,
+                  "the handle was made by this process, and CUDA opens only another process's: use the "
+                  "original");
   if (kill((pid_t)p->pid, 0) != 0 && errno == ESRCH)
-    luaL_argerror(L, 1, lua_pushfstring(L, "the handle comes from process %d, which has exited (what it shared "
-                                           "went with it)", (int)p->pid));
+    luaL_argerror(L, 1,
+                  lua_pushfstring(L,
+                                  "the handle comes from process %d, which has exited (what it shared "
+                                  "went with it)",
+                                  (int)p->pid));
   for (int i = 0; i < cdv_device_count_all() && d == NULL; i++) {
     cdv_device *c = cdv_device_at(i);
     if (c->is_primary && strlen(c->uuid) == p->len[4] && memcmp(c->uuid, p->f[4], p->len[4]) == 0) d = c;
   }
   if (d == NULL)
-    luaL_error(L, "the ipc handle's device %s is not a device of this process (see CUDA_VISIBLE_DEVICES): pass "
-               "{device = ...}", lua_pushlstring(L, p->f[4], p->len[4]));
+    luaL_error(L,
+               "the ipc handle's device %s is not a device of this process (see CUDA_VISIBLE_DEVICES): pass "
+               "{device = ...}",
+               lua_pushlstring(L, p->f[4], p->len[4]));
   cdv_device_use(L, d);
   return d;
 }
@@ -302,7 +311,7 @@ static int l_open_ipc(lua_State *L) {
     free(m);
     cdv_raise(L, d, &e);
   }
-  adopt(a, m, 0);   /* from here the Array unmaps it when it dies */
+  adopt(a, m, 0); /* from here the Array unmaps it when it dies */
   if ((uint64_t)offset > mapped || bytes > mapped - (uint64_t)offset)
     luaL_error(L, "the ipc handle describes %I bytes at offset %I, but the shared allocation holds %I bytes",
                (lua_Integer)bytes, (lua_Integer)offset, (lua_Integer)mapped);

@@ -19,28 +19,28 @@ typedef struct kparam {
   unsigned size;
   int nelem;
   size_t off;
-  int64_t lo, hi;               /* integers: the range of the C type (Lua integers are signed: u64 stops at 2^63-1) */
-  unsigned elem_size;           /* pointers: the element size an Array must have, 0 when any will do */
+  int64_t lo, hi; /* integers: the range of the C type (Lua integers are signed: u64 stops at 2^63-1) */
+  unsigned elem_size; /* pointers: the element size an Array must have, 0 when any will do */
 } kparam;
 
 typedef struct kernel {
-  uint64_t magic;               /* CDV_KERNEL_MAGIC (NOTE [magic]) */
-  cdv_module_t *m;              /* one reference of its own (the Module value stays in the user value) */
+  uint64_t magic; /* CDV_KERNEL_MAGIC (NOTE [magic]) */
+  cdv_module_t *m; /* one reference of its own (the Module value stays in the user value) */
   cdv_device *dev;
   unsigned generation;
   void *fn;
   int nparams, has_sig, block_hint;
-  int reads_tables;             /* a vector parameter: its table is read with lua_getfield (NOTE [pinned reads]) */
+  int reads_tables; /* a vector parameter: its table is read with lua_getfield (NOTE [pinned reads]) */
   kparam *p;
-  void **argv;                  /* kernelParams: argv[i] points at p[i]'s bytes in buf */
+  void **argv; /* kernelParams: argv[i] points at p[i]'s bytes in buf */
   char *buf;
   cdv_sig sig;
-  cdv_state *st;                /* the state's record, for the launch path (one per lua_State and its threads) */
-  uint64_t serial;              /* unique in the process: what a LaunchConfig remembers it was resolved for */
-  size_t shared_ok;             /* dynamic shared memory its launches may take now (NOTE [big shared memory]) */
-  int coop_threads, coop_max;   /* the last block size checked for a cooperative launch, and the blocks that */
-  int coop_sms;                 /* fit at once with it and coop_shared bytes (0 threads: none checked yet), */
-  size_t coop_shared;           /* on coop_sms multiprocessors (NOTE [cooperative launch]) */
+  cdv_state *st; /* the state's record, for the launch path (one per lua_State and its threads) */
+  uint64_t serial; /* unique in the process: what a LaunchConfig remembers it was resolved for */
+  size_t shared_ok; /* dynamic shared memory its launches may take now (NOTE [big shared memory]) */
+  int coop_threads, coop_max; /* the last block size checked for a cooperative launch, and the blocks that */
+  int coop_sms; /* fit at once with it and coop_shared bytes (0 threads: none checked yet), */
+  size_t coop_shared; /* on coop_sms multiprocessors (NOTE [cooperative launch]) */
   char name[128];
 } kernel;
 
@@ -51,15 +51,26 @@ static kernel *check_kernel(lua_State *L, int arg) {
   return k;
 }
 
-
 /* What put_int and put_pointer check, worked out once: an integer kind's range, a pointer's element size. */
 static void plan_ranges(kparam *p) {
   cdv_pkind t = p->kind == CDV_P_VEC ? p->elem : p->kind;
   switch (t) {
-    case CDV_P_I8: p->lo = INT8_MIN; p->hi = INT8_MAX; break;
-    case CDV_P_I16: p->lo = INT16_MIN; p->hi = INT16_MAX; break;
-    case CDV_P_I32: p->lo = INT32_MIN; p->hi = INT32_MAX; break;
-    case CDV_P_I64: p->lo = INT64_MIN; p->hi = INT64_MAX; break;
+    case CDV_P_I8:
+      p->lo = INT8_MIN;
+      p->hi = INT8_MAX;
+      break;
+    case CDV_P_I16:
+      p->lo = INT16_MIN;
+      p->hi = INT16_MAX;
+      break;
+    case CDV_P_I32:
+      p->lo = INT32_MIN;
+      p->hi = INT32_MAX;
+      break;
+    case CDV_P_I64:
+      p->lo = INT64_MIN;
+      p->hi = INT64_MAX;
+      break;
     case CDV_P_U8: p->hi = UINT8_MAX; break;
     case CDV_P_U16: p->hi = UINT16_MAX; break;
     case CDV_P_U32: p->hi = UINT32_MAX; break;
@@ -104,9 +115,11 @@ static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t m
     int n = k->nparams;
     while (n < 4096 && k->dev->be->param_info(k->dev, k->fn, n, &xoff, &xsz) == 0) n++;
     while (n > 0 && k->dev->be->param_info(k->dev, k->fn, n - 1, &xoff, &xsz) != 0) n--;
-    snprintf(msg, msglen, "'%.100s' has %d parameter%s in the compiled kernel but %d in its source as cudadev "
+    snprintf(msg, msglen,
+             "'%.100s' has %d parameter%s in the compiled kernel but %d in its source as cudadev "
              "reads it (%.100s): cudadev does not expand macros in a kernel's parameter list; write the "
-             "parameters out", k->name, n, n == 1 ? "" : "s", k->nparams, sig_text(sig, k->name));
+             "parameters out",
+             k->name, n, n == 1 ? "" : "s", k->nparams, sig_text(sig, k->name));
     return msg;
   }
   for (int i = 0; i < k->nparams; i++) {
@@ -121,26 +134,32 @@ static const char *build_plan(kernel *k, const cdv_sig *sig, char *msg, size_t m
     plan_ranges(p);
     int known = k->dev->be->param_info(k->dev, k->fn, i, &aoff, &asz) == 0;
     if (known && p->size && asz != p->size) {
-      snprintf(msg, msglen, "parameter %d ('%.60s') of '%.100s' is %.90s (%u bytes) in the source but %zu bytes "
-               "in the compiled kernel", i + 1, sp->name, k->name, sp->type, p->size, asz);
+      snprintf(msg, msglen,
+               "parameter %d ('%.60s') of '%.100s' is %.90s (%u bytes) in the source but %zu bytes "
+               "in the compiled kernel",
+               i + 1, sp->name, k->name, sp->type, p->size, asz);
       return msg;
     }
-    if (p->size == 0 && asz > MAX_PARAM_BYTES) {   /* before it is narrowed */
-      snprintf(msg, msglen, "parameter %d ('%.60s') of '%.100s' is %zu bytes%s; a kernel's parameters may take "
-               "at most %d bytes together (CUDA's limit): pass large data in an Array", i + 1, sp->name, k->name,
-               asz, asz == CDV_PARAM_HUGE ? " or more" : "", MAX_PARAM_BYTES);
+    if (p->size == 0 && asz > MAX_PARAM_BYTES) { /* before it is narrowed */
+      snprintf(msg, msglen,
+               "parameter %d ('%.60s') of '%.100s' is %zu bytes%s; a kernel's parameters may take "
+               "at most %d bytes together (CUDA's limit): pass large data in an Array",
+               i + 1, sp->name, k->name, asz, asz == CDV_PARAM_HUGE ? " or more" : "", MAX_PARAM_BYTES);
       return msg;
     }
     if (p->size == 0) p->size = (unsigned)asz;
-    if (p->size == 0) return "a parameter of unknown type (a struct passed by value) needs a driver that reports parameter sizes";
+    if (p->size == 0)
+      return "a parameter of unknown type (a struct passed by value) needs a driver that reports parameter sizes";
     size_t align = sp->align > 0 ? (size_t)sp->align : p->size >= 8 ? 8 : p->size;
     off = (off + align - 1) / align * align;
     p->off = off;
     off += p->size;
   }
   if (off > MAX_PARAM_BYTES) {
-    snprintf(msg, msglen, "the parameters of '%.100s' take %zu bytes; a kernel's parameters may take at most %d "
-             "bytes together (CUDA's limit): pass large data in an Array", k->name, off, MAX_PARAM_BYTES);
+    snprintf(msg, msglen,
+             "the parameters of '%.100s' take %zu bytes; a kernel's parameters may take at most %d "
+             "bytes together (CUDA's limit): pass large data in an Array",
+             k->name, off, MAX_PARAM_BYTES);
     return msg;
   }
   k->buf = calloc(1, off + 16);
@@ -166,18 +185,30 @@ static int ptx_signature(const char *ptx, const char *name, cdv_sig *sig) {
   memset(sig, 0, sizeof *sig);
   snprintf(sig->name, sizeof sig->name, "%s", name);
   sig->extern_c = 1;
-  if (open == NULL || (brace != NULL && brace < open)) return 0;   /* no parameters */
+  if (open == NULL || (brace != NULL && brace < open)) return 0; /* no parameters */
   const char *close = strchr(open, ')');
   if (close == NULL) return -1;
   int n = 0;
   for (const char *q = open; q < close && (q = strstr(q, ".param")) != NULL && q < close; q += 6) n++;
   sig->params = calloc((size_t)n + 1, sizeof *sig->params);
   if (sig->params == NULL) return -1;
-  static const struct { const char *ptx; cdv_pkind kind; const char *c; } types[] = {
-    {".u64", CDV_P_PTR, "u64 (pointer or integer)"}, {".b64", CDV_P_PTR, "b64 (pointer or integer)"},
-    {".s64", CDV_P_I64, "s64"}, {".u32", CDV_P_U32, "u32"}, {".b32", CDV_P_U32, "b32"}, {".s32", CDV_P_I32, "s32"},
-    {".f32", CDV_P_F32, "f32"}, {".f64", CDV_P_F64, "f64"}, {".u16", CDV_P_U16, "u16"}, {".b16", CDV_P_U16, "b16"},
-    {".s16", CDV_P_I16, "s16"}, {".u8", CDV_P_U8, "u8"}, {".s8", CDV_P_I8, "s8"}};
+  static const struct {
+    const char *ptx;
+    cdv_pkind kind;
+    const char *c;
+  } types[] = {{".u64", CDV_P_PTR, "u64 (pointer or integer)"},
+               {".b64", CDV_P_PTR, "b64 (pointer or integer)"},
+               {".s64", CDV_P_I64, "s64"},
+               {".u32", CDV_P_U32, "u32"},
+               {".b32", CDV_P_U32, "b32"},
+               {".s32", CDV_P_I32, "s32"},
+               {".f32", CDV_P_F32, "f32"},
+               {".f64", CDV_P_F64, "f64"},
+               {".u16", CDV_P_U16, "u16"},
+               {".b16", CDV_P_U16, "b16"},
+               {".s16", CDV_P_I16, "s16"},
+               {".u8", CDV_P_U8, "u8"},
+               {".s8", CDV_P_I8, "s8"}};
   const char *q = open;
   for (int i = 0; i < n; i++) {
     q = strstr(q, ".param") + 6;
@@ -193,12 +224,16 @@ static int ptx_signature(const char *ptx, const char *name, cdv_sig *sig) {
     } else {
       size_t t = 0;
       while (t < sizeof types / sizeof types[0] && !(strstr(q, types[t].ptx) && strstr(q, types[t].ptx) < end)) t++;
-      if (t == sizeof types / sizeof types[0]) { free(sig->params); sig->params = NULL; return -1; }
+      if (t == sizeof types / sizeof types[0]) {
+        free(sig->params);
+        sig->params = NULL;
+        return -1;
+      }
       pa->kind = types[t].kind;
-      pa->elem = CDV_P_STRUCT;   /* a pointee of unknown type: any Array */
+      pa->elem = CDV_P_STRUCT; /* a pointee of unknown type: any Array */
       snprintf(pa->type, sizeof pa->type, "%s", types[t].c);
     }
-    const char *nm = end;   /* the parameter's name: the identifier before the separator (or '[') */
+    const char *nm = end; /* the parameter's name: the identifier before the separator (or '[') */
     if (br != NULL && br < end) nm = br;
     const char *st = nm;
     while (st > q && (st[-1] == '_' || st[-1] == '$' || (st[-1] >= '0' && st[-1] <= '9') ||
@@ -220,9 +255,9 @@ int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name
   char err[512];
   memset(&sig, 0, sizeof sig);
   int have = m->have_sigs && cdv_sig_resolve(&m->sigs, name, &sig, err, sizeof err) == 0;
-  if (!m->have_sigs && m->img.ptx != NULL && m->sig_error[0] == '\0')   /* cd.load_module of PTX */
+  if (!m->have_sigs && m->img.ptx != NULL && m->sig_error[0] == '\0') /* cd.load_module of PTX */
     have = ptx_signature(m->img.ptx, name, &sig) == 0;
-  int cubin_only = !m->have_sigs && m->img.ptx == NULL;   /* cd.load_module of a cubin: look the name up */
+  int cubin_only = !m->have_sigs && m->img.ptx == NULL; /* cd.load_module of a cubin: look the name up */
   if (idx < 0 && !cubin_only && (m->have_sigs || m->img.ptx == NULL)) {
     if (have) cdv_sig_clear(&sig);
     if (m->have_sigs && strstr(err, "template") != NULL) return luaL_error(L, "%s", err);
@@ -231,18 +266,18 @@ int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name
   kernel *k = lua_newuserdatauv(L, sizeof *k, 1);
   memset(k, 0, sizeof *k);
   k->magic = CDV_KERNEL_MAGIC;
-  luaL_setmetatable(L, CDV_KERNEL);       /* closed (fn NULL) until everything below succeeded */
+  luaL_setmetatable(L, CDV_KERNEL); /* closed (fn NULL) until everything below succeeded */
   lua_pushvalue(L, mod_idx);
   lua_setiuservalue(L, -2, 1);
-  k->sig = sig;                           /* owned by k from here: freed by __gc */
+  k->sig = sig; /* owned by k from here: freed by __gc */
   k->has_sig = have;
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
-  cdv_module_ref(m);   /* a Module closed by hand must not unload the code under its Kernels */
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
+  cdv_module_ref(m); /* a Module closed by hand must not unload the code under its Kernels */
   k->m = m;
   k->dev = m->dev;
   k->generation = m->generation;
   k->st = cdv_get_state(L);
-  cdv_state_ref(k->st);   /* (see NOTE [state record]) its launch path reads the record */
+  cdv_state_ref(k->st); /* (see NOTE [state record]) its launch path reads the record */
   static uint64_t serials;
   k->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
   snprintf(k->name, sizeof k->name, "%s", name);
@@ -258,10 +293,13 @@ int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name
   k->fn = fn;
   if (!have) {
     k->fn = NULL;
-    return luaL_error(L, "cannot read the parameter list of '%s': %s", name,
-                      m->have_sigs ? err : m->img.ptx == NULL && m->img.cubin != NULL && m->sig_error[0] == 0
-                      ? "a module loaded from a cubin has no source (load it from PTX or compile it with cd.compile)"
-                      : m->sig_error[0] ? m->sig_error : "no source");
+    return luaL_error(
+        L, "cannot read the parameter list of '%s': %s", name,
+        m->have_sigs ? err
+        : m->img.ptx == NULL && m->img.cubin != NULL && m->sig_error[0] == 0
+            ? "a module loaded from a cubin has no source (load it from PTX or compile it with cd.compile)"
+        : m->sig_error[0] ? m->sig_error
+                          : "no source");
   }
   const char *msg = build_plan(k, &k->sig, err, sizeof err);
   if (msg != NULL) {
@@ -274,7 +312,7 @@ int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name
 
 static int kernel_gc(lua_State *L) {
   kernel *k = cdv_test_magic(L, 1, sizeof *k, CDV_KERNEL_MAGIC);
-  if (k == NULL) return 0;   /* __gc never raises (NOTE [magic]) */
+  if (k == NULL) return 0; /* __gc never raises (NOTE [magic]) */
   if (k->fn != NULL) cdv_live_add(CDV_LIVE_KERNEL, -1);
   free(k->p);
   free(k->buf);
@@ -311,21 +349,33 @@ static void put_int(lua_State *L, kernel *k, int i, int idx, char *dst, const kp
   int isint;
   lua_Integer v = lua_tointegerx(L, idx, &isint);
   if (!isint || v < p->lo || v > p->hi) arg_error(L, k, i, got_value(L, idx));
-  switch (size) {   /* little-endian: the low bytes are the value */
+  switch (size) { /* little-endian: the low bytes are the value */
     case 1: *dst = (char)v; break;
-    case 2: { int16_t x = (int16_t)v; memcpy(dst, &x, 2); break; }
-    case 4: { int32_t x = (int32_t)v; memcpy(dst, &x, 4); break; }
+    case 2: {
+      int16_t x = (int16_t)v;
+      memcpy(dst, &x, 2);
+      break;
+    }
+    case 4: {
+      int32_t x = (int32_t)v;
+      memcpy(dst, &x, 4);
+      break;
+    }
     default: memcpy(dst, &v, 8);
   }
 }
 
 static void put_float(lua_State *L, kernel *k, int i, int idx, char *dst, cdv_pkind t) {
-  if (lua_type(L, idx) != LUA_TNUMBER) arg_error(L, k, i, got_value(L, idx));   /* no strings, as C would not */
+  if (lua_type(L, idx) != LUA_TNUMBER) arg_error(L, k, i, got_value(L, idx)); /* no strings, as C would not */
   lua_Number v = lua_tonumberx(L, idx, NULL);
   switch (t) {
     case CDV_P_F64: memcpy(dst, &v, 8); break;
-    case CDV_P_F32: { float f = (float)v; memcpy(dst, &f, 4); break; }
-    default: {   /* f16 / bf16 through a one-element conversion */
+    case CDV_P_F32: {
+      float f = (float)v;
+      memcpy(dst, &f, 4);
+      break;
+    }
+    default: { /* f16 / bf16 through a one-element conversion */
       float f = (float)v;
       uint32_t x;
       memcpy(&x, &f, 4);
@@ -350,13 +400,19 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
     if (b->dev != k->dev && !(b->kind == CDV_MEM_PINNED && !k->dev->be->host_memory) &&
         !(b->dev->be->host_memory && k->dev->be->host_memory) &&
         !cdv_peer_reachable(L, b->dev, k->dev, b->dev->is_mempool_supported)) {
-      luaL_error(L, "bad argument #%d to '%s' ('%s': array is on %s but the kernel runs on %s; move it with "
-                 "a:to(\"%s\")%s)", i + 1, k->name, k->sig.params[i].name, b->dev->alias, k->dev->alias,
-                 k->dev->alias, b->dev->be->peer_set && k->dev->be->peer_set ? lua_pushfstring(L, ", or let %s reach it with cd.set_%s_access_enabled(\"%s\", \"%s\", true)", k->dev->alias, b->dev->is_mempool_supported ? "mempool" : "peer", b->dev->alias, k->dev->alias) : "");
+      luaL_error(L,
+                 "bad argument #%d to '%s' ('%s': array is on %s but the kernel runs on %s; move it with "
+                 "a:to(\"%s\")%s)",
+                 i + 1, k->name, k->sig.params[i].name, b->dev->alias, k->dev->alias, k->dev->alias,
+                 b->dev->be->peer_set && k->dev->be->peer_set
+                     ? lua_pushfstring(L, ", or let %s reach it with cd.set_%s_access_enabled(\"%s\", \"%s\", true)",
+                                       k->dev->alias, b->dev->is_mempool_supported ? "mempool" : "peer", b->dev->alias,
+                                       k->dev->alias)
+                     : "");
     }
     if (k->p[i].elem_size && k->p[i].elem_size != cdv_dtypes[a->dtype].size)
       arg_error(L, k, i, lua_pushfstring(L, "an Array of %s", cdv_dtypes[a->dtype].name));
-    if (!cdv_array_contiguous(a))   /* a kernel indexes a pointer as C-ordered memory: NOTE [strided views] */
+    if (!cdv_array_contiguous(a)) /* a kernel indexes a pointer as C-ordered memory: NOTE [strided views] */
       arg_error(L, k, i, "a non-contiguous Array; pass a:contiguous()");
     ptr = a->data;
     cdv_block_used(b, k->dev, stream);
@@ -381,8 +437,10 @@ static void put_vec(lua_State *L, kernel *k, int i, int idx, char *dst) {
       lua_rawgeti(L, idx, j + 1);
     }
     int top = lua_gettop(L);
-    if (p->elem == CDV_P_F32 || p->elem == CDV_P_F64 || p->elem == CDV_P_F16) put_float(L, k, i, top, dst + j * es, p->elem);
-    else put_int(L, k, i, top, dst + j * es, p, es);
+    if (p->elem == CDV_P_F32 || p->elem == CDV_P_F64 || p->elem == CDV_P_F16)
+      put_float(L, k, i, top, dst + j * es, p->elem);
+    else
+      put_int(L, k, i, top, dst + j * es, p, es);
     lua_pop(L, 1);
   }
 }
@@ -391,7 +449,10 @@ static void put_arg(lua_State *L, kernel *k, int i, int idx, void *stream) {
   char *dst = k->buf + k->p[i].off;
   switch (k->p[i].kind) {
     case CDV_P_PTR: put_pointer(L, k, i, idx, dst, stream); break;
-    case CDV_P_F16: case CDV_P_BF16: case CDV_P_F32: case CDV_P_F64: put_float(L, k, i, idx, dst, k->p[i].kind); break;
+    case CDV_P_F16:
+    case CDV_P_BF16:
+    case CDV_P_F32:
+    case CDV_P_F64: put_float(L, k, i, idx, dst, k->p[i].kind); break;
     case CDV_P_BOOL:
       if (!lua_isboolean(L, idx)) arg_error(L, k, i, got_value(L, idx));
       *dst = (char)lua_toboolean(L, idx);
@@ -401,8 +462,9 @@ static void put_arg(lua_State *L, kernel *k, int i, int idx, void *stream) {
       size_t n;
       const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tolstring(L, idx, &n) : NULL;
       if (s == NULL || n != k->p[i].size)
-        arg_error(L, k, i, lua_pushfstring(L, "%s (pass a string of exactly %d bytes, e.g. from string.pack)",
-                                            got_value(L, idx), (int)k->p[i].size));
+        arg_error(L, k, i,
+                  lua_pushfstring(L, "%s (pass a string of exactly %d bytes, e.g. from string.pack)", got_value(L, idx),
+                                  (int)k->p[i].size));
       memcpy(dst, s, n);
       break;
     }
@@ -433,8 +495,10 @@ static const char *allow_shared(lua_State *L, kernel *k, size_t shared) {
   size_t limit = fi.shared_size_bytes < d->max_shared_optin ? d->max_shared_optin - fi.shared_size_bytes : 0;
   if (shared > limit) {
     if (fi.shared_size_bytes == 0) return lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)limit);
-    return lua_pushfstring(L, "'shared' must be 0 to %I bytes (%s allows %I per block, less the kernel's %I bytes of "
-                           "static shared memory)", (lua_Integer)limit, d->alias, (lua_Integer)d->max_shared_optin,
+    return lua_pushfstring(L,
+                           "'shared' must be 0 to %I bytes (%s allows %I per block, less the kernel's %I bytes of "
+                           "static shared memory)",
+                           (lua_Integer)limit, d->alias, (lua_Integer)d->max_shared_optin,
                            (lua_Integer)fi.shared_size_bytes);
   }
   size_t allowed = limit;
@@ -447,8 +511,7 @@ static const char *allow_shared(lua_State *L, kernel *k, size_t shared) {
  * waits for all of them), so the grid is checked against what the occupancy allows, before the driver
  * (which would say only CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE). The answer is kept per block size and
  * shared size, so a table launched again asks the driver nothing. */
-static void check_cooperative(lua_State *L, kernel *k, const unsigned grid[3], const unsigned block[3],
-                              size_t shared) {
+static void check_cooperative(lua_State *L, kernel *k, const unsigned grid[3], const unsigned block[3], size_t shared) {
   cdv_device *d = k->dev;
   int threads = (int)(block[0] * block[1] * block[2]);
   if (k->coop_threads != threads || k->coop_shared != shared) {
@@ -461,9 +524,12 @@ static void check_cooperative(lua_State *L, kernel *k, const unsigned grid[3], c
   }
   uint64_t n = (uint64_t)grid[0] * grid[1] * grid[2];
   if (n > (uint64_t)k->coop_max)
-    cfg_error(L, k, lua_pushfstring(L, "cooperative launch of %I blocks exceeds the %d blocks that fit on %s at once "
-                                    "(%d per SM x %d SMs)", (lua_Integer)n, k->coop_max, d->alias,
-                                    k->coop_sms ? k->coop_max / k->coop_sms : 0, k->coop_sms));
+    cfg_error(L, k,
+              lua_pushfstring(L,
+                              "cooperative launch of %I blocks exceeds the %d blocks that fit on %s at once "
+                              "(%d per SM x %d SMs)",
+                              (lua_Integer)n, k->coop_max, d->alias, k->coop_sms ? k->coop_max / k->coop_sms : 0,
+                              k->coop_sms));
 }
 
 /* What depends on the kernel: its device, its limits, and for `dim` the block size chosen for it (once per
@@ -479,15 +545,16 @@ static void resolve_config(lua_State *L, kernel *k, const cdv_launch_config *c, 
   }
   cdv_device *d = k->dev;
   if (c->device != NULL && c->device != d)
-    cfg_error(L, k, lua_pushfstring(L, "the kernel was compiled for %s, not %s; compile it with device = \"%s\"",
-                                    d->alias, c->device->alias, c->device->alias));
-  if ((uint64_t)c->shared > k->shared_ok) {   /* NOTE [big shared memory]; a LaunchConfig did not know the device */
+    cfg_error(L, k,
+              lua_pushfstring(L, "the kernel was compiled for %s, not %s; compile it with device = \"%s\"", d->alias,
+                              c->device->alias, c->device->alias));
+  if ((uint64_t)c->shared > k->shared_ok) { /* NOTE [big shared memory]; a LaunchConfig did not know the device */
     const char *limit = allow_shared(L, k, (size_t)c->shared);
     if (limit != NULL) cfg_error(L, k, limit);
   }
   const uint64_t *g = c->grid, *b = c->block;
   uint64_t gd[3], bd[3];
-  if (c->has_dim) {   /* total threads: choose the block, round the grid up; the kernel checks bounds */
+  if (c->has_dim) { /* total threads: choose the block, round the grid up; the kernel checks bounds */
     if (k->block_hint == 0) k->block_hint = suggest_block(L, k, (size_t)c->shared);
     unsigned bs = (unsigned)k->block_hint;
     int nd = c->dim[2] > 1 ? 3 : c->dim[1] > 1 ? 2 : 1;
@@ -503,20 +570,23 @@ static void resolve_config(lua_State *L, kernel *k, const cdv_launch_config *c, 
   }
   uint64_t threads = b[0] * b[1] * b[2];
   if (threads > (uint64_t)d->max_threads_per_block)
-    cfg_error(L, k, lua_pushfstring(L, "a block of %I threads exceeds the device limit of %d", (lua_Integer)threads,
-                                    d->max_threads_per_block));
+    cfg_error(L, k,
+              lua_pushfstring(L, "a block of %I threads exceeds the device limit of %d", (lua_Integer)threads,
+                              d->max_threads_per_block));
   for (int j = 0; j < 3; j++) {
     if (b[j] > (uint64_t)d->max_block[j])
-      cfg_error(L, k, lua_pushfstring(L, "block dimension %c of %I exceeds the device limit of %d", "xyz"[j],
-                                      (lua_Integer)b[j], d->max_block[j]));
+      cfg_error(L, k,
+                lua_pushfstring(L, "block dimension %c of %I exceeds the device limit of %d", "xyz"[j],
+                                (lua_Integer)b[j], d -> max_block[j]));
     if (g[j] > (uint64_t)d->max_grid[j])
-      cfg_error(L, k, lua_pushfstring(L, "grid dimension %c of %I exceeds the device limit of %d", "xyz"[j],
-                                      (lua_Integer)g[j], d->max_grid[j]));
+      cfg_error(L, k,
+                lua_pushfstring(L, "grid dimension %c of %I exceeds the device limit of %d", "xyz"[j],
+                                (lua_Integer)g[j], d -> max_grid[j]));
     grid[j] = (unsigned)g[j];
     block[j] = (unsigned)b[j];
   }
   if (c->cooperative) check_cooperative(L, k, grid, block, (size_t)c->shared);
-  if (c->magic == CDV_LCFG_MAGIC) {   /* a LaunchConfig's memo is the one part of it that changes */
+  if (c->magic == CDV_LCFG_MAGIC) { /* a LaunchConfig's memo is the one part of it that changes */
     cdv_launch_config *memo = (cdv_launch_config *)c;
     memcpy(memo->memo_grid, grid, sizeof memo->memo_grid);
     memcpy(memo->memo_block, block, sizeof memo->memo_block);
@@ -538,7 +608,7 @@ static __attribute__((noinline)) int launch_cooperative(lua_State *L, kernel *k,
 /* k:launch(config, ...) / k(config, ...): checks everything, then one backend call (NOTE [launch plan]) */
 static int launch(lua_State *L) {
   kernel *k = cdv_test_magic(L, 1, sizeof *k, CDV_KERNEL_MAGIC);
-  if (k == NULL || k->fn == NULL) k = check_kernel(L, 1);   /* the slow path words the error */
+  if (k == NULL || k->fn == NULL) k = check_kernel(L, 1); /* the slow path words the error */
   cdv_device *d = k->dev;
   if (k->generation != d->generation) return luaL_error(L, "stale Kernel: device was reset");
   int nargs = lua_gettop(L) - 2;
@@ -550,25 +620,26 @@ static int launch(lua_State *L) {
   const cdv_launch_config *c = cdv_get_launch_config(L, 2, st, k->name, d->max_shared_optin, &tmp);
   unsigned grid[3], block[3];
   resolve_config(L, k, c, grid, block);
-  void *stream;   /* the current stream's handle without following its pointer: NOTE [current stream cache] */
-  if (c->stream) stream = cdv_stream_for(L, d, c->stream);
+  void *stream; /* the current stream's handle without following its pointer: NOTE [current stream cache] */
+  if (c->stream)
+    stream = cdv_stream_for(L, d, c->stream);
   else if (st->cur_set[d->index] && st->cur_generation[d->index] == d->generation && !st->coscopes)
-    stream = st->cur_handle[d->index];   /* (a coroutine's own scope: see NOTE [coroutine scopes]) */
-  else stream = cdv_current_stream(L, d)->handle;
+    stream = st->cur_handle[d->index]; /* (a coroutine's own scope: see NOTE [coroutine scopes]) */
+  else
+    stream = cdv_current_stream(L, d)->handle;
   for (int i = 0; i < k->nparams; i++) put_arg(L, k, i, i + 3, stream);
   /* (see NOTE [pinned reads]) a vector's table is read with lua_getfield, whose __index may run Lua that frees an Array
    * put before it (or a finalizer may): the pointers are checked again, so no freed memory reaches the kernel */
   if (k->reads_tables)
     for (int i = 0; i < k->nparams; i++)
       if (k->p[i].kind == CDV_P_PTR) put_arg(L, k, i, i + 3, stream);
-  cdv_device_check(L, d);   /* the backend's launch makes the context current: one driver call, not two */
+  cdv_device_check(L, d); /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
   if (__builtin_expect(c->cooperative, 0)) return launch_cooperative(L, k, c, grid, block, stream);
   if (d->be->launch(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &e) != 0) return cdv_raise(L, d, &e);
   if (st->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
   return 0;
 }
-
 
 /* ---- attributes and occupancy */
 
@@ -591,7 +662,10 @@ static int suggest_block(lua_State *L, kernel *k, size_t shared) {
   int best = 32, best_threads = -1;
   for (int b = 32; b <= k->dev->max_threads_per_block; b += 32) {
     int t = kernel_occupancy_blocks(L, k, b, shared) * b;
-    if (t > best_threads) { best = b; best_threads = t; }
+    if (t > best_threads) {
+      best = b;
+      best_threads = t;
+    }
   }
   return best;
 }
@@ -624,8 +698,10 @@ static int kernel_occupancy(lua_State *L) {
   size_t smem = shared + fi.shared_size_bytes;
   int by_smem = smem ? (int)(smem_per_sm / smem) : 1 << 30;
   /* a device kind without multiprocessors (NOTE [optional operations]) is limited by its own kind */
-  const char *limit = !k->dev->be->sm_resources ? k->dev->be->kind : by_regs <= by_warps && by_regs <= by_smem ? "regs"
-                    : by_smem <= by_warps ? "smem" : "warps";
+  const char *limit = !k->dev->be->sm_resources                   ? k->dev->be->kind
+                      : by_regs <= by_warps && by_regs <= by_smem ? "regs"
+                      : by_smem <= by_warps                       ? "smem"
+                                                                  : "warps";
   lua_createtable(L, 0, 3);
   lua_pushinteger(L, n);
   lua_setfield(L, -2, "blocks_per_sm");
@@ -665,8 +741,10 @@ static int push_attributes(lua_State *L, kernel *k) {
 static int push_cpu_path(lua_State *L, kernel *k) {
   cdv_func_info fi;
   kernel_func_info(L, k, &fi);
-  if (fi.cpu_path) lua_pushstring(L, fi.cpu_path);
-  else lua_pushnil(L);
+  if (fi.cpu_path)
+    lua_pushstring(L, fi.cpu_path);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
@@ -674,8 +752,10 @@ static int kernel_index(lua_State *L) {
   kernel *k = check_kernel(L, 1);
   const char *key = luaL_checkstring(L, 2);
   if (cdv_push_method(L)) return 1;
-  if (strcmp(key, "name") == 0) lua_pushstring(L, k->name);
-  else if (strcmp(key, "num_params") == 0) lua_pushinteger(L, k->nparams);
+  if (strcmp(key, "name") == 0)
+    lua_pushstring(L, k->name);
+  else if (strcmp(key, "num_params") == 0)
+    lua_pushinteger(L, k->nparams);
   else if (strcmp(key, "params") == 0 || strcmp(key, "param_names") == 0) {
     int names = key[5] == '_';
     lua_createtable(L, k->nparams, 0);
@@ -683,11 +763,16 @@ static int kernel_index(lua_State *L) {
       lua_pushstring(L, names ? k->sig.params[i].name : k->sig.params[i].type);
       lua_rawseti(L, -2, i + 1);
     }
-  } else if (strcmp(key, "attributes") == 0) return push_attributes(L, k);
-  else if (strcmp(key, "cpu_path") == 0) return push_cpu_path(L, k);
-  else if (strcmp(key, "device") == 0) cdv_push_device(L, k->dev);
-  else if (strcmp(key, "module") == 0) lua_getiuservalue(L, 1, 1);
-  else return luaL_error(L, "Kernel has no field or method '%s'", key);
+  } else if (strcmp(key, "attributes") == 0)
+    return push_attributes(L, k);
+  else if (strcmp(key, "cpu_path") == 0)
+    return push_cpu_path(L, k);
+  else if (strcmp(key, "device") == 0)
+    cdv_push_device(L, k->dev);
+  else if (strcmp(key, "module") == 0)
+    lua_getiuservalue(L, 1, 1);
+  else
+    return luaL_error(L, "Kernel has no field or method '%s'", key);
   return 1;
 }
 
@@ -715,14 +800,15 @@ static int kernel_tostring(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg kernel_methods[] = {
-  {"occupancy", kernel_occupancy}, {"suggest_block_size", kernel_suggest_block_size}, {"launch", launch},
-  {NULL, NULL}};
+static const luaL_Reg kernel_methods[] = {{"occupancy", kernel_occupancy},
+                                          {"suggest_block_size", kernel_suggest_block_size},
+                                          {"launch", launch},
+                                          {NULL, NULL}};
 
 /* The Kernel metatable (cdv_module_open calls this: cd.compile and friends make Kernels). */
 void cdv_kernel_open(lua_State *L) {
-  static const luaL_Reg kmeta[] = {{"__gc", kernel_gc}, {"__tostring", kernel_tostring}, {"__call", launch},
-                                   {NULL, NULL}};
-  cdv_new_class(L, CDV_KERNEL, kmeta, kernel_methods, kernel_index);   /* NOTE [class registration] */
+  static const luaL_Reg kmeta[] = {
+      {"__gc", kernel_gc}, {"__tostring", kernel_tostring}, {"__call", launch}, {NULL, NULL}};
+  cdv_new_class(L, CDV_KERNEL, kmeta, kernel_methods, kernel_index); /* NOTE [class registration] */
   lua_pop(L, 1);
 }

@@ -25,28 +25,29 @@ static void dims(lua_State *L, const char *kname, int idx, const char *key, uint
   v[0] = v[1] = v[2] = 1;
   int isint;
   lua_Integer x = lua_tointegerx(L, idx, &isint);
-  if (isint && x >= 1 && (uint64_t)x <= max) {   /* the common case first: one integer */
+  if (isint && x >= 1 && (uint64_t)x <= max) { /* the common case first: one integer */
     v[0] = (uint64_t)x;
     return;
   }
   if (lua_type(L, idx) == LUA_TTABLE) {
     int n = (int)lua_rawlen(L, idx);
-    if (n < 1 || n > 3)
-      cdv_launch_config_error(L, kname, lua_pushfstring(L, "'%s' must have 1 to 3 components", key));
+    if (n < 1 || n > 3) cdv_launch_config_error(L, kname, lua_pushfstring(L, "'%s' must have 1 to 3 components", key));
     for (int j = 0; j < n; j++) {
       lua_rawgeti(L, idx, j + 1);
       int ok;
       lua_Integer c = lua_tointegerx(L, -1, &ok);
       if (!ok || c < 1 || (uint64_t)c > max)
-        cdv_launch_config_error(L, kname, lua_pushfstring(L, "'%s' component %d must be an integer from 1 to %I",
-                                                          key, j + 1, (lua_Integer)max));
+        cdv_launch_config_error(
+            L, kname,
+            lua_pushfstring(L, "'%s' component %d must be an integer from 1 to %I", key, j + 1, (lua_Integer)max));
       v[j] = (uint64_t)c;
       lua_pop(L, 1);
     }
     return;
   }
-  cdv_launch_config_error(L, kname, lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key,
-                                                    luaL_tolstring(L, idx, NULL)));
+  cdv_launch_config_error(
+      L, kname,
+      lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, luaL_tolstring(L, idx, NULL)));
 }
 
 /* The table at idx into *c. Keys are compared as pointers (NOTE [launch keys]). */
@@ -58,14 +59,21 @@ static void parse(lua_State *L, int idx, const cdv_state *st, const char *kname,
   while (lua_next(L, idx) != 0) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
     int v = lua_gettop(L);
-    if (key == st->key_grid) { dims(L, kname, v, key, c->grid, 0x7fffffff); c->has_grid = 1; }
-    else if (key == st->key_block) { dims(L, kname, v, key, c->block, 0x7fffffff); c->has_block = 1; }
-    else if (key == st->key_dim) { dims(L, kname, v, key, c->dim, (uint64_t)1 << 53); c->has_dim = 1; }
-    else if (key == st->key_shared) {
+    if (key == st->key_grid) {
+      dims(L, kname, v, key, c->grid, 0x7fffffff);
+      c->has_grid = 1;
+    } else if (key == st->key_block) {
+      dims(L, kname, v, key, c->block, 0x7fffffff);
+      c->has_block = 1;
+    } else if (key == st->key_dim) {
+      dims(L, kname, v, key, c->dim, (uint64_t)1 << 53);
+      c->has_dim = 1;
+    } else if (key == st->key_shared) {
       int isint;
       c->shared = lua_tointegerx(L, v, &isint);
       if (!isint || c->shared < 0 || (uint64_t)c->shared > max_shared)
-        cdv_launch_config_error(L, kname, lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)max_shared));
+        cdv_launch_config_error(L, kname,
+                                lua_pushfstring(L, "'shared' must be 0 to %I bytes", (lua_Integer)max_shared));
     } else if (key == st->key_stream) {
       const char *why = cdv_stream_problem(L, v, &c->stream);
       if (why != NULL) cdv_launch_config_error(L, kname, lua_pushfstring(L, "'stream': %s", why));
@@ -74,12 +82,15 @@ static void parse(lua_State *L, int idx, const cdv_state *st, const char *kname,
       if (why != NULL) cdv_launch_config_error(L, kname, lua_pushfstring(L, "'device': %s", why));
     } else if (key == st->key_cooperative) {
       if (!lua_isboolean(L, v))
-        cdv_launch_config_error(L, kname, lua_pushfstring(L, "'cooperative' must be a boolean, got %s",
-                                                          luaL_typename(L, v)));
+        cdv_launch_config_error(L, kname,
+                                lua_pushfstring(L, "'cooperative' must be a boolean, got %s", luaL_typename(L, v)));
       c->cooperative = lua_toboolean(L, v);
     } else {
-      cdv_launch_config_error(L, kname, lua_pushfstring(L, "unknown key '%s' (expected grid, block, dim, shared, "
-                                                        "stream, device, cooperative)", luaL_tolstring(L, -2, NULL)));
+      cdv_launch_config_error(L, kname,
+                              lua_pushfstring(L,
+                                              "unknown key '%s' (expected grid, block, dim, shared, "
+                                              "stream, device, cooperative)",
+                                              luaL_tolstring(L, -2, NULL)));
     }
     lua_settop(L, v - 1);
   }
@@ -109,7 +120,7 @@ static int l_launch_config(lua_State *L) {
   cdv_launch_config *c = lua_newuserdatauv(L, sizeof *c, 1);
   parse(L, 1, cdv_get_state(L), NULL, UINT32_MAX, c);
   c->magic = CDV_LCFG_MAGIC;
-  if (c->stream != NULL) {   /* the user value keeps the Stream alive; read raw, as parse did */
+  if (c->stream != NULL) { /* the user value keeps the Stream alive; read raw, as parse did */
     lua_pushliteral(L, "stream");
     lua_rawget(L, 1);
     lua_setiuservalue(L, 2, 1);
@@ -141,15 +152,23 @@ static int config_index(lua_State *L) {
   const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "grid") == 0 || strcmp(key, "block") == 0 || strcmp(key, "dim") == 0) {
     int has = key[0] == 'g' ? c->has_grid : key[0] == 'b' ? c->has_block : c->has_dim;
-    if (has) push_dims(L, key[0] == 'g' ? c->grid : key[0] == 'b' ? c->block : c->dim);
-    else lua_pushnil(L);
-  } else if (strcmp(key, "shared") == 0) lua_pushinteger(L, c->shared);
-  else if (strcmp(key, "cooperative") == 0) lua_pushboolean(L, c->cooperative);
-  else if (strcmp(key, "stream") == 0) lua_getiuservalue(L, 1, 1);
+    if (has)
+      push_dims(L, key[0] == 'g' ? c->grid : key[0] == 'b' ? c->block : c->dim);
+    else
+      lua_pushnil(L);
+  } else if (strcmp(key, "shared") == 0)
+    lua_pushinteger(L, c->shared);
+  else if (strcmp(key, "cooperative") == 0)
+    lua_pushboolean(L, c->cooperative);
+  else if (strcmp(key, "stream") == 0)
+    lua_getiuservalue(L, 1, 1);
   else if (strcmp(key, "device") == 0) {
-    if (c->device) cdv_push_device(L, c->device);
-    else lua_pushnil(L);
-  } else return luaL_error(L, "LaunchConfig has no field '%s'", key);
+    if (c->device)
+      cdv_push_device(L, c->device);
+    else
+      lua_pushnil(L);
+  } else
+    return luaL_error(L, "LaunchConfig has no field '%s'", key);
   return 1;
 }
 
@@ -161,9 +180,12 @@ static int config_newindex(lua_State *L) {
 /* LaunchConfig(grid=4, block=256) / LaunchConfig(dim={1024, 1024}, shared=4096, stream=Stream(...), device=cuda:0) */
 static void add_dims(lua_State *L, luaL_Buffer *b, const char *sep, const char *key, const uint64_t v[3]) {
   int n = v[2] > 1 ? 3 : v[1] > 1 ? 2 : 1;
-  if (n == 1) lua_pushfstring(L, "%s%s=%I", sep, key, (lua_Integer)v[0]);
-  else if (n == 2) lua_pushfstring(L, "%s%s={%I, %I}", sep, key, (lua_Integer)v[0], (lua_Integer)v[1]);
-  else lua_pushfstring(L, "%s%s={%I, %I, %I}", sep, key, (lua_Integer)v[0], (lua_Integer)v[1], (lua_Integer)v[2]);
+  if (n == 1)
+    lua_pushfstring(L, "%s%s=%I", sep, key, (lua_Integer)v[0]);
+  else if (n == 2)
+    lua_pushfstring(L, "%s%s={%I, %I}", sep, key, (lua_Integer)v[0], (lua_Integer)v[1]);
+  else
+    lua_pushfstring(L, "%s%s={%I, %I, %I}", sep, key, (lua_Integer)v[0], (lua_Integer)v[1], (lua_Integer)v[2]);
   luaL_addvalue(b);
 }
 
@@ -172,7 +194,8 @@ static int config_tostring(lua_State *L) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, "LaunchConfig(");
-  if (c->has_dim) add_dims(L, &b, "", "dim", c->dim);
+  if (c->has_dim)
+    add_dims(L, &b, "", "dim", c->dim);
   else {
     add_dims(L, &b, "", "grid", c->grid);
     add_dims(L, &b, ", ", "block", c->block);
@@ -199,9 +222,9 @@ static int config_tostring(lua_State *L) {
 }
 
 int cdv_launch_config_open(lua_State *L) {
-  static const luaL_Reg meta[] = {{"__index", config_index}, {"__newindex", config_newindex},
-                                  {"__tostring", config_tostring}, {NULL, NULL}};
-  cdv_new_class(L, CDV_LAUNCH_CONFIG, meta, NULL, NULL);   /* NOTE [class registration] */
+  static const luaL_Reg meta[] = {
+      {"__index", config_index}, {"__newindex", config_newindex}, {"__tostring", config_tostring}, {NULL, NULL}};
+  cdv_new_class(L, CDV_LAUNCH_CONFIG, meta, NULL, NULL); /* NOTE [class registration] */
   lua_pop(L, 1);
   lua_pushcfunction(L, l_launch_config);
   lua_setfield(L, -2, "launch_config");

@@ -7,7 +7,7 @@
  * cdv_cu must stay valid for the life of the process. When a library cannot be found, the reason lists every
  * name that was tried with dlerror's text (cudarc's habit), so the user sees where we looked.
  */
-#define _GNU_SOURCE   /* dlinfo */
+#define _GNU_SOURCE /* dlinfo */
 #include <dlfcn.h>
 #include <glob.h>
 #include <link.h>
@@ -24,21 +24,24 @@ struct cdv_cu_syms cdv_cu;
 struct cdv_nvrtc_syms cdv_nvrtc;
 
 /* The name tables: each library's exported (versioned) names and where each pointer goes. */
-typedef struct cdv_sym { const char *name; size_t offset; } cdv_sym;
-#define CDV_CU_ENTRY(fn) { CDV_XSTR(fn), offsetof(struct cdv_cu_syms, fn) },
-#define CDV_NVRTC_ENTRY(fn) { CDV_XSTR(fn), offsetof(struct cdv_nvrtc_syms, fn) },
-static const cdv_sym cu_table[] = { CDV_CU_SYMS(CDV_CU_ENTRY) };
-static const cdv_sym nvrtc_table[] = { CDV_NVRTC_SYMS(CDV_NVRTC_ENTRY) };
-#define COUNT(a) (sizeof (a) / sizeof (a)[0])
+typedef struct cdv_sym {
+  const char *name;
+  size_t offset;
+} cdv_sym;
+#define CDV_CU_ENTRY(fn) {CDV_XSTR(fn), offsetof(struct cdv_cu_syms, fn)},
+#define CDV_NVRTC_ENTRY(fn) {CDV_XSTR(fn), offsetof(struct cdv_nvrtc_syms, fn)},
+static const cdv_sym cu_table[] = {CDV_CU_SYMS(CDV_CU_ENTRY)};
+static const cdv_sym nvrtc_table[] = {CDV_NVRTC_SYMS(CDV_NVRTC_ENTRY)};
+#define COUNT(a) (sizeof(a) / sizeof(a)[0])
 
 /* What loading one library left behind. */
 typedef struct lib_state {
   void *handle;
-  char path[512];         /* the name that opened */
+  char path[512]; /* the name that opened */
   int ntried;
-  char why[8192];         /* "" once loaded */
+  char why[8192]; /* "" once loaded */
   size_t why_len;
-  CUresult init;          /* libcuda: cuInit's result */
+  CUresult init; /* libcuda: cuInit's result */
 } lib_state;
 
 static lib_state cuda_lib, nvrtc_lib;
@@ -146,12 +149,12 @@ int cdv_cuda_unavailable(cdv_err *e) {
 /* ---------------------------------------------------------------- NVRTC */
 /* Newest first: a newer NVRTC knows every architecture an older one does. */
 static const char *const nvrtc_sonames[] = {
-  "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1", "libnvrtc.so.11.0", "libnvrtc.so",
+    "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1", "libnvrtc.so.11.0", "libnvrtc.so",
 };
 
 /* The toolkit folders, without duplicates ($CUDA_HOME is often /usr/local/cuda). */
 static int nvrtc_dirs(const char *dirs[3]) {
-  const char *cand[3] = { getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda" };
+  const char *cand[3] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
   int n = 0;
   for (int i = 0; i < 3; i++) {
     if (!cand[i] || !*cand[i]) continue;
@@ -206,9 +209,7 @@ const char *cdv_nvrtc_file(void) {
   return lm->l_name;
 }
 
-int cdv_nvrtc_unavailable(cdv_err *e) {
-  return cdv_fail(e, "dlopen", 0, "NVRTC_NOT_FOUND", "%s", cdv_nvrtc_why());
-}
+int cdv_nvrtc_unavailable(cdv_err *e) { return cdv_fail(e, "dlopen", 0, "NVRTC_NOT_FOUND", "%s", cdv_nvrtc_why()); }
 
 /* ---------------------------------------------------------------- NCCL */
 /* NOTE [nccl library]: libnccl (src/nccl.c's communicators) is opened like libcuda, on first use and never at
@@ -220,8 +221,8 @@ int cdv_nvrtc_unavailable(cdv_err *e) {
  * run. A library that opens but lacks one of the core entry points is no NCCL; the reason then names it. */
 struct cdv_nccl_syms cdv_nccl;
 
-#define CDV_NCCL_ENTRY(ret, name, params) { #name, offsetof(struct cdv_nccl_syms, name) },
-static const cdv_sym nccl_table[] = { CDV_NCCL_SYMS(CDV_NCCL_ENTRY) };
+#define CDV_NCCL_ENTRY(ret, name, params) {#name, offsetof(struct cdv_nccl_syms, name)},
+static const cdv_sym nccl_table[] = {CDV_NCCL_SYMS(CDV_NCCL_ENTRY)};
 static lib_state nccl_lib;
 static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
 
@@ -233,7 +234,7 @@ static void try_glob(lib_state *l, const char *pattern) {
     why_add(l, "%s%s (no such file)", l->ntried++ ? ", " : "tried ", pattern);
     return;
   }
-  for (size_t i = g.gl_pathc; i-- > 0 && !l->handle;) try_open(l, g.gl_pathv[i]);   /* the newest Python first */
+  for (size_t i = g.gl_pathc; i-- > 0 && !l->handle;) try_open(l, g.gl_pathv[i]); /* the newest Python first */
   globfree(&g);
 }
 
@@ -274,7 +275,7 @@ static void nccl_open(void) {
 static void nccl_load_once(void) {
   /* what every communicator needs; the rest fails by name when used (NOTE [missing symbols]) */
   static const char *const core[] = {"ncclGetErrorString", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy",
-                                     "ncclAllReduce", "ncclGroupStart", "ncclGroupEnd"};
+                                     "ncclAllReduce",      "ncclGroupStart",  "ncclGroupEnd"};
   nccl_open();
   if (!nccl_lib.handle) return;
   resolve(nccl_lib.handle, nccl_table, COUNT(nccl_table), &cdv_nccl);

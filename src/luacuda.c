@@ -121,7 +121,7 @@ static void set_sigint(void (*handler)(int), struct sigaction *old) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;   /* no SA_RESTART: a blocked read or sleep returns, so the flag is seen */
+  sa.sa_flags = 0; /* no SA_RESTART: a blocked read or sleep returns, so the flag is seen */
   sigaction(SIGINT, &sa, old);
 }
 
@@ -131,7 +131,7 @@ static void on_sigint(int sig) {
     prompt_interrupted = 1;
     return;
   }
-  set_sigint(SIG_DFL, NULL);   /* a second Ctrl-C kills the process, as with lua */
+  set_sigint(SIG_DFL, NULL); /* a second Ctrl-C kills the process, as with lua */
   cudadev_interrupt();
   lua_sethook(globalL, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
@@ -176,8 +176,7 @@ static int docall(lua_State *L, int nargs, int nresults) {
 }
 
 static int dochunk(lua_State *L, int status) {
-  if (status == LUA_OK)
-    status = docall(L, 0, 0);
+  if (status == LUA_OK) status = docall(L, 0, 0);
   return report(L, status);
 }
 
@@ -208,13 +207,11 @@ static int dolibrary(lua_State *L, const char *spec) {
 static int doscript(lua_State *L, const char *fname) {
   int status = luaL_loadfile(L, fname);
   if (status == LUA_OK) {
-    if (lua_getglobal(L, "arg") != LUA_TTABLE)
-      luaL_error(L, "'arg' is not a table");
+    if (lua_getglobal(L, "arg") != LUA_TTABLE) luaL_error(L, "'arg' is not a table");
     int n = (int)luaL_len(L, -1);
     luaL_checkstack(L, n + 3, "too many arguments to script");
-    for (int i = 1; i <= n; i++)
-      lua_rawgeti(L, -i, i);
-    lua_remove(L, -n - 1);   /* the arg table */
+    for (int i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+    lua_remove(L, -n - 1); /* the arg table */
     status = docall(L, n, LUA_MULTRET);
   }
   return report(L, status);
@@ -228,16 +225,14 @@ static int doinit(lua_State *L) {
     name = "=LUA_INIT";
     init = getenv(name + 1);
   }
-  if (init == NULL)
-    return LUA_OK;
-  if (init[0] == '@')
-    return dochunk(L, luaL_loadfile(L, init + 1));
+  if (init == NULL) return LUA_OK;
+  if (init[0] == '@') return dochunk(L, luaL_loadfile(L, init + 1));
   return dostring(L, init, name);
 }
 
 /* ---------------------------------------------------------------- reading lines (NOTE [line editing]) */
 static const char COMPLETER_KEY[] = "luacuda.completer";
-static int use_editor;          /* libedit is linked and stdin is a terminal */
+static int use_editor; /* libedit is linked and stdin is a terminal */
 static char *history_path;
 
 #if defined(CDV_USE_LIBEDIT)
@@ -257,7 +252,7 @@ static char **complete(const char *text, int start, int end) {
   lua_State *L = completion_L;
   char **matches = NULL;
   (void)end;
-  rl_attempted_completion_over = 1;   /* never fall back to file names */
+  rl_attempted_completion_over = 1; /* never fall back to file names */
   if (L == NULL || !lua_checkstack(L, 4)) return NULL;
   int top = lua_gettop(L);
   if (lua_getfield(L, LUA_REGISTRYINDEX, COMPLETER_KEY) == LUA_TFUNCTION) {
@@ -316,15 +311,15 @@ static void save_history(void) {
 
 static void editor_init(void) {
   rl_readline_name = "luacuda";
-  rl_catch_signals = 0;                 /* our handler decides (NOTE [Ctrl-C in luacuda]) */
-  rl_getc_function = read_key;          /* read by rl_initialize: set before anything initialises libedit */
+  rl_catch_signals = 0; /* our handler decides (NOTE [Ctrl-C in luacuda]) */
+  rl_getc_function = read_key; /* read by rl_initialize: set before anything initialises libedit */
   rl_attempted_completion_function = complete;
-  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^~#[])";   /* not '.' or ':': cuda.dev<Tab> */
+  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^~#[])"; /* not '.' or ':': cuda.dev<Tab> */
   rl_completion_append_character = '\0';
   using_history();
   stifle_history(1000);
   if (history_path != NULL) read_history(history_path);
-  atexit(save_history);                 /* os.exit() from the prompt keeps the history too */
+  atexit(save_history); /* os.exit() from the prompt keeps the history too */
 }
 #endif
 
@@ -366,7 +361,7 @@ static int read_plain(lua_State *L, const char *prompt) {
 static int l_readline(lua_State *L) {
   const char *prompt = luaL_optstring(L, 1, "> ");
   int n = 1;
-  if (lua_gethook(L) == interrupt_hook) lua_sethook(L, NULL, 0, 0);   /* a Ctrl-C that came too late */
+  if (lua_gethook(L) == interrupt_hook) lua_sethook(L, NULL, 0, 0); /* a Ctrl-C that came too late */
   prompt_interrupted = 0;
   at_prompt = 1;
   set_sigint(on_sigint, NULL);
@@ -375,9 +370,12 @@ static int l_readline(lua_State *L) {
     completion_L = L;
     char *line = readline(prompt);
     completion_L = NULL;
-    if (prompt_interrupted) lua_pushboolean(L, 0);
-    else if (line == NULL) lua_pushnil(L);
-    else lua_pushstring(L, line);
+    if (prompt_interrupted)
+      lua_pushboolean(L, 0);
+    else if (line == NULL)
+      lua_pushnil(L);
+    else
+      lua_pushstring(L, line);
     free(line);
   } else
 #endif
@@ -385,7 +383,7 @@ static int l_readline(lua_State *L) {
   at_prompt = 0;
   prompt_interrupted = 0;
   cudadev_clear_interrupt();
-  return n;   /* the handler stays: in a session Ctrl-C never kills between commands */
+  return n; /* the handler stays: in a session Ctrl-C never kills between commands */
 }
 
 static int l_add_history(lua_State *L) {
@@ -425,20 +423,24 @@ static int l_now(lua_State *L) {
 
 /* The interactive session: repl.lua's run(host); restarted (without the banner) if it ever fails. */
 static int doREPL(lua_State *L, int banner, int version_printed) {
-  static const luaL_Reg host_fns[] = {{"readline", l_readline}, {"add_history", l_add_history},
-                                      {"set_completer", l_set_completer}, {"call", l_call}, {"now", l_now},
+  static const luaL_Reg host_fns[] = {{"readline", l_readline},
+                                      {"add_history", l_add_history},
+                                      {"set_completer", l_set_completer},
+                                      {"call", l_call},
+                                      {"now", l_now},
                                       {NULL, NULL}};
   const char *h = getenv("LUACUDA_HISTORY"), *home = getenv("HOME");
   cudadev_set_interruptible(L, 1);
 #if defined(CDV_USE_LIBEDIT)
   use_editor = isatty(STDIN_FILENO);
 #endif
-  if (h != NULL) history_path = *h ? strdup(h) : NULL;
+  if (h != NULL)
+    history_path = *h ? strdup(h) : NULL;
   else if (home != NULL && (history_path = malloc(strlen(home) + 32)) != NULL)
     sprintf(history_path, "%s/.luacuda_history", home);
 #if defined(CDV_USE_LIBEDIT)
   if (use_editor) {
-    setlocale(LC_CTYPE, "");   /* libedit displays what the terminal's encoding allows */
+    setlocale(LC_CTYPE, ""); /* libedit displays what the terminal's encoding allows */
     editor_init();
   }
 #endif
@@ -476,8 +478,8 @@ static int doREPL(lua_State *L, int banner, int version_printed) {
 typedef struct cmdline {
   int argc;
   char **argv;
-  int script;             /* index of the script in argv; argc when there is none */
-  int bad;                /* index of a malformed option, or 0 */
+  int script; /* index of the script in argv; argc when there is none */
+  int bad; /* index of a malformed option, or 0 */
   int run_e, interactive, version, ignore_env, quiet, help;
 } cmdline;
 
@@ -486,21 +488,19 @@ static void scan_options(cmdline *c) {
   int i;
   for (i = 1; i < c->argc; i++) {
     const char *a = c->argv[i];
-    if (a[0] != '-')
-      break;              /* the script */
-    if (a[1] == '\0')
-      break;              /* "-": stdin is the script */
+    if (a[0] != '-') break; /* the script */
+    if (a[1] == '\0') break; /* "-": stdin is the script */
     if (a[1] == '-' && a[2] == '\0') {
-      i++;                /* "--": what follows is the script */
+      i++; /* "--": what follows is the script */
       break;
     }
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      c->help = 1;        /* before anything runs, as other tools' --help */
+      c->help = 1; /* before anything runs, as other tools' --help */
       continue;
     }
     if (a[1] == 'e' || a[1] == 'l') {
       c->run_e |= a[1] == 'e';
-      if (a[2] == '\0') {          /* the value is the next argument, which must not be an option */
+      if (a[2] == '\0') { /* the value is the next argument, which must not be an option */
         if (i + 1 >= c->argc || c->argv[i + 1][0] == '-') {
           c->bad = i;
           return;
@@ -541,8 +541,7 @@ static int run_options(lua_State *L, const cmdline *c) {
     } else if (a[1] == 'e' || a[1] == 'l') {
       const char *value = a[2] != '\0' ? a + 2 : c->argv[++i];
       int status = a[1] == 'e' ? dostring(L, value, "=(command line)") : dolibrary(L, value);
-      if (status != LUA_OK)
-        return 0;
+      if (status != LUA_OK) return 0;
     }
   }
   return 1;
@@ -563,11 +562,10 @@ static int pmain(lua_State *L) {
     return 1;
   }
   /* as lua: -i shows the version; here the banner does, unless -q */
-  if (c->version)
-    print_version();
+  if (c->version) print_version();
   if (c->ignore_env) {
     lua_pushboolean(L, 1);
-    lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");   /* package.path ignores LUA_PATH */
+    lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV"); /* package.path ignores LUA_PATH */
   }
   luaL_openlibs(L);
   luaL_requiref(L, "cudadev", luaopen_cudadev, 0);
@@ -575,23 +573,18 @@ static int pmain(lua_State *L) {
   make_arg_table(L, c);
   lua_gc(L, LUA_GCRESTART);
   lua_gc(L, LUA_GCGEN, 0, 0);
-  if (!c->ignore_env && doinit(L) != LUA_OK)
-    return 0;
-  if (!run_options(L, c))
-    return 0;
+  if (!c->ignore_env && doinit(L) != LUA_OK) return 0;
+  if (!run_options(L, c)) return 0;
   if (c->script < c->argc) {
     const char *s = c->argv[c->script];
     int from_stdin = strcmp(s, "-") == 0 && strcmp(c->argv[c->script - 1], "--") != 0;
-    if (doscript(L, from_stdin ? NULL : s) != LUA_OK)
-      return 0;
+    if (doscript(L, from_stdin ? NULL : s) != LUA_OK) return 0;
   }
   if (c->interactive) {
-    if (!doREPL(L, !c->quiet, c->version))
-      return 0;
+    if (!doREPL(L, !c->quiet, c->version)) return 0;
   } else if (c->script == c->argc && !c->run_e && !c->version) {
     if (isatty(STDIN_FILENO)) {
-      if (!doREPL(L, !c->quiet, 0))
-        return 0;
+      if (!doREPL(L, !c->quiet, 0)) return 0;
     } else if (dochunk(L, luaL_loadfile(L, NULL)) != LUA_OK) {
       return 0;
     }
@@ -601,15 +594,14 @@ static int pmain(lua_State *L) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 0 && argv[0][0] != '\0')
-    progname = argv[0];
+  if (argc > 0 && argv[0][0] != '\0') progname = argv[0];
   lua_State *L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "%s: cannot create state: not enough memory\n", progname);
     return EXIT_FAILURE;
   }
-  lua_gc(L, LUA_GCSTOP);   /* no collection while the libraries load */
-  cmdline c = { .argc = argc, .argv = argv };
+  lua_gc(L, LUA_GCSTOP); /* no collection while the libraries load */
+  cmdline c = {.argc = argc, .argv = argv};
   lua_pushcfunction(L, pmain);
   lua_pushlightuserdata(L, &c);
   int status = lua_pcall(L, 1, 1, 0);

@@ -20,8 +20,9 @@
 int cdv_managed_option(lua_State *L, int arg, int pinned, const char *fname) {
   int managed = cdv_check_boolean_field(L, arg, "managed", 0, fname);
   if (managed && pinned)
-    cdv_opt_error(L, "managed", fname, "pinned and managed exclude each other (managed memory is reachable from the "
-                                       "host already)");
+    cdv_opt_error(L, "managed", fname,
+                  "pinned and managed exclude each other (managed memory is reachable from the "
+                  "host already)");
   return managed;
 }
 
@@ -45,10 +46,11 @@ static cdv_array *check_managed(lua_State *L, const char *fname) {
 /* The device at arg as a prefetch or advice target of a: NULL for the host */
 static cdv_device *target(lua_State *L, int arg, cdv_array *a) {
   cdv_device *to = cdv_check_device(L, arg), *d = a->block->dev;
-  if (to->be->host_memory) return NULL;   /* the host: NOTE [backend properties] */
+  if (to->be->host_memory) return NULL; /* the host: NOTE [backend properties] */
   if (d->be->host_memory)
-    luaL_argerror(L, arg, lua_pushfstring(L, "a managed array of %s is host memory: only 'cpu' can hold it, not %s",
-                                          d->alias, to->alias));
+    luaL_argerror(L, arg,
+                  lua_pushfstring(L, "a managed array of %s is host memory: only 'cpu' can hold it, not %s", d->alias,
+                                  to->alias));
   return to;
 }
 
@@ -61,11 +63,11 @@ static int array_prefetch(lua_State *L) {
   cdv_device *to = target(L, 2, a);
   cdv_check_options(L, 3, prefetch_opts, "prefetch");
   cdv_stream *s = cdv_opt_stream_field(L, 3, "prefetch");
-  a = check_managed(L, "prefetch");   /* the checks above allocated: a finalizer may have freed it */
+  a = check_managed(L, "prefetch"); /* the checks above allocated: a finalizer may have freed it */
   cdv_device *d = a->block->dev;
   if (s != NULL && s->dev != d)
-    cdv_opt_error(L, "stream", "prefetch", lua_pushfstring(L, "stream is on %s but the array on %s", s->dev->alias,
-                                                           d->alias));
+    cdv_opt_error(L, "stream", "prefetch",
+                  lua_pushfstring(L, "stream is on %s but the array on %s", s->dev->alias, d->alias));
   void *stream = cdv_stream_for(L, d, s);
   cdv_err e;
   cdv_device_use(L, d);
@@ -79,18 +81,26 @@ static int array_prefetch(lua_State *L) {
 /* a:advise(advice [, device]) -> a: cuMemAdvise's hints by name; the device ("cpu": the host) for those that
  * name one */
 static int array_advise(lua_State *L) {
-  static const char *const names[] = {"read_mostly", "unset_read_mostly", "preferred_location",
-                                      "unset_preferred_location", "accessed_by", "unset_accessed_by", NULL};
-  static const int advice[] = {CDV_ADVISE_READ_MOSTLY, CDV_ADVISE_UNSET_READ_MOSTLY, CDV_ADVISE_PREFERRED_LOCATION,
-                               CDV_ADVISE_UNSET_PREFERRED_LOCATION, CDV_ADVISE_ACCESSED_BY,
-                               CDV_ADVISE_UNSET_ACCESSED_BY};
+  static const char *const names[] = {"read_mostly",
+                                      "unset_read_mostly",
+                                      "preferred_location",
+                                      "unset_preferred_location",
+                                      "accessed_by",
+                                      "unset_accessed_by",
+                                      NULL};
+  static const int advice[] = {CDV_ADVISE_READ_MOSTLY,        CDV_ADVISE_UNSET_READ_MOSTLY,
+                               CDV_ADVISE_PREFERRED_LOCATION, CDV_ADVISE_UNSET_PREFERRED_LOCATION,
+                               CDV_ADVISE_ACCESSED_BY,        CDV_ADVISE_UNSET_ACCESSED_BY};
   cdv_array *a = check_managed(L, "advise");
   const char *name = luaL_checkstring(L, 2);
   int i = 0;
   while (names[i] != NULL && strcmp(names[i], name) != 0) i++;
   if (names[i] == NULL)
-    luaL_argerror(L, 2, lua_pushfstring(L, "unknown advice '%s' (read_mostly, unset_read_mostly, preferred_location, "
-                                           "unset_preferred_location, accessed_by, unset_accessed_by)", name));
+    luaL_argerror(L, 2,
+                  lua_pushfstring(L,
+                                  "unknown advice '%s' (read_mostly, unset_read_mostly, preferred_location, "
+                                  "unset_preferred_location, accessed_by, unset_accessed_by)",
+                                  name));
   int needs_device = advice[i] == CDV_ADVISE_PREFERRED_LOCATION || advice[i] == CDV_ADVISE_ACCESSED_BY ||
                      advice[i] == CDV_ADVISE_UNSET_ACCESSED_BY;
   if (needs_device && lua_isnoneornil(L, 3))

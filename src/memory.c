@@ -26,8 +26,8 @@
  * staging.c for its last piece. Cached blocks go back to the backend on cd.empty_cache() (no argument) or
  * cd.empty_cache("cpu") (pinned arrays are the cpu device's), before a CUDA context is reset (the pinning may
  * belong to it), and when pinning new memory fails. */
-#define PINNED_MIN_LOG2 12                 /* one page */
-#define PINNED_CLASSES 256                 /* bins up to 2^75 bytes: every size_t */
+#define PINNED_MIN_LOG2 12 /* one page */
+#define PINNED_CLASSES 256 /* bins up to 2^75 bytes: every size_t */
 
 typedef struct pinned_entry {
   cdv_device *dev;
@@ -36,7 +36,7 @@ typedef struct pinned_entry {
 } pinned_entry;
 
 static struct {
-  pinned_entry *bins[PINNED_CLASSES];      /* cached blocks, by class */
+  pinned_entry *bins[PINNED_CLASSES]; /* cached blocks, by class */
   int64_t allocated, reserved, active_blocks, held_blocks, hits, misses;
 } pinned;
 static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -47,9 +47,9 @@ static size_t pinned_class(size_t bytes, int *bin) {
     *bin = 0;
     return (size_t)1 << PINNED_MIN_LOG2;
   }
-  int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1));   /* 2^k < bytes <= 2^(k+1) */
+  int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^k < bytes <= 2^(k+1) */
   size_t step = (size_t)1 << (k - 2), c = (bytes + step - 1) & ~(step - 1);
-  *bin = 4 * (k - PINNED_MIN_LOG2) + (int)(c / step) - 4;          /* c / step is 5 to 8 */
+  *bin = 4 * (k - PINNED_MIN_LOG2) + (int)(c / step) - 4; /* c / step is 5 to 8 */
   return c;
 }
 
@@ -108,8 +108,7 @@ int cdv_pinned_alloc(cdv_device *d, size_t bytes, void **ptr, cdv_err *e) {
   size_t c = bytes ? pinned_class(bytes, &bin) : 0;
   *ptr = NULL;
   if (bytes == 0) return 0;
-  if (c < bytes)
-    return cdv_fail(e, "cdv_pinned_alloc", 2, "CUDA_ERROR_OUT_OF_MEMORY", "cannot pin %zu bytes", bytes);
+  if (c < bytes) return cdv_fail(e, "cdv_pinned_alloc", 2, "CUDA_ERROR_OUT_OF_MEMORY", "cannot pin %zu bytes", bytes);
   pthread_mutex_lock(&pinned_lock);
   pinned_entry **p = &pinned.bins[bin];
   while (*p != NULL && (*p)->dev != d) p = &(*p)->next;
@@ -128,7 +127,7 @@ int cdv_pinned_alloc(cdv_device *d, size_t bytes, void **ptr, cdv_err *e) {
     return 0;
   }
   int rc = d->be->mem_alloc(d, c, CDV_MEM_PINNED, NULL, ptr, e);
-  if (rc != 0) {   /* the cache may hold what is missing */
+  if (rc != 0) { /* the cache may hold what is missing */
     cdv_err ignored;
     cdv_pinned_trim(d, &ignored);
     rc = d->be->mem_alloc(d, c, CDV_MEM_PINNED, NULL, ptr, e);
@@ -170,11 +169,12 @@ void cdv_pinned_free(cdv_device *d, void *ptr, size_t bytes) {
  * bytes as pinned (class sizes); hits are requests served from the cache, misses those that pinned memory. */
 static int l_pinned_memory_stats(lua_State *L) {
   pthread_mutex_lock(&pinned_lock);
-  int64_t v[] = {pinned.allocated, pinned.reserved, pinned.reserved - pinned.allocated, pinned.active_blocks,
-                 pinned.held_blocks, pinned.hits, pinned.misses};
+  int64_t v[] = {pinned.allocated,     pinned.reserved,    pinned.reserved - pinned.allocated,
+                 pinned.active_blocks, pinned.held_blocks, pinned.hits,
+                 pinned.misses};
   pthread_mutex_unlock(&pinned_lock);
-  static const char *const names[] = {"allocated", "reserved", "held_bytes", "active_blocks", "held_blocks",
-                                      "hits", "misses"};
+  static const char *const names[] = {"allocated",   "reserved", "held_bytes", "active_blocks",
+                                      "held_blocks", "hits",     "misses"};
   lua_createtable(L, 0, (int)(sizeof v / sizeof v[0]));
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
     lua_pushinteger(L, v[i]);
@@ -209,7 +209,7 @@ static int l_pinned_memory_stats(lua_State *L) {
 
 typedef struct memstat {
   int64_t allocated, max_allocated, active_blocks;
-  int64_t held_blocks, held_bytes;   /* NOTE [block cache], every state's */
+  int64_t held_blocks, held_bytes; /* NOTE [block cache], every state's */
 } memstat;
 
 /* Every lua_State of the process counts into these, each field an atomic of its own: a mutex cost about 550
@@ -283,9 +283,8 @@ void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks) {
   memstat *s = &stats[d->index];
   int64_t now = stat_add(&s->allocated, bytes), peak = stat_get(&s->max_allocated);
   stat_add(&s->active_blocks, blocks);
-  while (now > peak && !__atomic_compare_exchange_n(&s->max_allocated, &peak, now, 1, __ATOMIC_RELAXED,
-                                                    __ATOMIC_RELAXED)) {
-  }
+  while (now > peak &&
+         !__atomic_compare_exchange_n(&s->max_allocated, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
 }
 
 static memstat get(cdv_device *d) {
@@ -323,7 +322,7 @@ static int l_memory_stats(lua_State *L) {
   lua_setfield(L, -2, "active_blocks");
   lua_pushinteger(L, r > s.allocated ? r - s.allocated : 0);
   lua_setfield(L, -2, "held_bytes");
-  lua_pushinteger(L, s.held_blocks);   /* (see NOTE [block cache]) the driver's pool does not count what it keeps */
+  lua_pushinteger(L, s.held_blocks); /* (see NOTE [block cache]) the driver's pool does not count what it keeps */
   lua_setfield(L, -2, "held_blocks");
   return 1;
 }
@@ -359,7 +358,7 @@ static int l_empty_cache(lua_State *L) {
   cdv_err e;
   lua_gc(L, LUA_GCCOLLECT);
   if (cdv_pinned_trim(every ? NULL : d, &e) != 0) return cdv_raise(L, cdv_cpu(), &e);
-  if (d->be->has_contexts && d->ctx == NULL) return 0;   /* nothing was allocated on it */
+  if (d->be->has_contexts && d->ctx == NULL) return 0; /* nothing was allocated on it */
   cdv_device_use(L, d);
   if (cdv_block_release(cdv_get_state(L), d, NULL, 1, &e) != 0) return cdv_raise(L, d, &e);
   if (d->be->pool_trim == NULL || !d->is_mempool_supported) return 0;
@@ -367,16 +366,14 @@ static int l_empty_cache(lua_State *L) {
   return 0;
 }
 
-static const luaL_Reg functions[] = {
-  {"memory_stats", l_memory_stats},
-  {"memory_allocated", l_memory_allocated},
-  {"max_memory_allocated", l_max_memory_allocated},
-  {"memory_reserved", l_memory_reserved},
-  {"reset_peak_memory_stats", l_reset_peak},
-  {"empty_cache", l_empty_cache},
-  {"pinned_memory_stats", l_pinned_memory_stats},
-  {NULL, NULL}
-};
+static const luaL_Reg functions[] = {{"memory_stats", l_memory_stats},
+                                     {"memory_allocated", l_memory_allocated},
+                                     {"max_memory_allocated", l_max_memory_allocated},
+                                     {"memory_reserved", l_memory_reserved},
+                                     {"reset_peak_memory_stats", l_reset_peak},
+                                     {"empty_cache", l_empty_cache},
+                                     {"pinned_memory_stats", l_pinned_memory_stats},
+                                     {NULL, NULL}};
 
 int cdv_memory_open(lua_State *L) {
   luaL_setfuncs(L, functions, 0);

@@ -62,7 +62,9 @@ void cdv_module_unref(cdv_module_t *m) {
 
 /* FNV-1a over every input, twice with different bases: a 128-bit key (collisions are not a concern
  * for a cache of a process's own compiles). */
-typedef struct hasher { uint64_t a, b; } hasher;
+typedef struct hasher {
+  uint64_t a, b;
+} hasher;
 
 static void hash_bytes(hasher *h, const void *p, size_t n) {
   const unsigned char *s = p;
@@ -70,7 +72,7 @@ static void hash_bytes(hasher *h, const void *p, size_t n) {
     h->a = (h->a ^ s[i]) * 0x100000001b3ULL;
     h->b = (h->b ^ s[i]) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
   }
-  unsigned char sep = 0xff;  /* separates fields so "ab"+"c" differs from "a"+"bc" */
+  unsigned char sep = 0xff; /* separates fields so "ab"+"c" differs from "a"+"bc" */
   h->a = (h->a ^ sep) * 0x100000001b3ULL;
   h->b = (h->b ^ n) * 0x100000001b3ULL;
 }
@@ -79,10 +81,13 @@ static void hash_str(hasher *h, const char *s) { hash_bytes(h, s ? s : "", s ? s
 
 /* ------------------------------------------------------------ compile options */
 
-static const char *const compile_opts[] = {"name", "options", "headers", "include_paths", "name_expressions",
-                                           "device", "arch", "target", NULL};
+static const char *const compile_opts[] = {"name", "options", "headers", "include_paths", "name_expressions", "device",
+                                           "arch", "target",  NULL};
 
-typedef struct strlist { int n; const char **v; } strlist;
+typedef struct strlist {
+  int n;
+  const char **v;
+} strlist;
 
 /* A list of strings at opts[k]; leaves the table (which anchors the strings) and the list on the stack. */
 static strlist check_strlist(lua_State *L, int o, const char *k) {
@@ -96,7 +101,7 @@ static strlist check_strlist(lua_State *L, int o, const char *k) {
   for (int i = 0; i < l.n; i++) {
     if (lua_rawgeti(L, tab, i + 1) != LUA_TSTRING)
       luaL_error(L, "bad option '%s' to 'compile' (item %d: string expected, got %s)", k, i + 1, cdv_typename(L, -1));
-    if (cdv_has_nul(L, -1))   /* NOTE [C strings] */
+    if (cdv_has_nul(L, -1)) /* NOTE [C strings] */
       luaL_error(L, "bad option '%s' to 'compile' (item %d contains a NUL byte)", k, i + 1);
     l.v[i] = lua_tostring(L, -1);
     lua_pop(L, 1);
@@ -115,7 +120,7 @@ static int check_headers(lua_State *L, int o, const char ***names, const char **
     while (lua_next(L, tab)) {
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "bad option 'headers' to 'compile' (expected {[\"name.h\"] = source text})");
-      if (cdv_has_nul(L, -2) || cdv_has_nul(L, -1))   /* NOTE [C strings] */
+      if (cdv_has_nul(L, -2) || cdv_has_nul(L, -1)) /* NOTE [C strings] */
         luaL_error(L, "bad option 'headers' to 'compile' (the %s of header '%s' contains a NUL byte)",
                    cdv_has_nul(L, -2) ? "name" : "text", lua_tostring(L, -2));
       n++;
@@ -126,8 +131,8 @@ static int check_headers(lua_State *L, int o, const char ***names, const char **
   int i = 0;
   if (t == LUA_TTABLE) {
     lua_pushnil(L);
-    while (lua_next(L, tab)) {   /* sorted by name as they come: table order differs between processes, */
-      int j = i++;                 /* and the cache keys (in memory, cpu and CUDA on disk) must not */
+    while (lua_next(L, tab)) { /* sorted by name as they come: table order differs between processes, */
+      int j = i++; /* and the cache keys (in memory, cpu and CUDA on disk) must not */
       for (; j > 0 && strcmp(v[j - 1], lua_tostring(L, -2)) > 0; j--) {
         v[j] = v[j - 1];
         v[n + j] = v[n + j - 1];
@@ -144,11 +149,13 @@ static int check_headers(lua_State *L, int o, const char ***names, const char **
 
 static int parse_arch(lua_State *L, int o) {
   int t = cdv_opt_field(L, o, "arch"), arch = 0;
-  if (t == LUA_TNUMBER) arch = (int)lua_tointeger(L, -1);
+  if (t == LUA_TNUMBER)
+    arch = (int)lua_tointeger(L, -1);
   else if (t == LUA_TSTRING) {
     const char *s = lua_tostring(L, -1);
     if (sscanf(s, "sm_%d", &arch) != 1 && sscanf(s, "compute_%d", &arch) != 1) arch = -1;
-  } else if (t != LUA_TNIL) arch = -1;
+  } else if (t != LUA_TNIL)
+    arch = -1;
   if (arch < 0 || (t != LUA_TNIL && (arch < 10 || arch > 1000)))
     luaL_error(L, "bad option 'arch' to 'compile' (expected \"sm_XY\" or an integer such as 90, got %s)",
                luaL_tolstring(L, -1, NULL));
@@ -162,13 +169,19 @@ static void parse_target(lua_State *L, int o, int *ptx, int *cubin) {
   int top = lua_gettop(L);
   int n = t == LUA_TTABLE ? (int)lua_rawlen(L, top) : 1;
   for (int i = 1; i <= n; i++) {
-    if (t == LUA_TTABLE) lua_rawgeti(L, top, i);
-    else lua_pushvalue(L, top);
+    if (t == LUA_TTABLE)
+      lua_rawgeti(L, top, i);
+    else
+      lua_pushvalue(L, top);
     const char *s = lua_tostring(L, -1);
-    if (t == LUA_TNIL) *cubin = *ptx = -1;   /* default: cubin when supported, else PTX */
-    else if (s && strcmp(s, "ptx") == 0) *ptx = 1;
-    else if (s && strcmp(s, "cubin") == 0) *cubin = 1;
-    else luaL_error(L, "bad option 'target' to 'compile' (expected \"cubin\", \"ptx\" or both in a table)");
+    if (t == LUA_TNIL)
+      *cubin = *ptx = -1; /* default: cubin when supported, else PTX */
+    else if (s && strcmp(s, "ptx") == 0)
+      *ptx = 1;
+    else if (s && strcmp(s, "cubin") == 0)
+      *cubin = 1;
+    else
+      luaL_error(L, "bad option 'target' to 'compile' (expected \"cubin\", \"ptx\" or both in a table)");
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
@@ -176,7 +189,10 @@ static void parse_target(lua_State *L, int o, int *ptx, int *cubin) {
 
 /* ------------------------------------------------------------ Module values */
 
-typedef struct module_ud { uint64_t magic; cdv_module_t *m; } module_ud;   /* CDV_MODULE_MAGIC (NOTE [magic]) */
+typedef struct module_ud {
+  uint64_t magic;
+  cdv_module_t *m;
+} module_ud; /* CDV_MODULE_MAGIC (NOTE [magic]) */
 
 static module_ud *check_module_ud(lua_State *L, int arg) {
   return cdv_check_udata(L, arg, CDV_MODULE, CDV_MODULE_MAGIC, sizeof(module_ud));
@@ -194,8 +210,8 @@ static void push_module(lua_State *L, cdv_module_t *m) {
   u->magic = CDV_MODULE_MAGIC;
   u->m = NULL;
   luaL_setmetatable(L, CDV_MODULE);
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
-  lua_newtable(L);                 /* Kernel values by name: one launch plan per kernel */
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
+  lua_newtable(L); /* Kernel values by name: one launch plan per kernel */
   lua_setiuservalue(L, -2, 1);
   cdv_module_ref(m);
   u->m = m;
@@ -207,8 +223,10 @@ static cdv_module_t *cache_find(const uint64_t key[2]) {
   cdv_module_t *m = cache;
   while (m != NULL && (m->key[0] != key[0] || m->key[1] != key[1] || (m->dev && m->generation != m->dev->generation)))
     m = m->next;
-  if (m != NULL) memory_hits++;
-  else memory_misses++;
+  if (m != NULL)
+    memory_hits++;
+  else
+    memory_misses++;
   pthread_mutex_unlock(&cache_lock);
   return m;
 }
@@ -246,8 +264,7 @@ static int names_global(const cdv_sigs *sg, const char *e) {
   size_t base = strcspn(e, "< ");
   for (int i = 0; i < sg->nglobals; i++) {
     const cdv_global *g = &sg->globals[i];
-    if (g->is_template ? strlen(g->name) == base && strncmp(g->name, e, base) == 0 : strcmp(g->name, e) == 0)
-      return 1;
+    if (g->is_template ? strlen(g->name) == base && strncmp(g->name, e, base) == 0 : strcmp(g->name, e) == 0) return 1;
   }
   return 0;
 }
@@ -270,7 +287,7 @@ static int make_entries(cdv_module_t *m, const strlist *exprs, int with_auto, un
   m->entries = calloc((size_t)cap + 1, sizeof *m->entries);
   m->globals = calloc((size_t)gcap + 1, sizeof *m->globals);
   *is_expr = calloc((size_t)(cap + gcap) + 1, 1);
-  if (m->entries == NULL || m->globals == NULL || *is_expr == NULL) return -1;   /* NOTE [no abort] */
+  if (m->entries == NULL || m->globals == NULL || *is_expr == NULL) return -1; /* NOTE [no abort] */
   for (int i = 0; m->have_sigs && i < m->sigs.n; i++)
     if (m->sigs.v[i].ntparams == 0) {
       (*is_expr)[m->nentries] = !m->sigs.v[i].extern_c;
@@ -278,8 +295,7 @@ static int make_entries(cdv_module_t *m, const strlist *exprs, int with_auto, un
       m->nentries++;
     }
   for (int i = 0; with_auto && m->have_sigs && i < m->sigs.nglobals; i++)
-    if (!m->sigs.globals[i].is_template && add_name(&m->globals, &m->nglobals, m->sigs.globals[i].name) != 0)
-      return -1;
+    if (!m->sigs.globals[i].is_template && add_name(&m->globals, &m->nglobals, m->sigs.globals[i].name) != 0) return -1;
   m->nauto = m->nglobals;
   for (int i = 0; i < exprs->n; i++) {
     if (m->have_sigs && names_global(&m->sigs, exprs->v[i])) {
@@ -302,7 +318,7 @@ static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const s
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "options");
-  lua_pushvalue(L, 1);                  /* the source and its file name, so a REPL can show the lines the log cites */
+  lua_pushvalue(L, 1); /* the source and its file name, so a REPL can show the lines the log cites */
   lua_setfield(L, -2, "source");
   lua_pushstring(L, name);
   lua_setfield(L, -2, "source_name");
@@ -316,8 +332,8 @@ static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m
   unsigned char *is_expr = NULL;
   const char **all = NULL;
   if (make_entries(m, exprs, with_auto, &is_expr) != 0 ||
-      (all = malloc(sizeof *all * (size_t)(m->nentries + m->nglobals + 1))) == NULL) {   /* kernels, then globals */
-    free(is_expr);   /* (see NOTE [no abort]) the entries made so far go with m */
+      (all = malloc(sizeof *all * (size_t)(m->nentries + m->nglobals + 1))) == NULL) { /* kernels, then globals */
+    free(is_expr); /* (see NOTE [no abort]) the entries made so far go with m */
     return cdv_fail(e, "compile", 0, "", "not enough memory");
   }
   for (int i = 0; i < m->nentries; i++) all[i] = m->entries[i];
@@ -325,8 +341,8 @@ static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m
   req->nentries = m->nentries + m->nglobals;
   req->entries = all;
   req->is_expr = is_expr;
-  int rc = be->compile(d, req, &m->img, e);   /* (see NOTE [cuda kernel cache]) the backend's cache first */
-  if (rc == -2) {   /* the request asks for what the backend cannot give: a plain error, not a compile's */
+  int rc = be->compile(d, req, &m->img, e); /* (see NOTE [cuda kernel cache]) the backend's cache first */
+  if (rc == -2) { /* the request asks for what the backend cannot give: a plain error, not a compile's */
     snprintf(msg, n, "%s", e->message);
     rc = 1;
   }
@@ -347,11 +363,11 @@ static int l_compile(lua_State *L) {
   if (cdv_opt_field(L, 2, "name") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TSTRING)
       cdv_opt_error(L, "name", "compile", lua_pushfstring(L, "string expected, got %s", cdv_typename(L, -1)));
-    if (cdv_has_nul(L, -1)) cdv_opt_error(L, "name", "compile", "contains a NUL byte");   /* NOTE [C strings] */
+    if (cdv_has_nul(L, -1)) cdv_opt_error(L, "name", "compile", "contains a NUL byte"); /* NOTE [C strings] */
     name = lua_tostring(L, -1);
   }
   strlist opts = check_strlist(L, 2, "options"), incs = check_strlist(L, 2, "include_paths");
-  cdv_check_compile_options(L, opts.n, opts.v);   /* (see NOTE [state limits]) the embedding host's allow-list */
+  cdv_check_compile_options(L, opts.n, opts.v); /* (see NOTE [state limits]) the embedding host's allow-list */
   strlist exprs = check_strlist(L, 2, "name_expressions");
   const char **hnames, **htexts;
   int nh = check_headers(L, 2, &hnames, &htexts);
@@ -360,24 +376,24 @@ static int l_compile(lua_State *L) {
   cdv_device *d = cdv_opt_device_field(L, 2, "compile");
   given_dev = d != NULL;
   if (d == NULL) d = cdv_default_device(L);
-  if (arch && d->be->native_code && given_dev)   /* NOTE [backend properties] */
+  if (arch && d->be->native_code && given_dev) /* NOTE [backend properties] */
     return luaL_error(L, "bad option 'arch' to 'compile' (arch targets CUDA devices; leave it out to compile for %s)",
                       d->alias);
-  if (arch && d->be->native_code) d = NULL;   /* compile only: there is no GPU to load it on */
-  if (d != NULL && d->be->native_code && cdv_get_state(L)->sandbox)   /* a cpu kernel is native host code */
+  if (arch && d->be->native_code) d = NULL; /* compile only: there is no GPU to load it on */
+  if (d != NULL && d->be->native_code && cdv_get_state(L)->sandbox) /* a cpu kernel is native host code */
     return luaL_error(L, "compiling kernels for the cpu device is not available in this sandbox");
   if (!arch && d != NULL) arch = d->arch;
-  strlist nvopts = opts;   /* what NVRTC gets */
-  if (cdv_get_state(L)->sandbox) {   /* (see NOTE [sandboxed includes]) before any cache is asked */
-    cdv_compile_req chk = {src, srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n, incs.v,
-                           0, NULL, NULL, arch, 0, 0};
+  strlist nvopts = opts; /* what NVRTC gets */
+  if (cdv_get_state(L)->sandbox) { /* (see NOTE [sandboxed includes]) before any cache is asked */
+    cdv_compile_req chk = {src,    srclen, name, opts.n, opts.v, nh,   hnames, htexts,
+                           incs.n, incs.v, 0,    NULL,   NULL,   arch, 0,      0};
     cdv_check_includes(L, &chk);
     nvopts.v = lua_newuserdatauv(L, sizeof(char *) * (size_t)(opts.n + 2), 0);
     memcpy(nvopts.v, opts.v, sizeof(char *) * (size_t)opts.n);
     nvopts.v[nvopts.n++] = "--no-source-include";
     nvopts.v[nvopts.n] = NULL;
   }
-  const cdv_backend *be = d != NULL ? d->be : cdv_arch_backend();   /* compile only, for an sm_XX */
+  const cdv_backend *be = d != NULL ? d->be : cdv_arch_backend(); /* compile only, for an sm_XX */
   if (d != NULL) cdv_device_use(L, d);
 
   hasher h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
@@ -388,7 +404,10 @@ static int l_compile(lua_State *L) {
   hash_str(&h, "\1");
   for (int i = 0; i < incs.n; i++) hash_str(&h, incs.v[i]);
   hash_str(&h, "\1");
-  for (int i = 0; i < nh; i++) { hash_str(&h, hnames[i]); hash_str(&h, htexts[i]); }
+  for (int i = 0; i < nh; i++) {
+    hash_str(&h, hnames[i]);
+    hash_str(&h, htexts[i]);
+  }
   hash_str(&h, "\1");
   for (int i = 0; i < exprs.n; i++) hash_str(&h, exprs.v[i]);
   int tail[5] = {arch, want_ptx, want_cubin, d ? d->index : -1, d ? (int)d->generation : 0};
@@ -403,8 +422,8 @@ static int l_compile(lua_State *L) {
   m = calloc(1, sizeof *m);
   if (m == NULL) return luaL_error(L, "not enough memory");
   m->have_sigs = cdv_sig_parse(src, srclen, &m->sigs, m->sig_error, sizeof m->sig_error) == 0;
-  cdv_compile_req req = {src, srclen, name, nvopts.n, nvopts.v, nh, hnames, htexts, incs.n, incs.v,
-                         0, NULL, NULL, arch, want_ptx, want_cubin};
+  cdv_compile_req req = {src,    srclen, name, nvopts.n, nvopts.v, nh,   hnames,   htexts,
+                         incs.n, incs.v, 0,    NULL,     NULL,     arch, want_ptx, want_cubin};
   cdv_err e;
   char bad_target[sizeof e.message];
   memset(&e, 0, sizeof e);
@@ -438,9 +457,9 @@ static int l_compile(lua_State *L) {
   return 1;
 }
 
-static int module_gc(lua_State *L) {   /* __gc and __close */
+static int module_gc(lua_State *L) { /* __gc and __close */
   module_ud *u = cdv_test_magic(L, 1, sizeof *u, CDV_MODULE_MAGIC);
-  if (u == NULL) return 0;   /* __gc never raises (NOTE [magic]) */
+  if (u == NULL) return 0; /* __gc never raises (NOTE [magic]) */
   if (u->m != NULL) {
     cdv_module_unref(u->m);
     cdv_live_add(CDV_LIVE_MODULE, -1);
@@ -449,11 +468,10 @@ static int module_gc(lua_State *L) {   /* __gc and __close */
   return 0;
 }
 
-
 /* m:get(name) -> Kernel; one Kernel (and launch plan) per name per Module value */
 static int module_get(lua_State *L) {
   cdv_module_t *m = check_module(L, 1);
-  const char *name = cdv_check_cstring(L, 2, "kernel name");   /* NOTE [C strings] */
+  const char *name = cdv_check_cstring(L, 2, "kernel name"); /* NOTE [C strings] */
   lua_getiuservalue(L, 1, 1);
   if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
   lua_pop(L, 1);
@@ -497,7 +515,7 @@ static int module_get_global(lua_State *L) {
   int ndim = lua_isnoneornil(L, 4) ? -1 : cdv_check_shape(L, 4, shape, t), idx = -1;
   for (int i = 0; i < m->nglobals && idx < 0; i++)
     if (strcmp(m->globals[i], key) == 0) idx = i;
-  int no_source = !m->have_sigs && m->sig_error[0] == '\0' && m->nglobals == 0;   /* cd.load_module: ask the driver */
+  int no_source = !m->have_sigs && m->sig_error[0] == '\0' && m->nglobals == 0; /* cd.load_module: ask the driver */
   if (idx < 0 && !no_source) {
     return luaL_error(L, "module has no global '%s' (globals: %s)", name, cdv_push_joined(L, m->nglobals, m->globals));
   }
@@ -508,22 +526,25 @@ static int module_get_global(lua_State *L) {
   size_t bytes = 0, item = cdv_dtypes[t].size;
   cdv_err e;
   cdv_device_use(L, m->dev);
-  if (m->dev->be->module_global == NULL)
-    return luaL_error(L, "the %s device has no module globals", m->dev->be->kind);
+  if (m->dev->be->module_global == NULL) return luaL_error(L, "the %s device has no module globals", m->dev->be->kind);
   if (m->dev->be->module_global(m->dev, m->handle, symbol, &ptr, &bytes, &e) != 0) return cdv_raise(L, m->dev, &e);
   if (ndim < 0) {
     if (bytes % item != 0)
-      return luaL_argerror(L, 3, lua_pushfstring(L, "'%s' is %I bytes, not a whole number of %s (%d bytes each); "
-                                                 "give a shape", key, (lua_Integer)bytes, cdv_dtypes[t].name, (int)item));
+      return luaL_argerror(L, 3,
+                           lua_pushfstring(L,
+                                           "'%s' is %I bytes, not a whole number of %s (%d bytes each); "
+                                           "give a shape",
+                                           key, (lua_Integer)bytes, cdv_dtypes[t].name, (int)item));
     ndim = 1;
     shape[0] = (int64_t)(bytes / item);
   } else {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     if ((uint64_t)n * item > bytes)
-      return luaL_argerror(L, 4, lua_pushfstring(L, "a shape of %I %s is %I bytes, more than the %I bytes of '%s'",
-                                                 (lua_Integer)n, cdv_dtypes[t].name, (lua_Integer)((uint64_t)n * item),
-                                                 (lua_Integer)bytes, key));
+      return luaL_argerror(
+          L, 4,
+          lua_pushfstring(L, "a shape of %I %s is %I bytes, more than the %I bytes of '%s'", (lua_Integer)n,
+                          cdv_dtypes[t].name, (lua_Integer)((uint64_t)n * item), (lua_Integer)bytes, key));
   }
   cdv_module_ref(m);
   cdv_push_host_array(L, m->dev, t, ndim, shape, ptr, global_release, m);
@@ -531,21 +552,29 @@ static int module_get_global(lua_State *L) {
 }
 
 static void push_lstring(lua_State *L, const char *p, size_t n) {
-  if (p != NULL) lua_pushlstring(L, p, n);
-  else lua_pushnil(L);
+  if (p != NULL)
+    lua_pushlstring(L, p, n);
+  else
+    lua_pushnil(L);
 }
 
 static int module_index(lua_State *L) {
   cdv_module_t *m = check_module(L, 1);
-  const char *k = cdv_check_cstring(L, 2, "kernel name");   /* NOTE [C strings] */
+  const char *k = cdv_check_cstring(L, 2, "kernel name"); /* NOTE [C strings] */
   if (cdv_push_method(L)) return 1;
-  if (strcmp(k, "ptx") == 0) push_lstring(L, m->img.ptx, m->img.ptx_len);
-  else if (strcmp(k, "cubin") == 0) push_lstring(L, m->img.cubin, m->img.cubin_len);
-  else if (strcmp(k, "log") == 0) lua_pushstring(L, m->img.log ? m->img.log : "");
-  else if (strcmp(k, "arch") == 0) lua_pushinteger(L, m->arch);
+  if (strcmp(k, "ptx") == 0)
+    push_lstring(L, m->img.ptx, m->img.ptx_len);
+  else if (strcmp(k, "cubin") == 0)
+    push_lstring(L, m->img.cubin, m->img.cubin_len);
+  else if (strcmp(k, "log") == 0)
+    lua_pushstring(L, m->img.log ? m->img.log : "");
+  else if (strcmp(k, "arch") == 0)
+    lua_pushinteger(L, m->arch);
   else if (strcmp(k, "device") == 0) {
-    if (m->dev) cdv_push_device(L, m->dev);
-    else lua_pushnil(L);
+    if (m->dev)
+      cdv_push_device(L, m->dev);
+    else
+      lua_pushnil(L);
   } else if (strcmp(k, "kernels") == 0 || strcmp(k, "globals") == 0) {
     int g = k[0] == 'g', n = g ? m->nglobals : m->nentries;
     char **v = g ? m->globals : m->entries;
@@ -563,7 +592,8 @@ static int module_index(lua_State *L) {
 
 static int module_tostring(lua_State *L) {
   module_ud *u = check_module_ud(L, 1);
-  if (u->m == NULL) lua_pushliteral(L, "Module(released)");
+  if (u->m == NULL)
+    lua_pushliteral(L, "Module(released)");
   else {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
@@ -647,7 +677,7 @@ static int l_load_module(lua_State *L) {
   cdv_device_use(L, d);
   cdv_module_t *m = calloc(1, sizeof *m);
   char *copy = malloc(n + 1);
-  if (m == NULL || copy == NULL) {   /* NOTE [no abort] */
+  if (m == NULL || copy == NULL) { /* NOTE [no abort] */
     free(m);
     free(copy);
     return luaL_error(L, "not enough memory");
@@ -655,8 +685,10 @@ static int l_load_module(lua_State *L) {
   memcpy(copy, img, n);
   copy[n] = '\0';
   m->refs = 1;
-  if (is_elf) { m->img.cubin = copy; m->img.cubin_len = n; }
-  else {
+  if (is_elf) {
+    m->img.cubin = copy;
+    m->img.cubin_len = n;
+  } else {
     m->img.ptx = copy;
     m->img.ptx_len = n;
     if (ptx_entries(m) != 0 || ptx_globals(m) != 0) {
@@ -673,7 +705,7 @@ static int l_load_module(lua_State *L) {
   m->generation = d->generation;
   m->arch = d->arch;
   push_module(L, m);
-  cdv_module_unref(m);   /* the Module value holds the only reference: loaded modules are not cached */
+  cdv_module_unref(m); /* the Module value holds the only reference: loaded modules are not cached */
   return 1;
 }
 
@@ -709,7 +741,7 @@ static int l_kernel_cache_stats(lua_State *L) {
     lua_pushstring(L, miss);
     lua_setfield(L, -2, "disk_last_miss");
   }
-  cdv_cpu_cache_dir_used(dir, sizeof dir);   /* NOTE [cache trust] */
+  cdv_cpu_cache_dir_used(dir, sizeof dir); /* NOTE [cache trust] */
   if (dir[0]) {
     lua_pushstring(L, dir);
     lua_setfield(L, -2, "cpu_disk_dir");
@@ -765,10 +797,11 @@ static int l_clear_kernel_cache(lua_State *L) {
 }
 
 static int l_type(lua_State *L) {
-  static const char *const types[][2] = {{CDV_DEVICE, "Device"}, {CDV_STREAM, "Stream"}, {CDV_EVENT, "Event"},
-                                         {CDV_ARRAY, "Array"},   {CDV_MODULE, "Module"}, {CDV_KERNEL, "Kernel"},
-                                         {CDV_GRAPH, "Graph"},   {CDV_ERROR, "Error"},
-                                         {CDV_LAUNCH_CONFIG, "LaunchConfig"}, {CDV_COMM, "Comm"}};
+  static const char *const types[][2] = {
+      {CDV_DEVICE, "Device"}, {CDV_STREAM, "Stream"}, {CDV_EVENT, "Event"},
+      {CDV_ARRAY, "Array"},   {CDV_MODULE, "Module"}, {CDV_KERNEL, "Kernel"},
+      {CDV_GRAPH, "Graph"},   {CDV_ERROR, "Error"},   {CDV_LAUNCH_CONFIG, "LaunchConfig"},
+      {CDV_COMM, "Comm"}};
   luaL_checkany(L, 1);
   if (lua_getmetatable(L, 1)) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -786,19 +819,17 @@ static int l_type(lua_State *L) {
 }
 
 static const luaL_Reg module_methods[] = {{"get", module_get}, {"get_global", module_get_global}, {NULL, NULL}};
-static const luaL_Reg functions[] = {
-  {"compile", l_compile},
-  {"load_module", l_load_module},
-  {"kernel_cache_stats", l_kernel_cache_stats},
-  {"clear_kernel_cache", l_clear_kernel_cache},
-  {"type", l_type},
-  {NULL, NULL}
-};
+static const luaL_Reg functions[] = {{"compile", l_compile},
+                                     {"load_module", l_load_module},
+                                     {"kernel_cache_stats", l_kernel_cache_stats},
+                                     {"clear_kernel_cache", l_clear_kernel_cache},
+                                     {"type", l_type},
+                                     {NULL, NULL}};
 
 int cdv_module_open(lua_State *L) {
-  static const luaL_Reg mmeta[] = {{"__gc", module_gc}, {"__close", module_gc},
-                                   {"__tostring", module_tostring}, {NULL, NULL}};
-  cdv_new_class(L, CDV_MODULE, mmeta, module_methods, module_index);   /* NOTE [class registration] */
+  static const luaL_Reg mmeta[] = {
+      {"__gc", module_gc}, {"__close", module_gc}, {"__tostring", module_tostring}, {NULL, NULL}};
+  cdv_new_class(L, CDV_MODULE, mmeta, module_methods, module_index); /* NOTE [class registration] */
   lua_pop(L, 1);
   cdv_kernel_open(L);
   luaL_setfuncs(L, functions, 0);

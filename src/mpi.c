@@ -4,7 +4,7 @@
  * that mpi.lua builds its collectives from. These are internal (cd._mpi, which mpi.lua takes away); the
  * arguments were checked there, and are checked again here only as far as memory safety needs.
  */
-#define _GNU_SOURCE   /* dladdr, on_exit */
+#define _GNU_SOURCE /* dladdr, on_exit */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,8 +16,8 @@
 #include "mpi_api.h"
 
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
-static const cdv_mpi_api *api;        /* NULL until the shim opened */
-static char load_why[2048];           /* why it could not be opened ("" until tried) */
+static const cdv_mpi_api *api; /* NULL until the shim opened */
+static char load_why[2048]; /* why it could not be opened ("" until tried) */
 static int started, world_rank, world_size, node_rank;
 static pid_t start_pid;
 
@@ -30,19 +30,22 @@ static void why_add(size_t *at, const char *fmt, const char *a, const char *b) {
 
 static void try_shim(const char *path, size_t *at) {
   if (api != NULL) return;
-  void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);   /* OpenMPI's own plugins resolve libmpi's symbols globally */
+  void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL); /* OpenMPI's own plugins resolve libmpi's symbols globally */
   const char *err = h == NULL ? dlerror() : NULL;
   const cdv_mpi_api *(*get)(void) = NULL;
   if (h != NULL) {
     *(void **)&get = dlsym(h, CDV_MPI_SHIM_SYMBOL);
-    if (get == NULL) err = "no " CDV_MPI_SHIM_SYMBOL " in it";
-    else if (get()->version != CDV_MPI_API_VERSION) err = "made for another version of cudadev";
+    if (get == NULL)
+      err = "no " CDV_MPI_SHIM_SYMBOL " in it";
+    else if (get()->version != CDV_MPI_API_VERSION)
+      err = "made for another version of cudadev";
     else {
       api = get();
       return;
     }
   }
-  if (h == NULL) why_add(at, "%s%s", *at ? "; " : "", err);
+  if (h == NULL)
+    why_add(at, "%s%s", *at ? "; " : "", err);
   else {
     why_add(at, "%s%s", *at ? "; " : "", path);
     why_add(at, "%s%s", ": ", err);
@@ -125,7 +128,8 @@ static void start(lua_State *L) {
       __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
       ok = 1;
     }
-  } else if (!ok) snprintf(msg, sizeof msg, "MPI is not available (%s)", load_why);
+  } else if (!ok)
+    snprintf(msg, sizeof msg, "MPI is not available (%s)", load_why);
   pthread_mutex_unlock(&mpi_lock);
   if (!ok) luaL_error(L, "%s", msg);
 }
@@ -190,12 +194,16 @@ static int l_bcast_bytes(lua_State *L) {
 /* _mpi.host_problem(x) -> nil when x is a live Array in host memory, else why it cannot take part (never raises) */
 static int l_host_problem(lua_State *L) {
   cdv_array *a = cdv_test_magic(L, 1, sizeof *a, CDV_ARRAY_MAGIC);
-  if (a == NULL) lua_pushfstring(L, "Array expected, got %s", cdv_typename(L, 1));
-  else if (a->block == NULL) lua_pushliteral(L, "attempt to use a freed array");
-  else if (a->block->generation != a->block->dev->generation) lua_pushliteral(L, "stale Array: device was reset");
+  if (a == NULL)
+    lua_pushfstring(L, "Array expected, got %s", cdv_typename(L, 1));
+  else if (a->block == NULL)
+    lua_pushliteral(L, "attempt to use a freed array");
+  else if (a->block->generation != a->block->dev->generation)
+    lua_pushliteral(L, "stale Array: device was reset");
   else if (!a->block->dev->be->host_memory)
     lua_pushfstring(L, "Array on %s: copy it to the cpu device first, or use cd.mpi.nccl_comm", a->block->dev->alias);
-  else lua_pushnil(L);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
@@ -240,7 +248,8 @@ static int l_allreduce_array(lua_State *L) {
     if (rc == 0)
       for (size_t i = 0; i < count; i++) h[i] = cdv_f32_to_f16(w[i]);
     free(w);
-  } else rc = api->allreduce(p, count, a->dtype, (int)op, msg, sizeof msg);
+  } else
+    rc = api->allreduce(p, count, a->dtype, (int)op, msg, sizeof msg);
   if (rc != 0) return mpi_error(L, msg);
   lua_settop(L, 1);
   return 1;
@@ -298,12 +307,19 @@ static int l_recv_array(lua_State *L) {
 }
 
 int cdv_mpi_open(lua_State *L) {
-  static const luaL_Reg fns[] = {
-    {"load", l_load}, {"init", l_init}, {"barrier", l_barrier}, {"min_int", l_min_int},
-    {"bcast_bytes", l_bcast_bytes}, {"host_problem", l_host_problem}, {"bcast_array", l_bcast_array},
-    {"allreduce_array", l_allreduce_array}, {"send_bytes", l_send_bytes}, {"recv_bytes", l_recv_bytes},
-    {"send_array", l_send_array}, {"recv_array", l_recv_array}, {NULL, NULL}
-  };
+  static const luaL_Reg fns[] = {{"load", l_load},
+                                 {"init", l_init},
+                                 {"barrier", l_barrier},
+                                 {"min_int", l_min_int},
+                                 {"bcast_bytes", l_bcast_bytes},
+                                 {"host_problem", l_host_problem},
+                                 {"bcast_array", l_bcast_array},
+                                 {"allreduce_array", l_allreduce_array},
+                                 {"send_bytes", l_send_bytes},
+                                 {"recv_bytes", l_recv_bytes},
+                                 {"send_array", l_send_array},
+                                 {"recv_array", l_recv_array},
+                                 {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_setfield(L, -2, "_mpi");
   return 0;

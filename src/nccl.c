@@ -26,8 +26,8 @@ static const char *const op_names[] = {"sum", "prod", "max", "min", "avg", NULL}
 static const cdv_ncclRedOp_t op_values[] = {cdv_ncclSum, cdv_ncclProd, cdv_ncclMax, cdv_ncclMin, cdv_ncclAvg};
 
 typedef struct nccl_comm {
-  uint64_t magic;          /* CDV_COMM_MAGIC (NOTE [magic]) */
-  cdv_ncclComm_t comm;     /* NULL until made, and once destroyed or aborted */
+  uint64_t magic; /* CDV_COMM_MAGIC (NOTE [magic]) */
+  cdv_ncclComm_t comm; /* NULL until made, and once destroyed or aborted */
   cdv_device *dev;
   unsigned generation;
   int rank, size;
@@ -39,9 +39,9 @@ static _Thread_local int group_depth;
 
 /* ---------------------------------------------------------------- errors */
 static const char *result_name(cdv_ncclResult_t r) {
-  static const char *const names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
-                                      "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
-                                      "ncclRemoteError", "ncclInProgress", "ncclTimeout"};
+  static const char *const names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                      "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                      "ncclRemoteError",   "ncclInProgress",         "ncclTimeout"};
   return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "ncclUnknownResult";
 }
 
@@ -64,11 +64,11 @@ static int nccl_missing(lua_State *L, const char *symbol) {
 }
 
 /* `NCCL(L, d, comm, ncclAllReduce, args...)`: the call, raising on failure; a missing entry point fails by name */
-#define NCCL(L, d, comm, fn, ...)                                                                         \
-  do {                                                                                                    \
-    if (cdv_nccl.fn == NULL) nccl_missing((L), #fn);                                                      \
-    cdv_ncclResult_t r_ = cdv_nccl.fn(__VA_ARGS__);                                                       \
-    if (r_ != cdv_ncclSuccess) nccl_raise((L), (d), #fn, r_, (comm), NULL);                              \
+#define NCCL(L, d, comm, fn, ...)                                           \
+  do {                                                                      \
+    if (cdv_nccl.fn == NULL) nccl_missing((L), #fn);                        \
+    cdv_ncclResult_t r_ = cdv_nccl.fn(__VA_ARGS__);                         \
+    if (r_ != cdv_ncclSuccess) nccl_raise((L), (d), #fn, r_, (comm), NULL); \
   } while (0)
 
 /* The library, or a cudadev.Error naming every file tried (NOTE [nccl library]); refused in a sandbox, where a
@@ -95,8 +95,9 @@ static nccl_comm *check_any(lua_State *L, int arg) {
 
 static nccl_comm *check_comm(lua_State *L, int arg) {
   nccl_comm *c = check_any(L, arg);
-  if (c->comm == NULL)   /* NOTE [self errors] */
-    cdv_self_error(L, arg, c->aborted ? "attempt to use an aborted communicator" : "attempt to use a destroyed communicator");
+  if (c->comm == NULL) /* NOTE [self errors] */
+    cdv_self_error(L, arg,
+                   c->aborted ? "attempt to use an aborted communicator" : "attempt to use a destroyed communicator");
   if (c->generation != c->dev->generation) cdv_self_error(L, arg, "stale Comm: device was reset");
   return c;
 }
@@ -109,7 +110,7 @@ static nccl_comm *new_comm(lua_State *L, cdv_device *d) {
   c->dev = d;
   c->generation = d->generation;
   luaL_setmetatable(L, CDV_COMM);
-  cdv_track_late(L, -1);   /* NOTE [objects made in finalizers] */
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
   return c;
 }
 
@@ -147,7 +148,7 @@ static void release(lua_State *L, nccl_comm *c, int abort, int raise) {
 
 static int comm_gc(lua_State *L) {
   nccl_comm *c = cdv_test_magic(L, 1, sizeof *c, CDV_COMM_MAGIC);
-  if (c != NULL) release(L, c, 0, 0);   /* __gc never raises (NOTE [magic]) */
+  if (c != NULL) release(L, c, 0, 0); /* __gc never raises (NOTE [magic]) */
   return 0;
 }
 
@@ -170,20 +171,26 @@ static int comm_abort(lua_State *L) {
 
 static int comm_tostring(lua_State *L) {
   nccl_comm *c = check_any(L, 1);
-  if (c->comm == NULL) lua_pushstring(L, c->aborted ? "Comm(aborted)" : "Comm(destroyed)");
-  else lua_pushfstring(L, "Comm(rank %d of %d on %s)", c->rank, c->size, c->dev->alias);
+  if (c->comm == NULL)
+    lua_pushstring(L, c->aborted ? "Comm(aborted)" : "Comm(destroyed)");
+  else
+    lua_pushfstring(L, "Comm(rank %d of %d on %s)", c->rank, c->size, c->dev->alias);
   return 1;
 }
 
 static int comm_index(lua_State *L) {
   check_any(L, 1);
-  if (lua_type(L, 2) == LUA_TSTRING && cdv_push_method(L)) return 1;   /* methods check the comm themselves */
+  if (lua_type(L, 2) == LUA_TSTRING && cdv_push_method(L)) return 1; /* methods check the comm themselves */
   nccl_comm *c = check_comm(L, 1);
   const char *k = luaL_checkstring(L, 2);
-  if (strcmp(k, "rank") == 0) lua_pushinteger(L, c->rank);
-  else if (strcmp(k, "size") == 0) lua_pushinteger(L, c->size);
-  else if (strcmp(k, "device") == 0) cdv_push_device(L, c->dev);
-  else return luaL_error(L, "Comm has no field or method '%s'", k);
+  if (strcmp(k, "rank") == 0)
+    lua_pushinteger(L, c->rank);
+  else if (strcmp(k, "size") == 0)
+    lua_pushinteger(L, c->size);
+  else if (strcmp(k, "device") == 0)
+    cdv_push_device(L, c->dev);
+  else
+    return luaL_error(L, "Comm has no field or method '%s'", k);
   return 1;
 }
 
@@ -194,8 +201,9 @@ static cdv_array *check_buffer(lua_State *L, int arg, const nccl_comm *c) {
   cdv_device *d = a->block->dev;
   if (d == c->dev) return a;
   if (d->be->host_memory)
-    luaL_argerror(L, arg, lua_pushfstring(L, "array on %s: NCCL moves CUDA device memory (a:to(\"%s\") copies it there)",
-                                         d->alias, c->dev->alias));
+    luaL_argerror(L, arg,
+                  lua_pushfstring(L, "array on %s: NCCL moves CUDA device memory (a:to(\"%s\") copies it there)",
+                                  d->alias, c->dev->alias));
   luaL_argerror(L, arg, lua_pushfstring(L, "array on %s but the communicator is on %s", d->alias, c->dev->alias));
   return NULL;
 }
@@ -220,8 +228,9 @@ static int nccl_type(cdv_dtype t) {
 static cdv_ncclDataType_t reduce_type(lua_State *L, int arg, const cdv_array *a) {
   int t = nccl_type(a->dtype);
   if (t < 0)
-    luaL_argerror(L, arg, lua_pushfstring(L, "NCCL cannot reduce %s: it has no such type (a:astype(\"%s\") converts)",
-                                         cdv_dtypes[a->dtype].name, a->dtype == CDV_BOOL ? "uint8" : "int32"));
+    luaL_argerror(L, arg,
+                  lua_pushfstring(L, "NCCL cannot reduce %s: it has no such type (a:astype(\"%s\") converts)",
+                                  cdv_dtypes[a->dtype].name, a->dtype == CDV_BOOL ? "uint8" : "int32"));
   return (cdv_ncclDataType_t)t;
 }
 
@@ -234,15 +243,17 @@ static cdv_ncclDataType_t move_type(const cdv_array *a, size_t *count) {
 
 static void same_dtype(lua_State *L, int arg, const cdv_array *send, const cdv_array *recv) {
   if (send->dtype != recv->dtype)
-    luaL_argerror(L, arg, lua_pushfstring(L, "recv is %s but send is %s", cdv_dtypes[recv->dtype].name,
-                                         cdv_dtypes[send->dtype].name));
+    luaL_argerror(
+        L, arg,
+        lua_pushfstring(L, "recv is %s but send is %s", cdv_dtypes[recv->dtype].name, cdv_dtypes[send->dtype].name));
 }
 
 /* `what` (send or recv, at arg) must hold `want` elements: `why` says how that number comes. */
 static void want_size(lua_State *L, int arg, const cdv_array *a, const char *what, int64_t want, const char *why) {
   if (a->size != want)
-    luaL_argerror(L, arg, lua_pushfstring(L, "%s has %I elements but needs %I: %s", what, (lua_Integer)a->size,
-                                         (lua_Integer)want, why));
+    luaL_argerror(
+        L, arg,
+        lua_pushfstring(L, "%s has %I elements but needs %I: %s", what, (lua_Integer)a->size, (lua_Integer)want, why));
 }
 
 /* send and recv may share memory only in the in-place form NCCL defines: recv's first byte `inplace` bytes
@@ -259,12 +270,14 @@ static void check_overlap(lua_State *L, int arg, const cdv_array *send, const cd
 
 static cdv_ncclRedOp_t check_op(lua_State *L, int arg) {
   if (lua_type(L, arg) != LUA_TSTRING)
-    luaL_argerror(L, arg, lua_pushfstring(L, "reduction \"sum\", \"prod\", \"max\", \"min\" or \"avg\" expected, got %s",
-                                         cdv_typename(L, arg)));
+    luaL_argerror(L, arg,
+                  lua_pushfstring(L, "reduction \"sum\", \"prod\", \"max\", \"min\" or \"avg\" expected, got %s",
+                                  cdv_typename(L, arg)));
   const char *s = lua_tostring(L, arg);
   for (int i = 0; op_names[i] != NULL; i++)
     if (strcmp(s, op_names[i]) == 0) return op_values[i];
-  luaL_argerror(L, arg, lua_pushfstring(L, "unknown reduction '%s' (\"sum\", \"prod\", \"max\", \"min\" or \"avg\")", s));
+  luaL_argerror(L, arg,
+                lua_pushfstring(L, "unknown reduction '%s' (\"sum\", \"prod\", \"max\", \"min\" or \"avg\")", s));
   return cdv_ncclSum;
 }
 
@@ -272,7 +285,7 @@ static cdv_ncclRedOp_t check_op(lua_State *L, int arg) {
 static int check_rank(lua_State *L, int arg, const nccl_comm *c, const char *what) {
   int isint;
   lua_Integer v = lua_tointegerx(L, arg, &isint);
-  if (!isint || lua_type(L, arg) != LUA_TNUMBER)   /* not the string "0" */
+  if (!isint || lua_type(L, arg) != LUA_TNUMBER) /* not the string "0" */
     luaL_argerror(L, arg, lua_pushfstring(L, "%s rank (an integer) expected, got %s", what, cdv_typename(L, arg)));
   if (v < 0 || v >= c->size)
     luaL_argerror(L, arg, lua_pushfstring(L, "%s rank %I out of range (0 to %d)", what, v, c->size - 1));
@@ -283,12 +296,13 @@ static int check_rank(lua_State *L, int arg, const nccl_comm *c, const char *wha
  * checked: the device's context is then made current (raising when the device is unusable). */
 static void *stream_arg(lua_State *L, int arg, const nccl_comm *c) {
   void *h;
-  if (lua_isnoneornil(L, arg)) h = cdv_current_stream(L, c->dev)->handle;
+  if (lua_isnoneornil(L, arg))
+    h = cdv_current_stream(L, c->dev)->handle;
   else {
     cdv_stream *s = cdv_check_stream(L, arg);
     if (s->dev != c->dev)
-      luaL_argerror(L, arg, lua_pushfstring(L, "stream is on %s but the communicator is on %s", s->dev->alias,
-                                           c->dev->alias));
+      luaL_argerror(L, arg,
+                    lua_pushfstring(L, "stream is on %s but the communicator is on %s", s->dev->alias, c->dev->alias));
     h = s->handle;
   }
   cdv_device_use(L, c->dev);
@@ -305,7 +319,8 @@ static void queued(lua_State *L, nccl_comm *c, void *stream, cdv_array *a, cdv_a
   if (cdv_nccl.ncclCommGetAsyncError != NULL) {
     NCCL(L, c->dev, c->comm, ncclCommGetAsyncError, c->comm, &async);
     if (async != cdv_ncclSuccess && async != cdv_ncclInProgress)
-      nccl_raise(L, c->dev, "ncclCommGetAsyncError", async, c->comm, " (the communicator is unusable: comm:abort() releases it)");
+      nccl_raise(L, c->dev, "ncclCommGetAsyncError", async, c->comm,
+                 " (the communicator is unusable: comm:abort() releases it)");
   }
   if (group_depth == 0 && cdv_get_state(L)->launch_blocking)
     cdv_try(L, c->dev, cdv_wait_stream(L, c->dev, stream, &e_));
@@ -408,8 +423,10 @@ static int point_to_point(lua_State *L, int is_send) {
   size_t count;
   cdv_ncclDataType_t t = move_type(a, &count);
   void *stream = stream_arg(L, 4, c);
-  if (is_send) NCCL(L, c->dev, c->comm, ncclSend, a->data, count, t, peer, c->comm, stream);
-  else NCCL(L, c->dev, c->comm, ncclRecv, a->data, count, t, peer, c->comm, stream);
+  if (is_send)
+    NCCL(L, c->dev, c->comm, ncclSend, a->data, count, t, peer, c->comm, stream);
+  else
+    NCCL(L, c->dev, c->comm, ncclRecv, a->data, count, t, peer, c->comm, stream);
   return issued(L, c, stream, a, NULL, 2);
 }
 
@@ -438,8 +455,10 @@ static int l_version(lua_State *L) {
   int v = 0;
   nccl_ready(L);
   NCCL(L, NULL, NULL, ncclGetVersion, &v);
-  if (v >= 10000) lua_pushfstring(L, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);   /* NCCL_VERSION past 2.8 */
-  else lua_pushfstring(L, "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
+  if (v >= 10000)
+    lua_pushfstring(L, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100); /* NCCL_VERSION past 2.8 */
+  else
+    lua_pushfstring(L, "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
   lua_pushstring(L, cdv_nccl_path());
   return 2;
 }
@@ -456,28 +475,31 @@ static int l_unique_id(lua_State *L) {
 
 /* A CUDA device for a communicator: `d` from argument arg (given says whether it was written). */
 static void want_cuda(lua_State *L, int arg, const cdv_device *d, int given, const char *what) {
-  if (!d->be->host_memory) return;   /* NCCL moves device memory: NOTE [backend properties] */
-  luaL_argerror(L, arg, given ? lua_pushfstring(L, "NCCL needs a CUDA device, got cpu%s", what)
-                              : "NCCL needs a CUDA device; the default device is cpu");
+  if (!d->be->host_memory) return; /* NCCL moves device memory: NOTE [backend properties] */
+  luaL_argerror(L, arg,
+                given ? lua_pushfstring(L, "NCCL needs a CUDA device, got cpu%s", what)
+                      : "NCCL needs a CUDA device; the default device is cpu");
 }
 
 /* cd.nccl.comm(nranks, id, rank [, device]) wraps ncclCommInitRank: this process's rank of nranks, all made with
  * the same id; it returns once every rank has joined */
 static int l_comm(lua_State *L) {
   lua_Integer nranks = luaL_checkinteger(L, 1);
-  if (nranks < 1 || nranks > INT_MAX) luaL_argerror(L, 1, lua_pushfstring(L, "number of ranks must be at least 1, got %I", nranks));
+  if (nranks < 1 || nranks > INT_MAX)
+    luaL_argerror(L, 1, lua_pushfstring(L, "number of ranks must be at least 1, got %I", nranks));
   size_t len;
   const char *id = luaL_checklstring(L, 2, &len);
   if (len != CDV_NCCL_UNIQUE_ID_BYTES)
-    luaL_argerror(L, 2, lua_pushfstring(L, "unique id of %d bytes expected (cd.nccl.unique_id()), got %d bytes",
-                                        CDV_NCCL_UNIQUE_ID_BYTES, (int)len));
+    luaL_argerror(L, 2,
+                  lua_pushfstring(L, "unique id of %d bytes expected (cd.nccl.unique_id()), got %d bytes",
+                                  CDV_NCCL_UNIQUE_ID_BYTES, (int)len));
   lua_Integer rank = luaL_checkinteger(L, 3);
   if (rank < 0 || rank >= nranks)
     luaL_argerror(L, 3, lua_pushfstring(L, "rank %I out of range (0 to %I)", rank, nranks - 1));
   cdv_device *d = cdv_opt_device(L, 4);
   want_cuda(L, 4, d, !lua_isnoneornil(L, 4), "");
   nccl_ready(L);
-  cdv_device_use(L, d);   /* its context current: NCCL takes the current device */
+  cdv_device_use(L, d); /* its context current: NCCL takes the current device */
   nccl_comm *c = new_comm(L, d);
   cdv_ncclUniqueId uid;
   memcpy(uid.internal, id, sizeof uid.internal);
@@ -505,13 +527,18 @@ static int l_comms(lua_State *L) {
     const char *why = cdv_device_problem(L, -1, &devs[i]);
     if (why != NULL) luaL_argerror(L, 1, lua_pushfstring(L, "element %d: %s", i + 1, why));
     lua_pop(L, 1);
-    if (devs[i]->be->host_memory) luaL_argerror(L, 1, lua_pushfstring(L, "element %d: NCCL needs CUDA devices, got cpu", i + 1));
+    if (devs[i]->be->host_memory)
+      luaL_argerror(L, 1, lua_pushfstring(L, "element %d: NCCL needs CUDA devices, got cpu", i + 1));
     if (!devs[i]->is_primary)
-      luaL_argerror(L, 1, lua_pushfstring(L, "element %d: %s is a mapped context; ncclCommInitAll takes devices by "
-                                             "ordinal (use cd.nccl.comm)", i + 1, devs[i]->alias));
+      luaL_argerror(L, 1,
+                    lua_pushfstring(L,
+                                    "element %d: %s is a mapped context; ncclCommInitAll takes devices by "
+                                    "ordinal (use cd.nccl.comm)",
+                                    i + 1, devs[i]->alias));
     for (int j = 0; j < i; j++)
       if (devs[j] == devs[i])
-        luaL_argerror(L, 1, lua_pushfstring(L, "element %d repeats %s (one communicator per device)", i + 1, devs[i]->alias));
+        luaL_argerror(L, 1,
+                      lua_pushfstring(L, "element %d repeats %s (one communicator per device)", i + 1, devs[i]->alias));
     ordinals[i] = devs[i]->ordinal;
   }
   nccl_ready(L);
@@ -528,14 +555,17 @@ static int l_comms(lua_State *L) {
   cdv_ncclResult_t r = cdv_nccl.ncclCommInitAll(comms, (int)n, ordinals);
   ctx_restore(saved);
   if (r != cdv_ncclSuccess) nccl_raise(L, NULL, "ncclCommInitAll", r, NULL, NULL);
-  for (int i = 0; i < (int)n; i++) made[i]->comm = comms[i];   /* each released with the table, whatever follows */
+  for (int i = 0; i < (int)n; i++) made[i]->comm = comms[i]; /* each released with the table, whatever follows */
   for (int i = 0; i < (int)n; i++) opened(L, made[i], comms[i], i, (int)n);
   return 1;
 }
 
 /* The group's end as a to-be-closed value, so that it runs when fn raises (see NOTE [nccl groups]) */
-#define GROUP_MAGIC 0x6364764e477270ULL   /* "cdvNGrp" */
-typedef struct group_scope { uint64_t magic; int open; } group_scope;
+#define GROUP_MAGIC 0x6364764e477270ULL /* "cdvNGrp" */
+typedef struct group_scope {
+  uint64_t magic;
+  int open;
+} group_scope;
 
 /* Ends the group once; *r gets ncclGroupEnd's result. */
 static int group_end(group_scope *g, cdv_ncclResult_t *r) {
@@ -548,7 +578,7 @@ static int group_end(group_scope *g, cdv_ncclResult_t *r) {
   return 1;
 }
 
-static int group_close(lua_State *L) {   /* fn raised: its error goes on, the group's end only warns */
+static int group_close(lua_State *L) { /* fn raised: its error goes on, the group's end only warns */
   group_scope *g = cdv_test_magic(L, 1, sizeof *g, GROUP_MAGIC);
   cdv_ncclResult_t r = cdv_ncclSuccess;
   if (g != NULL && group_end(g, &r) && r != cdv_ncclSuccess)
@@ -563,7 +593,7 @@ static int l_group(lua_State *L) {
   nccl_ready(L);
   group_scope *g = lua_newuserdatauv(L, sizeof *g, 0);
   g->magic = GROUP_MAGIC;
-  g->open = 0;   /* closed until the group started */
+  g->open = 0; /* closed until the group started */
   if (luaL_newmetatable(L, "cudadev.NcclGroup")) {
     lua_pushcfunction(L, group_close);
     lua_setfield(L, -2, "__close");
@@ -571,39 +601,35 @@ static int l_group(lua_State *L) {
     lua_setfield(L, -2, "__gc");
   }
   lua_setmetatable(L, -2);
-  lua_insert(L, 1);   /* the scope at 1, fn at 2 */
+  lua_insert(L, 1); /* the scope at 1, fn at 2 */
   lua_toclose(L, 1);
   NCCL(L, NULL, NULL, ncclGroupStart);
   g->open = 1;
   group_depth++;
-  int n = cdv_call_scoped(L, nargs);   /* NOTE [scoped calls] */
+  int n = cdv_call_scoped(L, nargs); /* NOTE [scoped calls] */
   cdv_ncclResult_t r = cdv_ncclSuccess;
   if (group_end(g, &r) && r != cdv_ncclSuccess) nccl_raise(L, NULL, "ncclGroupEnd", r, NULL, NULL);
   return n;
 }
 
-static const luaL_Reg methods[] = {
-  {"all_reduce", comm_all_reduce},
-  {"broadcast", comm_broadcast},
-  {"reduce", comm_reduce},
-  {"all_gather", comm_all_gather},
-  {"reduce_scatter", comm_reduce_scatter},
-  {"send", comm_send},
-  {"recv", comm_recv},
-  {"abort", comm_abort},
-  {"destroy", comm_destroy},
-  {NULL, NULL}
-};
+static const luaL_Reg methods[] = {{"all_reduce", comm_all_reduce},
+                                   {"broadcast", comm_broadcast},
+                                   {"reduce", comm_reduce},
+                                   {"all_gather", comm_all_gather},
+                                   {"reduce_scatter", comm_reduce_scatter},
+                                   {"send", comm_send},
+                                   {"recv", comm_recv},
+                                   {"abort", comm_abort},
+                                   {"destroy", comm_destroy},
+                                   {NULL, NULL}};
 
-static const luaL_Reg functions[] = {
-  {"is_available", l_is_available},
-  {"version", l_version},
-  {"unique_id", l_unique_id},
-  {"comm", l_comm},
-  {"comms", l_comms},
-  {"group", l_group},
-  {NULL, NULL}
-};
+static const luaL_Reg functions[] = {{"is_available", l_is_available},
+                                     {"version", l_version},
+                                     {"unique_id", l_unique_id},
+                                     {"comm", l_comm},
+                                     {"comms", l_comms},
+                                     {"group", l_group},
+                                     {NULL, NULL}};
 
 int cdv_nccl_open(lua_State *L) {
   luaL_newmetatable(L, CDV_COMM);

@@ -17,7 +17,7 @@
 
 #include "cdv.h"
 
-static unsigned char peer_on[CDV_MAXDEV][CDV_MAXDEV];   /* [target][peer] */
+static unsigned char peer_on[CDV_MAXDEV][CDV_MAXDEV]; /* [target][peer] */
 static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static cdv_device *check_cuda(lua_State *L, int arg) {
@@ -45,9 +45,10 @@ static int enabled(cdv_device *target, cdv_device *peer) {
 }
 
 static int unsupported(lua_State *L, cdv_device *target, cdv_device *peer, const char *what) {
-  return luaL_error(L, "%s access from %s to %s is not supported (the driver reports no peer path between "
-                    "\"%s\" and \"%s\"; copies still work, staged through the host)", what, peer->alias,
-                    target->alias, peer->name, target->name);
+  return luaL_error(L,
+                    "%s access from %s to %s is not supported (the driver reports no peer path between "
+                    "\"%s\" and \"%s\"; copies still work, staged through the host)",
+                    what, peer->alias, target->alias, peer->name, target->name);
 }
 
 /* the backend's peer_set (cuCtxEnablePeerAccess / cuCtxDisablePeerAccess), in peer's context; twice is a no-op */
@@ -56,7 +57,7 @@ static void set_peer(lua_State *L, cdv_device *target, cdv_device *peer, int on)
   if (target->handle == peer->handle || enabled(target, peer) == on) return;
   if (on && !supported(L, target, peer)) unsupported(L, target, peer, "peer");
   if (!on && !supported(L, target, peer)) return;
-  cdv_device_use(L, target);    /* the target's context must exist to be named */
+  cdv_device_use(L, target); /* the target's context must exist to be named */
   cdv_device_use(L, peer);
   if (peer->be->peer_set(target, peer, on, &e)) cdv_raise(L, peer, &e);
   pthread_mutex_lock(&peer_lock);
@@ -112,8 +113,9 @@ static int query(lua_State *L, int q, cdv_device *t, cdv_device *p) {
 /* cd.is_peer_access_supported & co: the question is the closure's upvalue. A question about the cpu device is
  * answered false, as Warp's are: these are queries, and only setting access raises for cpu. */
 static int l_query(lua_State *L) {
-  cdv_device *t = cdv_check_device(L, 1), *p = cdv_check_device(L, 2);   /* in order: errors name #1 first */
-  lua_pushboolean(L, t->be->peer_supported && p->be->peer_supported && query(L, (int)lua_tointeger(L, lua_upvalueindex(1)), t, p));
+  cdv_device *t = cdv_check_device(L, 1), *p = cdv_check_device(L, 2); /* in order: errors name #1 first */
+  lua_pushboolean(
+      L, t->be->peer_supported && p->be->peer_supported && query(L, (int)lua_tointeger(L, lua_upvalueindex(1)), t, p));
   return 1;
 }
 
@@ -121,21 +123,29 @@ static int l_query(lua_State *L) {
 static int l_set(lua_State *L) {
   cdv_device *t = check_cuda(L, 1), *p = check_cuda(L, 2);
   luaL_checktype(L, 3, LUA_TBOOLEAN);
-  if (lua_tointeger(L, lua_upvalueindex(1))) set_mempool(L, t, p, lua_toboolean(L, 3));
-  else set_peer(L, t, p, lua_toboolean(L, 3));
+  if (lua_tointeger(L, lua_upvalueindex(1)))
+    set_mempool(L, t, p, lua_toboolean(L, 3));
+  else
+    set_peer(L, t, p, lua_toboolean(L, 3));
   return 0;
 }
 
 /* The scope of with_peer_access / with_mempool_access: restores the previous state when closed, on
  * error too (a to-be-closed slot, so the error passes through untouched). */
-typedef struct access_scope { uint64_t magic; cdv_device *target, *peer; int previous, pool, closed; } access_scope;
+typedef struct access_scope {
+  uint64_t magic;
+  cdv_device *target, *peer;
+  int previous, pool, closed;
+} access_scope;
 
 static int access_scope_close(lua_State *L) {
   access_scope *s = cdv_check_udata(L, 1, "cudadev.AccessScope", CDV_SCOPE_MAGIC + 1, sizeof(access_scope));
   if (s->closed) return 0;
   s->closed = 1;
-  if (s->pool) set_mempool(L, s->target, s->peer, s->previous);
-  else set_peer(L, s->target, s->peer, s->previous);
+  if (s->pool)
+    set_mempool(L, s->target, s->peer, s->previous);
+  else
+    set_peer(L, s->target, s->peer, s->previous);
   return 0;
 }
 
@@ -149,11 +159,13 @@ static int with_access(lua_State *L, int pool) {
   luaL_setmetatable(L, "cudadev.AccessScope");
   lua_insert(L, 1);
   lua_toclose(L, 1);
-  if (pool) set_mempool(L, t, p, on);
-  else set_peer(L, t, p, on);
+  if (pool)
+    set_mempool(L, t, p, on);
+  else
+    set_peer(L, t, p, on);
   s->closed = 0;
-  for (int i = 0; i < 3; i++) lua_remove(L, 2);   /* leave scope, fn, args... */
-  return cdv_call_scoped(L, nargs);   /* NOTE [scoped calls] */
+  for (int i = 0; i < 3; i++) lua_remove(L, 2); /* leave scope, fn, args... */
+  return cdv_call_scoped(L, nargs); /* NOTE [scoped calls] */
 }
 
 static int l_with_peer(lua_State *L) { return with_access(L, 0); }
@@ -218,7 +230,7 @@ cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void
   proto.sticky = 0;
   cdv_device *d = cdv_device_add(&proto);
   if (d == NULL) luaL_error(L, "too many devices (at most %d)", CDV_MAXDEV);
-  if (cdv_cuda_adopt(d, &e) != 0) {   /* NOTE [adopted contexts] */
+  if (cdv_cuda_adopt(d, &e) != 0) { /* NOTE [adopted contexts] */
     d->unmapped = 1;
     snprintf(d->alias, sizeof d->alias, "unmapped:%s", alias);
     cdv_raise(L, NULL, &e);
@@ -229,7 +241,7 @@ cdv_device *cdv_map_context(lua_State *L, const char *alias, int alias_arg, void
 
 /* cd.map_cuda_device(alias [, context_ptr]); a sandbox may name the current context, not a raw pointer */
 static int l_map_cuda_device(lua_State *L) {
-  const char *alias = cdv_check_cstring(L, 1, "alias");   /* NOTE [C strings] */
+  const char *alias = cdv_check_cstring(L, 1, "alias"); /* NOTE [C strings] */
   void *ctx = NULL;
   if (!lua_isnoneornil(L, 2)) {
     if (cdv_get_state(L)->sandbox)
@@ -242,13 +254,13 @@ static int l_map_cuda_device(lua_State *L) {
 
 /* cd.unmap_cuda_device(alias): the alias no longer resolves; objects made on it become stale */
 static int l_unmap_cuda_device(lua_State *L) {
-  const char *alias = cdv_check_cstring(L, 1, "alias");   /* NOTE [C strings] */
+  const char *alias = cdv_check_cstring(L, 1, "alias"); /* NOTE [C strings] */
   for (int i = 1; i < cdv_device_count_all(); i++) {
     cdv_device *d = cdv_device_at(i);
     if (!d->is_primary && strcmp(d->alias, alias) == 0) {
       cdv_state *st = cdv_get_state(L);
       if (st->default_device == d->index) st->default_device = -1;
-      cdv_err e;   /* (see NOTE [block cache]) the kept blocks go back to the host's context, unless it is gone */
+      cdv_err e; /* (see NOTE [block cache]) the kept blocks go back to the host's context, unless it is gone */
       cdv_block_release(st, d, NULL, 1, &e);
       d->generation++;
       d->unmapped = 1;
@@ -261,13 +273,9 @@ static int l_unmap_cuda_device(lua_State *L) {
 }
 
 static const luaL_Reg functions[] = {
-  {"with_peer_access", l_with_peer},
-  {"with_mempool_access", l_with_mempool},
-  {"peer_access_matrix", l_peer_matrix},
-  {"map_cuda_device", l_map_cuda_device},
-  {"unmap_cuda_device", l_unmap_cuda_device},
-  {NULL, NULL}
-};
+    {"with_peer_access", l_with_peer},          {"with_mempool_access", l_with_mempool},
+    {"peer_access_matrix", l_peer_matrix},      {"map_cuda_device", l_map_cuda_device},
+    {"unmap_cuda_device", l_unmap_cuda_device}, {NULL, NULL}};
 
 static const char *const query_names[Q_N] = {"is_peer_access_supported", "is_peer_access_enabled",
                                              "is_mempool_access_supported", "is_mempool_access_enabled"};
@@ -275,7 +283,7 @@ static const char *const set_names[2] = {"set_peer_access_enabled", "set_mempool
 
 int cdv_peer_open(lua_State *L) {
   static const luaL_Reg scope_meta[] = {{"__close", access_scope_close}, {NULL, NULL}};
-  cdv_new_class(L, "cudadev.AccessScope", scope_meta, NULL, NULL);   /* NOTE [class registration] */
+  cdv_new_class(L, "cudadev.AccessScope", scope_meta, NULL, NULL); /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);
   for (int q = 0; q < Q_N; q++) {

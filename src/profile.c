@@ -25,7 +25,7 @@
 static int profiler(lua_State *L, int start, int quiet) {
   if (cdv_cuda_load() != 0) return 0;
   cdv_device *d = cdv_default_device(L);
-  if (d->be->profiler == NULL) return 0;   /* NOTE [optional operations] */
+  if (d->be->profiler == NULL) return 0; /* NOTE [optional operations] */
   cdv_err e;
   if (quiet) {
     if (d->sticky || d->be->activate(d, &e) != 0) return 0;
@@ -88,9 +88,11 @@ static int l_range_pop(lua_State *L) {
 /* After fn (returned, or raised: status): close what was opened, then fn's results or its error. */
 enum { WRAP_PROFILING = 1, WRAP_RANGE = 2 };
 static int wrap_finish(lua_State *L, int status, lua_KContext what) {
-  if (what == WRAP_RANGE) range_pop();
-  else profiler(L, 0, status != LUA_OK && status != LUA_YIELD);
-  if (status != LUA_OK && status != LUA_YIELD) return lua_error(L);   /* the error value, as fn raised it */
+  if (what == WRAP_RANGE)
+    range_pop();
+  else
+    profiler(L, 0, status != LUA_OK && status != LUA_YIELD);
+  if (status != LUA_OK && status != LUA_YIELD) return lua_error(L); /* the error value, as fn raised it */
   return lua_gettop(L);
 }
 
@@ -116,9 +118,13 @@ static int l_range(lua_State *L) {
 }
 
 int cdv_profile_open(lua_State *L) {
-  static const luaL_Reg fns[] = {{"profile_start", l_profile_start}, {"profile_stop", l_profile_stop},
-                                 {"profiling", l_profiling}, {"range", l_range}, {"range_push", l_range_push},
-                                 {"range_pop", l_range_pop}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"profile_start", l_profile_start},
+                                 {"profile_stop", l_profile_stop},
+                                 {"profiling", l_profiling},
+                                 {"range", l_range},
+                                 {"range_push", l_range_push},
+                                 {"range_pop", l_range_pop},
+                                 {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
   return 0;
 }

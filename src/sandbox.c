@@ -40,16 +40,63 @@
 /* ------------------------------------------------------------ NOTE [sandboxed includes] */
 
 /* the options a sandbox allows, without their leading dashes; '*' at the end: any value follows */
-static const char *const SAFE_OPTIONS[] = {
-  "D*", "U*", "define-macro=*", "undefine-macro=*", "std=*", "arch=*", "gpu-architecture=*", "use_fast_math",
-  "ftz=*", "prec-div=*", "prec-sqrt=*", "fmad=*", "G", "device-debug", "lineinfo", "generate-line-info", "dopt=*",
-  "restrict", "default-device", "device-as-default-execution-space", "rdc=*", "relocatable-device-code=*", "dc",
-  "device-c", "dw", "device-w", "ewp", "extensible-whole-program", "extra-device-vectorization", "maxrregcount=*",
-  "w", "disable-warnings", "diag-error=*", "diag-suppress=*", "diag-warn=*", "err-no", "no-err-no",
-  "display-error-number", "no-display-error-number", "brief-diagnostics=*", "builtin-move-forward=*",
-  "builtin-initializer-list=*", "O*", "minimal", "device-int128", "device-float128", "no-source-include",
-  "optimization-info=*", "jump-table-density=*", "frandom-seed=*", "modify-stack-limit=*",
-  "device-stack-protector=*", "dlto", "dlink-time-opt", "gen-opt-lto", "fdevice-syntax-only", NULL};
+static const char *const SAFE_OPTIONS[] = {"D*",
+                                           "U*",
+                                           "define-macro=*",
+                                           "undefine-macro=*",
+                                           "std=*",
+                                           "arch=*",
+                                           "gpu-architecture=*",
+                                           "use_fast_math",
+                                           "ftz=*",
+                                           "prec-div=*",
+                                           "prec-sqrt=*",
+                                           "fmad=*",
+                                           "G",
+                                           "device-debug",
+                                           "lineinfo",
+                                           "generate-line-info",
+                                           "dopt=*",
+                                           "restrict",
+                                           "default-device",
+                                           "device-as-default-execution-space",
+                                           "rdc=*",
+                                           "relocatable-device-code=*",
+                                           "dc",
+                                           "device-c",
+                                           "dw",
+                                           "device-w",
+                                           "ewp",
+                                           "extensible-whole-program",
+                                           "extra-device-vectorization",
+                                           "maxrregcount=*",
+                                           "w",
+                                           "disable-warnings",
+                                           "diag-error=*",
+                                           "diag-suppress=*",
+                                           "diag-warn=*",
+                                           "err-no",
+                                           "no-err-no",
+                                           "display-error-number",
+                                           "no-display-error-number",
+                                           "brief-diagnostics=*",
+                                           "builtin-move-forward=*",
+                                           "builtin-initializer-list=*",
+                                           "O*",
+                                           "minimal",
+                                           "device-int128",
+                                           "device-float128",
+                                           "no-source-include",
+                                           "optimization-info=*",
+                                           "jump-table-density=*",
+                                           "frandom-seed=*",
+                                           "modify-stack-limit=*",
+                                           "device-stack-protector=*",
+                                           "dlto",
+                                           "dlink-time-opt",
+                                           "gen-opt-lto",
+                                           "fdevice-syntax-only",
+                                           NULL};
 
 static int safe_option(const char *base) {
   for (int i = 0; SAFE_OPTIONS[i] != NULL; i++) {
@@ -63,17 +110,17 @@ static int safe_option(const char *base) {
 typedef struct inc_check {
   lua_State *L;
   const cdv_compile_req *req;
-  char **allowed;          /* resolved directories a sandbox may read */
-  const char **search;     /* where NVRTC looks, in order (-I options, include_paths, the toolkit's) */
+  char **allowed; /* resolved directories a sandbox may read */
+  const char **search; /* where NVRTC looks, in order (-I options, include_paths, the toolkit's) */
   int nsearch;
-  const char *where;       /* "the source", or "header 'a.h'" for messages */
+  const char *where; /* "the source", or "header 'a.h'" for messages */
   int in_header;
 } inc_check;
 
 /* 1 when the resolved path p is dir or lies under it */
 static int under(const char *p, const char *dir) {
   size_t n = strlen(dir);
-  if (n > 0 && dir[n - 1] == '/') n--;   /* "/" */
+  if (n > 0 && dir[n - 1] == '/') n--; /* "/" */
   return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/');
 }
 
@@ -85,7 +132,7 @@ static int allowed_path(const inc_check *c, const char *resolved) {
 
 /* the toolkit's include directory, as NVRTC gets it ("" when none) */
 static const char *toolkit_dir(void) {
-  const char *tk = cdv_nvrtc_toolkit_include(0);   /* its cccl folder (CUDA 13) lies inside */
+  const char *tk = cdv_nvrtc_toolkit_include(0); /* its cccl folder (CUDA 13) lies inside */
   return tk[0] == '-' && tk[1] == 'I' ? tk + 2 : "";
 }
 
@@ -99,7 +146,9 @@ static void refuse(const inc_check *c, const char *fmt, ...) {
   luaL_error(L, "bad argument #1 to 'compile' (%s)", why);
 }
 
-static int ident_char(int ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_'; }
+static int ident_char(int ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
 
 /* past blanks and block comments on the same line (a // comment ends it: nothing follows) */
 static const char *skip_blanks(const char *p, const char *end) {
@@ -117,9 +166,9 @@ static const char *skip_blanks(const char *p, const char *end) {
 
 /* a file name a directive names: checked, or refused with the reason */
 static void check_name(const inc_check *c, const char *shown, const char *name) {
-  if (name[0] == '\0') return;   /* NVRTC refuses it */
+  if (name[0] == '\0') return; /* NVRTC refuses it */
   if (name[0] == '/') refuse(c, "%s is not available in this sandbox: an absolute path", shown);
-  for (const char *p = name; *p;) {   /* a ".." component */
+  for (const char *p = name; *p;) { /* a ".." component */
     const char *slash = strchr(p, '/');
     size_t n = slash ? (size_t)(slash - p) : strlen(p);
     if (n == 2 && p[0] == '.' && p[1] == '.')
@@ -127,7 +176,7 @@ static void check_name(const inc_check *c, const char *shown, const char *name) 
     p += n + (slash != NULL);
   }
   for (int i = 0; i < c->req->nheaders; i++)
-    if (strcmp(c->req->header_names[i], name) == 0) return;   /* given by content: NVRTC reads no file */
+    if (strcmp(c->req->header_names[i], name) == 0) return; /* given by content: NVRTC reads no file */
   for (int i = 0; i < c->nsearch; i++) {
     lua_State *L = c->L;
     const char *path = lua_pushfstring(L, "%s/%s", c->search[i], name);
@@ -147,7 +196,7 @@ static void check_name(const inc_check *c, const char *shown, const char *name) 
     }
     free(real);
     lua_pop(L, 1);
-    return;   /* NVRTC stops at the first it finds */
+    return; /* NVRTC stops at the first it finds */
   }
 }
 
@@ -156,8 +205,10 @@ static void check_operand(const inc_check *c, const char *word, int directive, c
   lua_State *L = c->L;
   p = skip_blanks(p, end);
   if (!directive) {
-    if (p < end && *p == '(') p = skip_blanks(p + 1, end);
-    else p = end;
+    if (p < end && *p == '(')
+      p = skip_blanks(p + 1, end);
+    else
+      p = end;
   }
   char close = p < end && *p == '"' ? '"' : p < end && *p == '<' ? '>' : 0;
   const char *q = close ? p + 1 : end;
@@ -190,8 +241,10 @@ static void scan(const inc_check *c, const char *t, size_t len) {
   const char *end = t + len;
   for (const char *p = t; p < end; p++) {
     const char *q = NULL;
-    if (*p == '#') q = p + 1;
-    else if (*p == '%' && p + 1 < end && p[1] == ':') q = p + 2;
+    if (*p == '#')
+      q = p + 1;
+    else if (*p == '%' && p + 1 < end && p[1] == ':')
+      q = p + 2;
     if (q != NULL) {
       q = skip_blanks(q, end);
       const char *w = q;
@@ -226,11 +279,12 @@ static void logical(lua_State *L, const char *s, size_t n, int trigraphs, int bl
         len = 3;
       }
     }
-    if (ch == '\\') {   /* a splice: backslash, [blanks], newline */
+    if (ch == '\\') { /* a splice: backslash, [blanks], newline */
       size_t j = i + len;
       if (blank_splices)
         while (j < n && (s[j] == ' ' || s[j] == '\t' || s[j] == '\r' || s[j] == '\v' || s[j] == '\f')) j++;
-      else if (j < n && s[j] == '\r') j++;
+      else if (j < n && s[j] == '\r')
+        j++;
       if (j < n && s[j] == '\n') {
         i = j + 1;
         continue;
@@ -260,12 +314,16 @@ static const char *check_dir(inc_check *c, const char *dir, const char *opt, int
   if (real == NULL || !allowed_path(c, real)) {
     free(real);
     if (opt != NULL)
-      luaL_error(L, "bad option 'options' to 'compile' (include path '%s' is outside the include directories of "
-                 "this sandbox)", dir);
-    luaL_error(L, "bad option 'include_paths' to 'compile' (item %d: '%s' is outside the include directories of "
-               "this sandbox)", item, dir);
+      luaL_error(L,
+                 "bad option 'options' to 'compile' (include path '%s' is outside the include directories of "
+                 "this sandbox)",
+                 dir);
+    luaL_error(L,
+               "bad option 'include_paths' to 'compile' (item %d: '%s' is outside the include directories of "
+               "this sandbox)",
+               item, dir);
   }
-  lua_pushstring(L, real);   /* anchored on the stack for the scan */
+  lua_pushstring(L, real); /* anchored on the stack for the scan */
   free(real);
   return lua_tostring(L, -1);
 }
@@ -277,7 +335,7 @@ void cdv_check_includes(lua_State *L, const cdv_compile_req *req) {
   char *defaults[2] = {NULL, NULL};
   char *tk = toolkit_dir()[0] ? realpath(toolkit_dir(), NULL) : NULL;
   if (tk != NULL) {
-    lua_pushstring(L, tk);   /* anchored: the list lives on the stack */
+    lua_pushstring(L, tk); /* anchored: the list lives on the stack */
     free(tk);
     defaults[0] = (char *)lua_tostring(L, -1);
   }
@@ -287,9 +345,12 @@ void cdv_check_includes(lua_State *L, const cdv_compile_req *req) {
     const char *o = req->opts[i], *base = o;
     while (*base == '-') base++;
     const char *dir = NULL;
-    if (base != o && base[0] == 'I') dir = base[1] == '=' ? base + 2 : base + 1;
-    else if (base != o && strncmp(base, "include-path=", 13) == 0) dir = base + 13;
-    if (dir != NULL) c.search[c.nsearch++] = check_dir(&c, dir, o, i + 1);
+    if (base != o && base[0] == 'I')
+      dir = base[1] == '=' ? base + 2 : base + 1;
+    else if (base != o && strncmp(base, "include-path=", 13) == 0)
+      dir = base + 13;
+    if (dir != NULL)
+      c.search[c.nsearch++] = check_dir(&c, dir, o, i + 1);
     else if (base == o || !safe_option(base))
       luaL_error(L, "bad option 'options' to 'compile' (compile option '%s' is not available in this sandbox)", o);
   }
@@ -310,9 +371,20 @@ void cdv_check_includes(lua_State *L, const cdv_compile_req *req) {
  * `__close`. The types without a __tostring get one that shows their name without the userdata's address. Outside a sandbox the metatables stay readable (the REPL and cudadev.extra read `methods`, and
  * cd.Error is the Error metatable). The debug library reads past __metatable: NOTE [state record] and the
  * threat model in cudadev.h say what a host must remove. */
-static const char *const TYPES[] = {CDV_ARRAY, CDV_DEVICE, CDV_STREAM, CDV_EVENT, CDV_MODULE, CDV_KERNEL, CDV_GRAPH,
-                                    CDV_LAUNCH_CONFIG, CDV_ERROR, "cudadev.Scope", "cudadev.StreamScope",
-                                    "cudadev.AccessScope", "cudadev.Stage", NULL};
+static const char *const TYPES[] = {CDV_ARRAY,
+                                    CDV_DEVICE,
+                                    CDV_STREAM,
+                                    CDV_EVENT,
+                                    CDV_MODULE,
+                                    CDV_KERNEL,
+                                    CDV_GRAPH,
+                                    CDV_LAUNCH_CONFIG,
+                                    CDV_ERROR,
+                                    "cudadev.Scope",
+                                    "cudadev.StreamScope",
+                                    "cudadev.AccessScope",
+                                    "cudadev.Stage",
+                                    NULL};
 
 /* __tostring of the types that have none (the scopes): their name, not Lua's "cudadev.Scope: 0x55d0..." */
 static int name_only(lua_State *L) {
@@ -342,14 +414,15 @@ void cdv_protect_metatables(lua_State *L) {
 static const char *const *opt_list(lua_State *L, const char *k) {
   int t = cdv_opt_field(L, 2, k);
   if (t == LUA_TNIL) return NULL;
-  if (t != LUA_TTABLE) cdv_opt_error(L, k, "_sandbox", lua_pushfstring(L, "table of strings expected, got %s", cdv_typename(L, -1)));
+  if (t != LUA_TTABLE)
+    cdv_opt_error(L, k, "_sandbox", lua_pushfstring(L, "table of strings expected, got %s", cdv_typename(L, -1)));
   int tab = lua_gettop(L);
   lua_Integer n = (lua_Integer)lua_rawlen(L, tab);
   const char **v = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
   for (lua_Integer i = 0; i < n; i++) {
     if (lua_rawgeti(L, tab, i + 1) != LUA_TSTRING)
       cdv_opt_error(L, k, "_sandbox", lua_pushfstring(L, "item %I: string expected", i + 1));
-    v[i] = lua_tostring(L, -1);   /* the options table keeps it */
+    v[i] = lua_tostring(L, -1); /* the options table keeps it */
     lua_pop(L, 1);
   }
   v[n] = NULL;
@@ -390,7 +463,7 @@ static int run_in(lua_State *S) {
  * sandboxed with those options, cudadev loaded as the global `cd`; closes it. */
 int cdv_sandbox_run(lua_State *L) {
   static const char *const known[] = {"memory_quota", "max_arrays", "include_dirs", "allowed_compile_options",
-                                      "debug", NULL};
+                                      "debug",        NULL};
   const char *script = luaL_checkstring(L, 1);
   if (cdv_get_state(L)->sandbox) return luaL_error(L, "_sandbox is not available in this sandbox");
   cdv_check_options(L, 2, known, "_sandbox");
@@ -416,8 +489,10 @@ int cdv_sandbox_run(lua_State *L) {
   lua_pushlightuserdata(S, (void *)script);
   int ok = lua_pcall(S, 1, 1, 1) == LUA_OK;
   lua_pushboolean(L, ok);
-  if (lua_type(S, -1) == LUA_TSTRING) lua_pushstring(L, lua_tostring(S, -1));
-  else lua_pushnil(L);
+  if (lua_type(S, -1) == LUA_TSTRING)
+    lua_pushstring(L, lua_tostring(S, -1));
+  else
+    lua_pushnil(L);
   lua_close(S);
   return 2;
 }

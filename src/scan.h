@@ -9,7 +9,7 @@
 
 #include <ctype.h>
 #include <stddef.h>
-#include "diskcache.h"   /* cdv_strlist, cdv_list_includes */
+#include "diskcache.h" /* cdv_strlist, cdv_list_includes */
 
 static inline int cdv_is_ident0(int c) { return isalpha(c) || c == '_' || c == '$'; }
 static inline int cdv_is_ident1(int c) { return isalnum(c) || c == '_' || c == '$'; }
@@ -17,7 +17,7 @@ static inline int cdv_is_ident1(int c) { return isalnum(c) || c == '_' || c == '
 enum { CDV_T_IDENT, CDV_T_NUM, CDV_T_PUNCT };
 typedef struct cdv_tok {
   size_t off, len;
-  int kind, line, bol;   /* bol: first token of its line */
+  int kind, line, bol; /* bol: first token of its line */
 } cdv_tok;
 
 typedef struct cdv_toks {

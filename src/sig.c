@@ -63,7 +63,10 @@ typedef struct tok {
   int kind;
 } tok;
 
-typedef struct tvec { tok *v; int n, cap; } tvec;
+typedef struct tvec {
+  tok *v;
+  int n, cap;
+} tvec;
 
 static int tvec_push(tvec *tv, tok t) {
   if (grow(&tv->v, &tv->cap, tv->n + 1, sizeof(tok)) != 0) return -1;
@@ -95,8 +98,10 @@ static int tclose(const tok *t) { return tpunct(t, ')') || tpunct(t, ']') || tpu
 static int group_end(const tok *t, int open, int n) {
   int depth = 0;
   for (int i = open; i < n; i++) {
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i]) && --depth <= 0) return i + 1;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]) && --depth <= 0)
+      return i + 1;
   }
   return n;
 }
@@ -105,26 +110,49 @@ static int group_end(const tok *t, int open, int n) {
 static int angle_end(const tok *t, int open, int n) {
   int depth = 0, angle = 0;
   for (int i = open; i < n; i++) {
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i])) depth -= depth > 0;
-    else if (depth == 0 && tpunct(&t[i], '<')) angle++;
-    else if (depth == 0 && tpunct(&t[i], '>') && --angle == 0) return i;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]))
+      depth -= depth > 0;
+    else if (depth == 0 && tpunct(&t[i], '<'))
+      angle++;
+    else if (depth == 0 && tpunct(&t[i], '>') && --angle == 0)
+      return i;
   }
   return -1;
 }
 
 static const char *const builtin_types[] = {
-  "void", "bool", "_Bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned",
-  "__signed__", "wchar_t", "char8_t", "char16_t", "char32_t", "__int128", "auto", NULL};
+    "void",     "bool",       "_Bool",   "char",    "short",    "int",      "long",     "float", "double", "signed",
+    "unsigned", "__signed__", "wchar_t", "char8_t", "char16_t", "char32_t", "__int128", "auto",  NULL};
 static const char *const cv_quals[] = {"const", "volatile", NULL};
 /* dropped from parameters: they change nothing about how an argument is passed */
-static const char *const dropped_quals[] = {"__restrict__", "__restrict", "restrict", "__grid_constant__",
-                                            "register", NULL};
+static const char *const dropped_quals[] = {"__restrict__",      "__restrict", "restrict",
+                                            "__grid_constant__", "register",   NULL};
 /* identifiers that take a parenthesised argument and are not the declared name */
-static const char *const attr_calls[] = {
-  "__launch_bounds__", "__maxnreg__", "__cluster_dims__", "__block_size__", "__attribute__", "__declspec",
-  "alignas", "_Alignas", "__align__", "__builtin_align__", "decltype", "__decltype", "typeof", "__typeof__",
-  "noexcept", "throw", "_Pragma", "__pragma", "asm", "__asm__", "sizeof", "alignof", NULL};
+static const char *const attr_calls[] = {"__launch_bounds__",
+                                         "__maxnreg__",
+                                         "__cluster_dims__",
+                                         "__block_size__",
+                                         "__attribute__",
+                                         "__declspec",
+                                         "alignas",
+                                         "_Alignas",
+                                         "__align__",
+                                         "__builtin_align__",
+                                         "decltype",
+                                         "__decltype",
+                                         "typeof",
+                                         "__typeof__",
+                                         "noexcept",
+                                         "throw",
+                                         "_Pragma",
+                                         "__pragma",
+                                         "asm",
+                                         "__asm__",
+                                         "sizeof",
+                                         "alignof",
+                                         NULL};
 static const char *const tag_words[] = {"struct", "class", "union", "enum", "typename", "template", NULL};
 
 /* ------------------------------------------------------------ string building */
@@ -141,8 +169,10 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     size_t ncap = b->cap ? b->cap : 64;
     while (ncap < b->n + n + 1) ncap *= 2;
     char *p = realloc(b->p, ncap);
-    if (p == NULL) b->oom = 1;
-    else b->p = p, b->cap = ncap;
+    if (p == NULL)
+      b->oom = 1;
+    else
+      b->p = p, b->cap = ncap;
   }
   if (b->cap == 0) return;
   if (b->n + n + 1 > b->cap) {
@@ -226,8 +256,10 @@ static void skip_line_comment(lexer *lx) {
   const char *p = lx->p;
   while (p < lx->end && *p != '\n') {
     int s = splice_at(lx, p);
-    if (s) lx->line++, p += s;
-    else p++;
+    if (s)
+      lx->line++, p += s;
+    else
+      p++;
   }
   lx->p = p;
 }
@@ -238,8 +270,10 @@ static void skip_quoted(lexer *lx) {
   const char *p = lx->p + 1;
   while (p < lx->end && *p != q && *p != '\n') {
     int s = splice_at(lx, p);
-    if (s) lx->line++, p += s;
-    else p += (*p == '\\' && p + 1 < lx->end && p[1] != '\n') ? 2 : 1;
+    if (s)
+      lx->line++, p += s;
+    else
+      p += (*p == '\\' && p + 1 < lx->end && p[1] != '\n') ? 2 : 1;
   }
   lx->p = p < lx->end && *p == q ? p + 1 : p;
 }
@@ -268,9 +302,12 @@ static int skip_raw(lexer *lx) {
 static void skip_blanks(lexer *lx) {
   for (;;) {
     int s = splice_at(lx, lx->p);
-    if (s) lx->line++, lx->p += s;
-    else if (lx->p < lx->end && is_blank((unsigned char)*lx->p)) lx->p++;
-    else return;
+    if (s)
+      lx->line++, lx->p += s;
+    else if (lx->p < lx->end && is_blank((unsigned char)*lx->p))
+      lx->p++;
+    else
+      return;
   }
 }
 
@@ -288,11 +325,16 @@ static void skip_directive_rest(lexer *lx) {
   while (lx->p < lx->end && *lx->p != '\n') {
     const char *p = lx->p;
     int s = splice_at(lx, p);
-    if (s) lx->line++, lx->p += s;
-    else if (*p == '/' && p + 1 < lx->end && p[1] == '*') skip_block_comment(lx);
-    else if (*p == '/' && p + 1 < lx->end && p[1] == '/') skip_line_comment(lx);
-    else if (*p == '"' || *p == '\'') skip_quoted(lx);
-    else lx->p++;
+    if (s)
+      lx->line++, lx->p += s;
+    else if (*p == '/' && p + 1 < lx->end && p[1] == '*')
+      skip_block_comment(lx);
+    else if (*p == '/' && p + 1 < lx->end && p[1] == '/')
+      skip_line_comment(lx);
+    else if (*p == '"' || *p == '\'')
+      skip_quoted(lx);
+    else
+      lx->p++;
   }
 }
 
@@ -303,14 +345,16 @@ static int word_is(const char *w, size_t n, const char *s) { return strlen(s) ==
 static void skip_if0(lexer *lx) {
   int depth = 0;
   while (lx->p < lx->end) {
-    lx->line++, lx->p++;   /* the newline ending the previous line */
+    lx->line++, lx->p++; /* the newline ending the previous line */
     skip_blanks(lx);
     if (lx->p < lx->end && *lx->p == '#') {
       const char *w;
       lx->p++;
       size_t n = directive_word(lx, &w);
-      if (word_is(w, n, "if") || word_is(w, n, "ifdef") || word_is(w, n, "ifndef")) depth++;
-      else if (word_is(w, n, "endif") && depth > 0) depth--;
+      if (word_is(w, n, "if") || word_is(w, n, "ifdef") || word_is(w, n, "ifndef"))
+        depth++;
+      else if (word_is(w, n, "endif") && depth > 0)
+        depth--;
       else if (depth == 0 && (word_is(w, n, "endif") || word_is(w, n, "else") || word_is(w, n, "elif") ||
                               word_is(w, n, "elifdef") || word_is(w, n, "elifndef"))) {
         skip_directive_rest(lx);
@@ -319,9 +363,12 @@ static void skip_if0(lexer *lx) {
     }
     while (lx->p < lx->end && *lx->p != '\n') {
       const char *p = lx->p;
-      if (*p == '/' && p + 1 < lx->end && p[1] == '*') skip_block_comment(lx);
-      else if (*p == '/' && p + 1 < lx->end && p[1] == '/') skip_line_comment(lx);
-      else lx->p++;
+      if (*p == '/' && p + 1 < lx->end && p[1] == '*')
+        skip_block_comment(lx);
+      else if (*p == '/' && p + 1 < lx->end && p[1] == '/')
+        skip_line_comment(lx);
+      else
+        lx->p++;
     }
   }
 }
@@ -351,12 +398,12 @@ static int prefixed_literal(lexer *lx, const char *start) {
   size_t n = (size_t)(lx->p - start);
   if (lx->p >= lx->end || (*lx->p != '"' && *lx->p != '\'')) return 0;
   int raw = n > 0 && start[n - 1] == 'R' && *lx->p == '"';
-  size_t pn = raw ? n - 1 : n;   /* the encoding part */
+  size_t pn = raw ? n - 1 : n; /* the encoding part */
   if (!(pn == 0 || word_is(start, pn, "u8") || word_is(start, pn, "u") || word_is(start, pn, "U") ||
         word_is(start, pn, "L")))
     return 0;
   if (raw && skip_raw(lx) == 0) return 1;
-  if (raw && pn == 0) return 0;   /* R'x' or a bad raw string: an identifier R and a literal */
+  if (raw && pn == 0) return 0; /* R'x' or a bad raw string: an identifier R and a literal */
   skip_quoted(lx);
   return 1;
 }
@@ -365,11 +412,15 @@ static void lex_number(lexer *lx) {
   const char *p = lx->p;
   while (p < lx->end) {
     unsigned char c = (unsigned char)*p;
-    char e = p[-1];   /* an exponent's sign belongs to the number: 1e+5, 0x1p-3 */
-    if ((c == '+' || c == '-') && (e == 'e' || e == 'E' || e == 'p' || e == 'P')) p++;
-    else if (is_id(c) || c == '.') p++;
-    else if (c == '\'' && p + 1 < lx->end && is_id((unsigned char)p[1])) p += 2;
-    else break;
+    char e = p[-1]; /* an exponent's sign belongs to the number: 1e+5, 0x1p-3 */
+    if ((c == '+' || c == '-') && (e == 'e' || e == 'E' || e == 'p' || e == 'P'))
+      p++;
+    else if (is_id(c) || c == '.')
+      p++;
+    else if (c == '\'' && p + 1 < lx->end && is_id((unsigned char)p[1]))
+      p += 2;
+    else
+      break;
   }
   lx->p = p;
 }
@@ -385,8 +436,10 @@ static int lex_one(lexer *lx, int *bol) {
     lx->p += s ? s : 1;
     lx->line += s != 0;
   } else if (c == '/' && p + 1 < end && (p[1] == '/' || p[1] == '*')) {
-    if (p[1] == '/') skip_line_comment(lx);
-    else skip_block_comment(lx);
+    if (p[1] == '/')
+      skip_line_comment(lx);
+    else
+      skip_block_comment(lx);
   } else if (c == '#' && *bol) {
     skip_directive(lx);
   } else {
@@ -405,9 +458,12 @@ static int lex_one(lexer *lx, int *bol) {
       lex_number(lx);
       return emit(lx, start, T_NUM, line);
     }
-    if (c == ':' && p + 1 < end && p[1] == ':') lx->p += 2;
-    else if (c == '.' && p + 2 < end && p[1] == '.' && p[2] == '.') lx->p += 3;
-    else lx->p++;
+    if (c == ':' && p + 1 < end && p[1] == ':')
+      lx->p += 2;
+    else if (c == '.' && p + 2 < end && p[1] == '.' && p[2] == '.')
+      lx->p += 3;
+    else
+      lx->p++;
     return emit(lx, start, T_PUNCT, line);
   }
   return 0;
@@ -433,11 +489,21 @@ typedef struct tinfo {
 
 int cdv_pkind_size(cdv_pkind k) {
   switch (k) {
-  case CDV_P_I8: case CDV_P_U8: case CDV_P_BOOL: return 1;
-  case CDV_P_I16: case CDV_P_U16: case CDV_P_F16: case CDV_P_BF16: return 2;
-  case CDV_P_I32: case CDV_P_U32: case CDV_P_F32: return 4;
-  case CDV_P_I64: case CDV_P_U64: case CDV_P_F64: case CDV_P_PTR: return 8;
-  default: return 0;
+    case CDV_P_I8:
+    case CDV_P_U8:
+    case CDV_P_BOOL: return 1;
+    case CDV_P_I16:
+    case CDV_P_U16:
+    case CDV_P_F16:
+    case CDV_P_BF16: return 2;
+    case CDV_P_I32:
+    case CDV_P_U32:
+    case CDV_P_F32: return 4;
+    case CDV_P_I64:
+    case CDV_P_U64:
+    case CDV_P_F64:
+    case CDV_P_PTR: return 8;
+    default: return 0;
   }
 }
 
@@ -454,22 +520,47 @@ static tinfo vec_of(cdv_pkind lane, int lanes, int size, int align) {
 }
 
 /* Scalars known by name: <stdint.h>, <stddef.h>, cuda_fp16.h, cuda_bf16.h and the driver's handle types. */
-static const struct { const char *name; cdv_pkind kind; } named_scalars[] = {
-  {"int8_t", CDV_P_I8}, {"int16_t", CDV_P_I16}, {"int32_t", CDV_P_I32}, {"int64_t", CDV_P_I64},
-  {"uint8_t", CDV_P_U8}, {"uint16_t", CDV_P_U16}, {"uint32_t", CDV_P_U32}, {"uint64_t", CDV_P_U64},
-  {"size_t", CDV_P_U64}, {"ssize_t", CDV_P_I64}, {"ptrdiff_t", CDV_P_I64}, {"intptr_t", CDV_P_I64},
-  {"uintptr_t", CDV_P_U64}, {"intmax_t", CDV_P_I64}, {"uintmax_t", CDV_P_U64},
-  {"uint", CDV_P_U32}, {"ushort", CDV_P_U16}, {"ulong", CDV_P_U64},
-  {"__half", CDV_P_F16}, {"half", CDV_P_F16}, {"__nv_bfloat16", CDV_P_BF16}, {"nv_bfloat16", CDV_P_BF16},
-  {"cudaTextureObject_t", CDV_P_U64}, {"cudaSurfaceObject_t", CDV_P_U64}, {"CUdeviceptr", CDV_P_U64},
-  {"CUtexObject", CDV_P_U64}, {"CUsurfObject", CDV_P_U64},
+static const struct {
+  const char *name;
+  cdv_pkind kind;
+} named_scalars[] = {
+    {"int8_t", CDV_P_I8},
+    {"int16_t", CDV_P_I16},
+    {"int32_t", CDV_P_I32},
+    {"int64_t", CDV_P_I64},
+    {"uint8_t", CDV_P_U8},
+    {"uint16_t", CDV_P_U16},
+    {"uint32_t", CDV_P_U32},
+    {"uint64_t", CDV_P_U64},
+    {"size_t", CDV_P_U64},
+    {"ssize_t", CDV_P_I64},
+    {"ptrdiff_t", CDV_P_I64},
+    {"intptr_t", CDV_P_I64},
+    {"uintptr_t", CDV_P_U64},
+    {"intmax_t", CDV_P_I64},
+    {"uintmax_t", CDV_P_U64},
+    {"uint", CDV_P_U32},
+    {"ushort", CDV_P_U16},
+    {"ulong", CDV_P_U64},
+    {"__half", CDV_P_F16},
+    {"half", CDV_P_F16},
+    {"__nv_bfloat16", CDV_P_BF16},
+    {"nv_bfloat16", CDV_P_BF16},
+    {"cudaTextureObject_t", CDV_P_U64},
+    {"cudaSurfaceObject_t", CDV_P_U64},
+    {"CUdeviceptr", CDV_P_U64},
+    {"CUtexObject", CDV_P_U64},
+    {"CUsurfObject", CDV_P_U64},
 };
 
 /* Lane types of CUDA's vector types (vector_types.h): char1 ... double4. */
-static const struct { const char *name; cdv_pkind lane; } vec_lanes[] = {
-  {"char", CDV_P_I8}, {"uchar", CDV_P_U8}, {"short", CDV_P_I16}, {"ushort", CDV_P_U16},
-  {"int", CDV_P_I32}, {"uint", CDV_P_U32}, {"long", CDV_P_I64}, {"ulong", CDV_P_U64},
-  {"longlong", CDV_P_I64}, {"ulonglong", CDV_P_U64}, {"float", CDV_P_F32}, {"double", CDV_P_F64},
+static const struct {
+  const char *name;
+  cdv_pkind lane;
+} vec_lanes[] = {
+    {"char", CDV_P_I8},      {"uchar", CDV_P_U8},      {"short", CDV_P_I16}, {"ushort", CDV_P_U16},
+    {"int", CDV_P_I32},      {"uint", CDV_P_U32},      {"long", CDV_P_I64},  {"ulong", CDV_P_U64},
+    {"longlong", CDV_P_I64}, {"ulonglong", CDV_P_U64}, {"float", CDV_P_F32}, {"double", CDV_P_F64},
 };
 
 /* A CUDA vector type by name; 0 when t is not one. Alignment as vector_types.h declares it: 2 lanes
@@ -484,10 +575,14 @@ static int vector_type(const tok *t, tinfo *ti) {
     const char *r = t->p + bn;
     int lanes = r[0] - '0', es = cdv_pkind_size(vec_lanes[i].lane), align;
     if (lanes < 1 || lanes > 4) continue;
-    if (n == bn + 1) align = lanes == 3 ? es : lanes * es > 16 ? 16 : lanes * es;
-    else if (n == bn + 5 && lanes == 4 && es == 8 && memcmp(r + 1, "_16a", 4) == 0) align = 16;
-    else if (n == bn + 5 && lanes == 4 && es == 8 && memcmp(r + 1, "_32a", 4) == 0) align = 32;
-    else continue;
+    if (n == bn + 1)
+      align = lanes == 3 ? es : lanes * es > 16 ? 16 : lanes * es;
+    else if (n == bn + 5 && lanes == 4 && es == 8 && memcmp(r + 1, "_16a", 4) == 0)
+      align = 16;
+    else if (n == bn + 5 && lanes == 4 && es == 8 && memcmp(r + 1, "_32a", 4) == 0)
+      align = 32;
+    else
+      continue;
     *ti = vec_of(vec_lanes[i].lane, lanes, lanes * es, align);
     return 1;
   }
@@ -509,13 +604,20 @@ static tinfo builtin_type(const tok *t, int n) {
   for (int i = 0; i < n; i++) {
     const tok *x = &t[i];
     if (tin(x, cv_quals)) continue;
-    if (tis(x, "unsigned")) u++;
-    else if (tis(x, "signed") || tis(x, "__signed__")) s++;
-    else if (tis(x, "short")) sh++;
-    else if (tis(x, "long")) lg++;
-    else if (tis(x, "int")) in++;
-    else if (tis(x, "char")) ch++;
-    else o = x, others++;
+    if (tis(x, "unsigned"))
+      u++;
+    else if (tis(x, "signed") || tis(x, "__signed__"))
+      s++;
+    else if (tis(x, "short"))
+      sh++;
+    else if (tis(x, "long"))
+      lg++;
+    else if (tis(x, "int"))
+      in++;
+    else if (tis(x, "char"))
+      ch++;
+    else
+      o = x, others++;
   }
   tinfo bad = info_of(CDV_P_STRUCT);
   if ((u && s) || others > 1) return bad;
@@ -529,18 +631,18 @@ static tinfo builtin_type(const tok *t, int n) {
     if (tis(o, "char8_t")) return info_of(CDV_P_U8);
     if (tis(o, "char16_t")) return info_of(CDV_P_U16);
     if (tis(o, "char32_t")) return info_of(CDV_P_U32);
-    return bad;   /* __int128, auto */
+    return bad; /* __int128, auto */
   }
   if (ch) return (sh || lg || in || ch > 1) ? bad : info_of(u ? CDV_P_U8 : CDV_P_I8);
   if (sh) return (lg || sh > 1) ? bad : info_of(u ? CDV_P_U16 : CDV_P_I16);
-  if (lg) return lg > 2 ? bad : info_of(u ? CDV_P_U64 : CDV_P_I64);   /* LP64: long is 8 bytes */
+  if (lg) return lg > 2 ? bad : info_of(u ? CDV_P_U64 : CDV_P_I64); /* LP64: long is 8 bytes */
   return in > 1 ? bad : info_of(u ? CDV_P_U32 : CDV_P_I32);
 }
 
 /* The type named by t[0..n), the part of a declaration before any '*': keywords, or one name that
  * may be qualified by std:: or cuda::std:: ("std::size_t"). Anything else is a struct to us. */
 static tinfo base_type(const tok *t, int n) {
-  int words = 0, builtins = 0, state = 0;   /* state: 0 start, 1 after a name, 2 after "::" */
+  int words = 0, builtins = 0, state = 0; /* state: 0 start, 1 after a name, 2 after "::" */
   const tok *last = NULL, *prev = NULL;
   for (int i = 0; i < n; i++) {
     const tok *x = &t[i];
@@ -549,8 +651,10 @@ static tinfo base_type(const tok *t, int n) {
     words++;
     builtins += tin(x, builtin_types);
     if (tis(x, "::")) {
-      if (state == 2 || (state == 1 && !(tid(prev, "std") || tid(prev, "cuda")))) state = -1;
-      else if (state >= 0) state = 2;
+      if (state == 2 || (state == 1 && !(tid(prev, "std") || tid(prev, "cuda"))))
+        state = -1;
+      else if (state >= 0)
+        state = 2;
     } else if (x->kind == T_IDENT && state != 1 && state >= 0) {
       state = 1;
     } else {
@@ -565,9 +669,9 @@ static tinfo base_type(const tok *t, int n) {
 
 /* Where things sit at the top level of t[0..n) (outside brackets and template arguments). */
 typedef struct layout {
-  int paren;      /* first '(' or -1 */
-  int array;      /* first '[' or -1 */
-  int amp;        /* a '&' (a reference) */
+  int paren; /* first '(' or -1 */
+  int array; /* first '[' or -1 */
+  int amp; /* a '&' (a reference) */
 } layout;
 
 static layout layout_of(const tok *t, int n) {
@@ -584,9 +688,12 @@ static layout layout_of(const tok *t, int n) {
     } else if (tclose(x)) {
       depth -= depth > 0;
     } else if (depth == 0) {
-      if (tpunct(x, '<')) angle++;
-      else if (tpunct(x, '>')) angle -= angle > 0;
-      else if (tpunct(x, '&') && angle == 0) l.amp = 1;
+      if (tpunct(x, '<'))
+        angle++;
+      else if (tpunct(x, '>'))
+        angle -= angle > 0;
+      else if (tpunct(x, '&') && angle == 0)
+        l.amp = 1;
     }
   }
   return l;
@@ -596,11 +703,16 @@ static layout layout_of(const tok *t, int n) {
 static int top_const(const tok *t, int a, int b) {
   int depth = 0, angle = 0;
   for (int i = a; i < b; i++) {
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i])) depth -= depth > 0;
-    else if (depth == 0 && tpunct(&t[i], '<')) angle++;
-    else if (depth == 0 && tpunct(&t[i], '>')) angle -= angle > 0;
-    else if (depth == 0 && angle == 0 && tid(&t[i], "const")) return 1;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]))
+      depth -= depth > 0;
+    else if (depth == 0 && tpunct(&t[i], '<'))
+      angle++;
+    else if (depth == 0 && tpunct(&t[i], '>'))
+      angle -= angle > 0;
+    else if (depth == 0 && angle == 0 && tid(&t[i], "const"))
+      return 1;
   }
   return 0;
 }
@@ -609,11 +721,16 @@ static int top_const(const tok *t, int a, int b) {
 static int top_star(const tok *t, int n, int k, int *nstars) {
   int depth = 0, angle = 0, seen = 0;
   for (int i = 0; i < n; i++) {
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i])) depth -= depth > 0;
-    else if (depth == 0 && tpunct(&t[i], '<')) angle++;
-    else if (depth == 0 && tpunct(&t[i], '>')) angle -= angle > 0;
-    else if (depth == 0 && angle == 0 && tpunct(&t[i], '*') && seen++ == k) return i;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]))
+      depth -= depth > 0;
+    else if (depth == 0 && tpunct(&t[i], '<'))
+      angle++;
+    else if (depth == 0 && tpunct(&t[i], '>'))
+      angle -= angle > 0;
+    else if (depth == 0 && angle == 0 && tpunct(&t[i], '*') && seen++ == k)
+      return i;
   }
   if (nstars != NULL) *nstars = seen;
   return n;
@@ -709,17 +826,19 @@ static int type_before(const tok *t, int k) {
 }
 
 static int can_name(const tok *t) {
-  return t->kind == T_IDENT && !tin(t, builtin_types) && !tin(t, cv_quals) && !tin(t, tag_words) &&
-         !tin(t, attr_calls);
+  return t->kind == T_IDENT && !tin(t, builtin_types) && !tin(t, cv_quals) && !tin(t, tag_words) && !tin(t, attr_calls);
 }
 
 /* The declared name in the parenthesised declarator t[po..ge): "(*fn)", "(*const fn[3])", "(C::*pm)". */
 static int name_in_parens(const tok *t, int po, int ge) {
   int depth = 0, name = -1;
   for (int i = po; i < ge; i++) {
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i])) depth--;
-    else if (depth == 1 && can_name(&t[i]) && !(i + 1 < ge && tis(&t[i + 1], "::"))) name = i;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]))
+      depth--;
+    else if (depth == 1 && can_name(&t[i]) && !(i + 1 < ge && tis(&t[i + 1], "::")))
+      name = i;
   }
   return name;
 }
@@ -731,8 +850,7 @@ static int find_name(const tok *t, int n) {
     int po = l.paren;
     if (declarator_parens(t, po, n)) return name_in_parens(t, po, group_end(t, po, n));
     /* a function type "void cb(int)" */
-    if (po >= 1 && can_name(&t[po - 1]) && type_before(t, po - 1) && !(po >= 2 && tis(&t[po - 2], "::")))
-      return po - 1;
+    if (po >= 1 && can_name(&t[po - 1]) && type_before(t, po - 1) && !(po >= 2 && tis(&t[po - 2], "::"))) return po - 1;
     return -1;
   }
   int last = (l.array >= 0 ? l.array : n) - 1;
@@ -744,15 +862,15 @@ static int find_name(const tok *t, int n) {
 
 /* Template arguments bound to template parameters, for resolve. */
 typedef struct binding {
-  const tok *name;    /* NULL: unnamed parameter */
+  const tok *name; /* NULL: unnamed parameter */
   int pack;
-  int span0, nspans;  /* its arguments: spans[span0 ..], one unless a pack */
+  int span0, nspans; /* its arguments: spans[span0 ..], one unless a pack */
 } binding;
 
 typedef struct binds {
   binding *b;
   int n;
-  int *off, *cnt;     /* spans: tokens bt[off .. off+cnt) */
+  int *off, *cnt; /* spans: tokens bt[off .. off+cnt) */
   tvec *bt;
 } binds;
 
@@ -760,11 +878,11 @@ typedef struct binds {
 typedef struct pctx {
   char *err;
   size_t errlen;
-  const char *kernel;   /* name for messages */
-  int line;             /* >0: messages name this line (resolve reads text that has no lines) */
-  const binds *bd;      /* template arguments, or NULL */
-  tvec f, x;            /* scratch: a filtered parameter, a substituted one */
-  cdv_param *v;         /* the list being built */
+  const char *kernel; /* name for messages */
+  int line; /* >0: messages name this line (resolve reads text that has no lines) */
+  const binds *bd; /* template arguments, or NULL */
+  tvec f, x; /* scratch: a filtered parameter, a substituted one */
+  cdv_param *v; /* the list being built */
   int n, cap;
 } pctx;
 
@@ -776,8 +894,10 @@ static void pctx_free(pctx *c) {
 
 static int pfail(pctx *c, int line, const char *fmt, const char *a, int idx) {
   char what[96];
-  if (a != NULL && a[0] != '\0') snprintf(what, sizeof what, "'%s'", a);
-  else snprintf(what, sizeof what, "%d", idx);
+  if (a != NULL && a[0] != '\0')
+    snprintf(what, sizeof what, "'%s'", a);
+  else
+    snprintf(what, sizeof what, "%d", idx);
   char msg[160];
   snprintf(msg, sizeof msg, fmt, what);
   return fail(c->err, c->errlen, "line %d: kernel '%s': %s", c->line > 0 ? c->line : line, c->kernel, msg);
@@ -789,12 +909,11 @@ static int filter_param(pctx *c, const tok *t, int n) {
   for (int i = 0; i < n; i++) {
     if (tin(&t[i], dropped_quals)) continue;
     if (i + 1 < n && tpunct(&t[i + 1], '(') &&
-        (tid(&t[i], "__attribute__") || tid(&t[i], "__align__") || tid(&t[i], "alignas") ||
-         tid(&t[i], "__declspec"))) {
+        (tid(&t[i], "__attribute__") || tid(&t[i], "__align__") || tid(&t[i], "alignas") || tid(&t[i], "__declspec"))) {
       i = group_end(t, i + 1, n) - 1;
       continue;
     }
-    if (i + 1 < n && tpunct(&t[i], '[') && tpunct(&t[i + 1], '[')) {   /* [[attribute]] */
+    if (i + 1 < n && tpunct(&t[i], '[') && tpunct(&t[i + 1], '[')) { /* [[attribute]] */
       i = group_end(t, i, n) - 1;
       continue;
     }
@@ -842,7 +961,7 @@ static const binding *bound(const binds *bd, const tok *t, int i) {
 
 static int push_span(const binds *bd, int s, tvec *out) {
   for (int k = 0; k < bd->cnt[s]; k++) {
-    tok y = bd->bt->v[bd->off[s] + k];   /* a copy: out may be bd->bt, which the push can move */
+    tok y = bd->bt->v[bd->off[s] + k]; /* a copy: out may be bd->bt, which the push can move */
     if (tvec_push(out, y) != 0) return -1;
   }
   return 0;
@@ -859,9 +978,12 @@ static int subst(const binds *bd, int nb, const tok *t, int n, int elem, tvec *o
     const binding *b = bound(&lim, t, i);
     int r = 0;
     if (elem >= 0 && tis(&t[i], "...")) continue;
-    if (b == NULL) r = tvec_push(out, t[i]);
-    else if (!b->pack) r = push_span(bd, b->span0, out);
-    else if (elem >= 0) r = elem < b->nspans ? push_span(bd, b->span0 + elem, out) : 0;
+    if (b == NULL)
+      r = tvec_push(out, t[i]);
+    else if (!b->pack)
+      r = push_span(bd, b->span0, out);
+    else if (elem >= 0)
+      r = elem < b->nspans ? push_span(bd, b->span0 + elem, out) : 0;
     else {
       for (int e = 0; e < b->nspans && r == 0; e++)
         r = (e ? tvec_push(out, comma) : 0) || push_span(bd, b->span0 + e, out);
@@ -874,13 +996,18 @@ static int subst(const binds *bd, int nb, const tok *t, int n, int elem, tvec *o
 
 /* A parameter with template arguments: "Ts... xs" becomes one parameter per element of the pack. */
 static int expand_param(pctx *c, const tok *t, int n, int line) {
-  int packlen = -1, depth = 0, angle = 0, expands = 0;   /* "Tuple<Ts...> t" is one parameter */
+  int packlen = -1, depth = 0, angle = 0, expands = 0; /* "Tuple<Ts...> t" is one parameter */
   for (int i = 0; i < n; i++) {
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i])) depth -= depth > 0;
-    else if (depth == 0 && tpunct(&t[i], '<')) angle++;
-    else if (depth == 0 && tpunct(&t[i], '>')) angle -= angle > 0;
-    else if (depth == 0 && angle == 0 && tis(&t[i], "...")) expands = 1;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]))
+      depth -= depth > 0;
+    else if (depth == 0 && tpunct(&t[i], '<'))
+      angle++;
+    else if (depth == 0 && tpunct(&t[i], '>'))
+      angle -= angle > 0;
+    else if (depth == 0 && angle == 0 && tis(&t[i], "..."))
+      expands = 1;
   }
   for (int i = 0; expands && i < n; i++) {
     const binding *b = bound(c->bd, t, i);
@@ -919,9 +1046,12 @@ static int parse_params(pctx *c, const tok *t, int n) {
       depth -= depth > 0;
     } else if (depth == 0 && eq < 0) {
       /* template arguments hide commas; after '=' a '<' is a comparison: "int n = a < b" */
-      if (tpunct(&t[i], '<')) angle++;
-      else if (tpunct(&t[i], '>')) angle -= angle > 0;
-      else if (tpunct(&t[i], '=') && angle == 0) eq = i;
+      if (tpunct(&t[i], '<'))
+        angle++;
+      else if (tpunct(&t[i], '>'))
+        angle -= angle > 0;
+      else if (tpunct(&t[i], '=') && angle == 0)
+        eq = i;
     }
   }
   return 0;
@@ -932,22 +1062,29 @@ static int parse_params(pctx *c, const tok *t, int n) {
 enum { TP_TYPE, TP_VALUE, TP_TEMPLATE };
 
 typedef struct tparam {
-  const tok *name;    /* NULL when unnamed */
+  const tok *name; /* NULL when unnamed */
   int kind, pack;
-  int def, ndef;      /* default argument: tokens [def, def+ndef) of the clause, ndef 0 when none */
+  int def, ndef; /* default argument: tokens [def, def+ndef) of the clause, ndef 0 when none */
 } tparam;
 
 static tparam one_tparam(const tok *t, int s, int e, int eq, int end) {
   tparam tp = {NULL, TP_VALUE, 0, 0, 0};
-  if (tid(&t[s], "typename") || tid(&t[s], "class")) tp.kind = TP_TYPE;
-  else if (tid(&t[s], "template")) tp.kind = TP_TEMPLATE;
+  if (tid(&t[s], "typename") || tid(&t[s], "class"))
+    tp.kind = TP_TYPE;
+  else if (tid(&t[s], "template"))
+    tp.kind = TP_TEMPLATE;
   int depth = 0, angle = 0;
   for (int i = s; i < e; i++) {
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i])) depth -= depth > 0;
-    else if (depth == 0 && tpunct(&t[i], '<')) angle++;
-    else if (depth == 0 && tpunct(&t[i], '>')) angle -= angle > 0;
-    else if (depth == 0 && angle == 0 && tis(&t[i], "...")) tp.pack = 1;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]))
+      depth -= depth > 0;
+    else if (depth == 0 && tpunct(&t[i], '<'))
+      angle++;
+    else if (depth == 0 && tpunct(&t[i], '>'))
+      angle -= angle > 0;
+    else if (depth == 0 && angle == 0 && tis(&t[i], "..."))
+      tp.pack = 1;
   }
   if (can_name(&t[e - 1]) && type_before(t + s, e - 1 - s)) tp.name = &t[e - 1];
   if (eq >= 0) tp.def = eq + 1, tp.ndef = end - eq - 1;
@@ -992,37 +1129,40 @@ typedef struct parser {
   int n;
   char *err;
   size_t errlen;
-  scope *sc;          /* every open brace, so that deep nesting costs heap, not stack */
+  scope *sc; /* every open brace, so that deep nesting costs heap, not stack */
   int nsc, capsc;
-  sbuf prefix;        /* the enclosing named namespaces: "a::b" */
-  int pdepth;         /* open '(' and '[': a __global__ inside them is a macro argument */
-  int extern_c;       /* inside extern "C" { } */
-  int code_depth;     /* open braces that are not namespaces or linkage blocks: 0 at namespace scope */
+  sbuf prefix; /* the enclosing named namespaces: "a::b" */
+  int pdepth; /* open '(' and '[': a __global__ inside them is a macro argument */
+  int extern_c; /* inside extern "C" { } */
+  int code_depth; /* open braces that are not namespaces or linkage blocks: 0 at namespace scope */
   int gcap;
-  int pre_stmt, pre_pos, pre_flags;   /* global_at's look at the declaration so far, kept while stmt stays */
-  int stmt;           /* first token of the current declaration */
+  int pre_stmt, pre_pos, pre_flags; /* global_at's look at the declaration so far, kept while stmt stays */
+  int stmt; /* first token of the current declaration */
   cdv_sigs *out;
   int cap;
-  unsigned *hash;     /* of each kernel's name */
+  unsigned *hash; /* of each kernel's name */
   int hcap;
-  int *slots;         /* open addressing on hash, to find a redeclaration: kernel index + 1, 0 empty */
-  int nslots;         /* a power of two, more than twice the kernels */
+  int *slots; /* open addressing on hash, to find a redeclaration: kernel index + 1, 0 empty */
+  int nslots; /* a power of two, more than twice the kernels */
   pctx pc;
 } parser;
 
 /* What a declaration says before its __global__. */
 typedef struct prefix_info {
   int extern_c;
-  int ts, te;         /* its template parameter list: tokens [ts, te), ts < 0 when none */
+  int ts, te; /* its template parameter list: tokens [ts, te), ts < 0 when none */
 } prefix_info;
 
 static void scope_names(parser *ps, int q, int j) {
   const tok *t = ps->t;
-  int skip = q > ps->stmt && tid(&t[q - 1], "inline");   /* inline namespaces: names may leave them out */
+  int skip = q > ps->stmt && tid(&t[q - 1], "inline"); /* inline namespaces: names may leave them out */
   for (int m = q + 1; m <= j; m++) {
-    if (tid(&t[m], "inline")) skip = 1;
-    else if (t[m].kind != T_IDENT) continue;
-    else if (skip) skip = 0;
+    if (tid(&t[m], "inline"))
+      skip = 1;
+    else if (t[m].kind != T_IDENT)
+      continue;
+    else if (skip)
+      skip = 0;
     else {
       if (ps->prefix.n > 0) sb_put(&ps->prefix, "::", 2);
       sb_put(&ps->prefix, t[m].p, t[m].len);
@@ -1045,15 +1185,17 @@ static int open_brace(parser *ps, int i) {
   while (k >= ps->stmt && (t[k].kind == T_IDENT || tis(&t[k], "::"))) k--;
   for (int m = k + 1; m <= j; m++)
     if (tid(&t[m], "namespace")) q = m;
-  if (q >= 0) scope_names(ps, q, j);
-  else ps->code_depth++;
+  if (q >= 0)
+    scope_names(ps, q, j);
+  else
+    ps->code_depth++;
   return ps->prefix.oom ? fail(ps->err, ps->errlen, OOM) : 0;
 }
 
 static void close_brace(parser *ps) {
-  if (ps->nsc == 0) return;   /* a stray '}' */
+  if (ps->nsc == 0) return; /* a stray '}' */
   scope s = ps->sc[--ps->nsc];
-  ps->pdepth = s.pdepth;       /* also ends a '(' left open inside the braces */
+  ps->pdepth = s.pdepth; /* also ends a '(' left open inside the braces */
   ps->extern_c = s.extern_c;
   ps->code_depth = s.code_depth;
   ps->prefix.n = s.prefix_len;
@@ -1104,8 +1246,7 @@ static unsigned name_hash(const char *s) {
 /* A declaration and a later definition of one kernel: same name, both templates or neither, and the
  * same parameter kinds (names and spellings may differ). Other matches by name are overloads. */
 static int same_kernel(const cdv_sig *a, const cdv_sig *b) {
-  if (strcmp(a->name, b->name) != 0 || (a->ntparams > 0) != (b->ntparams > 0) || a->nparams != b->nparams)
-    return 0;
+  if (strcmp(a->name, b->name) != 0 || (a->ntparams > 0) != (b->ntparams > 0) || a->nparams != b->nparams) return 0;
   for (int i = 0; i < a->nparams; i++) {
     const cdv_param *x = &a->params[i], *y = &b->params[i];
     if (x->kind != y->kind || x->elem != y->elem || x->depth != y->depth || x->nelem != y->nelem ||
@@ -1184,8 +1325,8 @@ static int sig_tparams(parser *ps, const prefix_info *d, cdv_sig *s) {
   for (int i = 0; i < ntp; i++) {
     const tok *nm = tp[i].name;
     if (nm != NULL && nm->len >= sizeof s->tparams[i])
-      return fail(ps->err, ps->errlen, "line %d: kernel '%s': template parameter name '%.40s...' is too long",
-                  s->line, s->name, nm->p);
+      return fail(ps->err, ps->errlen, "line %d: kernel '%s': template parameter name '%.40s...' is too long", s->line,
+                  s->name, nm->p);
     if (nm != NULL) copy_str(s->tparams[i], sizeof s->tparams[i], nm->p, nm->len);
   }
   s->ntparams = ntp;
@@ -1217,14 +1358,14 @@ static int record(parser *ps, int g, int q, int cand, int p0, int p1, const pref
   if (ps->prefix.n > 0) sb_put(&nb, ps->prefix.p, ps->prefix.n), sb_put(&nb, "::", 2);
   for (int k = q; k <= cand; k++) sb_put(&nb, t[k].p, t[k].len);
   if (nb.trunc)
-    return fail(ps->err, ps->errlen, "line %d: kernel name '%.40s...' is too long (at most %d bytes)", s.line,
-                s.name, (int)sizeof s.name - 1);
+    return fail(ps->err, ps->errlen, "line %d: kernel name '%.40s...' is too long (at most %d bytes)", s.line, s.name,
+                (int)sizeof s.name - 1);
   if (d->ts >= 0 && sig_tparams(ps, d, &s) != 0) return -1;
   ps->pc.kernel = s.name;
   if (parse_params(&ps->pc, t + p0, p1 - p0) != 0) return -1;
   s.decl = decl_text(t, d, p0, p1);
   if (s.decl == NULL) return fail(ps->err, ps->errlen, OOM);
-  s.params = ps->pc.v, s.nparams = ps->pc.n;   /* the sig takes the list */
+  s.params = ps->pc.v, s.nparams = ps->pc.n; /* the sig takes the list */
   ps->pc.v = NULL, ps->pc.n = ps->pc.cap = 0;
   return add_sig(ps, &s, is_def);
 }
@@ -1237,23 +1378,25 @@ static int kernel_at(parser *ps, int g) {
   int e = g + 1, depth = 0;
   for (; e < ps->n; e++) {
     if (depth == 0 && (tpunct(&t[e], ';') || tpunct(&t[e], '{') || tpunct(&t[e], '}'))) break;
-    if (topen(&t[e])) depth++;
-    else if (tclose(&t[e])) depth -= depth > 0;
+    if (topen(&t[e]))
+      depth++;
+    else if (tclose(&t[e]))
+      depth -= depth > 0;
   }
   prefix_info d = {ps->extern_c, -1, -1};
   if (read_prefix(ps, g, &d) != 0) return e;
   int cand = declared_name(t, g + 1, e);
   if (cand < 0) return e;
-  int pe = group_end(t, cand + 1, e) - 1;   /* the ')' */
+  int pe = group_end(t, cand + 1, e) - 1; /* the ')' */
   if (pe < cand + 2 || !tpunct(&t[pe], ')')) return e;
   int q = cand;
-  while (q - 2 > g && tis(&t[q - 1], "::") && t[q - 2].kind == T_IDENT) q -= 2;   /* "ns::k" */
+  while (q - 2 > g && tis(&t[q - 1], "::") && t[q - 2].kind == T_IDENT) q -= 2; /* "ns::k" */
   int is_def = e < ps->n && tpunct(&t[e], '{');
   return record(ps, g, q, cand, cand + 2, pe, &d, is_def) != 0 ? -1 : e;
 }
 
-#define MAX_DECL_TOKENS 4096   /* tokens (a bracketed group counts as one) a global's declaration may span */
-#define MAX_GLOBALS 4096       /* globals recorded (each is compared with those before it) */
+#define MAX_DECL_TOKENS 4096 /* tokens (a bracketed group counts as one) a global's declaration may span */
+#define MAX_GLOBALS 4096 /* globals recorded (each is compared with those before it) */
 
 /* Record the global variable named by t[nm] (qualified with the enclosing namespaces) unless it is there. */
 static int record_global(parser *ps, const tok *nm, int is_template) {
@@ -1264,7 +1407,7 @@ static int record_global(parser *ps, const tok *nm, int is_template) {
   sbuf nb = sb_fixed(g.name, sizeof g.name);
   if (ps->prefix.n > 0) sb_put(&nb, ps->prefix.p, ps->prefix.n), sb_put(&nb, "::", 2);
   sb_put(&nb, nm->p, nm->len);
-  if (nb.trunc || o->nglobals >= MAX_GLOBALS) return 0;   /* left out: too long to name, or one too many */
+  if (nb.trunc || o->nglobals >= MAX_GLOBALS) return 0; /* left out: too long to name, or one too many */
   for (int k = 0; k < o->nglobals; k++)
     if (strcmp(o->globals[k].name, g.name) == 0) return 0;
   if (grow(&o->globals, &ps->gcap, o->nglobals + 1, sizeof g) != 0) return fail(ps->err, ps->errlen, OOM);
@@ -1299,20 +1442,27 @@ static int global_at(parser *ps, int g) {
   for (int i = g + 1; i < ps->n && steps++ < MAX_DECL_TOKENS; i++) {
     const tok *x = &t[i];
     if (tid(x, "extern") || tid(x, "typedef") || is_space_word(x)) return 0;
-    if (tpunct(x, '<')) angle++;
-    else if (tpunct(x, '>')) angle -= angle > 0;
-    else if (angle > 0 && topen(x)) i = group_end(t, i, ps->n) - 1;
-    else if (angle > 0) continue;
-    else if (tpunct(x, '(') || tpunct(x, '}')) return named ? i : 0;   /* a function (or not C++ we follow) */
+    if (tpunct(x, '<'))
+      angle++;
+    else if (tpunct(x, '>'))
+      angle -= angle > 0;
+    else if (angle > 0 && topen(x))
+      i = group_end(t, i, ps->n) - 1;
+    else if (angle > 0)
+      continue;
+    else if (tpunct(x, '(') || tpunct(x, '}'))
+      return named ? i : 0; /* a function (or not C++ we follow) */
     else if (tpunct(x, '[') || tpunct(x, '=') || tpunct(x, '{') || tpunct(x, ',') || tpunct(x, ';')) {
       if (t[i - 1].kind == T_IDENT && i - 1 > g && !named) {
         if (record_global(ps, &t[i - 1], is_template) != 0) return -1;
         named = 1;
       }
       if (tpunct(x, ';')) return named ? i : 0;
-      if (tpunct(x, ',')) named = 0;
-      else if (topen(x)) i = group_end(t, i, ps->n) - 1;
-      else {   /* '=': the initialiser, to the ',' or ';' that ends it */
+      if (tpunct(x, ','))
+        named = 0;
+      else if (topen(x))
+        i = group_end(t, i, ps->n) - 1;
+      else { /* '=': the initialiser, to the ',' or ';' that ends it */
         while (i + 1 < ps->n && !tpunct(&t[i + 1], ',') && !tpunct(&t[i + 1], ';') && steps++ < MAX_DECL_TOKENS) {
           i++;
           if (topen(&t[i])) i = group_end(t, i, ps->n) - 1;
@@ -1407,14 +1557,14 @@ void cdv_sigs_free(cdv_sigs *s) {
 /* ------------------------------------------------------------ resolve */
 
 typedef struct rctx {
-  tvec ex;            /* the name expression */
-  tvec td, tp;        /* the kernel's template and function parameter lists */
-  tvec bt;            /* template arguments: the expression's, then defaults */
-  int *off, *cnt;     /* argument spans in bt */
+  tvec ex; /* the name expression */
+  tvec td, tp; /* the kernel's template and function parameter lists */
+  tvec bt; /* template arguments: the expression's, then defaults */
+  int *off, *cnt; /* argument spans in bt */
   binding b[CDV_SIG_MAXTPARAMS];
   tparam tps[CDV_SIG_MAXTPARAMS];
   int ntp;
-  sbuf name, disp;    /* "ns::k", "ns::k<int, 4>" */
+  sbuf name, disp; /* "ns::k", "ns::k<int, 4>" */
   pctx pc;
 } rctx;
 
@@ -1457,11 +1607,16 @@ static int parse_expr(const tvec *ex, expr *x) {
 static int split_args(rctx *r, const tok *t, int a, int b, int *oom) {
   int nargs = a < b, depth = 0, angle = 0;
   for (int i = a; i < b; i++) {
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i])) depth -= depth > 0;
-    else if (depth == 0 && tpunct(&t[i], '<')) angle++;
-    else if (depth == 0 && tpunct(&t[i], '>')) angle -= angle > 0;
-    else if (depth == 0 && angle == 0 && tpunct(&t[i], ',')) nargs++;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]))
+      depth -= depth > 0;
+    else if (depth == 0 && tpunct(&t[i], '<'))
+      angle++;
+    else if (depth == 0 && tpunct(&t[i], '>'))
+      angle -= angle > 0;
+    else if (depth == 0 && angle == 0 && tpunct(&t[i], ','))
+      nargs++;
   }
   r->off = malloc(sizeof(int) * (size_t)(nargs + CDV_SIG_MAXTPARAMS));
   r->cnt = malloc(sizeof(int) * (size_t)(nargs + CDV_SIG_MAXTPARAMS));
@@ -1476,10 +1631,14 @@ static int split_args(rctx *r, const tok *t, int a, int b, int *oom) {
       r->off[++k] = r->bt.n;
       continue;
     }
-    if (topen(&t[i])) depth++;
-    else if (tclose(&t[i])) depth -= depth > 0;
-    else if (depth == 0 && tpunct(&t[i], '<')) angle++;
-    else if (depth == 0 && tpunct(&t[i], '>')) angle -= angle > 0;
+    if (topen(&t[i]))
+      depth++;
+    else if (tclose(&t[i]))
+      depth -= depth > 0;
+    else if (depth == 0 && tpunct(&t[i], '<'))
+      angle++;
+    else if (depth == 0 && tpunct(&t[i], '>'))
+      angle -= angle > 0;
     if (tvec_push(&r->bt, t[i]) != 0) return *oom = 1, -1;
   }
   if (nargs > 0) r->cnt[k] = r->bt.n - r->off[k];
@@ -1494,7 +1653,7 @@ static int bind_args(rctx *r, binds *bd, int nargs, const cdv_sig *sig, char *er
   int ai = 0, ns = nargs, need = 0, most = 0, packs = 0;
   for (int i = 0; i < r->ntp; i++) {
     most += !r->tps[i].pack;
-    if (!r->tps[i].pack && r->tps[i].ndef == 0) need = most;   /* arguments are positional */
+    if (!r->tps[i].pack && r->tps[i].ndef == 0) need = most; /* arguments are positional */
     packs += r->tps[i].pack;
   }
   if (nargs > most && !packs)
@@ -1513,8 +1672,8 @@ static int bind_args(rctx *r, binds *bd, int nargs, const cdv_sig *sig, char *er
       if (subst(bd, i, r->td.v + tp->def, tp->ndef, -1, &r->bt) != 0) return fail(err, errlen, OOM);
       r->off[ns] = start, r->cnt[ns] = r->bt.n - start, b->span0 = ns++;
     } else {
-      return fail(err, errlen, "too few template arguments for kernel '%s' (line %d): it needs %d, got %d",
-                  sig->name, sig->line, need, nargs);
+      return fail(err, errlen, "too few template arguments for kernel '%s' (line %d): it needs %d, got %d", sig->name,
+                  sig->line, need, nargs);
     }
     bd->n = i + 1;
   }
@@ -1524,7 +1683,7 @@ static int bind_args(rctx *r, binds *bd, int nargs, const cdv_sig *sig, char *er
 static int name_matches(const cdv_sig *sig, const char *name) {
   if (strcmp(sig->name, name) == 0) return 1;
   const char *base = strrchr(sig->name, ':');
-  return sig->extern_c && strcmp(base ? base + 1 : sig->name, name) == 0;   /* C linkage ignores namespaces */
+  return sig->extern_c && strcmp(base ? base + 1 : sig->name, name) == 0; /* C linkage ignores namespaces */
 }
 
 /* "no kernel 'x' in the source (it has: a, b)" */
@@ -1536,7 +1695,7 @@ static int unknown_kernel(const cdv_sigs *s, const char *name, char *err, size_t
   sb_put(&b, name, strlen(name));
   sb_put(&b, "' in the source (it has: ", 25);
   for (int i = 0; i < s->n && !b.trunc; i++) {
-    if (i > 0 && strcmp(s->v[i].name, s->v[i - 1].name) == 0) continue;   /* overloads, side by side */
+    if (i > 0 && strcmp(s->v[i].name, s->v[i - 1].name) == 0) continue; /* overloads, side by side */
     if (i > 0) sb_put(&b, ", ", 2);
     sb_put(&b, s->v[i].name, strlen(s->v[i].name));
   }
@@ -1588,13 +1747,16 @@ static const cdv_sig *find_kernel(rctx *r, const cdv_sigs *s, int has_args, char
   for (int i = 0; i < s->n; i++) {
     const cdv_sig *sig = &s->v[i];
     if (!name_matches(sig, name)) continue;
-    if ((sig->ntparams > 0) != has_args) wrong = wrong ? wrong : sig;
-    else if (hit == NULL) hit = sig;
-    else if (other == NULL) other = sig;
+    if ((sig->ntparams > 0) != has_args)
+      wrong = wrong ? wrong : sig;
+    else if (hit == NULL)
+      hit = sig;
+    else if (other == NULL)
+      other = sig;
   }
   if (other != NULL)
-    fail(err, errlen, "kernel '%s' is overloaded (lines %d and %d): its arguments cannot be checked", name,
-         hit->line, other->line);
+    fail(err, errlen, "kernel '%s' is overloaded (lines %d and %d): its arguments cannot be checked", name, hit->line,
+         other->line);
   else if (hit == NULL && wrong != NULL && has_args)
     fail(err, errlen, "kernel '%s' is not a template (line %d): name it without template arguments", wrong->name,
          wrong->line);
@@ -1609,7 +1771,9 @@ static int instantiate(rctx *r, const cdv_sig *sig, const expr *x, cdv_sig *out,
   int oom = 0;
   if (read_tparams(r, sig) != 0) return fail(err, errlen, OOM);
   int nargs = split_args(r, r->ex.v, x->a0, x->a1, &oom);
-  if (nargs < 0) return oom ? fail(err, errlen, OOM) : fail(err, errlen, "bad kernel name '%s' (an empty template argument)", r->disp.p);
+  if (nargs < 0)
+    return oom ? fail(err, errlen, OOM)
+               : fail(err, errlen, "bad kernel name '%s' (an empty template argument)", r->disp.p);
   binds bd = {r->b, 0, r->off, r->cnt, &r->bt};
   if (bind_args(r, &bd, nargs, sig, err, errlen) != 0) return -1;
   const char *pd = sig_decl(sig, 1);
@@ -1623,14 +1787,14 @@ static int instantiate(rctx *r, const cdv_sig *sig, const expr *x, cdv_sig *out,
 
 static int resolve(rctx *r, const cdv_sigs *s, const char *name_or_expr, cdv_sig *out, char *err, size_t errlen) {
   expr x;
-  memset(&x, 0, sizeof x);   /* parse_expr fills it; zeroed so the optimiser sees no path that reads it unset */
+  memset(&x, 0, sizeof x); /* parse_expr fills it; zeroed so the optimiser sees no path that reads it unset */
   if (lex(name_or_expr, strlen(name_or_expr), &r->ex) != 0) return fail(err, errlen, OOM);
   if (parse_expr(&r->ex, &x) != 0)
     return fail(err, errlen, "bad kernel name '%s' (expected a name such as \"saxpy\" or \"axpy<float>\")",
                 name_or_expr);
   r->name.heap = r->disp.heap = 1;
   sb_toks(&r->name, NULL, r->ex.v + x.q0, x.qe - x.q0);
-  int d0 = x.q0;   /* without '&' or a leading "::" */
+  int d0 = x.q0; /* without '&' or a leading "::" */
   sb_toks(&r->disp, NULL, r->ex.v + d0, r->ex.n - d0);
   if (r->name.oom || r->disp.oom) return fail(err, errlen, OOM);
   const cdv_sig *sig = find_kernel(r, s, x.has_args, err, errlen);
@@ -1663,8 +1827,8 @@ int cdv_sig_resolve(const cdv_sigs *s, const char *name_or_expr, cdv_sig *out, c
 }
 
 const char *cdv_pkind_name(cdv_pkind k) {
-  static const char *const names[] = {"pointer", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                      "uint64", "float16", "bfloat16", "float32", "float64", "bool", "vector",
-                                      "struct"};
+  static const char *const names[] = {"pointer", "int8",   "int16",  "int32",   "int64",    "uint8",
+                                      "uint16",  "uint32", "uint64", "float16", "bfloat16", "float32",
+                                      "float64", "bool",   "vector", "struct"};
   return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "unknown";
 }

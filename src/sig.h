@@ -27,42 +27,56 @@
 
 /* parameter kinds */
 typedef enum cdv_pkind {
-  CDV_P_PTR, CDV_P_I8, CDV_P_I16, CDV_P_I32, CDV_P_I64, CDV_P_U8, CDV_P_U16, CDV_P_U32,
-  CDV_P_U64, CDV_P_F16, CDV_P_BF16, CDV_P_F32, CDV_P_F64, CDV_P_BOOL, CDV_P_VEC, CDV_P_STRUCT
+  CDV_P_PTR,
+  CDV_P_I8,
+  CDV_P_I16,
+  CDV_P_I32,
+  CDV_P_I64,
+  CDV_P_U8,
+  CDV_P_U16,
+  CDV_P_U32,
+  CDV_P_U64,
+  CDV_P_F16,
+  CDV_P_BF16,
+  CDV_P_F32,
+  CDV_P_F64,
+  CDV_P_BOOL,
+  CDV_P_VEC,
+  CDV_P_STRUCT
 } cdv_pkind;
 
 typedef struct cdv_param {
-  char type[96];      /* the C type as written, normalised spacing, qualifiers kept but __restrict__,
+  char type[96]; /* the C type as written, normalised spacing, qualifiers kept but __restrict__,
                        * __grid_constant__ and attributes dropped: "const float *", "size_t", "float4",
                        * "Foo<int, 2>", "void (*)(int)"; array parameters decay: "float x[]" gives
                        * "float *", "float m[3][4]" gives "float (*)[4]". Longer types end in "..." */
-  char name[64];      /* the parameter's name, or "" (truncated past 63 bytes) */
+  char name[64]; /* the parameter's name, or "" (truncated past 63 bytes) */
   cdv_pkind kind;
-  int size, align;    /* bytes; 0 for CDV_P_STRUCT (unknown: the caller asks the driver) */
-  cdv_pkind elem;     /* CDV_P_VEC: the lane kind. CDV_P_PTR: the pointee's kind when it is a scalar
+  int size, align; /* bytes; 0 for CDV_P_STRUCT (unknown: the caller asks the driver) */
+  cdv_pkind elem; /* CDV_P_VEC: the lane kind. CDV_P_PTR: the pointee's kind when it is a scalar
                        * (depth 1, "float *" gives CDV_P_F32), else CDV_P_STRUCT (void, a struct, a
                        * vector, another pointer, an array, a function). A scalar: its own kind */
-  int nelem;          /* CDV_P_VEC: lanes, 1..4 */
-  int pointee_const;  /* CDV_P_PTR: what the pointer points to is const ("const float *", "float *const *") */
-  int depth;          /* CDV_P_PTR: levels of indirection ("float **" is 2) */
-  int pointee_size;   /* CDV_P_PTR: bytes of what it points to when known (4 for "float *", 16 for
+  int nelem; /* CDV_P_VEC: lanes, 1..4 */
+  int pointee_const; /* CDV_P_PTR: what the pointer points to is const ("const float *", "float *const *") */
+  int depth; /* CDV_P_PTR: levels of indirection ("float **" is 2) */
+  int pointee_size; /* CDV_P_PTR: bytes of what it points to when known (4 for "float *", 16 for
                        * "float4 *", 8 for "float **"), else 0 */
 } cdv_param;
 
 #define CDV_SIG_MAXTPARAMS 16
 
 typedef struct cdv_sig {
-  char name[128];     /* kernel name, qualified with the enclosing named namespaces: "ns::k" (anonymous and
+  char name[128]; /* kernel name, qualified with the enclosing named namespaces: "ns::k" (anonymous and
                        * inline namespaces are left out, as a name expression may leave them out) */
-  int extern_c;       /* declared extern "C" (directly or inside an extern "C" { } block) */
-  int ntparams;       /* template parameters, in order: "T", "N" ("" for an unnamed one) */
+  int extern_c; /* declared extern "C" (directly or inside an extern "C" { } block) */
+  int ntparams; /* template parameters, in order: "T", "N" ("" for an unnamed one) */
   char tparams[CDV_SIG_MAXTPARAMS][64];
   int nparams;
-  cdv_param *params;  /* for a template that is not resolved, types that use a template parameter are
+  cdv_param *params; /* for a template that is not resolved, types that use a template parameter are
                        * CDV_P_STRUCT ("T x") or pointers to one ("T *x") */
-  int line;           /* 1-based line of the __global__ of the declaration (of the definition when the
+  int line; /* 1-based line of the __global__ of the declaration (of the definition when the
                        * kernel is declared first and defined later) */
-  char *decl;         /* private: the normalised template and function parameter lists, for resolve */
+  char *decl; /* private: the normalised template and function parameter lists, for resolve */
 } cdv_sig;
 
 /* A variable at namespace scope declared __constant__, __device__ or __managed__ (NOTE [module globals] in
@@ -75,8 +89,10 @@ typedef struct cdv_global {
 } cdv_global;
 
 typedef struct cdv_sigs {
-  int n; cdv_sig *v;
-  int nglobals; cdv_global *globals;   /* in source order, each name once */
+  int n;
+  cdv_sig *v;
+  int nglobals;
+  cdv_global *globals; /* in source order, each name once */
 } cdv_sigs;
 
 /* Read every kernel (and module global) of src[0..len) (src need not be NUL-terminated) into *out, in source order. A kernel
@@ -103,6 +119,6 @@ void cdv_sig_clear(cdv_sig *s);
 
 /* "pointer", "int8" ... "float64", "bool", "vector", "struct": for messages */
 const char *cdv_pkind_name(cdv_pkind k);
-int cdv_pkind_size(cdv_pkind k);   /* bytes of a scalar kind (pointers 8), 0 for VEC and STRUCT */
+int cdv_pkind_size(cdv_pkind k); /* bytes of a scalar kind (pointers 8), 0 for VEC and STRUCT */
 
 #endif

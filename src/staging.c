@@ -44,15 +44,16 @@
 #define STAGE_PIECE_MIN ((size_t)512 << 10)
 #define STAGE_NBUF 4
 #define COPY_PART_MIN ((size_t)1 << 20)
-#define COPY_THREADS_DEFAULT 8   /* bench/staging_sweep.lua on an H100 host (16 cores), 256 MiB, GB/s H2D / D2H:
+#define COPY_THREADS_DEFAULT \
+  8 /* bench/staging_sweep.lua on an H100 host (16 cores), 256 MiB, GB/s H2D / D2H:
                                   * 1 thread 8.2 / 7.1, 2: 16.0 / 14.0, 4: 25.6 / 23.7, 8: 35.1 / 35.8 */
 #define COPY_THREADS_MAX 64
-#define STAGE_TYPE "cudadev.Stage"   /* internal: never reaches Lua code */
+#define STAGE_TYPE "cudadev.Stage" /* internal: never reaches Lua code */
 
 size_t cdv_stage_piece(const cdv_device *d, size_t n) {
   cdv_hooks h = cdv_get_hooks();
   if (n == 0) return 0;
-  if (h.staging_chunk) return h.staging_chunk < 8 ? 8 : h.staging_chunk & ~(size_t)7;   /* whole elements */
+  if (h.staging_chunk) return h.staging_chunk < 8 ? 8 : h.staging_chunk & ~(size_t)7; /* whole elements */
   if (!d->be->stage_pageable || n < STAGE_MIN) return 0;
   size_t p = (n / STAGE_NBUF + 0xffff) & ~(size_t)0xffff;
   return p < STAGE_PIECE_MIN ? STAGE_PIECE_MIN : p > STAGE_BUF ? STAGE_BUF : p;
@@ -63,14 +64,14 @@ size_t cdv_stage_piece(const cdv_device *d, size_t n) {
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t work, done;
-  int helpers, quit, registered;   /* helper threads started; they run until the process exits (stop_helpers) */
+  int helpers, quit, registered; /* helper threads started; they run until the process exits (stop_helpers) */
   pthread_t threads[COPY_THREADS_MAX];
   char *dst;
   const char *src;
   size_t n, part;
   int parts, next, finished;
 } cp = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
-static pthread_mutex_t cp_owner = PTHREAD_MUTEX_INITIALIZER;   /* one split copy at a time */
+static pthread_mutex_t cp_owner = PTHREAD_MUTEX_INITIALIZER; /* one split copy at a time */
 
 /* Claims and copies parts of the posted copy until none is left; called and returns with cp.lock held. */
 static void copy_parts(void) {
@@ -89,8 +90,10 @@ static void *copy_helper(void *arg) {
   (void)arg;
   pthread_mutex_lock(&cp.lock);
   while (!cp.quit) {
-    if (cp.next < cp.parts) copy_parts();
-    else pthread_cond_wait(&cp.work, &cp.lock);
+    if (cp.next < cp.parts)
+      copy_parts();
+    else
+      pthread_cond_wait(&cp.work, &cp.lock);
   }
   pthread_mutex_unlock(&cp.lock);
   return NULL;
@@ -109,7 +112,7 @@ static void stop_helpers(void) {
 
 /* Threads for a copy of n bytes: the hook's number, else COPY_THREADS_DEFAULT, at most the cores. */
 static int copy_threads(size_t n) {
-  static int cores;   /* counted once; a race only counts them twice */
+  static int cores; /* counted once; a race only counts them twice */
   int t = cdv_get_hooks().staging_threads, c = __atomic_load_n(&cores, __ATOMIC_RELAXED);
   if (c == 0) {
     cpu_set_t set;
@@ -160,16 +163,16 @@ void cdv_host_copy(void *dst, const void *src, size_t n) {
 /* ------------------------------------------------------------ stages */
 
 struct cdv_stage {
-  cdv_device *d;            /* the device whose backend copies (memcpy, events) */
-  cdv_device *host;         /* the cpu device: its pinned pool lends the buffers */
+  cdv_device *d; /* the device whose backend copies (memcpy, events) */
+  cdv_device *host; /* the cpu device: its pinned pool lends the buffers */
   void *stream;
-  char *dev;                /* the side d's copies reach: device memory (or pinned memory, under the hooks) */
+  char *dev; /* the side d's copies reach: device memory (or pinned memory, under the hooks) */
   cdv_device *dev_dev;
   size_t n, piece, bufsize, queued;
-  unsigned sent;            /* pieces queued */
+  unsigned sent; /* pieces queued */
   int nbuf, open, slot;
   void *buf[STAGE_NBUF], *ev[STAGE_NBUF];
-  int busy[STAGE_NBUF];     /* a piece is in flight through this buffer and its event is recorded */
+  int busy[STAGE_NBUF]; /* a piece is in flight through this buffer and its event is recorded */
 };
 
 /* Gives everything back. After an error, pieces may be in flight: the stream is waited for (the device when
@@ -187,7 +190,7 @@ static void stage_release(cdv_stage *st, int in_flight) {
   }
 }
 
-static int stage_close(lua_State *L) {   /* __close and __gc: reached with the stage open only on an error */
+static int stage_close(lua_State *L) { /* __close and __gc: reached with the stage open only on an error */
   stage_release(luaL_checkudata(L, 1, STAGE_TYPE), 1);
   return 0;
 }
@@ -212,7 +215,7 @@ cdv_stage *cdv_stage_open(lua_State *L, cdv_device *d, void *stream, char *dev, 
   st->dev_dev = dev_dev;
   st->n = n;
   st->piece = piece;
-  st->bufsize = piece < STAGE_PIECE_MIN || piece > STAGE_BUF ? piece : STAGE_BUF;   /* the hooks' sizes */
+  st->bufsize = piece < STAGE_PIECE_MIN || piece > STAGE_BUF ? piece : STAGE_BUF; /* the hooks' sizes */
   st->nbuf = pieces < STAGE_NBUF ? (int)pieces : STAGE_NBUF;
   st->slot = lua_gettop(L);
   st->open = 1;
@@ -255,13 +258,11 @@ char *cdv_stage_next(lua_State *L, cdv_stage *st, size_t *len) {
   return *len ? take_buffer(L, st, (int)(st->sent % (unsigned)st->nbuf)) : NULL;
 }
 
-void cdv_stage_send(lua_State *L, cdv_stage *st, size_t len) {
-  queue_piece(L, st, len, 1);
-}
+void cdv_stage_send(lua_State *L, cdv_stage *st, size_t len) { queue_piece(L, st, len, 1); }
 
 void cdv_stage_finish(lua_State *L, cdv_stage *st) {
   for (int k = 0; k < st->nbuf; k++)
-    if (st->buf[k] != NULL) take_buffer(L, st, k);   /* waits for the last pieces */
+    if (st->buf[k] != NULL) take_buffer(L, st, k); /* waits for the last pieces */
   int slot = st->slot;
   stage_release(st, 0);
   /* lua_closeslot, then the pop: Lua 5.4.4's lua_settop closes a slot with a stack pointer that the __close
@@ -270,8 +271,8 @@ void cdv_stage_finish(lua_State *L, cdv_stage *st) {
   lua_settop(L, slot - 1);
 }
 
-void cdv_stage_h2d(lua_State *L, cdv_device *d, void *stream, char *dst, cdv_device *dst_dev, const char *src,
-                   size_t n, size_t piece) {
+void cdv_stage_h2d(lua_State *L, cdv_device *d, void *stream, char *dst, cdv_device *dst_dev, const char *src, size_t n,
+                   size_t piece) {
   cdv_stage *st = cdv_stage_open(L, d, stream, dst, dst_dev, n, piece);
   size_t len;
   char *buf;
@@ -282,8 +283,8 @@ void cdv_stage_h2d(lua_State *L, cdv_device *d, void *stream, char *dst, cdv_dev
   cdv_stage_finish(L, st);
 }
 
-void cdv_stage_d2h(lua_State *L, cdv_device *d, void *stream, char *dst, const char *src, cdv_device *src_dev,
-                   size_t n, size_t piece) {
+void cdv_stage_d2h(lua_State *L, cdv_device *d, void *stream, char *dst, const char *src, cdv_device *src_dev, size_t n,
+                   size_t piece) {
   cdv_stage *st = cdv_stage_open(L, d, stream, (char *)src, src_dev, n, piece);
   size_t len;
   for (int k = 0; k < st->nbuf && cdv_stage_next(L, st, &len) != NULL; k++) queue_piece(L, st, len, 0);

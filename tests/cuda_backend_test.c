@@ -50,21 +50,21 @@ static double now_us(void) {
 
 /* ---------------------------------------------------------------- kernels */
 static const char saxpy_src[] =
-  "#include \"scale.h\"\n"
-  "extern \"C\" __global__ void saxpy(float a, const float *x, float *y, int n) {\n"
-  "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-  "  if (i < n) y[i] = a * x[i] + y[i];\n"
-  "}\n"
-  "template <typename T> __global__ void axpy(T a, const T *x, T *y, int n) {\n"
-  "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-  "  if (i < n) y[i] = SCALE * a * x[i] + y[i];\n"
-  "}\n"
-  "extern \"C\" __global__ void poke(int *p) { *p = 1; }\n";
+    "#include \"scale.h\"\n"
+    "extern \"C\" __global__ void saxpy(float a, const float *x, float *y, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = a * x[i] + y[i];\n"
+    "}\n"
+    "template <typename T> __global__ void axpy(T a, const T *x, T *y, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = SCALE * a * x[i] + y[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void poke(int *p) { *p = 1; }\n";
 
-static const char *const header_names[] = { "scale.h" };
-static const char *const header_srcs[] = { "#define SCALE 1\n" };
-static const char *const entries[] = { "saxpy", "axpy<float>", "poke" };
-static const unsigned char is_expr[] = { 0, 1, 0 };
+static const char *const header_names[] = {"scale.h"};
+static const char *const header_srcs[] = {"#define SCALE 1\n"};
+static const char *const entries[] = {"saxpy", "axpy<float>", "poke"};
+static const unsigned char is_expr[] = {0, 1, 0};
 
 static cdv_compile_req saxpy_req(int arch) {
   cdv_compile_req r;
@@ -122,7 +122,8 @@ static void test_driver(void) {
   cdv_err e;
   memset(&d, 0, sizeof d);
   check(cdv_cuda_fill_device(&d, 0, &e) == -1 && strcmp(e.name, "CUDA_DRIVER_NOT_FOUND") == 0 &&
-        strcmp(e.message, why) == 0, "cdv_cuda_fill_device fails with the reason");
+            strcmp(e.message, why) == 0,
+        "cdv_cuda_fill_device fails with the reason");
   show_err("cdv_cuda_fill_device", &e);
   char page[64];
   check(cdv_cuda_host_register(page, sizeof page, &e) == -1 && strcmp(e.api, "dlopen") == 0,
@@ -149,10 +150,15 @@ static void test_compile_saxpy(void) {
   int rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   if (rc) show_err("compile", &e);
   check(rc == 0, "compile saxpy.cu with no device for arch 90");
-  check(img.ptx && strstr(img.ptx, ".entry saxpy") && strstr(img.ptx, ".target sm_90") &&
-        img.ptx_len == strlen(img.ptx), "PTX for sm_90 (%zu bytes) with .entry saxpy", img.ptx_len);
-  check(img.cubin && img.cubin_len > 4 && memcmp(img.cubin, "\x7f" "ELF", 4) == 0, "cubin for sm_90 (%zu bytes, ELF)",
-        img.cubin_len);
+  check(
+      img.ptx && strstr(img.ptx, ".entry saxpy") && strstr(img.ptx, ".target sm_90") && img.ptx_len == strlen(img.ptx),
+      "PTX for sm_90 (%zu bytes) with .entry saxpy", img.ptx_len);
+  check(img.cubin && img.cubin_len > 4 &&
+            memcmp(img.cubin,
+                   "\x7f"
+                   "ELF",
+                   4) == 0,
+        "cubin for sm_90 (%zu bytes, ELF)", img.cubin_len);
   check(img.nentries == 3 && strcmp(img.lowered[0], "saxpy") == 0, "extern \"C\" entry keeps its name");
   check(img.lowered && strncmp(img.lowered[1], "_Z4axpyIfEv", 11) == 0, "axpy<float> lowers to %s",
         img.lowered ? img.lowered[1] : "?");
@@ -168,11 +174,11 @@ static void test_compile_saxpy(void) {
 
 static void test_compile_options(void) {
   static const char src[] =
-    "#include \"inc.h\"\n"
-    "extern \"C\" __global__ void k(float *y) { y[0] = FROM_INC * FROM_OPT; }\n";
+      "#include \"inc.h\"\n"
+      "extern \"C\" __global__ void k(float *y) { y[0] = FROM_INC * FROM_OPT; }\n";
   char dir[] = "/tmp/cdv_inc_XXXXXX", path[256];
-  const char *incs[1] = { dir }, *opts[2] = { "-DFROM_OPT=3", "--std=c++17" };
-  const char *ents[1] = { "k" };
+  const char *incs[1] = {dir}, *opts[2] = {"-DFROM_OPT=3", "--std=c++17"};
+  const char *ents[1] = {"k"};
   if (!mkdtemp(dir)) {
     check(0, "mkdtemp");
     return;
@@ -197,7 +203,7 @@ static void test_compile_options(void) {
   unlink(path);
   rmdir(dir);
 
-  const char *user[1] = { "--gpu-architecture=compute_75" };
+  const char *user[1] = {"--gpu-architecture=compute_75"};
   r.nopts = 1, r.opts = user, r.nincludes = 0;
   r.source = "extern \"C\" __global__ void k(float *y) { y[0] = 1; }";
   r.source_len = strlen(r.source);
@@ -238,7 +244,7 @@ static void test_compile_errors(void) {
   cdv_err e;
   int rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == -1 && e.code == NVRTC_ERROR_COMPILATION && strcmp(e.name, "NVRTC_ERROR_COMPILATION") == 0 &&
-        strcmp(e.api, "nvrtcCompileProgram") == 0 && strcmp(e.message, "compilation of bad.cu failed") == 0,
+            strcmp(e.api, "nvrtcCompileProgram") == 0 && strcmp(e.message, "compilation of bad.cu failed") == 0,
         "a compile error is NVRTC_ERROR_COMPILATION");
   show_err("bad.cu", &e);
   check(e.log && strstr(e.log, "undefined_thing") && strstr(e.log, "error"), "e->log holds the log:\n%s", e.log);
@@ -246,7 +252,7 @@ static void test_compile_errors(void) {
   free(e.log);
   cdv_image_free(&img);
 
-  const char *opts[1] = { "--no-such-option" };
+  const char *opts[1] = {"--no-such-option"};
   r.source = "extern \"C\" __global__ void k() {}", r.source_len = strlen(r.source);
   r.nopts = 1, r.opts = opts;
   rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
@@ -255,8 +261,8 @@ static void test_compile_errors(void) {
   free(e.log);
   cdv_image_free(&img);
 
-  static const char *const ents[1] = { "nosuch<int>" };
-  static const unsigned char ex[1] = { 1 };
+  static const char *const ents[1] = {"nosuch<int>"};
+  static const unsigned char ex[1] = {1};
   r.nopts = 0, r.nentries = 1, r.entries = ents, r.is_expr = ex;
   rc = cdv_cuda_compile_uncached(NULL, &r, &img, &e);
   check(rc == -1, "a name expression naming nothing fails (%s: %s)", e.api, e.name);
@@ -276,7 +282,7 @@ static void *compile_thread(void *arg) {
 
 static void test_threads(void) {
   pthread_t t[4];
-  int ok[4] = { 0 }, all = 1;
+  int ok[4] = {0}, all = 1;
   for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, compile_thread, &ok[i]);
   for (int i = 0; i < 4; i++) pthread_join(t[i], NULL), all &= ok[i];
   check(all, "4 threads compile at once");
@@ -285,18 +291,20 @@ static void test_threads(void) {
 static void test_misc(void) {
   cdv_err e;
   check(cdv_cuda_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS) && cdv_cuda_is_sticky(CUDA_ERROR_ASSERT) &&
-        cdv_cuda_is_sticky(CUDA_ERROR_LAUNCH_FAILED) && cdv_cuda_is_sticky(CUDA_ERROR_MISALIGNED_ADDRESS) &&
-        !cdv_cuda_is_sticky(CUDA_ERROR_OUT_OF_MEMORY) && !cdv_cuda_is_sticky(CUDA_ERROR_NOT_READY) &&
-        !cdv_cuda_is_sticky(CUDA_ERROR_INVALID_VALUE), "sticky classification");
+            cdv_cuda_is_sticky(CUDA_ERROR_LAUNCH_FAILED) && cdv_cuda_is_sticky(CUDA_ERROR_MISALIGNED_ADDRESS) &&
+            !cdv_cuda_is_sticky(CUDA_ERROR_OUT_OF_MEMORY) && !cdv_cuda_is_sticky(CUDA_ERROR_NOT_READY) &&
+            !cdv_cuda_is_sticky(CUDA_ERROR_INVALID_VALUE),
+        "sticky classification");
   int rc = cdv_fail(&e, "cpu.launch", 12, "ENOMEM", "no %s for %d", "memory", 7);
   check(rc == -1 && strcmp(e.message, "no memory for 7") == 0 && e.code == 12 && !e.sticky && !e.log &&
-        strcmp(e.api, "cpu.launch") == 0 && strcmp(e.name, "ENOMEM") == 0, "cdv_fail formats");
+            strcmp(e.api, "cpu.launch") == 0 && strcmp(e.name, "ENOMEM") == 0,
+        "cdv_fail formats");
 #ifndef WITH_GPU
-  CUdeviceptr p;   /* no driver: every pointer of cdv_cu is NULL, so a call fails by name instead of crashing */
+  CUdeviceptr p; /* no driver: every pointer of cdv_cu is NULL, so a call fails by name instead of crashing */
   rc = CDV_CU(&e, cuMemAlloc, &p, 16);
   check(rc == -1 && strcmp(e.api, "cuMemAlloc") == 0 && strstr(e.message, "cuMemAlloc_v2") &&
-        strcmp(e.name, "CUDA_ERROR_NOT_FOUND") == 0, "a missing entry point fails by name: %s: %s: %s", e.api, e.name,
-        e.message);
+            strcmp(e.name, "CUDA_ERROR_NOT_FOUND") == 0,
+        "a missing entry point fails by name: %s: %s: %s", e.api, e.name, e.message);
 #endif
   cdv_cu_error(&e, "cuMemAlloc", CUDA_ERROR_ILLEGAL_ADDRESS);
   check(e.sticky && e.code == 700 && strcmp(e.api, "cuMemAlloc") == 0, "cdv_cu_error: %s: %s", e.name, e.message);
@@ -305,21 +313,25 @@ static void test_misc(void) {
 #ifdef WITH_GPU
 /* ---------------------------------------------------------------- GPU */
 /* the host side of a copy: a backend whose memory is host memory (NOTE [backend properties]) */
-static const cdv_backend host_side = { .kind = "cpu", .host_memory = 1 };
-static cdv_device gpu, cpu_dev = { .be = &host_side, .ordinal = -1, .alias = "cpu" };
-#define TRY(what, call)                                                                                   \
-  do {                                                                                                    \
-    cdv_err e_;                                                                                           \
-    if ((call) != 0) { show_err(what, &e_); check(0, "%s", what); return; }                               \
+static const cdv_backend host_side = {.kind = "cpu", .host_memory = 1};
+static cdv_device gpu, cpu_dev = {.be = &host_side, .ordinal = -1, .alias = "cpu"};
+#define TRY(what, call)     \
+  do {                      \
+    cdv_err e_;             \
+    if ((call) != 0) {      \
+      show_err(what, &e_);  \
+      check(0, "%s", what); \
+      return;               \
+    }                       \
   } while (0)
 #define CALL(call) ((call) == 0 ? 0 : (show_err(#call, &e), -1))
 
 static void test_device(void) {
   cdv_err e;
   check(cdv_cuda_fill_device(&gpu, 0, &e) == 0, "fill cuda:0");
-  printf("  %s \"%s\" sm_%d, %d SMs, warp %d, %d threads/block, block %dx%dx%d, grid %dx%dx%d\n", gpu.alias,
-         gpu.name, gpu.arch, gpu.sm_count, gpu.warp_size, gpu.max_threads_per_block, gpu.max_block[0],
-         gpu.max_block[1], gpu.max_block[2], gpu.max_grid[0], gpu.max_grid[1], gpu.max_grid[2]);
+  printf("  %s \"%s\" sm_%d, %d SMs, warp %d, %d threads/block, block %dx%dx%d, grid %dx%dx%d\n", gpu.alias, gpu.name,
+         gpu.arch, gpu.sm_count, gpu.warp_size, gpu.max_threads_per_block, gpu.max_block[0], gpu.max_block[1],
+         gpu.max_block[2], gpu.max_grid[0], gpu.max_grid[1], gpu.max_grid[2]);
   printf("  shared %zu (opt-in %zu), memory %zu, uuid %s, pci %s, uva %d, mempool %d\n", gpu.max_shared_per_block,
          gpu.max_shared_optin, gpu.total_memory, gpu.uuid, gpu.pci_bus_id, gpu.is_uva, gpu.is_mempool_supported);
   check(gpu.ctx == NULL, "filling a device creates no context");
@@ -358,10 +370,12 @@ static float time_fill(void *p, size_t elsize, const void *pat, size_t count, vo
   float ms = -1;
   gpu.be->event_create(&gpu, 1, 0, &ev0, &e);
   gpu.be->event_create(&gpu, 1, 0, &ev1, &e);
-  gpu.be->memset(&gpu, p, pat, elsize, count, s, &e);   /* warm up */
+  gpu.be->memset(&gpu, p, pat, elsize, count, s, &e); /* warm up */
   gpu.be->event_record(&gpu, ev0, s, &e);
-  if (raw2d) cdv_cu.cuMemsetD2D32Async((CUdeviceptr)(uintptr_t)p, 8, 7, 1, count, (CUstream)s);
-  else gpu.be->memset(&gpu, p, pat, elsize, count, s, &e);
+  if (raw2d)
+    cdv_cu.cuMemsetD2D32Async((CUdeviceptr)(uintptr_t)p, 8, 7, 1, count, (CUstream)s);
+  else
+    gpu.be->memset(&gpu, p, pat, elsize, count, s, &e);
   gpu.be->event_record(&gpu, ev1, s, &e);
   gpu.be->event_synchronize(&gpu, ev1, &e);
   gpu.be->event_elapsed(&gpu, ev0, ev1, &ms, &e);
@@ -416,8 +430,8 @@ static void run_saxpy(void *mod, const cdv_image *img) {
   TRY("mem_alloc y", gpu.be->mem_alloc(&gpu, bytes, CDV_MEM_DEVICE, s, &dy, &e_));
   TRY("memcpy HtoD", gpu.be->memcpy(&gpu, dx, &gpu, x, &cpu_dev, bytes, s, &e_));
   TRY("memcpy HtoD", gpu.be->memcpy(&gpu, dy, &gpu, y, &cpu_dev, bytes, s, &e_));
-  void *args[4] = { &a, &dx, &dy, &n };
-  unsigned grid[3] = { (unsigned)(n + 255) / 256, 1, 1 }, block[3] = { 256, 1, 1 };
+  void *args[4] = {&a, &dx, &dy, &n};
+  unsigned grid[3] = {(unsigned)(n + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
   TRY("event_record", gpu.be->event_record(&gpu, ev0, s, &e_));
   TRY("launch saxpy", gpu.be->launch(&gpu, fn, grid, block, 0, s, args, &e_));
   TRY("launch axpy<float>", gpu.be->launch(&gpu, fn2, grid, block, 0, s, args, &e_));
@@ -450,7 +464,7 @@ static void test_kernels(void) {
   check(img.cubin != NULL, "compile with d and arch 0 targets sm_%d (cubin %zu bytes)", gpu.arch, img.cubin_len);
   TRY("module_load", gpu.be->module_load(&gpu, &img, &mod, &e_));
   TRY("module_function", gpu.be->module_function(&gpu, mod, "saxpy", &fn, &e_));
-  size_t off[5] = { 0 }, sz[5] = { 0 };
+  size_t off[5] = {0}, sz[5] = {0};
   int np = 0;
   while (np < 5 && gpu.be->param_info(&gpu, fn, np, &off[np], &sz[np]) == 0) np++;
   check(np == 4 && off[1] == 8 && sz[1] == 8 && sz[0] == 4 && sz[3] == 4,
@@ -467,7 +481,7 @@ static void test_kernels(void) {
   run_saxpy(mod, &img);
   TRY("module_unload", gpu.be->module_unload(&gpu, mod, &e_));
 
-  cdv_image ptx_only = img;   /* the PTX path, JIT-compiled by the driver */
+  cdv_image ptx_only = img; /* the PTX path, JIT-compiled by the driver */
   ptx_only.cubin = NULL;
   check(gpu.be->module_load(&gpu, &ptx_only, &mod, &e) == 0, "module_load of PTX");
   gpu.be->module_unload(&gpu, mod, &e);
@@ -493,7 +507,8 @@ static void test_memory(void) {
     double t0 = now_us();
     for (int i = 0; i < 1000; i++) {
       if (CALL(gpu.be->mem_alloc(&gpu, 1 << 20, CDV_MEM_DEVICE, s, &p, &e)) ||
-          CALL(gpu.be->mem_free(&gpu, p, CDV_MEM_DEVICE, s, &e))) break;
+          CALL(gpu.be->mem_free(&gpu, p, CDV_MEM_DEVICE, s, &e)))
+        break;
     }
     gpu.be->stream_synchronize(&gpu, s, &e);
     printf("  1 MiB alloc+free with %s: %.2f us\n", pool ? "cuMemAllocAsync (pool)" : "cuMemAlloc",
@@ -562,8 +577,7 @@ static void *activate_thread(void *arg) {
   int ok = fresh.be->activate(&fresh, &e) == 0 && cdv_cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == fresh.ctx &&
            fresh.be->mem_alloc(&fresh, 4096, CDV_MEM_DEVICE, NULL, &p, &e) == 0 &&
            fresh.be->memset(&fresh, p, &v, 4, 1024, NULL, &e) == 0 &&
-           fresh.be->mem_free(&fresh, p, CDV_MEM_DEVICE, NULL, &e) == 0 &&
-           fresh.be->synchronize(&fresh, &e) == 0;
+           fresh.be->mem_free(&fresh, p, CDV_MEM_DEVICE, NULL, &e) == 0 && fresh.be->synchronize(&fresh, &e) == 0;
   *(int *)arg = ok;
   return NULL;
 }
@@ -607,8 +621,8 @@ static int test_fault(void) {
   if (cdv_cuda_fill_device(&gpu, 0, &e) || gpu.be->compile(&gpu, &r, &img, &e) ||
       gpu.be->module_load(&gpu, &img, &mod, &e) || gpu.be->module_function(&gpu, mod, "poke", &fn, &e))
     return show_err("setup", &e), 1;
-  void *args[1] = { &bad };
-  unsigned one[3] = { 1, 1, 1 };
+  void *args[1] = {&bad};
+  unsigned one[3] = {1, 1, 1};
   int rc = gpu.be->launch(&gpu, fn, one, one, 0, NULL, args, &e);
   if (rc == 0) rc = gpu.be->synchronize(&gpu, &e);
   show_err("poke(0x10)", &e);

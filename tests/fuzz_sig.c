@@ -40,8 +40,10 @@ static void check_sig(const cdv_sig *g) {
 static void try_resolve(const cdv_sigs *s, const char *name) {
   cdv_sig r;
   char err[200];
-  if (cdv_sig_resolve(s, name, &r, err, sizeof err) == 0) check_sig(&r);
-  else require(err[0] != '\0' && r.params == NULL && r.nparams == 0);
+  if (cdv_sig_resolve(s, name, &r, err, sizeof err) == 0)
+    check_sig(&r);
+  else
+    require(err[0] != '\0' && r.params == NULL && r.nparams == 0);
   cdv_sig_clear(&r);
 }
 
@@ -59,8 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(name, data + off, n);
   name[n] = '\0';
   try_resolve(&s, name);
-  static const char *const args[] = {"", "<>", "<int>", "<float4, 3>", "<T *, Foo<int, 2>, void>",
-                                     "<int &, char, short, long, (1 > 2), 4>"};
+  static const char *const args[] = {
+      "", "<>", "<int>", "<float4, 3>", "<T *, Foo<int, 2>, void>", "<int &, char, short, long, (1 > 2), 4>"};
   for (int i = 0; i < s.n && i < 32; i++) {
     check_sig(&s.v[i]);
     for (size_t a = 0; a < sizeof args / sizeof args[0]; a++) {

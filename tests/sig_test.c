@@ -13,7 +13,7 @@
 #include "sig.h"
 
 static int checks, failures;
-static const char *current;   /* the running case */
+static const char *current; /* the running case */
 
 static void check(int ok, int line, const char *what) {
   checks++;
@@ -118,10 +118,11 @@ static cdv_sig resolve_ok(const cdv_sigs *s, const char *expr, int line) {
 /* ------------------------------------------------------------ finding kernels */
 
 static void t_saxpy(void) {
-  cdv_sigs s = PARSE("extern \"C\" __global__ void saxpy(float a, const float *x, float *y, size_t n) {\n"
-                     "  size_t i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                     "  if (i < n) y[i] = a * x[i] + y[i];\n"
-                     "}\n");
+  cdv_sigs s = PARSE(
+      "extern \"C\" __global__ void saxpy(float a, const float *x, float *y, size_t n) {\n"
+      "  size_t i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) y[i] = a * x[i] + y[i];\n"
+      "}\n");
   CHECK(s.n == 1);
   const cdv_sig *g = find(&s, "saxpy");
   CHECK(g && g->extern_c && g->ntparams == 0 && g->nparams == 4 && g->line == 1);
@@ -135,13 +136,14 @@ static void t_saxpy(void) {
 }
 
 static void t_comments_strings(void) {
-  cdv_sigs s = PARSE("// __global__ void c1(int);\n"
-                     "/* __global__ void c2(int);\n   still a comment */\n"
-                     "const char *a = \"__global__ void s1(int)\", *b = \"\\\" __global__ void s2(int)\";\n"
-                     "const char c = '\"', d = '\\'';\n"
-                     "const char *r = R\"x(__global__ void raw(int) )\" )x\";\n"
-                     "// a comment continued \\\n __global__ void c3(int);\n"
-                     "__global__ void real(int /* __global__ void c4(int) */ n); // __global__\n");
+  cdv_sigs s = PARSE(
+      "// __global__ void c1(int);\n"
+      "/* __global__ void c2(int);\n   still a comment */\n"
+      "const char *a = \"__global__ void s1(int)\", *b = \"\\\" __global__ void s2(int)\";\n"
+      "const char c = '\"', d = '\\'';\n"
+      "const char *r = R\"x(__global__ void raw(int) )\" )x\";\n"
+      "// a comment continued \\\n __global__ void c3(int);\n"
+      "__global__ void real(int /* __global__ void c4(int) */ n); // __global__\n");
   CHECK(s.n == 1);
   const cdv_sig *g = find(&s, "real");
   CHECK(g && g->nparams == 1 && g->line == 9);
@@ -150,29 +152,31 @@ static void t_comments_strings(void) {
 }
 
 static void t_preprocessor(void) {
-  cdv_sigs s = PARSE("#include <cuda_fp16.h>\n"
-                     "#define KERNEL(name) __global__ void name(float *x)\n"
-                     "#define LONG(a) \\\n  __global__ void in_define(int a) \\\n  { }\n"
-                     "  #  define SPACED __global__ void spaced(int)\n"
-                     "/* comment */ #define AFTER_COMMENT __global__ void after(int)\n"
-                     "#define OPEN \"/*\"\n"
-                     "KERNEL(macro_made) { }\n"
-                     "__global__ void k(int n);\n");
+  cdv_sigs s = PARSE(
+      "#include <cuda_fp16.h>\n"
+      "#define KERNEL(name) __global__ void name(float *x)\n"
+      "#define LONG(a) \\\n  __global__ void in_define(int a) \\\n  { }\n"
+      "  #  define SPACED __global__ void spaced(int)\n"
+      "/* comment */ #define AFTER_COMMENT __global__ void after(int)\n"
+      "#define OPEN \"/*\"\n"
+      "KERNEL(macro_made) { }\n"
+      "__global__ void k(int n);\n");
   CHECK(s.n == 1);
   CHECK(find(&s, "k") != NULL && find(&s, "k")->line == 10);
   cdv_sigs_free(&s);
 }
 
 static void t_if0(void) {
-  cdv_sigs s = PARSE("#if 0\n"
-                     "__global__ void dead1(int);\n"
-                     "#ifdef X\n__global__ void dead2(int);\n#endif\n"
-                     "/* #endif */ __global__ void dead3(int);\n"
-                     "#endif\n"
-                     "#if 0 // old\n__global__ void dead4(int);\n#else\n__global__ void live1(int);\n#endif\n"
-                     "#if 0\n__global__ void dead5(int);\n#elif defined(Y)\n__global__ void live2(int);\n#endif\n"
-                     "#if 01\n__global__ void live3(int);\n#endif\n"
-                     "#ifdef Z\n__global__ void live4(int);\n#endif\n");
+  cdv_sigs s = PARSE(
+      "#if 0\n"
+      "__global__ void dead1(int);\n"
+      "#ifdef X\n__global__ void dead2(int);\n#endif\n"
+      "/* #endif */ __global__ void dead3(int);\n"
+      "#endif\n"
+      "#if 0 // old\n__global__ void dead4(int);\n#else\n__global__ void live1(int);\n#endif\n"
+      "#if 0\n__global__ void dead5(int);\n#elif defined(Y)\n__global__ void live2(int);\n#endif\n"
+      "#if 01\n__global__ void live3(int);\n#endif\n"
+      "#ifdef Z\n__global__ void live4(int);\n#endif\n");
   CHECK(s.n == 4);
   CHECK(find(&s, "live1") && find(&s, "live2") && find(&s, "live3") && find(&s, "live4"));
   CHECK(find(&s, "live1") && find(&s, "live1")->line == 11);
@@ -180,14 +184,15 @@ static void t_if0(void) {
 }
 
 static void t_extern_c(void) {
-  cdv_sigs s = PARSE("extern \"C\" __global__ void a(int);\n"
-                     "extern \"C\" {\n"
-                     "  __global__ void b(int);\n"
-                     "  namespace ns { __global__ void c(int); }\n"
-                     "  extern \"C++\" { __global__ void d(int); }\n"
-                     "  __global__ void e(int);\n"
-                     "}\n"
-                     "__global__ void f(int);\n");
+  cdv_sigs s = PARSE(
+      "extern \"C\" __global__ void a(int);\n"
+      "extern \"C\" {\n"
+      "  __global__ void b(int);\n"
+      "  namespace ns { __global__ void c(int); }\n"
+      "  extern \"C++\" { __global__ void d(int); }\n"
+      "  __global__ void e(int);\n"
+      "}\n"
+      "__global__ void f(int);\n");
   CHECK(s.n == 6);
   CHECK(find(&s, "a") && find(&s, "a")->extern_c);
   CHECK(find(&s, "b") && find(&s, "b")->extern_c);
@@ -199,15 +204,16 @@ static void t_extern_c(void) {
 }
 
 static void t_attributes(void) {
-  cdv_sigs s = PARSE("__global__ void __launch_bounds__(256, 2) a(int x) {}\n"
-                     "__global__ __launch_bounds__(128) void b(int x) {}\n"
-                     "static __global__ void c(int x) {}\n"
-                     "__global__ void __attribute__((noinline)) d(int x) {}\n"
-                     "__global__ __attribute__((visibility(\"default\"))) void e(int x);\n"
-                     "__global__ void __maxnreg__(32) __cluster_dims__(2, 1, 1) f(int x) {}\n"
-                     "[[deprecated]] __global__ void g(int x __attribute__((unused)));\n"
-                     "__global__ void __launch_bounds__(MAX_THREADS(4), (2)) h(int x);\n"
-                     "void __global__ i(int x);\n");
+  cdv_sigs s = PARSE(
+      "__global__ void __launch_bounds__(256, 2) a(int x) {}\n"
+      "__global__ __launch_bounds__(128) void b(int x) {}\n"
+      "static __global__ void c(int x) {}\n"
+      "__global__ void __attribute__((noinline)) d(int x) {}\n"
+      "__global__ __attribute__((visibility(\"default\"))) void e(int x);\n"
+      "__global__ void __maxnreg__(32) __cluster_dims__(2, 1, 1) f(int x) {}\n"
+      "[[deprecated]] __global__ void g(int x __attribute__((unused)));\n"
+      "__global__ void __launch_bounds__(MAX_THREADS(4), (2)) h(int x);\n"
+      "void __global__ i(int x);\n");
   const char *names[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i"};
   CHECK(s.n == 9);
   for (int i = 0; i < 9; i++) {
@@ -219,9 +225,10 @@ static void t_attributes(void) {
 }
 
 static void t_templates(void) {
-  cdv_sigs s = PARSE("template <typename T, int N = 4, class U>\n"
-                     "__global__ void k(T *x, const U *y, T a, int n) {}\n"
-                     "template <template <typename> class TT, typename, unsigned int M = (3 > 2)> __global__ void j(int);\n");
+  cdv_sigs s = PARSE(
+      "template <typename T, int N = 4, class U>\n"
+      "__global__ void k(T *x, const U *y, T a, int n) {}\n"
+      "template <template <typename> class TT, typename, unsigned int M = (3 > 2)> __global__ void j(int);\n");
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->ntparams == 3 && g->line == 2);
   CHECK(g && strcmp(g->tparams[0], "T") == 0 && strcmp(g->tparams[1], "N") == 0 && strcmp(g->tparams[2], "U") == 0);
@@ -237,33 +244,35 @@ static void t_templates(void) {
 }
 
 static void t_specialisations(void) {
-  cdv_sigs s = PARSE("template <typename T> __global__ void k(T *x, int n);\n"
-                     "template <> __global__ void k<float>(float *x, int n) {}\n"
-                     "template <> __global__ void k(double *x, int n) {}\n"
-                     "template __global__ void k<int>(int *, int);\n"
-                     "extern template __global__ void k<char>(char *, int);\n"
-                     "template <typename T> __global__ void k(T *y, int m) {}\n");
+  cdv_sigs s = PARSE(
+      "template <typename T> __global__ void k(T *x, int n);\n"
+      "template <> __global__ void k<float>(float *x, int n) {}\n"
+      "template <> __global__ void k(double *x, int n) {}\n"
+      "template __global__ void k<int>(int *, int);\n"
+      "extern template __global__ void k<char>(char *, int);\n"
+      "template <typename T> __global__ void k(T *y, int m) {}\n");
   CHECK(s.n == 1);
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->ntparams == 1 && g->nparams == 2 && g->line == 6);
-  PARAM(g, 0, "T *", "y", CDV_P_PTR, 8, 8);   /* the definition's names */
+  PARAM(g, 0, "T *", "y", CDV_P_PTR, 8, 8); /* the definition's names */
   PARAM(g, 1, "int", "m", CDV_P_I32, 4, 4);
   cdv_sigs_free(&s);
 }
 
 static void t_namespaces(void) {
-  cdv_sigs s = PARSE("namespace a {\n"
-                     "  namespace b { __global__ void k1(int); }\n"
-                     "  __global__ void k2(int);\n"
-                     "  namespace { __global__ void k3(int); }\n"
-                     "  inline namespace v1 { __global__ void k4(int); }\n"
-                     "  struct S { int x; void f() { } };\n"
-                     "}\n"
-                     "namespace c::d { __global__ void k5(int); }\n"
-                     "namespace a::inline v2::e { __global__ void k6(int); }\n"
-                     "__global__ void top(int);\n"
-                     "namespace a { __global__ void decl(float *); }\n"
-                     "__global__ void a::decl(float *p) { }\n");
+  cdv_sigs s = PARSE(
+      "namespace a {\n"
+      "  namespace b { __global__ void k1(int); }\n"
+      "  __global__ void k2(int);\n"
+      "  namespace { __global__ void k3(int); }\n"
+      "  inline namespace v1 { __global__ void k4(int); }\n"
+      "  struct S { int x; void f() { } };\n"
+      "}\n"
+      "namespace c::d { __global__ void k5(int); }\n"
+      "namespace a::inline v2::e { __global__ void k6(int); }\n"
+      "__global__ void top(int);\n"
+      "namespace a { __global__ void decl(float *); }\n"
+      "__global__ void a::decl(float *p) { }\n");
   const char *names[] = {"a::b::k1", "a::k2", "a::k3", "a::k4", "c::d::k5", "a::e::k6", "top", "a::decl"};
   CHECK(s.n == 8);
   for (int i = 0; i < 8; i++) CHECK(find(&s, names[i]) != NULL);
@@ -280,8 +289,9 @@ static void t_empty_lists(void) {
 }
 
 static void t_defaults(void) {
-  cdv_sigs s = PARSE("__global__ void k(int n = 4, float x = (1 > 2) ? 1.f : 2.f, int m = a < b, "
-                     "Foo<int, 2> f = {1, 2}, int z = g(1, 2), int w = 1'000) {}\n");
+  cdv_sigs s = PARSE(
+      "__global__ void k(int n = 4, float x = (1 > 2) ? 1.f : 2.f, int m = a < b, "
+      "Foo<int, 2> f = {1, 2}, int z = g(1, 2), int w = 1'000) {}\n");
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->nparams == 6);
   PARAM(g, 0, "int", "n", CDV_P_I32, 4, 4);
@@ -294,10 +304,11 @@ static void t_defaults(void) {
 }
 
 static void t_qualifiers(void) {
-  cdv_sigs s = PARSE("__global__ void k(const float *__restrict__ a, float *__restrict b, float *restrict c,\n"
-                     "  float const *d, const float *const e, volatile int *f, const volatile unsigned g,\n"
-                     "  __restrict__ float *h, float *const *i, const float **j, __grid_constant__ const Params p,\n"
-                     "  register int r) {}\n");
+  cdv_sigs s = PARSE(
+      "__global__ void k(const float *__restrict__ a, float *__restrict b, float *restrict c,\n"
+      "  float const *d, const float *const e, volatile int *f, const volatile unsigned g,\n"
+      "  __restrict__ float *h, float *const *i, const float **j, __grid_constant__ const Params p,\n"
+      "  register int r) {}\n");
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->nparams == 12);
   PARAM(g, 0, "const float *", "a", CDV_P_PTR, 8, 8);
@@ -313,48 +324,76 @@ static void t_qualifiers(void) {
   PARAM(g, 6, "const volatile unsigned", "g", CDV_P_U32, 4, 4);
   PARAM(g, 7, "float *", "h", CDV_P_PTR, 8, 8);
   PARAM(g, 8, "float *const *", "i", CDV_P_PTR, 8, 8);
-  POINTEE(g, 8, CDV_P_STRUCT, 2, 1, 8);   /* points to a const pointer */
+  POINTEE(g, 8, CDV_P_STRUCT, 2, 1, 8); /* points to a const pointer */
   PARAM(g, 9, "const float **", "j", CDV_P_PTR, 8, 8);
-  POINTEE(g, 9, CDV_P_STRUCT, 2, 0, 8);   /* points to a non-const pointer to const */
+  POINTEE(g, 9, CDV_P_STRUCT, 2, 0, 8); /* points to a non-const pointer to const */
   PARAM(g, 10, "const Params", "p", CDV_P_STRUCT, 0, 0);
   PARAM(g, 11, "int", "r", CDV_P_I32, 4, 4);
   cdv_sigs_free(&s);
 }
 
 static void t_integer_spellings(void) {
-  static const struct { const char *type; cdv_pkind kind; } cases[] = {
-    {"char", CDV_P_I8}, {"signed char", CDV_P_I8}, {"unsigned char", CDV_P_U8}, {"short", CDV_P_I16},
-    {"short int", CDV_P_I16}, {"signed short", CDV_P_I16}, {"unsigned short int", CDV_P_U16}, {"int", CDV_P_I32},
-    {"signed", CDV_P_I32}, {"signed int", CDV_P_I32}, {"unsigned", CDV_P_U32}, {"unsigned int", CDV_P_U32},
-    {"long", CDV_P_I64}, {"long int", CDV_P_I64}, {"unsigned long", CDV_P_U64}, {"unsigned long int", CDV_P_U64},
-    {"long long", CDV_P_I64}, {"long long int", CDV_P_I64}, {"signed long long", CDV_P_I64},
-    {"unsigned long long", CDV_P_U64}, {"long unsigned int", CDV_P_U64}, {"int long", CDV_P_I64},
-    {"bool", CDV_P_BOOL}, {"float", CDV_P_F32}, {"double", CDV_P_F64}, {"long double", CDV_P_STRUCT},
-    {"__int128", CDV_P_STRUCT}, {"wchar_t", CDV_P_I32}, {"char16_t", CDV_P_U16}, {"char32_t", CDV_P_U32},
+  static const struct {
+    const char *type;
+    cdv_pkind kind;
+  } cases[] = {
+      {"char", CDV_P_I8},
+      {"signed char", CDV_P_I8},
+      {"unsigned char", CDV_P_U8},
+      {"short", CDV_P_I16},
+      {"short int", CDV_P_I16},
+      {"signed short", CDV_P_I16},
+      {"unsigned short int", CDV_P_U16},
+      {"int", CDV_P_I32},
+      {"signed", CDV_P_I32},
+      {"signed int", CDV_P_I32},
+      {"unsigned", CDV_P_U32},
+      {"unsigned int", CDV_P_U32},
+      {"long", CDV_P_I64},
+      {"long int", CDV_P_I64},
+      {"unsigned long", CDV_P_U64},
+      {"unsigned long int", CDV_P_U64},
+      {"long long", CDV_P_I64},
+      {"long long int", CDV_P_I64},
+      {"signed long long", CDV_P_I64},
+      {"unsigned long long", CDV_P_U64},
+      {"long unsigned int", CDV_P_U64},
+      {"int long", CDV_P_I64},
+      {"bool", CDV_P_BOOL},
+      {"float", CDV_P_F32},
+      {"double", CDV_P_F64},
+      {"long double", CDV_P_STRUCT},
+      {"__int128", CDV_P_STRUCT},
+      {"wchar_t", CDV_P_I32},
+      {"char16_t", CDV_P_U16},
+      {"char32_t", CDV_P_U32},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char src[128];
     snprintf(src, sizeof src, "__global__ void k(%s v);", cases[i].type);
     cdv_sigs s = PARSE(src);
     const cdv_sig *g = find(&s, "k");
-    int sz = cases[i].kind == CDV_P_STRUCT ? 0 : cases[i].kind == CDV_P_BOOL || cases[i].kind == CDV_P_I8 ||
-             cases[i].kind == CDV_P_U8 ? 1 : cases[i].kind == CDV_P_I16 || cases[i].kind == CDV_P_U16 ? 2 :
-             cases[i].kind == CDV_P_I64 || cases[i].kind == CDV_P_U64 || cases[i].kind == CDV_P_F64 ? 8 : 4;
+    int sz = cases[i].kind == CDV_P_STRUCT                                                            ? 0
+             : cases[i].kind == CDV_P_BOOL || cases[i].kind == CDV_P_I8 || cases[i].kind == CDV_P_U8  ? 1
+             : cases[i].kind == CDV_P_I16 || cases[i].kind == CDV_P_U16                               ? 2
+             : cases[i].kind == CDV_P_I64 || cases[i].kind == CDV_P_U64 || cases[i].kind == CDV_P_F64 ? 8
+                                                                                                      : 4;
     PARAM(g, 0, cases[i].type, "v", cases[i].kind, sz, sz);
     cdv_sigs_free(&s);
   }
 }
 
 static void t_named_scalars(void) {
-  cdv_sigs s = PARSE("__global__ void k(int8_t a, int16_t b, int32_t c, int64_t d, uint8_t e, uint16_t f,\n"
-                     "  uint32_t g, uint64_t h, size_t i, ssize_t j, ptrdiff_t k, intptr_t l, uintptr_t m,\n"
-                     "  std::size_t n, ::int32_t o, cuda::std::uint64_t p, __half q, half r, __nv_bfloat16 s,\n"
-                     "  nv_bfloat16 t, cudaTextureObject_t u, mylib::size_t v);\n");
+  cdv_sigs s = PARSE(
+      "__global__ void k(int8_t a, int16_t b, int32_t c, int64_t d, uint8_t e, uint16_t f,\n"
+      "  uint32_t g, uint64_t h, size_t i, ssize_t j, ptrdiff_t k, intptr_t l, uintptr_t m,\n"
+      "  std::size_t n, ::int32_t o, cuda::std::uint64_t p, __half q, half r, __nv_bfloat16 s,\n"
+      "  nv_bfloat16 t, cudaTextureObject_t u, mylib::size_t v);\n");
   const cdv_sig *g = find(&s, "k");
-  static const cdv_pkind kinds[] = {
-    CDV_P_I8, CDV_P_I16, CDV_P_I32, CDV_P_I64, CDV_P_U8, CDV_P_U16, CDV_P_U32, CDV_P_U64, CDV_P_U64, CDV_P_I64,
-    CDV_P_I64, CDV_P_I64, CDV_P_U64, CDV_P_U64, CDV_P_I32, CDV_P_U64, CDV_P_F16, CDV_P_F16, CDV_P_BF16,
-    CDV_P_BF16, CDV_P_U64, CDV_P_STRUCT};
+  static const cdv_pkind kinds[] = {CDV_P_I8,   CDV_P_I16,  CDV_P_I32, CDV_P_I64,   CDV_P_U8,  CDV_P_U16,
+                                    CDV_P_U32,  CDV_P_U64,  CDV_P_U64, CDV_P_I64,   CDV_P_I64, CDV_P_I64,
+                                    CDV_P_U64,  CDV_P_U64,  CDV_P_I32, CDV_P_U64,   CDV_P_F16, CDV_P_F16,
+                                    CDV_P_BF16, CDV_P_BF16, CDV_P_U64, CDV_P_STRUCT};
   CHECK(g && g->nparams == 22);
   for (int i = 0; g && i < g->nparams && i < 22; i++) {
     CHECK(g->params[i].kind == kinds[i]);
@@ -367,16 +406,24 @@ static void t_named_scalars(void) {
 }
 
 static void t_vectors(void) {
-  static const struct { const char *type; cdv_pkind lane; int n, size, align; } cases[] = {
-    {"float4", CDV_P_F32, 4, 16, 16}, {"float3", CDV_P_F32, 3, 12, 4}, {"float2", CDV_P_F32, 2, 8, 8},
-    {"float1", CDV_P_F32, 1, 4, 4}, {"double2", CDV_P_F64, 2, 16, 16}, {"double3", CDV_P_F64, 3, 24, 8},
-    {"double4", CDV_P_F64, 4, 32, 16}, {"double4_32a", CDV_P_F64, 4, 32, 32}, {"long4_16a", CDV_P_I64, 4, 32, 16},
-    {"int4", CDV_P_I32, 4, 16, 16}, {"uint2", CDV_P_U32, 2, 8, 8}, {"int3", CDV_P_I32, 3, 12, 4},
-    {"char2", CDV_P_I8, 2, 2, 2}, {"char3", CDV_P_I8, 3, 3, 1}, {"uchar4", CDV_P_U8, 4, 4, 4},
-    {"short3", CDV_P_I16, 3, 6, 2}, {"ushort4", CDV_P_U16, 4, 8, 8}, {"long2", CDV_P_I64, 2, 16, 16},
-    {"ulong1", CDV_P_U64, 1, 8, 8}, {"longlong2", CDV_P_I64, 2, 16, 16}, {"longlong3", CDV_P_I64, 3, 24, 8},
-    {"ulonglong4", CDV_P_U64, 4, 32, 16}, {"__half2", CDV_P_F16, 2, 4, 4}, {"__nv_bfloat162", CDV_P_BF16, 2, 4, 4},
-    {"dim3", CDV_P_U32, 3, 12, 4},
+  static const struct {
+    const char *type;
+    cdv_pkind lane;
+    int n, size, align;
+  } cases[] = {
+      {"float4", CDV_P_F32, 4, 16, 16},    {"float3", CDV_P_F32, 3, 12, 4},
+      {"float2", CDV_P_F32, 2, 8, 8},      {"float1", CDV_P_F32, 1, 4, 4},
+      {"double2", CDV_P_F64, 2, 16, 16},   {"double3", CDV_P_F64, 3, 24, 8},
+      {"double4", CDV_P_F64, 4, 32, 16},   {"double4_32a", CDV_P_F64, 4, 32, 32},
+      {"long4_16a", CDV_P_I64, 4, 32, 16}, {"int4", CDV_P_I32, 4, 16, 16},
+      {"uint2", CDV_P_U32, 2, 8, 8},       {"int3", CDV_P_I32, 3, 12, 4},
+      {"char2", CDV_P_I8, 2, 2, 2},        {"char3", CDV_P_I8, 3, 3, 1},
+      {"uchar4", CDV_P_U8, 4, 4, 4},       {"short3", CDV_P_I16, 3, 6, 2},
+      {"ushort4", CDV_P_U16, 4, 8, 8},     {"long2", CDV_P_I64, 2, 16, 16},
+      {"ulong1", CDV_P_U64, 1, 8, 8},      {"longlong2", CDV_P_I64, 2, 16, 16},
+      {"longlong3", CDV_P_I64, 3, 24, 8},  {"ulonglong4", CDV_P_U64, 4, 32, 16},
+      {"__half2", CDV_P_F16, 2, 4, 4},     {"__nv_bfloat162", CDV_P_BF16, 2, 4, 4},
+      {"dim3", CDV_P_U32, 3, 12, 4},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char src[128];
@@ -395,8 +442,9 @@ static void t_vectors(void) {
 }
 
 static void t_pointers(void) {
-  cdv_sigs s = PARSE("__global__ void k(float **a, int ***b, void *c, const void *const d, char *e, bool *f,\n"
-                     "  struct Node *g, Foo<int> *h, __half *i, double2 **j, float* *k);\n");
+  cdv_sigs s = PARSE(
+      "__global__ void k(float **a, int ***b, void *c, const void *const d, char *e, bool *f,\n"
+      "  struct Node *g, Foo<int> *h, __half *i, double2 **j, float* *k);\n");
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->nparams == 11);
   PARAM(g, 0, "float **", "a", CDV_P_PTR, 8, 8);
@@ -452,8 +500,9 @@ static void t_arrays(void) {
 }
 
 static void t_function_pointers(void) {
-  cdv_sigs s = PARSE("__global__ void k(int (*op)(int, int), void (*)(float *), float (*const f)(void),\n"
-                     "  void cb(int), float (*rows)[8], int (Foo::*pm));");
+  cdv_sigs s = PARSE(
+      "__global__ void k(int (*op)(int, int), void (*)(float *), float (*const f)(void),\n"
+      "  void cb(int), float (*rows)[8], int (Foo::*pm));");
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->nparams == 6);
   PARAM(g, 0, "int (*)(int, int)", "op", CDV_P_PTR, 8, 8);
@@ -466,8 +515,9 @@ static void t_function_pointers(void) {
 }
 
 static void t_unknown_types(void) {
-  cdv_sigs s = PARSE("__global__ void k(Params p, struct S s, const Foo<int, 3> f, enum E e, MyInt n, T,\n"
-                     "  Outer::Inner i, typename Foo<T>::type t, unsigned Foo);\n");
+  cdv_sigs s = PARSE(
+      "__global__ void k(Params p, struct S s, const Foo<int, 3> f, enum E e, MyInt n, T,\n"
+      "  Outer::Inner i, typename Foo<T>::type t, unsigned Foo);\n");
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->nparams == 9);
   PARAM(g, 0, "Params", "p", CDV_P_STRUCT, 0, 0);
@@ -483,8 +533,9 @@ static void t_unknown_types(void) {
 }
 
 static void t_unnamed(void) {
-  cdv_sigs s = PARSE("__global__ void k(float *, const int, size_t, const size_t, unsigned long long, int[], "
-                     "std::size_t);");
+  cdv_sigs s = PARSE(
+      "__global__ void k(float *, const int, size_t, const size_t, unsigned long long, int[], "
+      "std::size_t);");
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->nparams == 7);
   PARAM(g, 0, "float *", "", CDV_P_PTR, 8, 8);
@@ -498,32 +549,34 @@ static void t_unnamed(void) {
 }
 
 static void t_multiline(void) {
-  cdv_sigs s = PARSE("\n\ntemplate <typename T>\n"
-                     "__global__\n"
-                     "void\n"
-                     "__launch_bounds__(\n  256\n)\n"
-                     "scale(   T *  __restrict__   out ,   // output\n"
-                     "         const T\n  *  in, /* input */\n"
-                     "#ifdef WITH_N\n"
-                     "         int n,\n"
-                     "#endif\n"
-                     "         T    factor  )\n{\n}\n");
+  cdv_sigs s = PARSE(
+      "\n\ntemplate <typename T>\n"
+      "__global__\n"
+      "void\n"
+      "__launch_bounds__(\n  256\n)\n"
+      "scale(   T *  __restrict__   out ,   // output\n"
+      "         const T\n  *  in, /* input */\n"
+      "#ifdef WITH_N\n"
+      "         int n,\n"
+      "#endif\n"
+      "         T    factor  )\n{\n}\n");
   const cdv_sig *g = find(&s, "scale");
   CHECK(g && g->line == 4 && g->nparams == 4);
   PARAM(g, 0, "T *", "out", CDV_P_PTR, 8, 8);
   PARAM(g, 1, "const T *", "in", CDV_P_PTR, 8, 8);
-  PARAM(g, 2, "int", "n", CDV_P_I32, 4, 4);   /* conditionals are not evaluated: both branches count */
+  PARAM(g, 2, "int", "n", CDV_P_I32, 4, 4); /* conditionals are not evaluated: both branches count */
   PARAM(g, 3, "T", "factor", CDV_P_STRUCT, 0, 0);
   cdv_sigs_free(&s);
 }
 
 static void t_declared_then_defined(void) {
-  cdv_sigs s = PARSE("extern \"C\" __global__ void k(float *, int);\n"
-                     "__global__ void other(int);\n"
-                     "extern \"C\" __global__ void k(float *data, int n) { }\n"
-                     "extern \"C\" __global__ void k(float *again, int n);\n");
+  cdv_sigs s = PARSE(
+      "extern \"C\" __global__ void k(float *, int);\n"
+      "__global__ void other(int);\n"
+      "extern \"C\" __global__ void k(float *data, int n) { }\n"
+      "extern \"C\" __global__ void k(float *again, int n);\n");
   CHECK(s.n == 2);
-  CHECK(s.n == 2 && strcmp(s.v[0].name, "k") == 0);   /* the first position is kept */
+  CHECK(s.n == 2 && strcmp(s.v[0].name, "k") == 0); /* the first position is kept */
   const cdv_sig *g = find(&s, "k");
   CHECK(g && g->extern_c && g->line == 3);
   PARAM(g, 0, "float *", "data", CDV_P_PTR, 8, 8);
@@ -532,12 +585,13 @@ static void t_declared_then_defined(void) {
 }
 
 static void t_macro_arguments(void) {
-  cdv_sigs s = PARSE("DECLARE(__global__ void hidden(int));\n"
-                     "INSTANTIATE(k, (__global__ void h2(int)))\n"
-                     "static_assert(sizeof(int) == 4, \"__global__ void h3(int)\");\n"
-                     "__global__ void seen(int);\n"
-                     "__global__;\n"
-                     "__global__ void (*not_a_kernel);\n");
+  cdv_sigs s = PARSE(
+      "DECLARE(__global__ void hidden(int));\n"
+      "INSTANTIATE(k, (__global__ void h2(int)))\n"
+      "static_assert(sizeof(int) == 4, \"__global__ void h3(int)\");\n"
+      "__global__ void seen(int);\n"
+      "__global__;\n"
+      "__global__ void (*not_a_kernel);\n");
   CHECK(s.n == 1 && find(&s, "seen") != NULL);
   cdv_sigs_free(&s);
 }
@@ -558,12 +612,14 @@ static void t_limits(void) {
   strcat(src, "(int);");
   snprintf(want, sizeof want, "line 1: kernel name '%.40s...' is too long (at most 127 bytes)", src + 16);
   PARSE_ERR(src, want);
-  PARSE_ERR("template <class A, class B, class C, class D, class E, class F, class G, class H, class I, class J,\n"
-            "class K, class L, class M, class N, class O, class P, class Q> __global__ void k(int);",
-            "line 2: kernel 'k' has more than 16 template parameters");
+  PARSE_ERR(
+      "template <class A, class B, class C, class D, class E, class F, class G, class H, class I, class J,\n"
+      "class K, class L, class M, class N, class O, class P, class Q> __global__ void k(int);",
+      "line 2: kernel 'k' has more than 16 template parameters");
   /* a type longer than the field is cut with "..." */
-  cdv_sigs s = PARSE("__global__ void k(Some<Very, Long, Template, Instantiation, That, Does, Not, Fit, "
-                     "In, Ninety, Six, Bytes, Or, More> *p);");
+  cdv_sigs s = PARSE(
+      "__global__ void k(Some<Very, Long, Template, Instantiation, That, Does, Not, Fit, "
+      "In, Ninety, Six, Bytes, Or, More> *p);");
   CHECK(s.n == 1 && strlen(s.v[0].params[0].type) == 95);
   CHECK(s.n == 1 && strcmp(s.v[0].params[0].type + 92, "...") == 0);
   CHECK(s.n == 1 && s.v[0].params[0].kind == CDV_P_PTR);
@@ -571,13 +627,14 @@ static void t_limits(void) {
 }
 
 static void t_line_numbers(void) {
-  cdv_sigs s = PARSE("/* one\n two\n three */\n"
-                     "#define X \\\n  continued\n"
-                     "const char *s = \"a\\\nb\";\n"
-                     "__global__ void k7(int);\r\n"
-                     "\r\n"
-                     "__global__ void \\\nk9(int);\n");
-  CHECK(find(&s, "k7") && find(&s, "k7")->line == 8);   /* the string's splice is a line */
+  cdv_sigs s = PARSE(
+      "/* one\n two\n three */\n"
+      "#define X \\\n  continued\n"
+      "const char *s = \"a\\\nb\";\n"
+      "__global__ void k7(int);\r\n"
+      "\r\n"
+      "__global__ void \\\nk9(int);\n");
+  CHECK(find(&s, "k7") && find(&s, "k7")->line == 8); /* the string's splice is a line */
   CHECK(find(&s, "k9") && find(&s, "k9")->line == 10);
   cdv_sigs_free(&s);
 }
@@ -592,8 +649,9 @@ static void t_not_terminated(void) {
   CHECK(s.n == 1 && find(&s, "a") != NULL);
   cdv_sigs_free(&s);
   /* every prefix of a kernel declaration */
-  const char *decl = "extern \"C\" { namespace n { template <typename T, int N = 3> __global__ void "
-                     "__launch_bounds__(64) k(const T *x, float4 v, int (*f)(int), char c = 'x') { } } }";
+  const char *decl =
+      "extern \"C\" { namespace n { template <typename T, int N = 3> __global__ void "
+      "__launch_bounds__(64) k(const T *x, float4 v, int (*f)(int), char c = 'x') { } } }";
   size_t len = strlen(decl);
   for (size_t i = 0; i <= len; i++) {
     char *p = malloc(i ? i : 1);
@@ -609,11 +667,27 @@ static void t_not_terminated(void) {
 }
 
 static void t_unterminated(void) {
-  const char *srcs[] = {"__global__ void a(int", "/* __global__", "\"__global__ void s(int)", "'",
-                        "R\"x(__global__ void r(int)", "#if 0\n__global__ void d(int);\n",
-                        "__global__ void t(Foo<int", "template <typename T", "namespace a { namespace b {",
-                        "__global__ void k(int) {{{{", "}}}} __global__ void z(int);", "\\", "#", "#define X \\",
-                        "__global__ void k(int (*f)(int", "R\"", "u8\"", "L'", "1'", "..", ":"};
+  const char *srcs[] = {"__global__ void a(int",
+                        "/* __global__",
+                        "\"__global__ void s(int)",
+                        "'",
+                        "R\"x(__global__ void r(int)",
+                        "#if 0\n__global__ void d(int);\n",
+                        "__global__ void t(Foo<int",
+                        "template <typename T",
+                        "namespace a { namespace b {",
+                        "__global__ void k(int) {{{{",
+                        "}}}} __global__ void z(int);",
+                        "\\",
+                        "#",
+                        "#define X \\",
+                        "__global__ void k(int (*f)(int",
+                        "R\"",
+                        "u8\"",
+                        "L'",
+                        "1'",
+                        "..",
+                        ":"};
   for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
     cdv_sigs s;
     char err[256];
@@ -669,9 +743,10 @@ static void t_many_kernels(void) {
   char *src = malloc(cap);
   for (int pass = 0; pass < 3; pass++)
     for (int i = 0; i < n; i++)
-      len += (size_t)snprintf(src + len, cap - len, pass == 0 ? "__global__ void k%d(float *);\n"
-                                                    : pass == 1 ? "__global__ void k%d(double *);\n"
-                                                                : "__global__ void k%d(float *p%d) { }\n",
+      len += (size_t)snprintf(src + len, cap - len,
+                              pass == 0   ? "__global__ void k%d(float *);\n"
+                              : pass == 1 ? "__global__ void k%d(double *);\n"
+                                          : "__global__ void k%d(float *p%d) { }\n",
                               i, i);
   cdv_sigs s = parse_n(src, len, __LINE__);
   CHECK(s.n == 2 * n);
@@ -699,14 +774,15 @@ static void t_garbage(void) {
   cdv_sigs_free(&s);
   CHECK(cdv_sig_parse(NULL, 5, &s, err, sizeof err) != 0);
   cdv_sigs_free(&s);
-  CHECK(cdv_sig_parse("__global__ void k(int &r);", 26, &s, NULL, 0) != 0);   /* no room for a message */
+  CHECK(cdv_sig_parse("__global__ void k(int &r);", 26, &s, NULL, 0) != 0); /* no room for a message */
   cdv_sigs_free(&s);
   const char bin[] = "__global__\0void\xff\xfe k(\x01 int\0 n);\0\0{";
   CHECK(cdv_sig_parse(bin, sizeof bin, &s, err, sizeof err) == 0);
   cdv_sigs_free(&s);
   unsigned seed = 12345;
-  const char *alphabet = "__global__ void k ( ) { } < > , ; * & [ ] :: template typename extern \"C\" namespace "
-                         "int float4 T = # \n / * ' \\ R\" ... const";
+  const char *alphabet =
+      "__global__ void k ( ) { } < > , ; * & [ ] :: template typename extern \"C\" namespace "
+      "int float4 T = # \n / * ' \\ R\" ... const";
   size_t an = strlen(alphabet);
   for (int round = 0; round < 3000; round++) {
     char buf[400];
@@ -735,24 +811,24 @@ static void t_garbage(void) {
 /* ------------------------------------------------------------ resolve */
 
 static const char *template_src =
-  "template <typename T>\n"
-  "__global__ void axpy(T a, const T *x, T *y, size_t n) { }\n"
-  "namespace ns {\n"
-  "template <typename T, int N>\n"
-  "__global__ void k(T *out, const T (*tile)[N], Vec<T, N> v) { }\n"
-  "}\n"
-  "template <typename T, typename U = T *, int N = 4>\n"
-  "__global__ void def(T a, U b, Tile<N> t) { }\n"
-  "template <typename... Ts>\n"
-  "__global__ void pack(int n, Ts... xs, Tuple<Ts...> all) { }\n"
-  "template <typename T>\n"
-  "__global__ void ref(T x) { }\n"
-  "extern \"C\" __global__ void saxpy(float a, float *x) { }\n"
-  "namespace lib { extern \"C\" __global__ void cfun(int a) { } }\n"
-  "__global__ void over(int a) { }\n"
-  "__global__ void over(float a) { }\n"
-  "template <typename T> __global__ void over(T *a) { }\n"
-  "template <typename T = float> __global__ void alldef(T a) { }\n";
+    "template <typename T>\n"
+    "__global__ void axpy(T a, const T *x, T *y, size_t n) { }\n"
+    "namespace ns {\n"
+    "template <typename T, int N>\n"
+    "__global__ void k(T *out, const T (*tile)[N], Vec<T, N> v) { }\n"
+    "}\n"
+    "template <typename T, typename U = T *, int N = 4>\n"
+    "__global__ void def(T a, U b, Tile<N> t) { }\n"
+    "template <typename... Ts>\n"
+    "__global__ void pack(int n, Ts... xs, Tuple<Ts...> all) { }\n"
+    "template <typename T>\n"
+    "__global__ void ref(T x) { }\n"
+    "extern \"C\" __global__ void saxpy(float a, float *x) { }\n"
+    "namespace lib { extern \"C\" __global__ void cfun(int a) { } }\n"
+    "__global__ void over(int a) { }\n"
+    "__global__ void over(float a) { }\n"
+    "template <typename T> __global__ void over(T *a) { }\n"
+    "template <typename T = float> __global__ void alldef(T a) { }\n";
 
 static void t_resolve_plain(void) {
   cdv_sigs s = PARSE(template_src);
@@ -762,7 +838,7 @@ static void t_resolve_plain(void) {
   PARAM(&r, 1, "float *", "x", CDV_P_PTR, 8, 8);
   cdv_sig_clear(&r);
   CHECK(r.params == NULL && r.nparams == 0);
-  r = RESOLVE(&s, "cfun");   /* C linkage: found without its namespace */
+  r = RESOLVE(&s, "cfun"); /* C linkage: found without its namespace */
   CHECK(r.nparams == 1 && r.extern_c);
   cdv_sig_clear(&r);
   r = RESOLVE(&s, "lib::cfun");
@@ -827,7 +903,7 @@ static void t_resolve_defaults(void) {
   cdv_sig r = RESOLVE(&s, "def<double>");
   CHECK(r.nparams == 3);
   PARAM(&r, 0, "double", "a", CDV_P_F64, 8, 8);
-  PARAM(&r, 1, "double *", "b", CDV_P_PTR, 8, 8);   /* U = T * */
+  PARAM(&r, 1, "double *", "b", CDV_P_PTR, 8, 8); /* U = T * */
   PARAM(&r, 2, "Tile<4>", "t", CDV_P_STRUCT, 0, 0);
   cdv_sig_clear(&r);
   r = RESOLVE(&s, "def<int, short, 2>");
@@ -863,7 +939,8 @@ static void t_resolve_errors(void) {
   RESOLVE_ERR(&s, "ns::k",
               "kernel 'ns::k' is a template (line 5): compile it with name_expressions = {\"ns::k<float, 1>\"}");
   RESOLVE_ERR(&s, "def", "kernel 'def' is a template (line 8): compile it with name_expressions = {\"def<float>\"}");
-  RESOLVE_ERR(&s, "alldef", "kernel 'alldef' is a template (line 18): compile it with name_expressions = {\"alldef<>\"}");
+  RESOLVE_ERR(&s, "alldef",
+              "kernel 'alldef' is a template (line 18): compile it with name_expressions = {\"alldef<>\"}");
   RESOLVE_ERR(&s, "saxpy<float>", "kernel 'saxpy' is not a template (line 13): name it without template arguments");
   RESOLVE_ERR(&s, "over", "kernel 'over' is overloaded (lines 15 and 16): its arguments cannot be checked");
   RESOLVE_ERR(&s, "ref<int &>",
@@ -874,17 +951,18 @@ static void t_resolve_errors(void) {
   RESOLVE_ERR(&s, "axpy<int, >", "bad kernel name 'axpy<int,>' (an empty template argument)");
   RESOLVE_ERR(&s, "nope",
               "no kernel 'nope' in the source (it has: axpy, ns::k, def, pack, ref, saxpy, lib::cfun, over, alldef)");
-  RESOLVE_ERR(&s, "k", "no kernel 'k' in the source (it has: axpy, ns::k, def, pack, ref, saxpy, lib::cfun, over, "
-                       "alldef)");
-  const char *bad[] = {"", "   ", "axpy<", "axpy<float>>", "axpy<float> x", "1axpy", "ns::", "a::::b", "<float>",
-                       "axpy(float)", "axpy<float>::x"};
+  RESOLVE_ERR(&s, "k",
+              "no kernel 'k' in the source (it has: axpy, ns::k, def, pack, ref, saxpy, lib::cfun, over, "
+              "alldef)");
+  const char *bad[] = {"",     "   ",    "axpy<",   "axpy<float>>", "axpy<float> x", "1axpy",
+                       "ns::", "a::::b", "<float>", "axpy(float)",  "axpy<float>::x"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char want[128];
     snprintf(want, sizeof want, "bad kernel name '%s' (expected a name such as \"saxpy\" or \"axpy<float>\")", bad[i]);
     RESOLVE_ERR(&s, bad[i], want);
   }
   cdv_sig r;
-  char err[8];   /* a short buffer truncates the message */
+  char err[8]; /* a short buffer truncates the message */
   CHECK(cdv_sig_resolve(&s, "nope", &r, err, sizeof err) != 0 && strcmp(err, "no k...") == 0);
   CHECK(cdv_sig_resolve(&s, "nope", &r, NULL, 0) != 0);
   CHECK(cdv_sig_resolve(NULL, "x", &r, NULL, 0) != 0 && cdv_sig_resolve(&s, NULL, &r, NULL, 0) != 0);
@@ -895,15 +973,16 @@ static void t_resolve_errors(void) {
 
 static void t_resolve_overloaded_template(void) {
   cdv_sigs s = PARSE(template_src);
-  cdv_sig r = RESOLVE(&s, "over<float>");   /* one template among the overloads */
+  cdv_sig r = RESOLVE(&s, "over<float>"); /* one template among the overloads */
   PARAM(&r, 0, "float *", "a", CDV_P_PTR, 8, 8);
   cdv_sig_clear(&r);
   cdv_sigs_free(&s);
 }
 
 static void t_resolve_declared_template(void) {
-  cdv_sigs s = PARSE("template <typename T> __global__ void k(T *, int);\n"
-                     "template <typename U> __global__ void k(U *data, int n) { }\n");
+  cdv_sigs s = PARSE(
+      "template <typename T> __global__ void k(T *, int);\n"
+      "template <typename U> __global__ void k(U *data, int n) { }\n");
   CHECK(s.n == 1);
   cdv_sig r = RESOLVE(&s, "k<double>");
   PARAM(&r, 0, "double *", "data", CDV_P_PTR, 8, 8);
@@ -914,8 +993,9 @@ static void t_resolve_declared_template(void) {
 
 static void t_resolve_members_kept(void) {
   /* only whole identifiers that are template parameters are replaced: not members, not longer names */
-  cdv_sigs s = PARSE("template <typename T> __global__ void k(typename T::value_type *a, Outer::T b, TT c, "
-                     "T_t d, T e);");
+  cdv_sigs s = PARSE(
+      "template <typename T> __global__ void k(typename T::value_type *a, Outer::T b, TT c, "
+      "T_t d, T e);");
   cdv_sig r = RESOLVE(&s, "k<Foo>");
   CHECK(r.nparams == 5);
   PARAM(&r, 0, "typename Foo::value_type *", "a", CDV_P_PTR, 8, 8);
@@ -942,49 +1022,52 @@ static void t_kind_names(void) {
 
 /* ------------------------------------------------------------ main */
 
-static const struct { const char *name; void (*fn)(void); } cases[] = {
-  {"saxpy", t_saxpy},
-  {"comments and strings", t_comments_strings},
-  {"preprocessor lines", t_preprocessor},
-  {"#if 0 blocks", t_if0},
-  {"extern \"C\"", t_extern_c},
-  {"attributes", t_attributes},
-  {"templates", t_templates},
-  {"specialisations", t_specialisations},
-  {"namespaces", t_namespaces},
-  {"empty parameter lists", t_empty_lists},
-  {"default arguments", t_defaults},
-  {"qualifiers", t_qualifiers},
-  {"integer spellings", t_integer_spellings},
-  {"named scalars", t_named_scalars},
-  {"vector types", t_vectors},
-  {"pointers", t_pointers},
-  {"references", t_references},
-  {"arrays", t_arrays},
-  {"function pointers", t_function_pointers},
-  {"unknown types", t_unknown_types},
-  {"unnamed parameters", t_unnamed},
-  {"multi-line declarations", t_multiline},
-  {"declared then defined", t_declared_then_defined},
-  {"macro arguments", t_macro_arguments},
-  {"variadic and void", t_variadic_and_void},
-  {"limits", t_limits},
-  {"line numbers", t_line_numbers},
-  {"not NUL-terminated", t_not_terminated},
-  {"unterminated input", t_unterminated},
-  {"deep nesting", t_deep_nesting},
-  {"many kernels", t_many_kernels},
-  {"garbage", t_garbage},
-  {"resolve plain names", t_resolve_plain},
-  {"resolve templates", t_resolve_template},
-  {"resolve non-type parameters", t_resolve_nontype},
-  {"resolve defaults", t_resolve_defaults},
-  {"resolve packs", t_resolve_packs},
-  {"resolve errors", t_resolve_errors},
-  {"resolve an overloaded template", t_resolve_overloaded_template},
-  {"resolve a declared template", t_resolve_declared_template},
-  {"resolve keeps members", t_resolve_members_kept},
-  {"kind names", t_kind_names},
+static const struct {
+  const char *name;
+  void (*fn)(void);
+} cases[] = {
+    {"saxpy", t_saxpy},
+    {"comments and strings", t_comments_strings},
+    {"preprocessor lines", t_preprocessor},
+    {"#if 0 blocks", t_if0},
+    {"extern \"C\"", t_extern_c},
+    {"attributes", t_attributes},
+    {"templates", t_templates},
+    {"specialisations", t_specialisations},
+    {"namespaces", t_namespaces},
+    {"empty parameter lists", t_empty_lists},
+    {"default arguments", t_defaults},
+    {"qualifiers", t_qualifiers},
+    {"integer spellings", t_integer_spellings},
+    {"named scalars", t_named_scalars},
+    {"vector types", t_vectors},
+    {"pointers", t_pointers},
+    {"references", t_references},
+    {"arrays", t_arrays},
+    {"function pointers", t_function_pointers},
+    {"unknown types", t_unknown_types},
+    {"unnamed parameters", t_unnamed},
+    {"multi-line declarations", t_multiline},
+    {"declared then defined", t_declared_then_defined},
+    {"macro arguments", t_macro_arguments},
+    {"variadic and void", t_variadic_and_void},
+    {"limits", t_limits},
+    {"line numbers", t_line_numbers},
+    {"not NUL-terminated", t_not_terminated},
+    {"unterminated input", t_unterminated},
+    {"deep nesting", t_deep_nesting},
+    {"many kernels", t_many_kernels},
+    {"garbage", t_garbage},
+    {"resolve plain names", t_resolve_plain},
+    {"resolve templates", t_resolve_template},
+    {"resolve non-type parameters", t_resolve_nontype},
+    {"resolve defaults", t_resolve_defaults},
+    {"resolve packs", t_resolve_packs},
+    {"resolve errors", t_resolve_errors},
+    {"resolve an overloaded template", t_resolve_overloaded_template},
+    {"resolve a declared template", t_resolve_declared_template},
+    {"resolve keeps members", t_resolve_members_kept},
+    {"kind names", t_kind_names},
 };
 
 int main(void) {

@@ -25,14 +25,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                                         \
-  do {                                                                                                           \
-    if (!(cond)) {                                                                                               \
-      failures++;                                                                                                \
-      printf("FAILED (line %d): ", __LINE__);                                                                    \
-      printf(__VA_ARGS__);                                                                                       \
-      printf("\n");                                                                                              \
-    }                                                                                                            \
+#define CHECK(cond, ...)                      \
+  do {                                        \
+    if (!(cond)) {                            \
+      failures++;                             \
+      printf("FAILED (line %d): ", __LINE__); \
+      printf(__VA_ARGS__);                    \
+      printf("\n");                           \
+    }                                         \
   } while (0)
 
 /* ---------------------------------------------------------------- the host's tensors */
@@ -41,7 +41,7 @@ typedef struct host_tensor {
   DLManagedTensorVersioned versioned;
   int64_t shape[8], strides[8];
   void *data;
-  int deleted;                  /* deleter calls */
+  int deleted; /* deleter calls */
 } host_tensor;
 
 static void delete_legacy(DLManagedTensor *self) { ((host_tensor *)self->manager_ctx)->deleted++; }
@@ -81,8 +81,10 @@ static int run(lua_State *L, const char *code) {
 /* cudadev_push_dlpack(_versioned) under pcall, the Array set as global `name`; returns the error or NULL */
 static int push_cf(lua_State *L) {
   void *t = lua_touserdata(L, 1);
-  if (lua_toboolean(L, 3)) cudadev_push_dlpack_versioned(L, t);
-  else cudadev_push_dlpack(L, t);
+  if (lua_toboolean(L, 3))
+    cudadev_push_dlpack_versioned(L, t);
+  else
+    cudadev_push_dlpack(L, t);
   lua_setglobal(L, lua_tostring(L, 2));
   return 0;
 }
@@ -103,8 +105,8 @@ static const char *push(lua_State *L, void *t, int versioned, const char *name) 
 /* cudadev_to_dlpack(_versioned) of global `name`, under pcall */
 static int export_cf(lua_State *L) {
   lua_getglobal(L, lua_tostring(L, 1));
-  lua_pushlightuserdata(L, lua_toboolean(L, 2) ? (void *)cudadev_to_dlpack_versioned(L, -1)
-                                                : (void *)cudadev_to_dlpack(L, -1));
+  lua_pushlightuserdata(
+      L, lua_toboolean(L, 2) ? (void *)cudadev_to_dlpack_versioned(L, -1) : (void *)cudadev_to_dlpack(L, -1));
   return 1;
 }
 
@@ -146,10 +148,11 @@ static void host_to_lua(void) {
   host_tensor *h = make_tensor(data, kDLFloat, 32, 2, (int64_t[]){2, 3});
   CHECK(push(L, &h->legacy, 0, "t") == NULL, "push: %s", errbuf);
   CHECK(global_ptr(L, "t") == data, "the Array's pointer is not the tensor's");
-  run(L, "print('script: t = ' .. tostring(t))\n"
-         "t[2][3] = 50\n"
-         "row = t[1]   -- a view keeps the memory\n"
-         "t = nil collectgarbage() collectgarbage()");
+  run(L,
+      "print('script: t = ' .. tostring(t))\n"
+      "t[2][3] = 50\n"
+      "row = t[1]   -- a view keeps the memory\n"
+      "t = nil collectgarbage() collectgarbage()");
   printf("host: same pointer, the script's write seen: data[5] = %g; deleter calls with a view alive: %d\n", data[5],
          h->deleted);
   CHECK(data[5] == 50 && h->deleted == 0, "write or early deleter");
@@ -163,8 +166,9 @@ static void host_to_lua(void) {
   h = make_tensor(words, kDLInt, 64, 1, (int64_t[]){3});
   h->versioned.dl_tensor.byte_offset = 8;
   CHECK(push(L, &h->versioned, 1, "v") == NULL, "push versioned: %s", errbuf);
-  run(L, "print('script: byte_offset 8: ' .. tostring(v))\n"
-         "v[3] = 41");
+  run(L,
+      "print('script: byte_offset 8: ' .. tostring(v))\n"
+      "v[3] = 41");
   CHECK(words[3] == 41, "versioned write not seen");
 
   /* strides that say compact row-major (a dimension of 1 has any stride) */
@@ -176,9 +180,10 @@ static void host_to_lua(void) {
   run(L, "print('script: strides {99, 1} of shape {1, 3}: ' .. tostring(s))");
 
   /* every dtype cudadev has */
-  static const struct { uint8_t code, bits; } types[] = {
-    {kDLFloat, 16}, {kDLFloat, 32}, {kDLFloat, 64}, {kDLInt, 8}, {kDLInt, 16}, {kDLInt, 32}, {kDLInt, 64},
-    {kDLUInt, 8}, {kDLUInt, 16}, {kDLUInt, 32}, {kDLUInt, 64}, {kDLBool, 8}};
+  static const struct {
+    uint8_t code, bits;
+  } types[] = {{kDLFloat, 16}, {kDLFloat, 32}, {kDLFloat, 64}, {kDLInt, 8},   {kDLInt, 16},  {kDLInt, 32},
+               {kDLInt, 64},   {kDLUInt, 8},   {kDLUInt, 16},  {kDLUInt, 32}, {kDLUInt, 64}, {kDLBool, 8}};
   uint64_t zero = 0;
   host_tensor *each[12];
   run(L, "names = {}");
@@ -197,10 +202,13 @@ static void host_to_lua(void) {
   float f[4] = {0};
   host_tensor *r = make_tensor(f, kDLFloat, 32, 1, (int64_t[]){4});
   DLTensor good = r->legacy.dl_tensor;
-  struct { const char *what; void (*change)(DLTensor *); } bad[] = {
-    {"bfloat16", NULL}, {"complex64", NULL}, {"float8_e4m3fn", NULL}, {"float4 lanes", NULL}, {"int12", NULL},
-    {"code 42", NULL}, {"kDLROCM", NULL}, {"kDLOpenCL", NULL}, {"device 99", NULL}, {"cuda:7", NULL},
-    {"strides", NULL}, {"ndim 9", NULL}, {"negative extent", NULL}, {"NULL data", NULL}};
+  struct {
+    const char *what;
+    void (*change)(DLTensor *);
+  } bad[] = {{"bfloat16", NULL},        {"complex64", NULL}, {"float8_e4m3fn", NULL}, {"float4 lanes", NULL},
+             {"int12", NULL},           {"code 42", NULL},   {"kDLROCM", NULL},       {"kDLOpenCL", NULL},
+             {"device 99", NULL},       {"cuda:7", NULL},    {"strides", NULL},       {"ndim 9", NULL},
+             {"negative extent", NULL}, {"NULL data", NULL}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     DLTensor *t = &r->legacy.dl_tensor;
     *t = good;
@@ -266,20 +274,22 @@ static void lua_to_lua(const char *device) {
   DLManagedTensor *m = export_global(A, "x", 0);
   if (m == NULL) return;
   DLTensor *t = &m->dl_tensor;
-  printf("export: ndim %d shape {%lld, %lld} strides {%lld, %lld} dtype %d/%d/%d device %d:%d byte_offset %llu, "
-         "same pointer: %s\n", (int)t->ndim, (long long)t->shape[0], (long long)t->shape[1],
-         (long long)t->strides[0], (long long)t->strides[1], t->dtype.code, t->dtype.bits, t->dtype.lanes,
-         (int)t->device.device_type, (int)t->device.device_id, (unsigned long long)t->byte_offset,
-         t->data == global_ptr(A, "x") ? "yes" : "no");
+  printf(
+      "export: ndim %d shape {%lld, %lld} strides {%lld, %lld} dtype %d/%d/%d device %d:%d byte_offset %llu, "
+      "same pointer: %s\n",
+      (int)t->ndim, (long long)t->shape[0], (long long)t->shape[1], (long long)t->strides[0], (long long)t->strides[1],
+      t->dtype.code, t->dtype.bits, t->dtype.lanes, (int)t->device.device_type, (int)t->device.device_id,
+      (unsigned long long)t->byte_offset, t->data == global_ptr(A, "x") ? "yes" : "no");
   CHECK(push(B, m, 0, "y") == NULL, "import into B: %s", errbuf);
   CHECK(global_ptr(B, "y") == global_ptr(A, "x"), "B's Array is not over A's memory");
   run(B, "print('B: y = ' .. tostring(y)) y[3][2] = 60");
-  run(A, "print('A: x after B wrote = ' .. tostring(x)) x[1][1] = 10\n"
-         "x:free() x = nil collectgarbage() collectgarbage()");
+  run(A,
+      "print('A: x after B wrote = ' .. tostring(x)) x[1][1] = 10\n"
+      "x:free() x = nil collectgarbage() collectgarbage()");
   run(B, "print('B: y after A wrote and freed x = ' .. tostring(y)) collectgarbage() collectgarbage()");
   printf("host: blocks live after A freed x: %ld (A's, held by the export, and B's Array over it)\n",
          live_blocks(A) - base);
-  run(B, "y = nil collectgarbage() collectgarbage()");   /* B's release calls m's deleter */
+  run(B, "y = nil collectgarbage() collectgarbage()"); /* B's release calls m's deleter */
   printf("host: blocks held once B collected y: %ld\n", live_blocks(A) - base);
   CHECK(live_blocks(A) == base, "the export's block was not freed");
 

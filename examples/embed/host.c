@@ -67,14 +67,22 @@ static int open_cuda(void) {
   if (want != NULL && strcmp(want, "cpu") == 0) return -1;
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) return -1;
-  static const struct { void **fn; const char *name; } syms[] = {
-    {(void **)&cu.init, "cuInit"}, {(void **)&cu.device_count, "cuDeviceGetCount"},
-    {(void **)&cu.device_get, "cuDeviceGet"}, {(void **)&cu.ctx_create, "cuCtxCreate_v2"},
-    {(void **)&cu.ctx_destroy, "cuCtxDestroy_v2"}, {(void **)&cu.ctx_push, "cuCtxPushCurrent_v2"},
-    {(void **)&cu.ctx_pop, "cuCtxPopCurrent_v2"}, {(void **)&cu.mem_alloc, "cuMemAlloc_v2"},
-    {(void **)&cu.mem_free, "cuMemFree_v2"}, {(void **)&cu.memcpy_dtoh, "cuMemcpyDtoH_v2"},
-    {(void **)&cu.stream_create, "cuStreamCreate"}, {(void **)&cu.stream_destroy, "cuStreamDestroy_v2"},
-    {(void **)&cu.stream_synchronize, "cuStreamSynchronize"}};
+  static const struct {
+    void **fn;
+    const char *name;
+  } syms[] = {{(void **)&cu.init, "cuInit"},
+              {(void **)&cu.device_count, "cuDeviceGetCount"},
+              {(void **)&cu.device_get, "cuDeviceGet"},
+              {(void **)&cu.ctx_create, "cuCtxCreate_v2"},
+              {(void **)&cu.ctx_destroy, "cuCtxDestroy_v2"},
+              {(void **)&cu.ctx_push, "cuCtxPushCurrent_v2"},
+              {(void **)&cu.ctx_pop, "cuCtxPopCurrent_v2"},
+              {(void **)&cu.mem_alloc, "cuMemAlloc_v2"},
+              {(void **)&cu.mem_free, "cuMemFree_v2"},
+              {(void **)&cu.memcpy_dtoh, "cuMemcpyDtoH_v2"},
+              {(void **)&cu.stream_create, "cuStreamCreate"},
+              {(void **)&cu.stream_destroy, "cuStreamDestroy_v2"},
+              {(void **)&cu.stream_synchronize, "cuStreamSynchronize"}};
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
     if ((*syms[i].fn = dlsym(lib, syms[i].name)) == NULL) return -1;
   int n = 0;
@@ -87,8 +95,8 @@ typedef struct host {
   int gpu;
   CUcontext ctx;
   CUstream stream;
-  void *buf;              /* device pointer (gpu) or malloc'd memory */
-  int releases;           /* release_buffer calls */
+  void *buf; /* device pointer (gpu) or malloc'd memory */
+  int releases; /* release_buffer calls */
 } host;
 
 static host H;
@@ -99,7 +107,7 @@ static void release_buffer(void *ud, void *ptr) {
   h->releases++;
   if (!h->gpu) {
     munmap(ptr, N * sizeof(float));
-  } else if (h->ctx != NULL) {   /* NULL: the host tore its context down before lua_close (--teardown-first), and
+  } else if (h->ctx != NULL) { /* NULL: the host tore its context down before lua_close (--teardown-first), and
                                   * the buffer went with it: there is nothing left to free. (This once fell through
                                   * to munmap, which unmapped whatever the process had placed at that address since:
                                   * the intermittent "double free or corruption" of --teardown-first.) */
@@ -146,9 +154,12 @@ static int host_wrap(lua_State *L) {
   const char *what = luaL_checkstring(L, 1);
   int64_t shape[2] = {N / 64, 32};
   const char *dev = H.gpu ? "host" : "cpu";
-  if (strcmp(what, "bad dtype") == 0) cudadev_push_array(L, H.buf, "float33", 1, shape, dev, NULL, NULL);
-  else if (strcmp(what, "bad device") == 0) cudadev_push_array(L, H.buf, "float32", 1, shape, "cuda:7", NULL, NULL);
-  else cudadev_push_array(L, (float *)H.buf + N / 2, "f32", 2, shape, dev, NULL, NULL);
+  if (strcmp(what, "bad dtype") == 0)
+    cudadev_push_array(L, H.buf, "float33", 1, shape, dev, NULL, NULL);
+  else if (strcmp(what, "bad device") == 0)
+    cudadev_push_array(L, H.buf, "float32", 1, shape, "cuda:7", NULL, NULL);
+  else
+    cudadev_push_array(L, (float *)H.buf + N / 2, "f32", 2, shape, dev, NULL, NULL);
   return 1;
 }
 
@@ -160,90 +171,90 @@ static int host_is_array(lua_State *L) {
 }
 
 /* host.fail(why): a host callback that fails, as cudadev errors do (api "host") */
-static int host_fail(lua_State *L) {
-  return cudadev_error(L, "%s", luaL_checkstring(L, 1));
-}
+static int host_fail(lua_State *L) { return cudadev_error(L, "%s", luaL_checkstring(L, 1)); }
 
 /* ---------------------------------------------------------------- the scripts */
 static const char kernel_src[] =
-  "extern \"C\" __global__ void axpb(float *x, float a, float b, int n) {\n"
-  "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-  "  if (i < n) x[i] = a * x[i] + b;\n"
-  "}\n";
+    "extern \"C\" __global__ void axpb(float *x, float a, float b, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = a * x[i] + b;\n"
+    "}\n";
 
 /* x[i] = i, then x = 2x + 1 with the kernel (or in Lua while the cpu device cannot compile yet) */
 static const char plain_script[] =
-  "local cd = require 'cudadev'\n"
-  "local n, src = ...\n"
-  "local t = {}\n"
-  "for i = 1, n do t[i] = i - 1 end\n"
-  "buf:copy_from(t)\n"
-  "print('script: buf = ' .. tostring(buf))\n"
-  "print('script: host_stream = ' .. tostring(host_stream))\n"
-  "local ok, m = pcall(cd.compile, src, {device = buf.device})\n"
-  "if ok then\n"
-  "  m.axpb({dim = n, stream = host_stream}, buf, 2.0, 1.0, n)\n"
-  "  host_stream:synchronize()\n"
-  "  print('script: kernel ran on ' .. buf.device.alias)\n"
-  "elseif buf.device.is_cpu and cd.type(m) == 'Error' and (m.log or '') == '' then\n"
-  "  print('script: kernel part skipped: the cpu device cannot compile here (' .. tostring(m):match('^[^\\n]*') .. ')')\n"
-  "  local v = buf:totable()\n"
-  "  for i = 1, n do v[i] = 2 * v[i] + 1 end\n"
-  "  buf:copy_from(v)\n"
-  "else\n"
-  "  error(m, 0)\n"
-  "end\n"
-  "local sum, what = host.checksum(buf)\n"
-  "print(('script: host.checksum(buf) = %.0f (%s)'):format(sum, what))\n"
-  "local half = host.wrap('half')\n"
-  "print(('script: borrowed half: %s, half[1][1] = %g, half[16][32] = %g'):format(\n"
-  "  table.concat(half.shape, 'x'), half[1][1], half[16][32]))\n"
-  "half = nil\n"
-  "collectgarbage()   -- a borrowed Array going away leaves the memory alone\n"
-  "print('script: is_array(buf), is_array({}): ', host.is_array(buf), host.is_array({}))\n"
-  "for _, what in ipairs({'bad dtype', 'bad device'}) do\n"
-  "  local ok, err = pcall(host.wrap, what)\n"
-  "  print('script: ' .. what .. ': ' .. tostring(err))\n"
-  "end\n"
-  "local ok2, err = pcall(host.fail, 'frame 7 is not ready')\n"
-  "print('script: host callback raised ' .. cd.type(err) .. ': ' .. tostring(err))\n";
+    "local cd = require 'cudadev'\n"
+    "local n, src = ...\n"
+    "local t = {}\n"
+    "for i = 1, n do t[i] = i - 1 end\n"
+    "buf:copy_from(t)\n"
+    "print('script: buf = ' .. tostring(buf))\n"
+    "print('script: host_stream = ' .. tostring(host_stream))\n"
+    "local ok, m = pcall(cd.compile, src, {device = buf.device})\n"
+    "if ok then\n"
+    "  m.axpb({dim = n, stream = host_stream}, buf, 2.0, 1.0, n)\n"
+    "  host_stream:synchronize()\n"
+    "  print('script: kernel ran on ' .. buf.device.alias)\n"
+    "elseif buf.device.is_cpu and cd.type(m) == 'Error' and (m.log or '') == '' then\n"
+    "  print('script: kernel part skipped: the cpu device cannot compile here (' .. tostring(m):match('^[^\\n]*') .. "
+    "')')\n"
+    "  local v = buf:totable()\n"
+    "  for i = 1, n do v[i] = 2 * v[i] + 1 end\n"
+    "  buf:copy_from(v)\n"
+    "else\n"
+    "  error(m, 0)\n"
+    "end\n"
+    "local sum, what = host.checksum(buf)\n"
+    "print(('script: host.checksum(buf) = %.0f (%s)'):format(sum, what))\n"
+    "local half = host.wrap('half')\n"
+    "print(('script: borrowed half: %s, half[1][1] = %g, half[16][32] = %g'):format(\n"
+    "  table.concat(half.shape, 'x'), half[1][1], half[16][32]))\n"
+    "half = nil\n"
+    "collectgarbage()   -- a borrowed Array going away leaves the memory alone\n"
+    "print('script: is_array(buf), is_array({}): ', host.is_array(buf), host.is_array({}))\n"
+    "for _, what in ipairs({'bad dtype', 'bad device'}) do\n"
+    "  local ok, err = pcall(host.wrap, what)\n"
+    "  print('script: ' .. what .. ': ' .. tostring(err))\n"
+    "end\n"
+    "local ok2, err = pcall(host.fail, 'frame 7 is not ready')\n"
+    "print('script: host callback raised ' .. cd.type(err) .. ': ' .. tostring(err))\n";
 
 static const char sandbox_script[] =
-  "local cd = require 'cudadev'\n"
-  "local n, src = ...\n"
-  "local refused = 0\n"
-  "local function try(what, f, ...)\n"
-  "  local ok, err = pcall(f, ...)\n"
-  "  if ok then error('the sandbox allowed ' .. what, 0) end\n"
-  "  local msg = type(err) == 'string' and err:gsub('^[^:]*:%d+: ', '') or tostring(err)\n"
-  "  print(('sandbox: refused %s: %s'):format(what, msg))\n"
-  "  refused = refused + 1\n"
-  "end\n"
-  "try('a raw address', function() return buf.ptr end)\n"
-  "try('a stream handle', function() return host_stream.handle end)\n"
-  "try('load_module', cd.load_module, '.version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k() { ret; }')\n"
-  "try('a cpu kernel', cd.compile, src, {device = 'cpu'})\n"
-  "try('a disallowed compile option', cd.compile, src, {options = {'-G'}})\n"
-  "try('map_cuda_device with a pointer', cd.map_cuda_device, 'mine', 0x1234)\n"
-  "try('memory beyond the quota', cd.empty, 64 * 1024)\n"
-  "try('the debug library', function() return debug.getregistry() end)\n"
-  "try('a metatable change', function() getmetatable(buf).__gc = nil end)\n"
-  "local a = cd.zeros(24 * 1024)                 -- 96 KiB of the 128 KiB quota\n"
-  "a:free()\n"
-  "local b = cd.zeros(24 * 1024)                 -- fits again: the free gave the bytes back\n"
-  "b = nil\n"
-  "local c = cd.zeros(24 * 1024)                 -- fits: the collector gives b's bytes back\n"
-  "c:free()\n"
-  "print('sandbox: allowed: arrays within the quota, and again after frees')\n"
-  "if not buf.device.is_cpu then\n"
-  "  local m = cd.compile(src, {device = buf.device, options = {'--use_fast_math', '-DSCALE=2'}})\n"
-  "  print('sandbox: allowed: compiling on ' .. buf.device.alias .. ' with allowed options')\n"
-  "  try('an integer as a pointer', m.axpb, {dim = 1}, 12345, 2.0, 1.0, 1)\n"
-  "end\n"
-  "local ok, err = pcall(host.fail, 'frame 7 is not ready')\n"
-  "print('sandbox: host callback raised ' .. cd.type(err) .. ': ' .. tostring(err))\n"
-  "buf:fill(3)\n"
-  "return refused\n";
+    "local cd = require 'cudadev'\n"
+    "local n, src = ...\n"
+    "local refused = 0\n"
+    "local function try(what, f, ...)\n"
+    "  local ok, err = pcall(f, ...)\n"
+    "  if ok then error('the sandbox allowed ' .. what, 0) end\n"
+    "  local msg = type(err) == 'string' and err:gsub('^[^:]*:%d+: ', '') or tostring(err)\n"
+    "  print(('sandbox: refused %s: %s'):format(what, msg))\n"
+    "  refused = refused + 1\n"
+    "end\n"
+    "try('a raw address', function() return buf.ptr end)\n"
+    "try('a stream handle', function() return host_stream.handle end)\n"
+    "try('load_module', cd.load_module, '.version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k() { ret; "
+    "}')\n"
+    "try('a cpu kernel', cd.compile, src, {device = 'cpu'})\n"
+    "try('a disallowed compile option', cd.compile, src, {options = {'-G'}})\n"
+    "try('map_cuda_device with a pointer', cd.map_cuda_device, 'mine', 0x1234)\n"
+    "try('memory beyond the quota', cd.empty, 64 * 1024)\n"
+    "try('the debug library', function() return debug.getregistry() end)\n"
+    "try('a metatable change', function() getmetatable(buf).__gc = nil end)\n"
+    "local a = cd.zeros(24 * 1024)                 -- 96 KiB of the 128 KiB quota\n"
+    "a:free()\n"
+    "local b = cd.zeros(24 * 1024)                 -- fits again: the free gave the bytes back\n"
+    "b = nil\n"
+    "local c = cd.zeros(24 * 1024)                 -- fits: the collector gives b's bytes back\n"
+    "c:free()\n"
+    "print('sandbox: allowed: arrays within the quota, and again after frees')\n"
+    "if not buf.device.is_cpu then\n"
+    "  local m = cd.compile(src, {device = buf.device, options = {'--use_fast_math', '-DSCALE=2'}})\n"
+    "  print('sandbox: allowed: compiling on ' .. buf.device.alias .. ' with allowed options')\n"
+    "  try('an integer as a pointer', m.axpb, {dim = 1}, 12345, 2.0, 1.0, 1)\n"
+    "end\n"
+    "local ok, err = pcall(host.fail, 'frame 7 is not ready')\n"
+    "print('sandbox: host callback raised ' .. cd.type(err) .. ': ' .. tostring(err))\n"
+    "buf:fill(3)\n"
+    "return refused\n";
 
 /* ---------------------------------------------------------------- main */
 static int traceback(lua_State *L) {
@@ -282,7 +293,7 @@ static int setup(lua_State *L) {
   lua_pop(L, 1);
   const char *dev = "cpu";
   if (H.gpu) {
-    cudadev_adopt_context(L, "host", H.ctx);   /* the host's context, as the device "host" */
+    cudadev_adopt_context(L, "host", H.ctx); /* the host's context, as the device "host" */
     lua_pop(L, 1);
     dev = "host";
   }
@@ -291,8 +302,8 @@ static int setup(lua_State *L) {
   lua_setglobal(L, "buf");
   cudadev_push_stream(L, H.stream, dev);
   lua_setglobal(L, "host_stream");
-  static const luaL_Reg fns[] = {{"checksum", host_checksum}, {"fail", host_fail}, {"wrap", host_wrap},
-                                 {"is_array", host_is_array}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+      {"checksum", host_checksum}, {"fail", host_fail}, {"wrap", host_wrap}, {"is_array", host_is_array}, {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_setglobal(L, "host");
   return 0;
@@ -372,12 +383,12 @@ static int null_alias(lua_State *L) {
   return 0;
 }
 
-static int other_context_stream(lua_State *L) {   /* the host's stream as a stream of cuda:0: another context */
+static int other_context_stream(lua_State *L) { /* the host's stream as a stream of cuda:0: another context */
   cudadev_push_stream(L, H.stream, "cuda:0");
   return 0;
 }
 
-static int own_context_stream(lua_State *L) {   /* the same stream on its own context, adopted: accepted */
+static int own_context_stream(lua_State *L) { /* the same stream on its own context, adopted: accepted */
   cudadev_adopt_context(L, "host", H.ctx);
   lua_pop(L, 1);
   cudadev_push_stream(L, H.stream, "host");
@@ -387,8 +398,10 @@ static int own_context_stream(lua_State *L) {   /* the same stream on its own co
 
 static void api_check(lua_State *L, const char *name, lua_CFunction f) {
   lua_pushcfunction(L, f);
-  if (lua_pcall(L, 0, 1, 0) != LUA_OK) printf("%s: %s\n", name, luaL_tolstring(L, -1, NULL));
-  else printf("%s: returned %s\n", name, luaL_tolstring(L, -1, NULL));
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK)
+    printf("%s: %s\n", name, luaL_tolstring(L, -1, NULL));
+  else
+    printf("%s: returned %s\n", name, luaL_tolstring(L, -1, NULL));
   lua_settop(L, 0);
 }
 
@@ -432,13 +445,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "embed_host: the CUDA driver failed to set up a context, a buffer and a stream\n");
       return 1;
     }
-    cu.ctx_pop(&prev);                         /* cuCtxCreate made it current; cudadev makes it current as needed */
+    cu.ctx_pop(&prev); /* cuCtxCreate made it current; cudadev makes it current as needed */
     H.buf = (void *)(uintptr_t)p;
   } else if ((H.buf = mmap(NULL, N * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) ==
              MAP_FAILED) {
     return 1;
   }
-  if (argc > 1 && strcmp(argv[1], "--api-checks") == 0) return api_checks();   /* the buffer is not used */
+  if (argc > 1 && strcmp(argv[1], "--api-checks") == 0) return api_checks(); /* the buffer is not used */
   printf("embed_host: %s buffer of %d float32 on %s%s\n", H.gpu ? "cuMemAlloc'd" : "mmap'd", N,
          H.gpu ? "the host's own CUDA context (adopted as \"host\")" : "the cpu device", sandbox ? ", sandboxed" : "");
 
@@ -473,7 +486,7 @@ int main(int argc, char **argv) {
       lua_pop(L, 1);
     }
   }
-  lua_pop(L, 1);   /* the traceback handler */
+  lua_pop(L, 1); /* the traceback handler */
   if (teardown_first && H.gpu) {
     lua_warning(L, "@on", 0);
     CUcontext prev;
@@ -485,8 +498,9 @@ int main(int argc, char **argv) {
     printf("host: tore down its CUDA context before lua_close\n");
     fflush(stdout);
     /* the script's objects are still there: using one is an error that says why, not a crash */
-    static const char after[] = "local ok, err = pcall(function() return buf:totable() end)\n"
-                                "print('script: after the teardown: ' .. tostring(err):gsub('^after:%d+: ', ''))";
+    static const char after[] =
+        "local ok, err = pcall(function() return buf:totable() end)\n"
+        "print('script: after the teardown: ' .. tostring(err):gsub('^after:%d+: ', ''))";
     if (luaL_loadbuffer(L, after, strlen(after), "=after") != LUA_OK || lua_pcall(L, 0, 0, 0) != LUA_OK) {
       printf("host: the script after the teardown failed: %s\n", lua_tostring(L, -1));
       failures++;

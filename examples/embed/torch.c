@@ -48,7 +48,7 @@ EDL_API void edl_close(void *state) {
 static int run(lua_State *L) {
   void *t = lua_touserdata(L, 1);
   int versioned = lua_toboolean(L, 2);
-  if (t != NULL) {   /* cd.from_dlpack takes it: refused, its deleter runs (NOTE [dlpack ownership]) */
+  if (t != NULL) { /* cd.from_dlpack takes it: refused, its deleter runs (NOTE [dlpack ownership]) */
     lua_getglobal(L, "cd");
     lua_getfield(L, -1, "from_dlpack");
     lua_pushlightuserdata(L, t);

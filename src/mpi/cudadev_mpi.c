@@ -21,7 +21,11 @@ static int fail(int rc, const char *api, char *msg, size_t len) {
   return -1;
 }
 
-#define CALL(api, args) do { int rc_ = api args; if (rc_ != MPI_SUCCESS) return fail(rc_, #api, msg, len); } while (0)
+#define CALL(api, args)                                       \
+  do {                                                        \
+    int rc_ = api args;                                       \
+    if (rc_ != MPI_SUCCESS) return fail(rc_, #api, msg, len); \
+  } while (0)
 
 static int shim_init(int *ours, int *rank, int *size, int *local_rank, char *msg, size_t len) {
   int inited = 0, finalized = 0, provided;
@@ -58,16 +62,16 @@ static int shim_bcast(void *buf, size_t n, int root, char *msg, size_t len) {
 
 static MPI_Datatype datatype(int dtype) {
   switch (dtype) {
-  case CDV_F32: return MPI_FLOAT;
-  case CDV_F64: return MPI_DOUBLE;
-  case CDV_I8: return MPI_INT8_T;
-  case CDV_I16: return MPI_INT16_T;
-  case CDV_I32: return MPI_INT32_T;
-  case CDV_I64: return MPI_INT64_T;
-  case CDV_U16: return MPI_UINT16_T;
-  case CDV_U32: return MPI_UINT32_T;
-  case CDV_U64: return MPI_UINT64_T;
-  default: return MPI_UINT8_T;   /* uint8, and bool (0 or 1: see below) */
+    case CDV_F32: return MPI_FLOAT;
+    case CDV_F64: return MPI_DOUBLE;
+    case CDV_I8: return MPI_INT8_T;
+    case CDV_I16: return MPI_INT16_T;
+    case CDV_I32: return MPI_INT32_T;
+    case CDV_I64: return MPI_INT64_T;
+    case CDV_U16: return MPI_UINT16_T;
+    case CDV_U32: return MPI_UINT32_T;
+    case CDV_U64: return MPI_UINT64_T;
+    default: return MPI_UINT8_T; /* uint8, and bool (0 or 1: see below) */
   }
 }
 
@@ -94,7 +98,7 @@ static int shim_min_int(long long *v, char *msg, size_t len) {
 
 static int shim_send(const void *buf, size_t n, int dest, int tag, char *msg, size_t len) {
   size_t at = 0;
-  do {   /* an empty message is still one message: the receiver waits for it */
+  do { /* an empty message is still one message: the receiver waits for it */
     size_t k = n - at < PIECE ? n - at : PIECE;
     CALL(MPI_Send, ((const char *)buf + at, (int)k, MPI_BYTE, dest, tag, MPI_COMM_WORLD));
     at += k;
@@ -123,8 +127,8 @@ static void shim_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 __attribute__((visibility("default"))) const cdv_mpi_api *cudadev_mpi_api(void);
 const cdv_mpi_api *cudadev_mpi_api(void) {
   static const cdv_mpi_api api = {
-    CDV_MPI_API_VERSION, shim_init, shim_barrier, shim_bcast, shim_allreduce, shim_min_int,
-    shim_send, shim_recv, shim_finalize, shim_abort,
+      CDV_MPI_API_VERSION, shim_init, shim_barrier, shim_bcast,    shim_allreduce,
+      shim_min_int,        shim_send, shim_recv,    shim_finalize, shim_abort,
   };
   return &api;
 }
