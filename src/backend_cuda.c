@@ -714,9 +714,10 @@ static const char *resolve_target(cdv_compile_req *req, char *msg, size_t n) {
 static int cuda_compile(cdv_device *d, const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
   cdv_cuda_entry ce;
   char msg[160];
-  int keyed = cdv_cuda_cache_key(req, &ce) == 0;
-  if (keyed && cdv_cuda_cache_get(&ce, req, out) == 0) return 0;
   cdv_compile_req r = *req;
+  if (r.arch <= 0 && d != NULL) r.arch = d->arch;   /* no arch given: the device's, for the key and the target */
+  int keyed = cdv_cuda_cache_key(&r, &ce) == 0;
+  if (keyed && cdv_cuda_cache_get(&ce, &r, out) == 0) return 0;
   if (resolve_target(&r, msg, sizeof msg)) {
     cdv_fail(e, "compile", 0, "", "%s", msg);
     return -2;
