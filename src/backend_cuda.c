@@ -715,7 +715,7 @@ static int cuda_compile(cdv_device *d, const cdv_compile_req *req, cdv_image *ou
   cdv_cuda_entry ce;
   char msg[160];
   cdv_compile_req r = *req;
-  if (r.arch <= 0 && d != NULL) r.arch = d->arch;   /* no arch given: the device's, for the key and the target */
+  if (r.arch <= 0 && d != NULL) r.arch = d->arch; /* no arch given: the device's, for the key and the target */
   int keyed = cdv_cuda_cache_key(&r, &ce) == 0;
   if (keyed && cdv_cuda_cache_get(&ce, &r, out) == 0) return 0;
   if (resolve_target(&r, msg, sizeof msg)) {
