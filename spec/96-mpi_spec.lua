@@ -241,6 +241,67 @@ describe("cd.mpi", function()
     end
   end)
 
+  -- issue 21: one rank per GPU, the ranks' communicator made by cd.mpi.nccl_comm (device = local rank), every
+  -- collective and a send/recv ring checked against values each rank computes on the host
+  local RANKS_SCRIPT = [==[
+local cd, mpi = cuda, cuda.mpi
+local r, n = mpi.rank(), mpi.size()
+local c = mpi.nccl_comm()
+local D = { device = c.device.alias }
+local N = 8
+local function check(ok, what) if not ok then error(("rank %d: %s"):format(r, what), 2) end end
+local function vals(k) local t = {} for i = 1, N do t[i] = (k + 1) * i end return t end
+for _, op in ipairs { "sum", "prod", "max", "min", "avg" } do
+  local out = cd.empty(N, "float64", D)
+  c:all_reduce(cd.array(vals(r), "float64", D), out, op)
+  cd.synchronize()
+  for i = 1, N do
+    local e = (op == "prod") and 1 or 0
+    for k = 0, n - 1 do
+      local v = (k + 1) * i
+      if op == "prod" then e = e * v elseif op == "max" then e = math.max(e, v)
+      elseif op == "min" then e = (k == 0) and v or math.min(e, v) else e = e + v end
+    end
+    if op == "avg" then e = e / n end
+    check(math.abs(out[i] - e) <= 1e-12 * math.abs(e), ("all_reduce %s [%d]: %s, not %s"):format(op, i, out[i], e))
+  end
+end
+local b = cd.array(vals(r), "float32", D)
+c:broadcast(b, b, n - 1)
+local g = cd.empty(N * n, "int32", D)
+c:all_gather(cd.full(N, r + 1, "int32", D), g)
+local rs = cd.empty(N, "float32", D)
+c:reduce_scatter(cd.full(N * n, r + 1, "float32", D), rs, "sum")
+local red = cd.zeros(N, "float64", D)
+c:reduce(cd.full(N, r + 1, "float64", D), red, "sum", 0)
+local sbuf, rbuf = cd.full(N, r, "float64", D), cd.zeros(N, "float64", D)
+cd.nccl.group(function() c:send(sbuf, (r + 1) % n) c:recv(rbuf, (r - 1) % n) end)
+cd.synchronize()
+for i = 1, N do
+  check(b[i] == n * i, "broadcast")
+  check(rs[i] == n * (n + 1) / 2, "reduce_scatter")
+  check(rbuf[i] == (r - 1) % n, "send/recv")
+  check(r ~= 0 or red[i] == n * (n + 1) / 2, "reduce")
+  for k = 0, n - 1 do check(g[k * N + i] == k + 1, "all_gather") end
+end
+print(("rank %d of %d on %s: all_reduce of every op, broadcast, reduce, all_gather, reduce_scatter, send/recv ok")
+  :format(r, n, c.device.alias))
+]==]
+  local multi_it = why_not and function(name) pending(name .. " (" .. why_not .. ")") end or helper.multi_gpu_it
+  multi_it("mpirun with one rank per GPU: every collective through cd.mpi.nccl_comm, against host values", function()
+    local n = cd.device_count()
+    local path = os.tmpname()
+    helper.write_file(path, RANKS_SCRIPT)
+    local out, code = run(("cd %s && env -u LD_PRELOAD OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      .. "timeout -k 5 %d mpirun -n %d build/luacuda %s"):format(sh(root), BOUND, n, sh(path)))
+    os.remove(path)
+    assert.are.equal(0, code, out)
+    for r = 0, n - 1 do
+      assert.truthy(out:find(("rank %d of %d on cuda:%d: all_reduce of every op, broadcast, reduce, all_gather, "
+        .. "reduce_scatter, send/recv ok\n"):format(r, n, r), 1, true), out)
+    end
+  end)
+
   local gpu_it = why_not and function(name) pending(name .. " (" .. why_not .. ")") end or helper.gpu_it
   gpu_it("nccl_comm alone (one rank) makes a communicator of one on cuda:0", function()
     local out, code = run(("cd %s && env -u LD_PRELOAD timeout -k 5 %d build/luacuda -e %s"):format(sh(root), BOUND,
