@@ -439,15 +439,6 @@ static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
  * fill and copy_from through the views.lua functions in the Array metatable: a generated elementwise kernel,
  * which takes strided operands) or refuses with a message naming a:contiguous() (kernel launch arguments,
  * cd.copy, reshape, view to another element size, the embedding API). */
-int cdv_array_contiguous(const cdv_array *a) {
-  if (a->size == 0) return 1;
-  int64_t want = 1;
-  for (int i = a->ndim - 1; i >= 0; i--) {
-    if (a->shape[i] != 1 && a->strides[i] != want) return 0;
-    want *= a->shape[i];
-  }
-  return 1;
-}
 
 /* Calls the function views.lua keeps in the Array metatable under `field` with the nargs values on top of the
  * stack, for nres results (see NOTE [strided views]; strided work runs as generated kernels). */

@@ -205,7 +205,16 @@ typedef struct cdv_array {
   int64_t size; /* elements */
   int64_t strides[CDV_MAXDIM]; /* in elements, may be negative or 0: NOTE [strided views] in array.c */
 } cdv_array;
-int cdv_array_contiguous(const cdv_array *a); /* C order (row-major) with no gaps: NOTE [strided views] */
+/* C order (row-major) with no gaps (see NOTE [strided views]); inline: every pointer argument of a launch asks */
+static inline int cdv_array_contiguous(const cdv_array *a) {
+  if (a->size == 0) return 1;
+  int64_t want = 1;
+  for (int i = a->ndim - 1; i >= 0; i--) {
+    if (a->shape[i] != 1 && a->strides[i] != want) return 0;
+    want *= a->shape[i];
+  }
+  return 1;
+}
 
 typedef struct cdv_module cdv_module; /* module.c */
 
