@@ -95,13 +95,9 @@ ctest: deps build
 # The embedding examples (spec/75-embed_spec.lua) are programs built in build/, not instrumented: under the
 # preloaded ASan runtime they gain nothing, and embed_threads deadlocks there (a launch forked from one of
 # its four threads waits in the child for an ASan allocator lock that another thread held at the fork).
-# For the same reason the ASan pass runs launches in this process (CUDADEV_CPU_FORK=0, as the valgrind pass does):
-# a launch worker forked while another thread of the suite's process is inside ASan's allocator waits for its lock
-# forever (gcc 12's ASan runtime does not hold it across fork); the suite hung so at spec/42's cooperative cases,
-# intermittently. The cases that need a contained fault are pending there with that reason; the plain pass runs them.
 check-asan: deps
 	$(call cmake_build,asan,build-asan)
-	@CUDADEV_DEVICE=cpu CUDADEV_CPU_FORK=0 bash .ci/check.sh asan $(MAKE) asan BUSTED_ARGS="--exclude-pattern=embed_spec --exclude-pattern=install_spec --exclude-pattern=mpi_spec"
+	@CUDADEV_DEVICE=cpu bash .ci/check.sh asan $(MAKE) asan BUSTED_ARGS="--exclude-pattern=embed_spec --exclude-pattern=install_spec --exclude-pattern=mpi_spec"
 
 check-valgrind: deps build
 	@if command -v valgrind >/dev/null; then bash .ci/check.sh valgrind $(MAKE) valgrind; \
