@@ -16,15 +16,7 @@ local cd = require "cudadev"
 
 local sh = helper.shell_quote
 
-local nvrtc_why
-do
-  local ok, err = pcall(cd.compile, 'extern "C" __global__ void probe() {}', { arch = "sm_90" })
-  if not ok then nvrtc_why = "no NVRTC: " .. tostring(err):gsub("\n.*", "") end
-end
-local function nvrtc_it(name, fn)
-  if nvrtc_why then return pending(("%s (%s)"):format(name, nvrtc_why)) end
-  return it(name, fn)
-end
+local nvrtc_it = helper.nvrtc_it
 
 local function toolkit_root()
   for _, root in ipairs({ os.getenv("CUDA_HOME"), os.getenv("CUDA_PATH"), "/usr/local/cuda" }) do

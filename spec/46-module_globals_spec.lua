@@ -43,15 +43,7 @@ extern "C" __global__ void sum_through(const float *p, float *out, int n)
 
 local NAMES = { "table", "ns::counter", "hidden", "a", "b" }
 
-local nvrtc_why
-do
-  local ok, err = pcall(cd.compile, 'extern "C" __global__ void probe() {}', { arch = "sm_90" })
-  if not ok then nvrtc_why = "no NVRTC: " .. tostring(err):gsub("\n.*", "") end
-end
-local function nvrtc_it(name, fn)
-  if nvrtc_why then return pending(("%s (%s)"):format(name, nvrtc_why)) end
-  return it(name, fn)
-end
+local nvrtc_it = helper.nvrtc_it
 
 describe("module globals, compiled by NVRTC for sm_90 without a GPU", function()
   nvrtc_it("m.globals lists the namespace-scope variables in source order, then the name expressions", function()

@@ -28,6 +28,17 @@ function helper.gpu_it(name, fn)
   return it_unless(not helper.cuda_available and helper.no_cuda_reason, name, fn)
 end
 
+-- A test that needs NVRTC (a compile for sm_90 without a GPU): pending with the reason where NVRTC is missing.
+-- The probe compiles once, at the first such test.
+local nvrtc_why
+function helper.nvrtc_it(name, fn)
+  if nvrtc_why == nil then
+    local ok, err = pcall(cd.compile, 'extern "C" __global__ void probe() {}', { arch = "sm_90" })
+    nvrtc_why = not ok and "no NVRTC: " .. tostring(err):gsub("\n.*", "") or false
+  end
+  return it_unless(nvrtc_why, name, fn)
+end
+
 -- A test that needs two CUDA devices (peer access, multi-device streams).
 function helper.multi_gpu_it(name, fn)
   local n = helper.cuda_available and cd.device_count() or 0
