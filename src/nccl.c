@@ -632,15 +632,9 @@ static const luaL_Reg functions[] = {{"is_available", l_is_available},
                                      {NULL, NULL}};
 
 int cdv_nccl_open(lua_State *L) {
-  luaL_newmetatable(L, CDV_COMM);
-  lua_pushcfunction(L, comm_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, comm_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, comm_close);
-  lua_setfield(L, -2, "__close");
-  luaL_newlib(L, methods);
-  cdv_set_index(L, -2, comm_index);
+  static const luaL_Reg meta[] = {
+      {"__tostring", comm_tostring}, {"__gc", comm_gc}, {"__close", comm_close}, {NULL, NULL}};
+  cdv_new_class(L, CDV_COMM, meta, methods, comm_index); /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_newlib(L, functions);
   lua_setfield(L, -2, "nccl");
