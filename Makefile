@@ -110,7 +110,7 @@ asan: deps
 valgrind: deps build
 	@rm -f build/valgrind.log build/valgrind-fuzz.log build/valgrind-fuzz.status
 	-$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind.log $(BUSTED) --helper=.ci/keep_loaded.lua --exclude-pattern=fuzz_spec --exclude-pattern=install_spec --exclude-pattern=mpi_spec $(BUSTED_ARGS)
-	$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind-fuzz.log $(LUA) -e "dofile('.ci/keep_loaded.lua')" \
+	$(VALGRIND_ENV) CUDADEV_CPU_MEMORY=8G $(VALGRIND) --log-file=build/valgrind-fuzz.log $(LUA) -e "dofile('.ci/keep_loaded.lua')" \
 	  spec/fuzz.lua --worker --brief --calls 20000 --seed $(FUZZ_SEED); echo $$? > build/valgrind-fuzz.status
 	@cat build/valgrind-fuzz.log >> build/valgrind.log; rm -f build/valgrind-fuzz.log
 	@if [ -s build/valgrind.log ]; then cat build/valgrind.log; echo "valgrind: memcheck found errors (build/valgrind.log)"; exit 1; fi

@@ -198,6 +198,25 @@ print(cd.empty(1024, "f32", { device = "cpu" }) ~= nil)
       .. "(vm.max_map_count: raise it with `sysctl -w vm.max_map_count=N`, or keep fewer arrays of over 2048 bytes "
       .. "alive)\t\ntrue\nexit 0\n", out)
   end)
+
+  it("CUDADEV_CPU_MEMORY makes the cpu device one of that size: total_memory, out of memory past it, room again "
+    .. "when freed", function()
+    local out = helper.run_child([[
+local dev = cd.device("cpu")
+print(dev.total_memory)
+local a = cd.empty(8 << 20, "f32", { device = "cpu" })          -- 32 MiB of the 64
+print(pcall(cd.empty, 8 << 20, "f32", { device = "cpu" }))      -- 32 MiB more, with guard pages: past it
+a = nil
+collectgarbage()
+cd.empty_cache(dev)
+print(#cd.empty(8 << 20, "f32", { device = "cpu" }))
+]], "CUDADEV_CPU_MEMORY=64M")
+    assert.are.equal("67108864\nfalse\tout of memory on cpu (requested 32.0 MiB, free 32.0 MiB)\n8388608\nexit 0\n",
+      (out:gsub("free 3[12]%.%d MiB", "free 32.0 MiB")))
+    out = helper.run_child([[print(pcall(cd.empty, 1, "f32", { device = "cpu" }))]], "CUDADEV_CPU_MEMORY=lots")
+    assert.are.equal("false\tcpu.mem_alloc: CUDA_ERROR_INVALID_VALUE: CUDADEV_CPU_MEMORY='lots' is not a size: write "
+      .. "bytes, or a number with K, M, G or T (4G)\nexit 0\n", out)
+  end)
 end)
 
 describe("a launch that never ends", function()

@@ -1062,12 +1062,14 @@ function M.supervise(opts)
   local dir = os.tmpname()
   os.remove(dir)
   args[#args + 1] = "--root"; args[#args + 1] = pwd
-  -- The child's address space is limited (unless it runs under AddressSanitizer, whose shadow memory needs
-  -- terabytes of it): an allocation the generator did not see coming fails as out of memory instead of
-  -- filling the machine's memory.
-  local limit = ""
+  -- The child's memory is limited: an allocation the generator did not see coming (cd.arange(2^31): 16 GiB)
+  -- fails as out of memory instead of filling the machine's (under AddressSanitizer the out-of-memory killer
+  -- ended the suite in CI). The cpu device gets a size of its own (NOTE [cpu memory limit]), and the address
+  -- space a limit too, unless AddressSanitizer runs, whose shadow memory needs terabytes of it.
+  local gib = opts.max_memory_gib or 8
+  local limit = ("CUDADEV_CPU_MEMORY=%dG "):format(gib)
   if not (os.getenv("LD_PRELOAD") or ""):find("asan") then
-    limit = ("ulimit -v %d 2>/dev/null; exec "):format((opts.max_memory_gib or 8) * 1024 * 1024)
+    limit = ("ulimit -v %d 2>/dev/null; exec env %s"):format(gib * 1024 * 1024, limit)
   end
   -- The fuzzer works on the cpu device: on a GPU host the CUDA driver is hidden from the child (a library
   -- that does not exist stands for it), so that a random dev:reset() or kernel fault never reaches a GPU.

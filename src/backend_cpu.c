@@ -32,18 +32,72 @@ static int no_op(cdv_device *d, cdv_err *e) {
   return 0;
 }
 
-/* mem_info: the API reports free_memory 0 on cpu; total is the physical memory. */
+/* NOTE [cpu memory limit]: CUDADEV_CPU_MEMORY (bytes, or a number with K, M, G or T) makes the cpu device a
+ * device of that much memory: total_memory reports it, and a mapping that would take the device's arrays past
+ * it is refused as out of memory, as a full GPU refuses (a test of out-of-memory paths; a fuzzer or a script
+ * kept from filling the machine: Linux refuses only a mapping larger than the memory it could find, and a
+ * process whose arrays fill the memory is ended by the out-of-memory killer). mapped_bytes counts the mappings
+ * of arrays and slabs, guards included. */
+static size_t mapped_bytes;
+
+/* The limit in bytes, 0 for none; (size_t)-1 when the variable is not a size. Read once. */
+static size_t mem_limit(void) {
+  static size_t v;
+  static int read;
+  if (__atomic_load_n(&read, __ATOMIC_ACQUIRE)) return v;
+  const char *s = getenv("CUDADEV_CPU_MEMORY");
+  size_t r = 0;
+  if (s && *s) {
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    const char *units = "KMGT", *u = *end ? strchr(units, *end) : NULL;
+    if (u && *u) x *= (double)(1ull << (10 * (u - units + 1))), end++;
+    r = errno || *end || !(x >= 1 && x < 0x1p63) ? (size_t)-1 : (size_t)x;
+  }
+  v = r;
+  __atomic_store_n(&read, 1, __ATOMIC_RELEASE);
+  return v;
+}
+
+/* Take n bytes of the device's memory for a new mapping (NOTE [cpu memory limit]); -1 with e set when they are
+ * not there. mem_unreserve gives them back. */
+static int mem_reserve(size_t n, cdv_err *e) {
+  size_t limit = mem_limit();
+  if (limit == (size_t)-1)
+    return cdv_fail(e, "cpu.mem_alloc", EINVAL, INVALID_VALUE,
+                    "CUDADEV_CPU_MEMORY='%s' is not a size: write bytes, or a number with K, M, G or T (4G)",
+                    getenv("CUDADEV_CPU_MEMORY"));
+  size_t was = __atomic_fetch_add(&mapped_bytes, n, __ATOMIC_RELAXED);
+  if (limit && (was + n < was || was + n > limit)) {
+    __atomic_fetch_sub(&mapped_bytes, n, __ATOMIC_RELAXED);
+    return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY",
+                    "out of memory on the cpu device: %zu bytes asked, %zu of its %zu in use "
+                    "(CUDADEV_CPU_MEMORY)",
+                    n, was, limit);
+  }
+  return 0;
+}
+
+static void mem_unreserve(size_t n) { __atomic_fetch_sub(&mapped_bytes, n, __ATOMIC_RELAXED); }
+
+/* mem_info: the API reports free_memory 0 on cpu; total is the physical memory, or CUDADEV_CPU_MEMORY's. */
 static int cpu_mem_info(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err *e) {
   (void)d, (void)e;
   long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+  size_t limit = mem_limit();
   *free_b = 0;
   *total_b = pages > 0 && pg > 0 ? (size_t)pages * (size_t)pg : 0;
+  if (limit && limit != (size_t)-1) *total_b = limit;
   return 0;
 }
 
 /* The host memory available for new allocations, as the kernel estimates it (MemAvailable in /proc/meminfo;
- * else the free pages): what the cpu device's out-of-memory message reports, since free_memory is 0 on cpu. */
+ * else the free pages), or what CUDADEV_CPU_MEMORY leaves: what the cpu device's out-of-memory message
+ * reports, since free_memory is 0 on cpu. */
 size_t cdv_cpu_available(void) {
+  size_t limit = mem_limit(), used = __atomic_load_n(&mapped_bytes, __ATOMIC_RELAXED);
+  if (limit && limit != (size_t)-1) return limit > used ? limit - used : 0; /* NOTE [cpu memory limit] */
   FILE *f = fopen("/proc/meminfo", "r");
   char line[128];
   unsigned long long kib = 0;
@@ -189,8 +243,10 @@ static int map_failed(cdv_err *e, int err, size_t bytes) {
 /* A fresh slab of class c, entered in the table and in avail[c]; NULL with e set. Called with allocs_lock. */
 static slab *slab_new(int c, cdv_err *e) {
   size_t pg = page(), size = (size_t)ALIGN << c, nb = (SLAB - 2 * pg) / size;
+  if (mem_reserve(SLAB, e)) return NULL;
   slab *s = calloc(1, sizeof *s + (nb + 63) / 64 * sizeof(uint64_t));
   if (!s) {
+    mem_unreserve(SLAB);
     cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
     return NULL;
   }
@@ -207,6 +263,7 @@ static slab *slab_new(int c, cdv_err *e) {
   }
   if (b == MAP_FAILED) {
     free(s);
+    mem_unreserve(SLAB);
     map_failed(e, err, SLAB);
     return NULL;
   }
@@ -217,6 +274,7 @@ static slab *slab_new(int c, cdv_err *e) {
   alloc a = {b, SLAB, SLAB, b, SLAB, KIND_SLAB, s};
   if (alloc_insert(&a)) {
     munmap(b, SLAB);
+    mem_unreserve(SLAB);
     free(s);
     cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
     return NULL;
@@ -282,6 +340,7 @@ static void small_free(slab *s, unsigned i) {
     avail_remove(s);
     alloc_find(s->base)->p = TOMB;
     munmap(s->base, SLAB);
+    mem_unreserve(SLAB);
     cdv_cpu_maps_changed();
     free(s);
   }
@@ -293,13 +352,19 @@ static int big_alloc(size_t bytes, int kind, alloc *a, cdv_err *e) {
   size_t pg = page(), data = (bytes + pg - 1) & ~(pg - 1), guards = kind == CDV_MEM_PINNED ? 0 : 2 * pg;
   if (data < bytes || data + guards < data)
     return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "cannot allocate %zu bytes", bytes);
+  if (mem_reserve(data + guards, e)) return -1;
   char *m = mmap(NULL, data + guards, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return map_failed(e, errno, bytes);
+  if (m == MAP_FAILED) {
+    int err = errno;
+    mem_unreserve(data + guards);
+    return map_failed(e, err, bytes);
+  }
   size_t len = (bytes + BIG_ALIGN - 1) & ~(size_t)(BIG_ALIGN - 1);
   *a = (alloc){m, data, bytes, m, data, kind, NULL};
   if (kind == CDV_MEM_PINNED) {
     if (cdv_cuda_host_register(m, data, e)) {
       munmap(m, data);
+      mem_unreserve(data);
       return -1;
     }
     /* The driver may mark registered memory MADV_DONTFORK (it matters for private mappings, whose pages a
@@ -336,6 +401,7 @@ static int cpu_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, vo
   if (rc) {
     if (kind == CDV_MEM_PINNED) cdv_cuda_host_unregister(a.map);
     munmap(a.map, a.maplen);
+    mem_unreserve(a.maplen);
     return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
   }
   cdv_cpu_maps_changed(); /* NOTE [launch worker] */
@@ -365,6 +431,7 @@ static int cpu_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_er
   if (found.kind == CDV_MEM_PINNED) cdv_cuda_host_unregister(found.map);
   if (munmap(found.map, found.maplen))
     return cdv_cpu_fail_errno(e, "cpu.mem_free", errno, "munmap of %p failed", found.map);
+  mem_unreserve(found.maplen);
   cdv_cpu_maps_changed();
   return 0;
 }
