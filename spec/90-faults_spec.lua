@@ -109,6 +109,21 @@ describe("a faulting kernel on the cpu device", function()
     still_works()
   end)
 
+  -- every block's thread 7 stores through a null pointer at once: the first fault is written whole, whichever
+  -- block it was, before the child ends (was: a second thread's fault under SA_RESETHAND ended the child before
+  -- the first had written its address and thread)
+  fork_it("threads of many blocks that fault at once: one of them is named, with its address", function()
+    local k = cd.compile('extern "C" __global__ void all_fault(int *p) {\n'
+      .. '  if (threadIdx.x == 7) *(volatile int *)0 = 1;\n}', { device = "cpu" }).all_fault
+    for _ = 1, 30 do
+      local ok, err = pcall(k, { grid = 64, block = 32 }, a)
+      assert.is_false(ok)
+      assert.is_truthy(err.message:match("^kernel 'all_fault' crashed on the cpu device: SIGSEGV %(segmentation "
+        .. "fault%) at address 0x0 %(block %(%d+,0,0%), thread %(7,0,0%)%)$"), err.message)
+    end
+    still_works()
+  end)
+
   fork_it("an integer given for a pointer that is no address faults like a bad pointer", function()
     local err = fault("fill", { dim = 4 }, 16, 4, 1)
     assert.are.same({ "CUDA_ERROR_ILLEGAL_ADDRESS", 700 }, { err.name, err.code })

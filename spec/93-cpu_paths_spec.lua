@@ -101,8 +101,9 @@ extern "C" __global__ void m(int *p) { p[0] += 100; }
     assert.are.equal("loop", m4.k.cpu_path)
     local ok, err = pcall(m4.k, { grid = 2, block = 32 }, cd.zeros(1, "int32", CPU))
     assert.is_false(ok)
-    assert.are.equal("kernel 'k' crashed on the cpu device: SIGSEGV (segmentation fault) at address 0x0 "
-      .. "(block (0,0,0), thread (7,0,0))", err.message)
+    -- both blocks fault: either may be the one named (spec/90 has many blocks that fault at once)
+    assert.is_truthy(err.message:match("^kernel 'k' crashed on the cpu device: SIGSEGV %(segmentation fault%) at "
+      .. "address 0x0 %(block %([01],0,0%), thread %(7,0,0%)%)$"), err.message)
   end)
 end)
 

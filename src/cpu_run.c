@@ -782,8 +782,10 @@ static status *child_status;
 static launch *child_launch;
 
 /* (see NOTE [fault containment]) in the child, a fault records its signal, address, block and thread, then lets
- * the default action end the child (SA_RESETHAND; returning re-executes the faulting instruction). Only
- * async-signal-safe work here. */
+ * the default action end the child (returning re-executes the faulting instruction). Only async-signal-safe
+ * work here. Threads of several blocks may fault at once: the one that claims the status writes it while the
+ * others wait, and only then is the default action put back. (With SA_RESETHAND, a second thread's fault
+ * ended the child before the first had written anything: a message without its address and thread.) */
 static void on_fault(int sig, siginfo_t *si, void *uc) {
   (void)uc;
   status *st = child_status;
@@ -798,7 +800,14 @@ static void on_fault(int sig, siginfo_t *si, void *uc) {
         if (!w->cur || w->cur == &w->f[i])
           st->overflow |= st->addr - (uintptr_t)w->f[i].region < (uintptr_t)page_size();
     }
+    __atomic_store_n(&st->claimed, 2, __ATOMIC_SEQ_CST); /* complete */
   }
+  for (int i = 0; st && i < 1000 && __atomic_load_n(&st->claimed, __ATOMIC_SEQ_CST) == 1; i++)
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, NULL);
   if (sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS)
     raise(sig); /* not re-executed by returning: raise it again under the default action */
 }
@@ -808,7 +817,7 @@ static void child_signals(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_fault;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND | SA_NODEFER;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK; /* blocked while handled: a fault in the handler ends the child */
   sigemptyset(&sa.sa_mask);
   sigset_t unblock;
   sigemptyset(&unblock);
