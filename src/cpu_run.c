@@ -186,18 +186,32 @@ static void *thread_dsm(void) {
 /* Fiber stacks per worker slot (NOTE [fiber stacks]). They are reserved by the launching process, before a
  * fork, so a child inherits the reservation and pays only for the pages it touches. A slot's table of
  * regions has room for the largest block and never moves: an in-process launch may read it while a forked
- * launch on another thread adds regions. */
+ * launch on another thread adds regions. The slot's fiber records and run queue are mapped with it, private:
+ * a launch process allocates nothing with malloc, which a fork from a threaded host may have left locked
+ * (AddressSanitizer's allocator does: its ASan build hung in a forked launch). */
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct slot {
   char **r;
   size_t n;
+  fiber *f; /* CDV_CPU_MAX_THREADS records, and as many run queue entries in rq */
+  int *rq;
 } slots[MAX_WORKERS];
+
+/* The slot's tables: fiber records first (page-aligned, so cache-line aligned), then regions and run queue. */
+static int slot_tables(struct slot *sl) {
+  size_t nf = CDV_CPU_MAX_THREADS * sizeof(fiber), nr = CDV_CPU_MAX_THREADS * sizeof(char *);
+  char *m = mmap(NULL, nf + nr + CDV_CPU_MAX_THREADS * sizeof(int), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return -1;
+  sl->f = (fiber *)m, sl->r = (char **)(m + nf), sl->rq = (int *)(m + nf + nr);
+  return 0;
+}
 
 static int reserve_stacks(int nslots, size_t need, cdv_err *e) {
   for (int s = 0; s < nslots; s++) {
     struct slot *sl = &slots[s];
     if (sl->n >= need) continue;
-    if (!sl->r && !(sl->r = calloc(CDV_CPU_MAX_THREADS, sizeof *sl->r)))
+    if (!sl->r && slot_tables(sl))
       return cdv_fail(e, "cpu.launch", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
     char **r = sl->r;
     char *base = cdv_cpu_stacks_map(need - sl->n);
@@ -542,11 +556,11 @@ static int worker_init(worker *w, launch *L, int slot) {
   w->ctx.warp = op_warp;
   w->ctx.fail = op_fail;
   w->nf = L->fibers ? (int)L->nthreads : 1;
-  void *fibers = NULL;
-  if (posix_memalign(&fibers, 64, (size_t)w->nf * sizeof *w->f) == 0) memset(fibers, 0, (size_t)w->nf * sizeof *w->f);
-  w->f = fibers;
-  w->rq = calloc((size_t)w->nf, sizeof *w->rq);
-  if (!w->f || !w->rq || !w->ctx.dyn_shared) return -1;
+  w->f = slots[slot].f; /* reserved by reserve_stacks */
+  w->rq = slots[slot].rq;
+  if (!w->ctx.dyn_shared) return -1;
+  memset(w->f, 0, (size_t)w->nf * sizeof *w->f);
+  memset(w->rq, 0, (size_t)w->nf * sizeof *w->rq);
   for (int i = 0; i < w->nf; i++) {
     w->f[i].w = w;
     w->f[i].region = slots[slot].r[i];
@@ -583,8 +597,6 @@ static void worker_run(launch *L, int slot) {
     }
     tls_worker = NULL;
   }
-  free(w.f);
-  free(w.rq);
 }
 
 /* ---------------------------------------------------------------- pointer arguments */
