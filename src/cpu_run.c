@@ -28,6 +28,7 @@
  * launch that is not cooperative is refused when reached (a GPU's grid group is then invalid).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -790,6 +791,20 @@ static void interrupt_disarm(void) {
 }
 
 /* ---------------------------------------------------------------- forked launches */
+/* NOTE [forks under ASan]: AddressSanitizer's allocator (GCC 12's) is not made safe across fork: a host thread
+ * that was refilling its cache at the fork leaves the size class locked in the child, and the child's next
+ * thread deadlocks as it starts (its start allocates). A host with threads of its own (embed_threads) hung
+ * one run in three. So under ASan a launch process starts no thread: the launch worker runs every block on
+ * its one thread and has no watchdog thread (the socket's end still ends it when idle), a child forked per
+ * launch the same, and cooperative launches, which need a thread per block, run in this process. Found by
+ * looking for ASan's entry point, so an instrumented build and a preloaded runtime both count. */
+static int under_asan(void) {
+  static int v = -1;
+  int x = __atomic_load_n(&v, __ATOMIC_RELAXED);
+  if (x < 0) __atomic_store_n(&v, x = dlsym(RTLD_DEFAULT, "__asan_init") != NULL, __ATOMIC_RELAXED);
+  return x;
+}
+
 static status *child_status;
 static launch *child_launch;
 
@@ -869,6 +884,7 @@ __attribute__((noreturn)) static void child_main(launch *L, int nw) {
   child_altstack();
   pthread_t th[MAX_WORKERS];
   int started = 1;
+  if (under_asan() && !L->coop) nw = 1; /* NOTE [forks under ASan] (cooperative launches do not come here) */
   for (; started < nw; started++)
     if (pthread_create(&th[started], NULL, child_thread, (void *)(intptr_t)started))
       break; /* fewer workers: the block counter shares the work among those that exist */
@@ -1154,7 +1170,7 @@ static void lw_serve(lw_page *pg) {
     fflush(NULL);
     _exit(EXIT_FAILED);
   }
-  if (L.nworkers > 1)
+  if (L.nworkers > 1 && !under_asan()) /* NOTE [forks under ASan]: one thread takes every block */
     run_pool(&L, L.nworkers);
   else
     worker_run(&L, 0);
@@ -1188,12 +1204,14 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host)
     if (fd != sock) close(fd);
   child_signals();
   child_altstack();
-  pthread_t watch;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&watch, &a, lw_watch, (void *)(intptr_t)host)) _exit(0);
-  pthread_attr_destroy(&a);
+  if (!under_asan()) { /* NOTE [forks under ASan] */
+    pthread_t watch;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&watch, &a, lw_watch, (void *)(intptr_t)host)) _exit(0);
+    pthread_attr_destroy(&a);
+  }
   for (;;) {
     char c;
     ssize_t r = read(sock, &c, 1);
@@ -1426,7 +1444,7 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   pthread_mutex_init(&L.gm, NULL);
   pthread_cond_init(&L.gc, NULL);
   int mode = fork_mode(), rc;
-  if (mode == 0 || plan_args(&L))
+  if (mode == 0 || plan_args(&L) || (L.coop && under_asan())) /* NOTE [forks under ASan] */
     rc = run_inprocess(&L, nw, stacks, e);
   else if (!(mode == 1 && !L.coop && run_worker(&L, e, &rc))) /* NOTE [launch worker]; cooperative launches
                                                                   * keep a child of their own (NOTE [cpu grid sync]) */
