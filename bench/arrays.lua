@@ -1,0 +1,64 @@
+-- bench/arrays.lua PEERS_FILE: cudadev's side of bench/arrays_run (issue 17's array rows, without the rest of
+-- bench/run): a + b and a:sum() of 2^26 float32 on cuda:0, timed by events around the call (allocation of the
+-- result included), median of 30 after 3 warm-ups, results checked; then the table against the peers' lines
+-- (bench/arrays_peers.py, run before in the same call) with the ratios of the goals.
+local cd = require "cudadev"
+local dev = cd.get_device()
+local n = math.tointeger(tonumber(os.getenv("ARRAYS_N") or "")) or 1 << 26   -- ARRAYS_N: a quick try elsewhere
+local peers = {}
+for line in io.lines(arg[1]) do
+  local k, v = line:match("^RESULT (%S+) (%S+)")
+  if k then peers[k] = tonumber(v) or v end
+end
+
+local e0, e1 = cd.event(), cd.event()
+local function timed(fn)
+  local t = {}
+  for r = -2, 30 do
+    e0:record()
+    fn()
+    e1:record()
+    e1:synchronize()
+    if r > 0 then t[#t + 1] = e0:elapsed(e1) * 1e3 end
+  end
+  table.sort(t)
+  return t[#t // 2 + 1]
+end
+
+-- the data of bench/lua_bench.lua: i % 1024 and (i * 7) % 1000 / 8, exact in float32, with a known sum
+local a = (cd.arange(n, "int32") % 1024):astype("float32")
+local b = ((cd.arange(n, "int32") * 7) % 1000):astype("float32") / 8
+local c = a + b
+for _, i in ipairs { 1, 2, 1025, n // 2 + 3, n } do
+  assert(c[i] == a[i] + b[i] and a[i] == (i - 1) % 1024, "a + b is wrong at element " .. i)
+end
+local expect = 523776.0 * (n // 1024)
+assert(math.abs(a:sum() - expect) <= 1e-5 * expect, "a:sum() is wrong")
+local o = cd.empty({}, "float32")
+local add = timed(function() return a + b end)
+local add_out = timed(function() return cd.add(a, b, { out = c }) end)
+local sum = timed(function() return a:sum({ out = o }) end)
+assert(math.abs(o[1] - expect) <= 1e-5 * expect and c[n] == a[n] + b[n], "a:sum({out=}) or cd.add is wrong")
+local copy = timed(function() cd.copy(c, a) end)
+assert(c[n] == a[n])
+
+local function cell(v) return v and ("%.1f"):format(v) or "—" end
+local function verdict(ok) return ok and "**PASS**" or "**MISS**" end
+print(("## cudadev arrays: %s, %s, n = %d"):format(dev.name, os.date("!%Y-%m-%d %H:%M UTC"), n))
+print()
+print(("float32 arrays on %s, µs by events (median of 30), allocation of results included. PyTorch %s, CuPy %s."):format(dev.alias, 
+  peers.torch_version or "—", peers.cupy_version or "—"))
+print()
+print("| measure | cudadev | CuPy | PyTorch | goal |")
+print("|---|---|---|---|---|")
+local cp_add, cp_sum = peers.cupy_add, peers.cupy_sum
+print(("| a + b, µs | %s | %s | %s | ≥ 0.90× CuPy's speed (%s) %s |"):format(cell(add), cell(cp_add), cell(peers.torch_add),
+  cp_add and ("%.2f×"):format(cp_add / add) or "—", cp_add and verdict(cp_add / add >= 0.9) or ""))
+local traffic, ctraffic = 12 * n / add / 1e3, peers.torch_copy and 8 * n / peers.torch_copy / 1e3
+print(("| a + b memory traffic, GB/s | %.0f | — | C copy (cudaMemcpyAsync, through PyTorch) %s | ≥ 85%% of the C copy's (%s) %s |"):format(
+  traffic, ctraffic and ("%.0f"):format(ctraffic) or "—", ctraffic and ("%.0f%%"):format(100 * traffic / ctraffic) or "—",
+  ctraffic and verdict(traffic >= 0.85 * ctraffic) or ""))
+print(("| cd.add(a, b, {out=}), µs | %s | — | — | info |"):format(cell(add_out)))
+print(("| a:sum(), µs | %s | %s | %s | ≥ 0.90× CuPy's speed (%s) %s |"):format(cell(sum), cell(cp_sum), cell(peers.torch_sum),
+  cp_sum and ("%.2f×"):format(cp_sum / sum) or "—", cp_sum and verdict(cp_sum / sum >= 0.9) or ""))
+print(("| cd.copy 256 MiB device to device, µs | %s | — | %s (copy_) | info |"):format(cell(copy), cell(peers.torch_copy)))

@@ -1,0 +1,50 @@
+"""bench/arrays_peers.py: the peer side of bench/arrays_run. PyTorch's and CuPy's a + b and sum of 2^26 float32,
+and PyTorch's device-to-device copy of 256 MiB (cudaMemcpyAsync: the C copy the traffic goal is measured
+against), each timed by CUDA events around the call (allocation of the result included, as cudadev's), median
+of 30 after 3 warm-ups, results checked. Output: `RESULT name microseconds` lines; a peer that cannot be
+imported is skipped with the reason on stderr."""
+import sys
+
+N = 1 << 26
+try:
+    import torch
+except ImportError as e:
+    print(f"arrays_peers: no PyTorch: {e}", file=sys.stderr)
+    sys.exit(0)
+
+
+def timed(fn, reps=30):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t = []
+    for r in range(reps + 3):
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        if r >= 3:
+            t.append(s.elapsed_time(e) * 1e3)
+    t.sort()
+    return t[len(t) // 2]
+
+
+i = torch.arange(N, device="cuda", dtype=torch.int32)
+a = (i % 1024).float()
+b = ((i * 7) % 1000).float() / 8
+expect = 523776.0 * (N // 1024)
+assert torch.equal((a + b)[:4096], a[:4096] + b[:4096]) and float(a.sum()) == expect
+c = torch.full_like(a, -1.0)
+print(f"RESULT torch_add {timed(lambda: a + b):.2f}")
+print(f"RESULT torch_sum {timed(lambda: a.sum()):.2f}")
+print(f"RESULT torch_copy {timed(lambda: c.copy_(a)):.2f}")
+assert torch.equal(c, a)
+print(f"RESULT torch_version {torch.__version__}")
+try:
+    import cupy as cp
+except ImportError as e:
+    print(f"arrays_peers: no CuPy: {e}", file=sys.stderr)
+    sys.exit(0)
+ca, cb = cp.asarray(a), cp.asarray(b)
+assert float(ca.sum()) == expect
+print(f"RESULT cupy_add {timed(lambda: ca + cb):.2f}")
+print(f"RESULT cupy_sum {timed(lambda: ca.sum()):.2f}")
+print(f"RESULT cupy_version {cp.__version__}")
