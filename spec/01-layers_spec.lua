@@ -36,6 +36,12 @@ local function front_lines(hit)
   return found
 end
 
+-- a line of C without its comments ("" inside a block comment's continuation lines)
+local function code_of(line)
+  local code = line:gsub("/%*.-%*/", ""):gsub("//.*", "")
+  return code:match("^%s*%*") and "" or code
+end
+
 describe("the layers", function()
   it("the front end tests no device kind and includes no driver or NVRTC header", function()
     assert.are.same({}, front_lines(function(f, line)
@@ -52,12 +58,18 @@ describe("the layers", function()
   -- and the front end calls the tables it fills; the cpu backend's own kernel objects are the backend's
   it("the front end opens no library: no dlopen, dlsym or dlfcn.h outside the backend and loader files", function()
     assert.are.same({}, front_lines(function(_, line)
-      local code = line:gsub("/%*.-%*/", ""):gsub("//.*", "")
-      if code:match("^%s*%*") then return false end   -- inside a block comment
+      local code = code_of(line)
       for _, fn in ipairs({"dlopen", "dlmopen", "dlsym", "dlvsym", "dladdr", "dlinfo", "dlerror", "dlclose"}) do
         if code:match("%f[%w_]" .. fn .. "%s*%(") then return true end
       end
       return code:match("#%s*include%s*<dlfcn%.h>") ~= nil
+    end))
+  end)
+
+  -- bad input and a failed allocation are Lua errors in the front end (NOTE [registry storage] in device.c)
+  it("the front end calls no abort()", function()
+    assert.are.same({}, front_lines(function(_, line)
+      return code_of(line):match("%f[%w_:.>]abort%s*%(%s*%)") ~= nil
     end))
   end)
 
