@@ -73,6 +73,21 @@ describe("the layers", function()
     end))
   end)
 
+  -- NOTE [source scanner]: the readers of CUDA C text tokenise with scan.c, none skips comments on its own
+  it("the signature reader, the cpu compiler and the kernel caches lex with the source scanner", function()
+    local found = {}
+    for _, f in ipairs({ "sig.c", "cpu_compile.c", "diskcache.c", "cuda_cache.c" }) do
+      local n = 0
+      for line in helper.read_file("src/" .. f):gmatch("[^\n]*") do
+        n = n + 1
+        local code = code_of(line)
+        if code:match("'/'.-'%*'") or code:match("'%*'.-'/'") then found[#found + 1] = f .. ":" .. n .. ": " .. line end
+      end
+    end
+    assert.are.same({}, found)
+    assert.truthy(helper.read_file("src/sig.c"):find("cdv_scan_lex(", 1, true), "sig.c reads cdv_scan_lex's tokens")
+  end)
+
   it("the backends and backend.h include no Lua header and not cdv.h", function()
     local backend = sources()
     local found = {}
