@@ -22,32 +22,77 @@ local function sources()
   return backend, front, headers
 end
 
+-- "file:line: text" of each line of a front-end file for which hit(file, line) is true
+local function front_lines(hit)
+  local _, front = sources()
+  local found = {}
+  for _, f in ipairs(front) do
+    local n = 0
+    for line in helper.read_file("src/" .. f):gmatch("[^\n]*") do
+      n = n + 1
+      if hit(f, line) then found[#found + 1] = f .. ":" .. n .. ": " .. line end
+    end
+  end
+  return found
+end
+
+-- a line of C without its comments ("" inside a block comment's continuation lines)
+local function code_of(line)
+  local code = line:gsub("/%*.-%*/", ""):gsub("//.*", "")
+  return code:match("^%s*%*") and "" or code
+end
+
 describe("the layers", function()
   it("the front end tests no device kind and includes no driver or NVRTC header", function()
-    local _, front = sources()
+    assert.are.same({}, front_lines(function(f, line)
+      -- the registry (device.c) is the one place that names backends: it gives each device its own
+      local registry = f == "device.c" and (line:match("%->be = &cdv_backend_") or line:match("cdv_arch_backend%(void%)"))
+      local kind = not registry and (line:match("%->is_cpu") or line:match("cdv_backend_cpu") or
+                                     line:match("cdv_backend_cuda"))
+      return kind or line:match('#%s*include%s*[<"]syms%.h') or line:match('#%s*include%s*[<"]cuda%.h')
+          or line:match('#%s*include%s*[<"]nvrtc%.h') or line:match('#%s*include%s*[<"]cudaProfiler%.h')
+    end))
+  end)
+
+  -- NOTE [layers]: every library is opened by the loader (loader.c: libcuda, NVRTC, NCCL, cuBLAS, cd.mpi's shim)
+  -- and the front end calls the tables it fills; the cpu backend's own kernel objects are the backend's
+  it("the front end opens no library: no dlopen, dlsym or dlfcn.h outside the backend and loader files", function()
+    assert.are.same({}, front_lines(function(_, line)
+      local code = code_of(line)
+      for _, fn in ipairs({"dlopen", "dlmopen", "dlsym", "dlvsym", "dladdr", "dlinfo", "dlerror", "dlclose"}) do
+        if code:match("%f[%w_]" .. fn .. "%s*%(") then return true end
+      end
+      return code:match("#%s*include%s*<dlfcn%.h>") ~= nil
+    end))
+  end)
+
+  -- bad input and a failed allocation are Lua errors in the front end (NOTE [registry storage] in device.c)
+  it("the front end calls no abort()", function()
+    assert.are.same({}, front_lines(function(_, line)
+      return code_of(line):match("%f[%w_:.>]abort%s*%(%s*%)") ~= nil
+    end))
+  end)
+
+  -- NOTE [source scanner]: the readers of CUDA C text tokenise with scan.c, none skips comments on its own
+  it("the signature reader, the cpu compiler and the kernel caches lex with the source scanner", function()
     local found = {}
-    for _, f in ipairs(front) do
-      local text = helper.read_file("src/" .. f)
+    for _, f in ipairs({ "sig.c", "cpu_compile.c", "diskcache.c", "cuda_cache.c" }) do
       local n = 0
-      for line in text:gmatch("[^\n]*") do
+      for line in helper.read_file("src/" .. f):gmatch("[^\n]*") do
         n = n + 1
-        -- the registry (device.c) is the one place that names backends: it gives each device its own
-        local registry = f == "device.c" and (line:match("%->be = &cdv_backend_") or line:match("cdv_arch_backend%(void%)"))
-        local kind = not registry and (line:match("%->is_cpu") or line:match("cdv_backend_cpu") or
-                                       line:match("cdv_backend_cuda"))
-        if kind or line:match('#%s*include%s*[<"]syms%.h') or line:match('#%s*include%s*[<"]cuda%.h')
-            or line:match('#%s*include%s*[<"]nvrtc%.h') or line:match('#%s*include%s*[<"]cudaProfiler%.h') then
-          found[#found + 1] = f .. ":" .. n .. ": " .. line
-        end
+        local code = code_of(line)
+        if code:match("'/'.-'%*'") or code:match("'%*'.-'/'") then found[#found + 1] = f .. ":" .. n .. ": " .. line end
       end
     end
     assert.are.same({}, found)
+    assert.truthy(helper.read_file("src/sig.c"):find("cdv_scan_lex(", 1, true), "sig.c reads cdv_scan_lex's tokens")
   end)
 
   it("the backends and backend.h include no Lua header and not cdv.h", function()
     local backend = sources()
     local found = {}
-    local files = {"backend.h", "cpu.h", "syms.h", "diskcache.h", "scan.h", "sig.h"}
+    local files = {"backend.h", "cpu.h", "syms.h", "diskcache.h", "scan.h", "sig.h", "cublas_abi.h", "nccl_abi.h",
+                   "mpi_api.h"}
     for f in pairs(backend) do files[#files + 1] = f end
     for _, f in ipairs(files) do
       for line in helper.read_file("src/" .. f):gmatch("[^\n]*") do

@@ -1,6 +1,6 @@
 -- Matrix multiply: cd.matmul(a, b [, opts]) and a:matmul(b [, opts]), cuBLAS on CUDA devices and the blocked
--- host kernel on the cpu device (NOTE [host gemm], NOTE [cublas abi] in src/blas.c). Results are checked against
--- a triple loop in Lua.
+-- host kernel on the cpu device (NOTE [host gemm], NOTE [cublas abi] in src/cublas_abi.h). Results are checked
+-- against a triple loop in Lua.
 local helper = require "spec.helper"
 local cd = require "cudadev"
 

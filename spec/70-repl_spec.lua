@@ -601,6 +601,51 @@ describe("cudadev.repl", function()
     for _, k in ipairs(repl.fields.Array) do assert(pcall(function() return a[k] end), "Array field " .. k) end
   end)
 
+  -- NOTE [class fields]: the names come from each type's metatable (mt.fields, read from the C code that answers
+  -- them at build time), not from a list in repl.lua; these are names the old hand-kept list lacked
+  it("completes every field the C code answers, read from the type's metatable", function()
+    local env = { a = cd.zeros(2), ev = cd.event("cpu"), s = cd.stream("cpu") }
+    assert.are.same({ "a.is_contiguous" }, repl.complete("a.is_con", "", env))
+    assert.are.same({ "a.strides" }, repl.complete("a.stri", "", env))
+    assert.are.same({ "a.managed" }, repl.complete("a.mana", "", env))
+    assert.are.same({ "ev.is_ipc" }, repl.complete("ev.is_", "", env))
+    assert.are.same({ "s.is_default" }, repl.complete("s.is_", "", env))
+    for _, ty in ipairs({ "Graph", "LaunchConfig", "Comm" }) do assert.is_table(repl.fields[ty], ty) end
+    assert.are.same({ "rank", "size", "device" }, repl.fields.Comm)
+    assert.are.same({ "device", "num_nodes" }, repl.fields.Graph)   -- g:launch and g:free are methods
+    assert.are.same(repl.fields.Array, getmetatable(env.a).fields)
+    if cpu_compiles then
+      local m = cd.compile('extern "C" __global__ void f(float *x) { x[0] = 1; }', { device = "cpu" })
+      env.m, env.k = m, m.f
+      assert.are.same({ "m.globals" }, repl.complete("m.glo", "", env))
+      assert.are.same({ "k.cpu_path" }, repl.complete("k.cpu", "", env))
+    end
+  end)
+
+  it("knows the same fields as the manual's reader of the C sources (spec/manual.lua)", function()
+    local manual = require "spec.manual"
+    local function set(list)
+      local t = {}
+      for _, k in ipairs(list or {}) do t[k] = true end
+      return t
+    end
+    local found = 0
+    for tname, fields in pairs(manual.c_fields()) do
+      local ty = tname:match("^cudadev%.(%u%w*)$")
+      if ty then
+        assert.are.same(fields, set(repl.fields[ty]), ty)
+        found = found + 1
+      end
+    end
+    assert.truthy(found >= 9, found)
+    local ok, err = pcall(cd.compile, "this is not C++", { device = "cpu", name = "fields.cu" })
+    if not ok and type(err) == "table" then   -- a failed compile's Error carries every field
+      local keys = {}
+      for k in pairs(err) do keys[k] = true end
+      assert.are.same(keys, set(repl.fields.Error))
+    end
+  end)
+
   local function compile_error(log, src)
     return setmetatable({ api = "nvrtcCompileProgram", code = 6, name = "NVRTC_ERROR_COMPILATION",
       message = "compilation of kernel.cu failed", sticky = false, where = "stdin:1", log = log,

@@ -178,11 +178,38 @@ int cdv_push_method(lua_State *L) {
 
 /* NOTE [class registration]: every Lua type's metatable is made by cdv_new_class: luaL_newmetatable (which
  * sets __name, for error messages and tostring), the metamethods of meta, and, with a methods list, the methods
- * table as mt.methods and `index` (a closure over it, NOTE [method lookup]) as __index. The metatable is left
- * on the stack, as luaL_newmetatable leaves it. */
+ * table as mt.methods and `index` (a closure over it, NOTE [method lookup]) as __index, and the type's field
+ * names as mt.fields (NOTE [class fields]). The metatable is left on the stack, as luaL_newmetatable leaves it. */
+/* NOTE [class fields]: a type's field names are read at build time from the C code that answers them (its
+ * __index function's `strcmp(key, "name") == 0` tests; for a table type, the keys cdv_push_<type> sets) by
+ * cmake/gen_fields.cmake, and cdv_new_class sets them as mt.fields, a sequence of strings. The REPL completes
+ * from mt.fields and mt.methods (repl.fields is made from them), so a new field needs no second list. */
+static const struct {
+  const char *tname, *names; /* names: space-separated */
+} class_fields[] = {
+#include "cdv_fields.h"
+};
+
+static void set_fields(lua_State *L, const char *tname) {
+  for (size_t i = 0; i < sizeof class_fields / sizeof class_fields[0]; i++) {
+    if (strcmp(class_fields[i].tname, tname) != 0) continue;
+    lua_newtable(L);
+    int n = 0;
+    for (const char *p = class_fields[i].names; *p;) {
+      size_t len = strcspn(p, " ");
+      lua_pushlstring(L, p, len);
+      lua_rawseti(L, -2, ++n);
+      p += len + (p[len] == ' ');
+    }
+    lua_setfield(L, -2, "fields");
+    return;
+  }
+}
+
 void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
                    lua_CFunction index) {
   luaL_newmetatable(L, tname);
+  set_fields(L, tname); /* NOTE [class fields] */
   if (meta != NULL) luaL_setfuncs(L, meta, 0);
   if (methods != NULL) {
     lua_newtable(L);

@@ -1,9 +1,10 @@
 /*
  * blas.c: matrix multiply, cd.matmul(a, b [, opts]) and a:matmul(b [, opts]).
  *
- * On a CUDA device the product is cuBLAS's (cublasGemmEx), with cuBLAS opened at run time with dlopen like
- * libcuda and NVRTC (NOTE [cublas abi]); on a device whose memory the host reads directly (the cpu device,
- * NOTE [backend properties]) it is a blocked, multithreaded kernel of ours (blas_host.h, NOTE [host gemm]).
+ * On a CUDA device the product is cuBLAS's (cublasGemmEx), with cuBLAS opened at run time by loader.c like
+ * libcuda and NVRTC (NOTE [cublas library], NOTE [cublas abi] in cublas_abi.h); on a device whose memory the host
+ * reads directly (the cpu device, NOTE [backend properties]) it is a blocked, multithreaded kernel of ours
+ * (blas_host.h, NOTE [host gemm]).
  *
  * NOTE [row-major gemm]: cudadev's arrays are row-major and cuBLAS is column-major. A row-major m x n matrix is
  * the column-major n x m matrix of its transpose, so C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T:
@@ -11,7 +12,6 @@
  * length of the array as stored.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cdv.h"
+#include "cublas_abi.h"
 
 /* ---------------------------------------------------------------- the host kernel */
 #define CDV_GEMM_MAX_THREADS 32
@@ -78,113 +79,10 @@ static int gemm_f16(const uint16_t *a, int transa, const uint16_t *b, int transb
 }
 
 /* ---------------------------------------------------------------- cuBLAS, opened at run time */
-/* NOTE [cublas abi]: cuBLAS is neither linked nor its header included: the few entry points used are declared
- * here from cuBLAS's documented C ABI (cuBLAS 11 and later: libcublas.so.11 to .13), checked against NVIDIA's
- * cuBLAS documentation: cublasStatus_t, cublasOperation_t (CUBLAS_OP_N 0, CUBLAS_OP_T 1), cublasMath_t
- * (CUBLAS_DEFAULT_MATH 0: no TF32 for float32, the default of CuPy and PyTorch), cudaDataType (CUDA_R_32F 0,
- * CUDA_R_64F 1, CUDA_R_16F 2), cublasComputeType_t (CUBLAS_COMPUTE_32F 68, CUBLAS_COMPUTE_64F 70) and
- * cublasGemmAlgo_t (CUBLAS_GEMM_DEFAULT -1) are C enums, passed as int. cublasGemmEx has taken a
- * cublasComputeType_t since cuBLAS 11. Pointer mode stays the default (alpha and beta on the host). */
-typedef struct cdv_cublas_context *cdv_cublas_handle;
-typedef int (*cublas_create_fn)(cdv_cublas_handle *handle);
-typedef int (*cublas_destroy_fn)(cdv_cublas_handle handle);
-typedef int (*cublas_set_stream_fn)(cdv_cublas_handle handle, void *stream);
-typedef int (*cublas_set_math_mode_fn)(cdv_cublas_handle handle, int mode);
-typedef int (*cublas_gemm_ex_fn)(cdv_cublas_handle handle, int transa, int transb, int m, int n, int k,
-                                 const void *alpha, const void *A, int Atype, int lda, const void *B, int Btype,
-                                 int ldb, const void *beta, void *C, int Ctype, int ldc, int computeType, int algo);
-typedef const char *(*cublas_status_string_fn)(int status);
-
-enum {
-  CUBLAS_OP_N = 0,
-  CUBLAS_OP_T = 1,
-  CUBLAS_DEFAULT_MATH = 0,
-  CUBLAS_GEMM_DEFAULT = -1,
-  CUDA_R_32F = 0,
-  CUDA_R_64F = 1,
-  CUDA_R_16F = 2,
-  CUBLAS_COMPUTE_32F = 68,
-  CUBLAS_COMPUTE_64F = 70
-};
-
-static struct {
-  cublas_create_fn create; /* cublasCreate_v2 */
-  cublas_destroy_fn destroy; /* cublasDestroy_v2 */
-  cublas_set_stream_fn set_stream; /* cublasSetStream_v2 */
-  cublas_set_math_mode_fn set_math_mode; /* cublasSetMathMode */
-  cublas_gemm_ex_fn gemm_ex; /* cublasGemmEx */
-  cublas_status_string_fn status_string; /* cublasGetStatusString (cuBLAS 11.4), optional */
-  void *handle;
-  char path[512];
-  char why[4096];
-} cublas;
-static pthread_once_t cublas_once = PTHREAD_ONCE_INIT;
-
-static void why_append(const char *fmt, const char *a, const char *b) {
-  size_t len = strlen(cublas.why);
-  if (len < sizeof cublas.why - 1) snprintf(cublas.why + len, sizeof cublas.why - len, fmt, a, b);
-}
-
-static void cublas_try(const char *path) {
-  if (cublas.handle != NULL) return;
-  cublas.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (cublas.handle != NULL) {
-    snprintf(cublas.path, sizeof cublas.path, "%s", path);
-    return;
-  }
-  const char *err = dlerror();
-  why_append(strchr(cublas.why, '(') ? ", %s (%s)" : "tried %s (%s)", path, err ? err : "unknown error");
-}
-
-static void *cublas_sym(const char *name) {
-  void *p = dlsym(cublas.handle, name);
-  if (p == NULL) why_append("%s does not export %s", cublas.path, name);
-  return p;
-}
-
-/* CUDADEV_LIBCUBLAS alone when set; else each soname through the dynamic linker's search, then in the toolkit. */
-static void cublas_load_once(void) {
-  static const char *const sonames[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-  const char *env = getenv("CUDADEV_LIBCUBLAS");
-  if (env && *env) {
-    cublas_try(env);
-  } else {
-    const char *home = getenv("CUDA_HOME");
-    for (size_t i = 0; i < sizeof sonames / sizeof *sonames; i++) {
-      char path[1024];
-      cublas_try(sonames[i]);
-      if (home && *home && strcmp(home, "/usr/local/cuda") != 0) {
-        snprintf(path, sizeof path, "%s/lib64/%s", home, sonames[i]);
-        cublas_try(path);
-      }
-      snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[i]);
-      cublas_try(path);
-    }
-  }
-  if (cublas.handle == NULL) {
-    why_append("%s%s", "; set CUDADEV_LIBCUBLAS to the path of libcublas.so", "");
-    return;
-  }
-  cublas.why[0] = '\0';
-  /* POSIX: a void * from dlsym converts to a function pointer (memcpy avoids the cast warning) */
-  void *p;
-#define CUBLAS_SYM(field, name) (p = cublas_sym(name), memcpy(&cublas.field, &p, sizeof p))
-  CUBLAS_SYM(create, "cublasCreate_v2");
-  CUBLAS_SYM(destroy, "cublasDestroy_v2");
-  CUBLAS_SYM(set_stream, "cublasSetStream_v2");
-  CUBLAS_SYM(set_math_mode, "cublasSetMathMode");
-  CUBLAS_SYM(gemm_ex, "cublasGemmEx");
-#undef CUBLAS_SYM
-  p = dlsym(cublas.handle, "cublasGetStatusString");
-  memcpy(&cublas.status_string, &p, sizeof p);
-}
-
-/* 0 when cuBLAS is open with every entry point used; else -1 and *e says what was tried. Never dlclose'd. */
+/* 0 when cuBLAS is open with every entry point used; else -1 and *e says what was tried (loader.c). */
 static int cublas_load(cdv_err *e) {
-  pthread_once(&cublas_once, cublas_load_once);
-  if (cublas.handle && cublas.create && cublas.destroy && cublas.set_stream && cublas.set_math_mode && cublas.gemm_ex)
-    return 0;
-  return cdv_fail(e, "dlopen", 0, "CUBLAS_NOT_FOUND", "no cuBLAS: %s", cublas.why);
+  if (cdv_cublas_load() == 0) return 0;
+  return cdv_fail(e, "dlopen", 0, "CUBLAS_NOT_FOUND", "%s", cdv_cublas_why());
 }
 
 static int cublas_status(cdv_err *e, const char *api, int status) {
@@ -197,7 +95,7 @@ static int cublas_status(cdv_err *e, const char *api, int status) {
   const char *name = status > 0 && status < (int)(sizeof names / sizeof *names) && names[status]
                          ? names[status]
                          : "CUBLAS_STATUS_UNKNOWN";
-  const char *text = cublas.status_string ? cublas.status_string(status) : NULL;
+  const char *text = cdv_cublas.cublasGetStatusString ? cdv_cublas.cublasGetStatusString(status) : NULL;
   return cdv_fail(e, api, status, name, "%s", text ? text : "cuBLAS failed");
 }
 
@@ -228,7 +126,7 @@ static int handles_gc(lua_State *L) {
     hs->slot[i].h = NULL;
     if (h == NULL || !cdv_still_owned(d, hs->slot[i].generation) || d->gone) continue;
     cdv_err e;
-    if (d->be->activate(d, &e) != 0 || cublas_status(&e, "cublasDestroy", cublas.destroy(h)) != 0)
+    if (d->be->activate(d, &e) != 0 || cublas_status(&e, "cublasDestroy", cdv_cublas.cublasDestroy_v2(h)) != 0)
       cdv_warn_release(L, "cuBLAS handle", d, &e); /* __gc never raises */
   }
   return 0;
@@ -259,9 +157,9 @@ static cdv_cublas_handle blas_handle(lua_State *L, cdv_device *d) {
     return hs->slot[d->index].h;
   hs->slot[d->index].h = NULL; /* stale: its context is gone (NOTE [cublas handles]) */
   cdv_cublas_handle h = NULL;
-  if (cublas_status(&e, "cublasCreate", cublas.create(&h)) != 0) cdv_raise(L, d, &e);
-  if (cublas_status(&e, "cublasSetMathMode", cublas.set_math_mode(h, CUBLAS_DEFAULT_MATH)) != 0) {
-    cublas.destroy(h);
+  if (cublas_status(&e, "cublasCreate", cdv_cublas.cublasCreate_v2(&h)) != 0) cdv_raise(L, d, &e);
+  if (cublas_status(&e, "cublasSetMathMode", cdv_cublas.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH)) != 0) {
+    cdv_cublas.cublasDestroy_v2(h);
     cdv_raise(L, d, &e);
   }
   hs->slot[d->index].h = h;
@@ -420,11 +318,12 @@ static int l_matmul(lua_State *L) {
       int dt = t == CDV_F64 ? CUDA_R_64F : t == CDV_F32 ? CUDA_R_32F : CUDA_R_16F;
       int ct = t == CDV_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
       const void *pa = t == CDV_F64 ? (const void *)&alpha : &af, *pb = t == CDV_F64 ? (const void *)&beta : &bf;
-      if (cublas_status(&e, "cublasSetStream", cublas.set_stream(h, stream)) != 0 ||
-          cublas_status(&e, "cublasGemmEx",
-                        cublas.gemm_ex(h, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                       (int)n, (int)m, (int)k, pa, b->data, dt, ldb, a->data, dt, lda, pb, out->data,
-                                       dt, (int)n, ct, CUBLAS_GEMM_DEFAULT)) != 0)
+      if (cublas_status(&e, "cublasSetStream", cdv_cublas.cublasSetStream_v2(h, stream)) != 0 ||
+          cublas_status(
+              &e, "cublasGemmEx",
+              cdv_cublas.cublasGemmEx(h, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
+                                      (int)m, (int)k, pa, b->data, dt, ldb, a->data, dt, lda, pb, out->data, dt, (int)n,
+                                      ct, CUBLAS_GEMM_DEFAULT)) != 0)
         return cdv_raise(L, d, &e);
       if (cdv_get_state(L)->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0)
         return cdv_raise(L, d, &e);
@@ -448,7 +347,7 @@ static int l_cublas(lua_State *L) {
     lua_pushstring(L, e.message);
     return 2;
   }
-  lua_pushstring(L, cublas.path);
+  lua_pushstring(L, cdv_cublas_path());
   return 1;
 }
 

@@ -17,6 +17,11 @@
 
 #define MAXDEV CDV_MAXDEV
 
+/* NOTE [registry storage]: a device lives as long as the process (contexts are process-wide, and Device values,
+ * arrays and streams of every lua_State point at it), so the registry's devices are static slots, never
+ * allocated and never freed: building the registry or adding a mapped device cannot fail for want of memory (it
+ * was abort() on a failed calloc), and a full registry is the one refusal ("too many devices"). */
+static cdv_device slots[MAXDEV];
 static cdv_device *registry[MAXDEV];
 static int ndevices, ncuda;
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
@@ -52,18 +57,16 @@ static void mark_forked(void) { forked = 1; }
  * driver is opened here, lazily, not at require time. */
 static void registry_init(void) {
   pthread_atfork(NULL, NULL, mark_forked);
-  cdv_device *cpu = calloc(1, sizeof *cpu);
-  if (cpu == NULL) abort();
+  cdv_device *cpu = &slots[0];
   init_cpu(cpu);
   registry[ndevices++] = cpu;
   int n = cdv_cuda_device_count();
   for (int i = 0; i < n && ndevices < MAXDEV; i++) {
-    cdv_device *d = calloc(1, sizeof *d);
+    cdv_device *d = &slots[ndevices];
     cdv_err e;
-    if (d == NULL) abort();
     d->be = &cdv_backend_cuda;
     if (cdv_cuda_fill_device(d, i, &e) != 0) {
-      free(d);
+      memset(d, 0, sizeof *d); /* the slot stays free for the next one */
       continue;
     }
     d->index = ndevices;
@@ -88,12 +91,14 @@ int cdv_cuda_count(void) {
   return ncuda;
 }
 
-/* Adds a mapped device (map_cuda_device); returns NULL when the registry is full. */
+/* Adds a mapped device (map_cuda_device) in the next static slot (NOTE [registry storage]); returns NULL when
+ * the registry is full. */
 cdv_device *cdv_device_add(const cdv_device *proto) {
   cdv_device_count_all();
   pthread_mutex_lock(&registry_lock);
   cdv_device *d = NULL;
-  if (ndevices < MAXDEV && (d = malloc(sizeof *d)) != NULL) {
+  if (ndevices < MAXDEV) {
+    d = &slots[ndevices];
     *d = *proto;
     d->index = ndevices;
     registry[ndevices++] = d;

@@ -123,29 +123,22 @@ static int graph_tostring(lua_State *L) {
 static int graph_index(lua_State *L) {
   check_any(L, 1);
   const char *k = luaL_checkstring(L, 2);
-  if (strcmp(k, "launch") == 0)
-    lua_pushcfunction(L, graph_launch); /* methods check the graph themselves */
-  else if (strcmp(k, "free") == 0)
-    lua_pushcfunction(L, graph_free);
-  else {
-    graph *g = check_graph(L, 1);
-    if (strcmp(k, "device") == 0)
-      cdv_push_device(L, g->dev);
-    else if (strcmp(k, "num_nodes") == 0)
-      lua_pushinteger(L, g->nodes);
-    else
-      return luaL_error(L, "Graph has no field or method '%s'", k);
-  }
+  if (cdv_push_method(L)) return 1; /* g:launch, g:free: the methods check the graph themselves */
+  graph *g = check_graph(L, 1);
+  if (strcmp(k, "device") == 0)
+    cdv_push_device(L, g->dev);
+  else if (strcmp(k, "num_nodes") == 0)
+    lua_pushinteger(L, g->nodes);
+  else
+    return luaL_error(L, "Graph has no field or method '%s'", k);
   return 1;
 }
 
 int cdv_graph_open(lua_State *L) {
-  static const luaL_Reg meta[] = {{"__index", graph_index},
-                                  {"__gc", graph_gc},
-                                  {"__close", graph_release},
-                                  {"__tostring", graph_tostring},
-                                  {NULL, NULL}};
-  cdv_new_class(L, CDV_GRAPH, meta, NULL, NULL); /* NOTE [class registration] */
+  static const luaL_Reg meta[] = {
+      {"__gc", graph_gc}, {"__close", graph_release}, {"__tostring", graph_tostring}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"launch", graph_launch}, {"free", graph_free}, {NULL, NULL}};
+  cdv_new_class(L, CDV_GRAPH, meta, methods, graph_index); /* NOTE [class registration] */
   lua_pop(L, 1);
   lua_pushcfunction(L, l_capture);
   lua_setfield(L, -2, "capture");

@@ -1,5 +1,7 @@
 /*
- * loader.c: opens libcuda and NVRTC with dlopen on first use and resolves the entry points listed in syms.h.
+ * loader.c: opens libcuda and NVRTC with dlopen on first use and resolves the entry points listed in syms.h;
+ * libnccl (nccl_abi.h), libcublas (cublas_abi.h) and cd.mpi's shim (mpi_api.h) the same way. The front end
+ * never calls dlopen or dlsym itself (NOTE [layers]): it calls the tables filled here.
  *
  * Nothing happens at `require` time: the first call of cdv_cuda_load() / cdv_nvrtc_load() opens the library,
  * under pthread_once because several lua_States in several threads share it. A library is never dlclose'd:
@@ -19,6 +21,8 @@
 #include "backend.h"
 #include "syms.h"
 #include "nccl_abi.h"
+#include "cublas_abi.h"
+#include "mpi_api.h"
 
 struct cdv_cu_syms cdv_cu;
 struct cdv_nvrtc_syms cdv_nvrtc;
@@ -300,6 +304,134 @@ const char *cdv_nccl_why(void) {
 const char *cdv_nccl_path(void) {
   pthread_once(&nccl_once, nccl_load_once);
   return nccl_lib.path;
+}
+
+/* ---------------------------------------------------------------- cuBLAS */
+/* NOTE [cublas library]: libcublas (blas.c's cd.matmul on a CUDA device, NOTE [cublas abi]) is opened like
+ * libcuda, on first use and never at `require`: CUDADEV_LIBCUBLAS alone when set; else libcublas.so.13, .12 and
+ * libcublas.so in turn, each through the dynamic linker's own search, then in $CUDA_HOME/lib64 (when it is not
+ * /usr/local/cuda), then in /usr/local/cuda/lib64. When none opens, the reason ends by naming
+ * CUDADEV_LIBCUBLAS; a library that opens but lacks an entry point other than cublasGetStatusString is no
+ * cuBLAS, and the reason names what it lacks. */
+struct cdv_cublas_syms cdv_cublas;
+
+#define CDV_CUBLAS_ENTRY(ret, name, params) {#name, offsetof(struct cdv_cublas_syms, name)},
+static const cdv_sym cublas_table[] = {CDV_CUBLAS_SYMS(CDV_CUBLAS_ENTRY)};
+static lib_state cublas_lib;
+static pthread_once_t cublas_once = PTHREAD_ONCE_INIT;
+
+static void cublas_open(void) {
+  static const char *const sonames[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  const char *env = getenv("CUDADEV_LIBCUBLAS"), *home = getenv("CUDA_HOME");
+  why_add(&cublas_lib, "no cuBLAS: ");
+  if (env && *env) {
+    try_open(&cublas_lib, env);
+  } else {
+    for (size_t i = 0; i < COUNT(sonames); i++) {
+      char path[1024];
+      try_open(&cublas_lib, sonames[i]);
+      if (home && *home && strcmp(home, "/usr/local/cuda") != 0) {
+        snprintf(path, sizeof path, "%s/lib64/%s", home, sonames[i]);
+        try_open(&cublas_lib, path);
+      }
+      snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[i]);
+      try_open(&cublas_lib, path);
+    }
+  }
+  if (!cublas_lib.handle) why_add(&cublas_lib, "; set CUDADEV_LIBCUBLAS to the path of libcublas.so");
+}
+
+static void cublas_load_once(void) {
+  cublas_open();
+  if (!cublas_lib.handle) return;
+  resolve(cublas_lib.handle, cublas_table, COUNT(cublas_table), &cdv_cublas);
+  why_clear(&cublas_lib);
+  for (size_t i = 0; i < COUNT(cublas_table); i++) {
+    void *p;
+    memcpy(&p, (char *)&cdv_cublas + cublas_table[i].offset, sizeof p);
+    if (p == NULL && strcmp(cublas_table[i].name, "cublasGetStatusString") != 0) {
+      why_add(&cublas_lib, "no cuBLAS: %s does not export %s", cublas_lib.path, cublas_table[i].name);
+      return;
+    }
+  }
+}
+
+int cdv_cublas_load(void) {
+  pthread_once(&cublas_once, cublas_load_once);
+  return cublas_lib.handle && cublas_lib.why_len == 0 ? 0 : -1;
+}
+
+const char *cdv_cublas_why(void) {
+  pthread_once(&cublas_once, cublas_load_once);
+  return cublas_lib.why;
+}
+
+const char *cdv_cublas_path(void) {
+  pthread_once(&cublas_once, cublas_load_once);
+  return cublas_lib.path;
+}
+
+/* ---------------------------------------------------------------- cd.mpi's shim */
+/* cudadev_mpi.so (NOTE [mpi shim] in mpi_api.h): opened RTLD_GLOBAL, since OpenMPI's own plugins resolve
+ * libmpi's symbols globally; CUDADEV_MPI_SHIM alone when set; else beside the file that holds this code
+ * (build/cudadev.so, or build/luacuda, which links the module in), then where `make install` put it. Never
+ * dlclosed: MPI lives until the process ends. The reason lists each failure, "; " between them. */
+static lib_state mpi_lib;
+static const cdv_mpi_api *mpi_api;
+static pthread_once_t mpi_once = PTHREAD_ONCE_INIT;
+
+#ifdef CDV_HAVE_MPI
+static void try_shim(const char *path) {
+  if (mpi_api != NULL) return;
+  void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+  const char *err = h == NULL ? dlerror() : NULL;
+  const cdv_mpi_api *(*get)(void) = NULL;
+  if (h != NULL) {
+    void *p = dlsym(h, CDV_MPI_SHIM_SYMBOL);
+    memcpy(&get, &p, sizeof p);
+    if (get == NULL)
+      err = "no " CDV_MPI_SHIM_SYMBOL " in it";
+    else if (get()->version != CDV_MPI_API_VERSION)
+      err = "made for another version of cudadev";
+    else {
+      mpi_api = get();
+      return;
+    }
+  }
+  if (h == NULL)
+    why_add(&mpi_lib, "%s%s", mpi_lib.why_len ? "; " : "", err ? err : "unknown error");
+  else
+    why_add(&mpi_lib, "%s%s: %s", mpi_lib.why_len ? "; " : "", path, err);
+}
+#endif
+
+static void mpi_load_once(void) {
+#ifndef CDV_HAVE_MPI
+  why_add(&mpi_lib, "this cudadev was built without MPI (install libopenmpi-dev, then rebuild)");
+#else
+  const char *env = getenv("CUDADEV_MPI_SHIM");
+  if (env != NULL && *env != '\0') {
+    try_shim(env);
+    return;
+  }
+  Dl_info info;
+  if (dladdr((void *)mpi_load_once, &info) != 0 && info.dli_fname != NULL) {
+    char path[1024];
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir = slash != NULL ? (int)(slash - info.dli_fname) : 1;
+    snprintf(path, sizeof path, "%.*s/cudadev_mpi.so", dir, slash != NULL ? info.dli_fname : ".");
+    try_shim(path);
+  }
+#ifdef CDV_MPI_SHIM_INSTALLED
+  try_shim(CDV_MPI_SHIM_INSTALLED);
+#endif
+#endif
+}
+
+const cdv_mpi_api *cdv_mpi_load(const char **why) {
+  pthread_once(&mpi_once, mpi_load_once);
+  if (why != NULL) *why = mpi_lib.why;
+  return mpi_api;
 }
 
 /* ---------------------------------------------------------------- missing entry points */

@@ -1,11 +1,10 @@
 /*
- * mpi.c: the C side of cd.mpi (lua/cudadev/mpi.lua is the public side): finding and opening cudadev_mpi.so
- * (NOTE [mpi shim] in mpi_api.h), MPI's start on first use and its end at exit, and the byte and element moves
- * that mpi.lua builds its collectives from. These are internal (cd._mpi, which mpi.lua takes away); the
+ * mpi.c: the C side of cd.mpi (lua/cudadev/mpi.lua is the public side): cudadev_mpi.so's table (loader.c
+ * finds and opens it: NOTE [mpi shim] in mpi_api.h), MPI's start on first use and its end at exit, and the byte
+ * and element moves that mpi.lua builds its collectives from. These are internal (cd._mpi, which mpi.lua takes away); the
  * arguments were checked there, and are checked again here only as far as memory safety needs.
  */
-#define _GNU_SOURCE /* dladdr, on_exit */
-#include <dlfcn.h>
+#define _GNU_SOURCE /* on_exit */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,68 +16,13 @@
 
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 static const cdv_mpi_api *api; /* NULL until the shim opened */
-static char load_why[2048]; /* why it could not be opened ("" until tried) */
+static const char *load_why = ""; /* why it could not be opened ("" until tried) */
 static int started, world_rank, world_size, node_rank;
 static pid_t start_pid;
 
-static void why_add(size_t *at, const char *fmt, const char *a, const char *b) {
-  if (*at >= sizeof load_why - 1) return;
-  int n = snprintf(load_why + *at, sizeof load_why - *at, fmt, a, b);
-  if (n > 0) *at += (size_t)n;
-  if (*at > sizeof load_why - 1) *at = sizeof load_why - 1;
-}
-
-static void try_shim(const char *path, size_t *at) {
-  if (api != NULL) return;
-  void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL); /* OpenMPI's own plugins resolve libmpi's symbols globally */
-  const char *err = h == NULL ? dlerror() : NULL;
-  const cdv_mpi_api *(*get)(void) = NULL;
-  if (h != NULL) {
-    *(void **)&get = dlsym(h, CDV_MPI_SHIM_SYMBOL);
-    if (get == NULL)
-      err = "no " CDV_MPI_SHIM_SYMBOL " in it";
-    else if (get()->version != CDV_MPI_API_VERSION)
-      err = "made for another version of cudadev";
-    else {
-      api = get();
-      return;
-    }
-  }
-  if (h == NULL)
-    why_add(at, "%s%s", *at ? "; " : "", err);
-  else {
-    why_add(at, "%s%s", *at ? "; " : "", path);
-    why_add(at, "%s%s", ": ", err);
-  }
-}
-
-/* Where cudadev_mpi.so is looked for (see NOTE [mpi shim]): only CUDADEV_MPI_SHIM when set; else beside the file that
- * holds this code (build/cudadev.so, or build/luacuda, which links the module in), then where `make install`
- * put it. Never dlclosed: MPI lives until the process ends. Called with mpi_lock held. */
+/* Opens the shim once (loader.c: NOTE [mpi shim]). Called with mpi_lock held. */
 static void load_shim(void) {
-  if (api != NULL || load_why[0] != '\0') return;
-  size_t at = 0;
-#ifndef CDV_HAVE_MPI
-  why_add(&at, "%s%s", "this cudadev was built without MPI (install libopenmpi-dev, then rebuild)", "");
-  return;
-#else
-  const char *env = getenv("CUDADEV_MPI_SHIM");
-  if (env != NULL && *env != '\0') {
-    try_shim(env, &at);
-    return;
-  }
-  Dl_info info;
-  if (dladdr((void *)load_shim, &info) != 0 && info.dli_fname != NULL) {
-    char path[1024];
-    const char *slash = strrchr(info.dli_fname, '/');
-    int dir = slash != NULL ? (int)(slash - info.dli_fname) : 1;
-    snprintf(path, sizeof path, "%.*s/cudadev_mpi.so", dir, slash != NULL ? info.dli_fname : ".");
-    try_shim(path, &at);
-  }
-#ifdef CDV_MPI_SHIM_INSTALLED
-  try_shim(CDV_MPI_SHIM_INSTALLED, &at);
-#endif
-#endif
+  if (api == NULL) api = cdv_mpi_load(&load_why);
 }
 
 /* The process ends: MPI_Finalize when we started MPI. A process that ends with a failure (an uncaught error in
@@ -114,7 +58,7 @@ static int l_load(lua_State *L) {
 static void start(lua_State *L) {
   if (__atomic_load_n(&started, __ATOMIC_ACQUIRE)) return;
   if (cdv_get_state(L)->sandbox) luaL_error(L, "MPI is not available in this sandbox");
-  char msg[sizeof load_why + 64] = "";
+  char msg[2048 + 64] = "";
   pthread_mutex_lock(&mpi_lock);
   load_shim();
   int ok = started;

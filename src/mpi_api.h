@@ -32,4 +32,7 @@ typedef struct cdv_mpi_api {
   void (*abort)(int code); /* MPI_Abort on MPI_COMM_WORLD */
 } cdv_mpi_api;
 
+/* loader.c: the shim's table, opened once (NOTE [mpi shim]); NULL, and *why says why not (every path tried) */
+const cdv_mpi_api *cdv_mpi_load(const char **why);
+
 #endif

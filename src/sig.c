@@ -3,14 +3,16 @@
  *
  * Three passes over flat arrays, none recursive, so no input can exhaust the stack:
  *   1. lex: the source becomes tokens (identifiers, numbers, literals, punctuation), with comments,
- *      preprocessor lines and `#if 0` blocks gone. Tokens point into the text they came from, so
- *      tokens of different texts mix freely (resolve splices template arguments into types).
+ *      preprocessor lines and `#if 0` blocks gone: the source scanner's C++ token stream (cdv_scan_lex,
+ *      NOTE [token streams] in scan.h). Tokens point into the text they came from, so tokens of different
+ *      texts mix freely (resolve splices template arguments into types).
  *   2. scan: one walk over the tokens keeps a stack of braces (namespace, extern "C", other) and, at
  *      each __global__ outside parentheses, reads the declaration around it.
  *   3. parameters: a parameter list is split at top-level commas and each parameter is classified.
  *      resolve re-lexes the stored parameter list text and runs the same code with template arguments.
  */
 #include "sig.h"
+#include "scan.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -54,7 +56,7 @@ static int grow(void *pp, int *cap, int need, size_t item) {
 
 /* ------------------------------------------------------------ tokens */
 
-enum { T_IDENT, T_NUM, T_STR, T_CHAR, T_PUNCT };
+enum { T_IDENT = CDV_T_IDENT, T_NUM = CDV_T_NUM, T_STR = CDV_T_STR, T_CHAR = CDV_T_CHAR, T_PUNCT = CDV_T_PUNCT };
 
 typedef struct tok {
   const char *p;
@@ -223,259 +225,17 @@ static void sb_finish_fixed(sbuf *b) {
 
 /* ------------------------------------------------------------ lexer */
 
-typedef struct lexer {
-  const char *p, *end;
-  int line;
-  tvec *out;
-} lexer;
-
-static int is_id0(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' || c >= 0x80;
-}
-static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-static int is_id(unsigned char c) { return is_id0(c) || is_digit(c); }
-static int is_blank(unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-/* Length of a backslash-newline (a line splice) at p, else 0. */
-static int splice_at(const lexer *lx, const char *p) {
-  if (p >= lx->end || *p != '\\') return 0;
-  if (p + 1 < lx->end && p[1] == '\n') return 2;
-  if (p + 2 < lx->end && p[1] == '\r' && p[2] == '\n') return 3;
-  return 0;
-}
-
-/* Past a block comment starting at lx->p ("/" "*"); an unterminated one runs to the end. */
-static void skip_block_comment(lexer *lx) {
-  const char *p = lx->p + 2;
-  while (p < lx->end && !(*p == '*' && p + 1 < lx->end && p[1] == '/')) lx->line += *p++ == '\n';
-  lx->p = p < lx->end ? p + 2 : lx->end;
-}
-
-/* To the newline ending a // comment (left for the caller); a line splice continues the comment. */
-static void skip_line_comment(lexer *lx) {
-  const char *p = lx->p;
-  while (p < lx->end && *p != '\n') {
-    int s = splice_at(lx, p);
-    if (s)
-      lx->line++, p += s;
-    else
-      p++;
-  }
-  lx->p = p;
-}
-
-/* Past a quoted literal opening at lx->p; an unterminated one stops at the end of its line. */
-static void skip_quoted(lexer *lx) {
-  char q = *lx->p;
-  const char *p = lx->p + 1;
-  while (p < lx->end && *p != q && *p != '\n') {
-    int s = splice_at(lx, p);
-    if (s)
-      lx->line++, p += s;
-    else
-      p += (*p == '\\' && p + 1 < lx->end && p[1] != '\n') ? 2 : 1;
-  }
-  lx->p = p < lx->end && *p == q ? p + 1 : p;
-}
-
-/* Past a raw string R"delim( ... )delim" whose quote is at lx->p; 0, or -1 when it is not one. */
-static int skip_raw(lexer *lx) {
-  const char *d = lx->p + 1, *p = d;
-  while (p < lx->end && p - d <= 16 && *p != '(') {
-    if (*p == ' ' || *p == ')' || *p == '\\' || *p == '"' || *p == '\n' || *p == '\t') return -1;
-    p++;
-  }
-  if (p >= lx->end || *p != '(') return -1;
-  size_t dn = (size_t)(p - d);
-  for (p++; p < lx->end; p++) {
-    if (*p == ')' && (size_t)(lx->end - p) > dn + 1 && memcmp(p + 1, d, dn) == 0 && p[dn + 1] == '"') {
-      lx->p = p + dn + 2;
-      return 0;
-    }
-    lx->line += *p == '\n';
-  }
-  lx->p = lx->end;
-  return 0;
-}
-
-/* Skip blanks and line splices within a line. */
-static void skip_blanks(lexer *lx) {
-  for (;;) {
-    int s = splice_at(lx, lx->p);
-    if (s)
-      lx->line++, lx->p += s;
-    else if (lx->p < lx->end && is_blank((unsigned char)*lx->p))
-      lx->p++;
-    else
-      return;
-  }
-}
-
-/* The directive word after '#' (lx->p just past it): "if", "endif" ...; empty when none. */
-static size_t directive_word(lexer *lx, const char **w) {
-  skip_blanks(lx);
-  *w = lx->p;
-  while (lx->p < lx->end && is_id((unsigned char)*lx->p)) lx->p++;
-  return (size_t)(lx->p - *w);
-}
-
-/* To the newline ending a preprocessor line; splices continue it, comments inside may span lines,
- * and quotes are skipped so that "/" "*" inside a string starts no comment. */
-static void skip_directive_rest(lexer *lx) {
-  while (lx->p < lx->end && *lx->p != '\n') {
-    const char *p = lx->p;
-    int s = splice_at(lx, p);
-    if (s)
-      lx->line++, lx->p += s;
-    else if (*p == '/' && p + 1 < lx->end && p[1] == '*')
-      skip_block_comment(lx);
-    else if (*p == '/' && p + 1 < lx->end && p[1] == '/')
-      skip_line_comment(lx);
-    else if (*p == '"' || *p == '\'')
-      skip_quoted(lx);
-    else
-      lx->p++;
-  }
-}
-
-static int word_is(const char *w, size_t n, const char *s) { return strlen(s) == n && memcmp(w, s, n) == 0; }
-
-/* Lines of an `#if 0` group, up to its #else, #elif or #endif (code there never compiles, and often
- * holds old kernels). Only comments are honoured, so a directive inside a comment counts for nothing. */
-static void skip_if0(lexer *lx) {
-  int depth = 0;
-  while (lx->p < lx->end) {
-    lx->line++, lx->p++; /* the newline ending the previous line */
-    skip_blanks(lx);
-    if (lx->p < lx->end && *lx->p == '#') {
-      const char *w;
-      lx->p++;
-      size_t n = directive_word(lx, &w);
-      if (word_is(w, n, "if") || word_is(w, n, "ifdef") || word_is(w, n, "ifndef"))
-        depth++;
-      else if (word_is(w, n, "endif") && depth > 0)
-        depth--;
-      else if (depth == 0 && (word_is(w, n, "endif") || word_is(w, n, "else") || word_is(w, n, "elif") ||
-                              word_is(w, n, "elifdef") || word_is(w, n, "elifndef"))) {
-        skip_directive_rest(lx);
-        return;
-      }
-    }
-    while (lx->p < lx->end && *lx->p != '\n') {
-      const char *p = lx->p;
-      if (*p == '/' && p + 1 < lx->end && p[1] == '*')
-        skip_block_comment(lx);
-      else if (*p == '/' && p + 1 < lx->end && p[1] == '/')
-        skip_line_comment(lx);
-      else
-        lx->p++;
-    }
-  }
-}
-
-/* A preprocessor line, lx->p at its '#'. */
-static void skip_directive(lexer *lx) {
-  const char *w;
-  lx->p++;
-  size_t n = directive_word(lx, &w);
-  int if0 = 0;
-  if (word_is(w, n, "if")) {
-    skip_blanks(lx);
-    const char *p = lx->p;
-    if0 = p < lx->end && *p == '0' && (p + 1 >= lx->end || !(is_id((unsigned char)p[1]) || p[1] == '.'));
-  }
-  skip_directive_rest(lx);
-  if (if0) skip_if0(lx);
-}
-
-static int emit(lexer *lx, const char *start, int kind, int line) {
-  tok t = {start, (unsigned)(lx->p - start), line, kind};
-  return tvec_push(lx->out, t);
-}
-
-/* A string or character literal with an encoding prefix ("u8", "L", "R" ...) just read as an identifier. */
-static int prefixed_literal(lexer *lx, const char *start) {
-  size_t n = (size_t)(lx->p - start);
-  if (lx->p >= lx->end || (*lx->p != '"' && *lx->p != '\'')) return 0;
-  int raw = n > 0 && start[n - 1] == 'R' && *lx->p == '"';
-  size_t pn = raw ? n - 1 : n; /* the encoding part */
-  if (!(pn == 0 || word_is(start, pn, "u8") || word_is(start, pn, "u") || word_is(start, pn, "U") ||
-        word_is(start, pn, "L")))
-    return 0;
-  if (raw && skip_raw(lx) == 0) return 1;
-  if (raw && pn == 0) return 0; /* R'x' or a bad raw string: an identifier R and a literal */
-  skip_quoted(lx);
-  return 1;
-}
-
-static void lex_number(lexer *lx) {
-  const char *p = lx->p;
-  while (p < lx->end) {
-    unsigned char c = (unsigned char)*p;
-    char e = p[-1]; /* an exponent's sign belongs to the number: 1e+5, 0x1p-3 */
-    if ((c == '+' || c == '-') && (e == 'e' || e == 'E' || e == 'p' || e == 'P'))
-      p++;
-    else if (is_id(c) || c == '.')
-      p++;
-    else if (c == '\'' && p + 1 < lx->end && is_id((unsigned char)p[1]))
-      p += 2;
-    else
-      break;
-  }
-  lx->p = p;
-}
-
-/* One token or skipped stretch at lx->p; *bol says whether only blanks and comments precede it on its line. */
-static int lex_one(lexer *lx, int *bol) {
-  const char *p = lx->p, *end = lx->end, *start = p;
-  unsigned char c = (unsigned char)*p;
-  int line = lx->line, s = splice_at(lx, p);
-  if (c == '\n') {
-    lx->line++, lx->p++, *bol = 1;
-  } else if (is_blank(c) || s) {
-    lx->p += s ? s : 1;
-    lx->line += s != 0;
-  } else if (c == '/' && p + 1 < end && (p[1] == '/' || p[1] == '*')) {
-    if (p[1] == '/')
-      skip_line_comment(lx);
-    else
-      skip_block_comment(lx);
-  } else if (c == '#' && *bol) {
-    skip_directive(lx);
-  } else {
-    *bol = 0;
-    if (c == '"' || c == '\'') {
-      skip_quoted(lx);
-      return emit(lx, start, c == '"' ? T_STR : T_CHAR, line);
-    }
-    if (is_id0(c)) {
-      while (lx->p < end && is_id((unsigned char)*lx->p)) lx->p++;
-      if (prefixed_literal(lx, start)) return emit(lx, start, T_STR, line);
-      return emit(lx, start, T_IDENT, line);
-    }
-    if (is_digit(c) || (c == '.' && p + 1 < end && is_digit((unsigned char)p[1]))) {
-      lx->p++;
-      lex_number(lx);
-      return emit(lx, start, T_NUM, line);
-    }
-    if (c == ':' && p + 1 < end && p[1] == ':')
-      lx->p += 2;
-    else if (c == '.' && p + 2 < end && p[1] == '.' && p[2] == '.')
-      lx->p += 3;
-    else
-      lx->p++;
-    return emit(lx, start, T_PUNCT, line);
-  }
-  return 0;
-}
-
-/* Tokens of src[0..len) appended to out; -1 when out of memory. */
+/* The tokens of src[0..len) (the scanner's C++ token stream, NOTE [token streams] in scan.h) appended to out,
+ * each pointing into src; -1 when out of memory. */
 static int lex(const char *src, size_t len, tvec *out) {
-  lexer lx = {src, src + len, 1, out};
-  int bol = 1;
-  while (lx.p < lx.end)
-    if (lex_one(&lx, &bol) != 0) return -1;
-  return 0;
+  cdv_toks t = {0};
+  int rc = cdv_scan_lex(src, len, &t);
+  for (int i = 0; rc == 0 && i < t.n; i++) {
+    tok k = {src + t.v[i].off, (unsigned)t.v[i].len, t.v[i].line, t.v[i].kind};
+    rc = tvec_push(out, k);
+  }
+  free(t.v);
+  return rc;
 }
 
 /* ------------------------------------------------------------ classifying a type */

@@ -2,7 +2,7 @@
  * fuzz_sig.c: libFuzzer target for the kernel-signature parser (src/sig.c).
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc \
- *         tests/fuzz_sig.c src/sig.c -o /tmp/fuzz_sig
+ *         tests/fuzz_sig.c src/sig.c src/scan.c src/diskcache.c src/util.c -o /tmp/fuzz_sig
  *   mkdir -p /tmp/sig_corpus && /tmp/fuzz_sig -max_total_time=180 /tmp/sig_corpus
  *
  * The input is the source, unterminated (libFuzzer's buffer is exactly `size` bytes, so ASan sees any

@@ -20,22 +20,26 @@ local M = {}
 local fmt, concat, sort = string.format, table.concat, table.sort
 
 -- ---------------------------------------------------------------- field names, for completion
--- Userdata keep their methods in getmetatable(x).methods; the fields are answered by C code, so they are
--- listed here (keep in step with the __index functions of device.c, array.c, stream.c, event.c, module.c).
-M.fields = {
-  Device = { "alias", "name", "ordinal", "arch", "is_cpu", "is_cuda", "is_uva", "is_cubin_supported",
-             "is_mempool_supported", "is_primary", "uuid", "pci_bus_id", "total_memory", "free_memory",
-             "sm_count", "warp_size", "max_threads_per_block", "has_context", "is_sticky", "generation", "stream" },
-  Array = { "dtype", "shape", "ndim", "size", "nbytes", "itemsize", "device", "is_pinned", "ptr" },
-  Stream = { "device", "priority", "is_default", "handle" },
-  Event = { "device", "timing" },
-  Module = { "ptx", "cubin", "log", "arch", "device", "kernels" },
-  Kernel = { "name", "num_params", "params", "param_names", "attributes", "device", "module" },
-  Graph = { "device", "num_nodes" },
-  LaunchConfig = { "grid", "block", "dim", "shared", "stream", "device" },
-  Error = { "api", "code", "name", "message", "sticky", "where", "device", "log", "options", "source",
-            "source_name" },
-}
+-- Each type's metatable lists its fields (mt.fields, read at build time from the C code that answers them:
+-- NOTE [class fields] in src/args.c) and its methods (mt.methods), so completion reads the metatables and a new
+-- name needs no list here. repl.fields is made from them: {Device = {...}, Array = {...}, ...}.
+M.fields = {}
+
+-- v's fields: its metatable's, or, where that is hidden (a sandbox: NOTE [protected metatables]), repl.fields'
+local function class_fields(v)
+  local mt = getmetatable(v)
+  local f = type(mt) == "table" and rawget(mt, "fields")
+  return type(f) == "table" and f or M.fields[cd.type(v)] or {}
+end
+
+do   -- the metatables are in the registry under their __name ("cudadev.Array"); cd.Error is Error's
+  local registry = debug and debug.getregistry and debug.getregistry() or { ["cudadev.Error"] = cd.Error }
+  for name, mt in next, registry do
+    local ty = type(name) == "string" and name:match("^cudadev%.(%u%w*)$")
+    local f = ty and type(mt) == "table" and rawget(mt, "fields")
+    if type(f) == "table" then M.fields[ty] = table.move(f, 1, #f, 1, {}) end
+  end
+end
 
 -- ---------------------------------------------------------------- pretty printing
 local defaults = { depth = 4, items = 40, width = 80, string_max = 120, indent = "  " }
@@ -234,8 +238,8 @@ local function members(v, colon)
       tv = type(mt) == "table" and rawget(mt, "__index") or nil
       hops = hops + 1
     end
-    if cd.type(v) then   -- a cudadev.Error is a table: its fields too
-      for _, k in ipairs(M.fields[cd.type(v)] or {}) do if not colon then add(k, true) end end
+    if cd.type(v) and not colon then   -- a cudadev.Error is a table: the fields it may have too
+      for _, k in ipairs(class_fields(v)) do add(k, true) end
     end
   elseif t == "userdata" then
     local mt = getmetatable(v)
@@ -249,7 +253,7 @@ local function members(v, colon)
     end
     local ty = cd.type(v)
     if not colon and ty then
-      for _, k in ipairs(M.fields[ty] or {}) do add(k, true) end
+      for _, k in ipairs(class_fields(v)) do add(k, true) end
       if ty == "Module" then   -- m.saxpy is m:get("saxpy")
         local ks = safe_index(v, "kernels")
         for _, k in ipairs(type(ks) == "table" and ks or {}) do add(k, true) end
