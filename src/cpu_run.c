@@ -1170,7 +1170,7 @@ static void lw_serve(lw_page *pg) {
     fflush(NULL);
     _exit(EXIT_FAILED);
   }
-  if (L.nworkers > 1 && !under_asan()) /* NOTE [forks under ASan]: one thread takes every block */
+  if (L.nworkers > 1 && !under_asan()) /* one thread takes every block (NOTE [forks under ASan]) */
     run_pool(&L, L.nworkers);
   else
     worker_run(&L, 0);
