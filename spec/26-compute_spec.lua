@@ -363,5 +363,48 @@ helper.each_device(function(dev)
         helper.assert_error_matches(function() cd.arange(1, 5, 0) end, "bad argument #3 to 'arange' (step must not be zero)")
       end)
     end)
+
+    -- NOTE [binary fast path], NOTE [reduction fast path]: the second call of an operator or a whole-array
+    -- reduction takes the kept kernel; whatever falls outside the fast path still goes the general way
+    describe("repeated operations", function()
+      it("compile nothing again, even across collections (the generated kernels are kept)", function()
+        local x = arr({ 1, 2, 3, 4 }, "float32")
+        assert_values(x + x, { 2, 4, 6, 8 })
+        assert.are.equal(10, x:sum())
+        collectgarbage()
+        local before = cd.kernel_cache_stats()
+        for _ = 1, 5 do
+          assert_values(x + x, { 2, 4, 6, 8 })
+          assert.are.equal(10, x:sum())
+          collectgarbage()
+        end
+        local after = cd.kernel_cache_stats()
+        assert.are.same({ before.memory_hits, before.memory_misses }, { after.memory_hits, after.memory_misses })
+      end)
+
+      it("give the general path's results, and its errors, for every form around the kept one", function()
+        local a, b = arr({ { 1, 2, 3 }, { 4, 5, 6 } }, "int32"), arr({ { 10, 20, 30 }, { 40, 50, 60 } }, "int32")
+        for _ = 1, 2 do assert_values(a + b, { 11, 22, 33, 44, 55, 66 }) end
+        assert_values(a + arr({ 100, 200, 300 }, "int32"), { 101, 202, 303, 104, 205, 306 })   -- broadcast
+        assert_values(a + b.T:contiguous().T, { 11, 22, 33, 44, 55, 66 })                    -- a strided view
+        assert.are.equal("float64", (a + arr({ { 1, 1, 1 }, { 1, 1, 1 } }, "float64")).dtype)
+        helper.assert_error_contains(function() return a + arr({ 1, 2 }, "int32") end, "cannot be broadcast")
+        local out = cd.zeros({ 2, 3 }, "int32", { device = dev })
+        assert.are.equal(out, cd.add(a, b, { out = out }))
+        assert_values(out, { 11, 22, 33, 44, 55, 66 })
+        for _ = 1, 2 do assert.are.equal(21, a:sum()) end
+        local o = cd.empty({}, "int64", { device = dev })
+        assert.are.equal(o, a:sum({ out = o }))
+        assert.are.equal(21, o[1])
+        assert_values(a:sum({ axis = 1 }), { 5, 7, 9 })
+        assert.are.equal(0, arr({}, "int32"):sum())
+        helper.assert_error_contains(function() return arr({}, "float32"):mean() end, "zero-size array")
+        helper.assert_error_contains(function() return a:sum({ out = cd.empty({}, "float32", { device = dev }) }) end,
+          "output is float32 but the result is int64")
+        cd.clear_kernel_cache()
+        assert_values(a + b, { 11, 22, 33, 44, 55, 66 })
+        assert.are.equal(21, a:sum())
+      end)
+    end)
   end)
 end)

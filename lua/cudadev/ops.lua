@@ -198,6 +198,13 @@ local flat_base = array_mt.__flat_base
 -- that. At KERNELS_MAX keys the table starts afresh (a program generating kernels without end keeps no more).
 local KERNELS_MAX = 4096
 local kernels, nkernels = {}, 0
+-- the tables of the fast paths (NOTE [binary fast path], NOTE [reduction fast path]), which hold Kernels too
+local fast_caches = {}
+local function fast_cache()
+  local t = setmetatable({}, { __mode = "k" })
+  fast_caches[#fast_caches + 1] = t
+  return t
+end
 
 -- The Kernel of key on dev; on a miss, build() gives the source and the kernel's name (NOTE [generated kernels]).
 local function kernel_for(dev, key, build)
@@ -636,6 +643,14 @@ end
 -- Runs a reduction. spec: {fname=, name=, ins = {{name=, dtype=, value=, raw=}}, out = {name=, dtype=, value=},
 -- rtype = {ctype=, dtype= or size=}, map_expr=, reduce_expr=, post_map=, identity=, preamble=, axis=, keepdims=,
 -- stream=}. Returns the output Array.
+-- Blocks for each of nout outputs of K elements: enough to fill the device when there are few outputs, 1 when
+-- there are many. 16 per SM: a sum of 2^26 float32 on the H100 took 117.8 us with 4 per SM, 111.2 with 8,
+-- 106.5 with 16 (PyTorch's 108).
+local function splits(dev, K, nout)
+  local fill = math.max(dev.sm_count or 1, 1) * 16
+  return math.max(1, math.min((K + RBLOCK * 4 - 1) // (RBLOCK * 4), (fill + nout - 1) // nout))
+end
+
 local function run_reduction(spec)
   local fname, dev, shape = spec.fname, nil, nil
   for _, p in ipairs(spec.ins) do
@@ -694,11 +709,7 @@ local function run_reduction(spec)
     end
   end
   local p1 = kernel_for(dev, key .. "|p1", build("_p1"))
-  -- blocks for each output: enough to fill the device when there are few outputs, 1 when there are many.
-  -- 16 per SM: a sum of 2^26 float32 on the H100 took 117.8 us with 4 per SM, 111.2 with 8, 106.5 with 16
-  -- (PyTorch's 108)
-  local fill = math.max(dev.sm_count or 1, 1) * 16
-  local nsplit = math.max(1, math.min((K + RBLOCK * 4 - 1) // (RBLOCK * 4), (fill + nout - 1) // nout))
+  local nsplit = splits(dev, K, nout)
   if nout * nsplit > 0x7fffffff then raise(fmt("%s: %d outputs are more than one launch can reduce", fname, nout)) end
   local args, m = {}, #spec.ins
   for i, p in ipairs(sins) do
@@ -712,10 +723,10 @@ local function run_reduction(spec)
     or cd.empty(nout * nsplit * spec.rtype.size, "uint8", { device = dev, stream = spec.stream })) or nil
   args[m + 1], args[m + 2], args[m + 3], args[m + 4], args[m + 5], args[m + 6] = o, part, K, inner, nsplit, nsplit == 1 and 1 or 0
   p1(cfg, unpack(args, 1, m + 6))
-  if nsplit == 1 then return o end
+  if nsplit == 1 then return o, p1 end
   local p2 = kernel_for(dev, key .. "|p2", build("_p2"))
   p2({ grid = nout, block = RBLOCK, stream = spec.stream }, part, o, K, nsplit)
-  return o
+  return o, p1, p2
 end
 
 -- cd.reduction(in_params, out_params, map_expr, reduce_expr, post_map_expr, identity [, {name=, preamble=,
@@ -784,10 +795,10 @@ function cd.reduction(in_params, out_params, map_expr, reduce_expr, post_map_exp
     local defs = {}
     for tn, d in pairs(bound) do defs[#defs + 1] = fmt("typedef %s %s;", DT[d].ctype, tn) end
     table.sort(defs)
-    return run_reduction({ fname = name, name = name, ins = sin, out = { name = op.name, dtype = ot, value = nargs > #ins and args[#ins + 1] or nil },
+    return (run_reduction({ fname = name, name = name, ins = sin, out = { name = op.name, dtype = ot, value = nargs > #ins and args[#ins + 1] or nil },
       rtype = { ctype = DT[rt].ctype, dtype = rt }, map_expr = map_expr, reduce_expr = reduce_expr, post_map = post_map_expr,
       identity = identity, preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or ""), axis = copts.axis,
-      keepdims = copts.keepdims, stream = copts.stream })
+      keepdims = copts.keepdims, stream = copts.stream }))
   end
   return setmetatable({}, { __call = call, __name = "cudadev.ReductionKernel",
     __tostring = function() return fmt("ReductionKernel(%s: %s -> %s)", name, in_params, out_params) end })
@@ -903,7 +914,7 @@ end
 -- the GPU waited for it. Once that path has run for an operator, dtypes and device, its result dtype and Kernel
 -- are kept here, and the next such call checks the operands, allocates and launches. A reset (dev.generation)
 -- sends it down the general path again.
-local fast_bin = setmetatable({}, { __mode = "k" })   -- [Device][op.name .. x.dtype .. y.dtype] = {k, res, gen}
+local fast_bin = fast_cache()   -- [Device][op.name .. x.dtype .. y.dtype] = {k, res, gen}
 
 local function fast_binary(op, x, y)
   local dev = x.device
@@ -1155,20 +1166,70 @@ local function reduce(a, o, fname, r)
     local _, K = reduction_geometry(a.shape, o.axis, false, fname)
     if K == 0 then raise(fmt("%s: zero-size array to a reduction with no identity", fname)) end
   end
-  local res = run_reduction({ fname = fname, name = "cdv_" .. fname,
+  local res, p1, p2 = run_reduction({ fname = fname, name = "cdv_" .. fname,
     ins = { { name = "x", dtype = a.dtype, value = a } }, out = { name = "y", dtype = r.out, value = o.out },
     rtype = r.rtype, map_expr = r.map, reduce_expr = r.reduce, post_map = r.post, identity = r.identity,
     preamble = r.preamble, axis = o.axis, keepdims = o.keepdims, stream = o.stream })
-  if o.axis == nil and o.out == nil and not o.keepdims then return res[1] end
-  return res
+  if o.axis == nil and o.out == nil and not o.keepdims then return res[1], p1, p2 end
+  return res, p1, p2
+end
+
+-- NOTE [reduction fast path]: a:sum() or a:sum({out = o}) of a whole contiguous array is the common call, and
+-- the general path (options, the description's strings, geometry, the kernels' key) cost the GPU about 20 us of
+-- waiting on the H100 (a:sum() of 2^26 float32 took 126.9 us, its kernels 106). After that path has reduced a
+-- whole array of a dtype on a device, its two kernels and dtypes are kept per method, and the next such call
+-- allocates and launches (NOTE [reduction passes]; the same kernels and arguments).
+
+-- nil or the Array of {out = Array} when those are all the options; false otherwise
+local function plain_reduce_opts(v)
+  if v == nil then return true, nil end
+  if type(v) ~= "table" then return false end
+  local k, out = next(v)
+  if k == nil then return true, nil end
+  if k ~= "out" or next(v, k) ~= nil or not is_array(out) then return false end
+  return true, out
+end
+
+local function fast_reduce(kept, a, v)
+  local plain, out = plain_reduce_opts(v)
+  local dev = plain and a.device
+  local f = dev and kept[dev] and kept[dev][a.dtype]
+  if not f or f.gen ~= dev.generation or not a.is_contiguous then return nil end
+  local K = a.size
+  local nsplit = K > 0 and splits(dev, K, 1)
+  if not nsplit or (nsplit > 1 and f.p2 == nil) then return nil end
+  if out ~= nil and (out.device ~= dev or out.dtype ~= f.out or out.size ~= 1 or not out.is_contiguous) then return nil end
+  local o = out or cd.empty({}, f.out, { device = dev })
+  local part = nsplit > 1 and cd.empty(nsplit, f.rdt, { device = dev }) or nil
+  f.p1({ grid = nsplit, block = RBLOCK }, a, o, part, K, 1, nsplit, nsplit == 1 and 1 or 0)
+  if nsplit > 1 then f.p2({ grid = 1, block = RBLOCK }, part, o, K, nsplit) end
+  if out ~= nil then return o end
+  return o[1]
 end
 
 -- A reduction method: make(dtype, opts) gives the reduction's description for reduce().
 local function reduction_method(fname, make)
+  local kept = fast_cache()   -- [Device][dtype] = {p1, p2, out, rdt, gen}: NOTE [reduction fast path]
   return function(a, v)
+    if is_array(a) then
+      local r = fast_reduce(kept, a, v)
+      if r ~= nil then return r end
+    end
     local o = reduce_opts(v, fname)
     if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
-    return reduce(a, o, fname, make(a.dtype, o))
+    local r = make(a.dtype, o)
+    local res, p1, p2 = reduce(a, o, fname, r)
+    if p1 and plain_reduce_opts(v) and r.rtype.dtype and a.is_contiguous then
+      local dev = a.device
+      kept[dev] = kept[dev] or {}
+      local f = kept[dev][a.dtype]
+      if f == nil or f.gen ~= dev.generation then
+        f = { out = r.out, rdt = r.rtype.dtype, gen = dev.generation }
+        kept[dev][a.dtype] = f
+      end
+      f.p1, f.p2 = p1, p2 or f.p2
+    end
+    return res
   end
 end
 
@@ -1312,9 +1373,15 @@ function cd.linspace(start, stop, num, ...)
 end
 
 -- cd.clear_kernel_cache() forgets the generated kernels too
+-- true when there was something to forget
 local function forget_generated()
+  local any = nkernels > 0
   kernels, nkernels = {}, 0
-  fast_bin = setmetatable({}, { __mode = "k" })
+  for _, t in ipairs(fast_caches) do
+    any = any or next(t) ~= nil
+    for k in pairs(t) do t[k] = nil end
+  end
+  return any
 end
 local clear = cd.clear_kernel_cache
 function cd.clear_kernel_cache(...)
@@ -1326,8 +1393,7 @@ end
 -- first, so that a leak check does not count them
 local live = cd._live
 function cd._live()
-  if nkernels > 0 then
-    forget_generated()
+  if forget_generated() then
     collectgarbage()
     collectgarbage()
   end
