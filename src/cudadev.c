@@ -345,12 +345,13 @@ static cdv_state *new_record(lua_State *L) {
   records[nrecords++] = st;
   pthread_mutex_unlock(&records_lock);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY);
-  const char **keys[] = {&st->key_grid,   &st->key_block,  &st->key_dim,        &st->key_shared,
+  const void **keys[] = {&st->key_grid,   &st->key_block,  &st->key_dim,        &st->key_shared,
                          &st->key_stream, &st->key_device, &st->key_cooperative};
   static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative"};
   lua_createtable(L, 7, 0); /* (see NOTE [launch keys]) anchors the interned names */
   for (int i = 0; i < 7; i++) {
-    *keys[i] = lua_pushstring(L, names[i]);
+    lua_pushstring(L, names[i]);
+    *keys[i] = lua_topointer(L, -1);
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, LUA_REGISTRYINDEX, "cudadev.launch_keys");
