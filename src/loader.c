@@ -37,6 +37,17 @@ typedef struct cdv_sym {
 static const cdv_sym cu_table[] = {CDV_CU_SYMS(CDV_CU_ENTRY)};
 static const cdv_sym nvrtc_table[] = {CDV_NVRTC_SYMS(CDV_NVRTC_ENTRY)};
 #define COUNT(a) (sizeof(a) / sizeof(a)[0])
+/* cdv_X_why() and cdv_X_path(): why library X is not usable, and the file that opened; each loads it first */
+#define LIB_WHY(x)                          \
+  const char *cdv_##x##_why(void) {         \
+    pthread_once(&x##_once, x##_load_once); \
+    return x##_lib.why;                     \
+  }
+#define LIB_PATH(x)                         \
+  const char *cdv_##x##_path(void) {        \
+    pthread_once(&x##_once, x##_load_once); \
+    return x##_lib.path;                    \
+  }
 
 /* What loading one library left behind. */
 typedef struct lib_state {
@@ -138,10 +149,7 @@ int cdv_cuda_load(void) {
   return cuda_lib.handle && cuda_lib.init == CUDA_SUCCESS ? 0 : -1;
 }
 
-const char *cdv_cuda_why(void) {
-  pthread_once(&cuda_once, cuda_load_once);
-  return cuda_lib.why;
-}
+LIB_WHY(cuda)
 
 /* cuInit's own error when the driver opened, else the list of names tried. */
 int cdv_cuda_unavailable(cdv_err *e) {
@@ -201,10 +209,7 @@ int cdv_nvrtc_load(void) {
   return nvrtc_lib.handle ? 0 : -1;
 }
 
-const char *cdv_nvrtc_why(void) {
-  pthread_once(&nvrtc_once, nvrtc_load_once);
-  return nvrtc_lib.why;
-}
+LIB_WHY(nvrtc)
 
 /* dlinfo(RTLD_DI_LINKMAP): the file the dynamic linker opened for NVRTC, for NOTE [nvrtc identity]. */
 const char *cdv_nvrtc_file(void) {
@@ -296,15 +301,9 @@ int cdv_nccl_load(void) {
   return nccl_lib.handle && nccl_lib.why_len == 0 ? 0 : -1;
 }
 
-const char *cdv_nccl_why(void) {
-  pthread_once(&nccl_once, nccl_load_once);
-  return nccl_lib.why;
-}
+LIB_WHY(nccl)
 
-const char *cdv_nccl_path(void) {
-  pthread_once(&nccl_once, nccl_load_once);
-  return nccl_lib.path;
-}
+LIB_PATH(nccl)
 
 /* ---------------------------------------------------------------- cuBLAS */
 /* NOTE [cublas library]: libcublas (blas.c's cd.matmul on a CUDA device, NOTE [cublas abi]) is opened like
@@ -361,15 +360,9 @@ int cdv_cublas_load(void) {
   return cublas_lib.handle && cublas_lib.why_len == 0 ? 0 : -1;
 }
 
-const char *cdv_cublas_why(void) {
-  pthread_once(&cublas_once, cublas_load_once);
-  return cublas_lib.why;
-}
+LIB_WHY(cublas)
 
-const char *cdv_cublas_path(void) {
-  pthread_once(&cublas_once, cublas_load_once);
-  return cublas_lib.path;
-}
+LIB_PATH(cublas)
 
 /* ---------------------------------------------------------------- cd.mpi's shim */
 /* cudadev_mpi.so (NOTE [mpi shim] in mpi_api.h): opened RTLD_GLOBAL, since OpenMPI's own plugins resolve
