@@ -139,6 +139,12 @@ helper.each_device(function(dev)
       os.remove(path)
       helper.assert_error_contains(function() cd.load(path) end, "load: cannot open " .. path)
       helper.assert_error_matches(function() cd.save(path, {}) end, "bad argument #2 to 'save' (Array expected, got table)")
+      -- a file handle for a file name: its type by name, as Lua's own errors give it (was "got userdata": the
+      -- API fuzzer's one finding)
+      helper.assert_error_matches(function() cd.save(io.stdout, cd.ones(1)) end,
+        "bad argument #1 to 'save' (file name expected, got FILE*)")
+      helper.assert_error_matches(function() cd.ones(2):tofile(io.stdout) end,
+        "bad argument #2 to 'tofile' (file name expected, got FILE*)")
     end)
 
     it("writes and reads raw bytes with tofile and fromfile", function()

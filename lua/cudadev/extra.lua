@@ -54,10 +54,15 @@ function cd.detect()
   return ok
 end
 
+-- The name an argument error gives a value: cudadev.Array for ours, a metatable's __name for another named
+-- type (FILE*, a host's own userdata), else its Lua type. One for every Lua part (internal.typename).
 local function typename(v)
+  local t = cd.type(v)
+  if t then return "cudadev." .. t end
   local mt = getmetatable(v)
   return type(mt) == "table" and type(rawget(mt, "__name")) == "string" and mt.__name or type(v)
 end
+internal.typename = typename
 
 -- cd.time(fn, ...) -> the seconds fn(...) took (wall time, cd.now), then fn's results. Work that fn queues on a
 -- GPU runs asynchronously: synchronize inside fn to time it. An error in fn passes through untimed.

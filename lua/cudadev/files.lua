@@ -10,10 +10,7 @@
 local cd, array_mt, internal = ...
 local fmt = string.format
 
-local function typename(v)
-  local t = cd.type(v)
-  return t and "cudadev." .. t or type(v)
-end
+local typename = internal.typename
 
 local raise = internal.raise
 local function argerror(fname, n, why) raise(fmt("bad argument #%d to '%s' (%s)", n, fname, why)) end

@@ -47,12 +47,7 @@ local CNAMES = { float = "float32", double = "float64", half = "float16", __half
 
 local function dtype_of_name(s) return DT[s] and s or SHORT[s] or CNAMES[s] end
 
-local function typename(v)
-  local t = cd.type(v)
-  if t then return "cudadev." .. t end
-  local mt = getmetatable(v)   -- another type with a name (a Scope, a host's own userdata)
-  return type(mt) == "table" and type(rawget(mt, "__name")) == "string" and mt.__name or type(v)
-end
+local typename = internal.typename   -- extra.lua
 
 local function is_array(v) return cd.type(v) == "Array" end
 
