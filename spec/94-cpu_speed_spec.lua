@@ -139,7 +139,8 @@ extern "C" __global__ void big(float *x)
   __syncthreads();
   float r = 0.0f;
   for (int j = 0; j < 32; j++) r += v[j];
-  x[threadIdx.x] = r + s[1023 - threadIdx.x];
+  // only what this block wrote: past it, shared memory holds whatever an earlier launch of this worker left
+  x[threadIdx.x] = r + s[blockDim.x - 1 - threadIdx.x];
 }
 
 // a local of a type the kernel's own body defines lives across the barrier: the written-out function does not
@@ -318,8 +319,9 @@ extern "C" __global__ void checks(int *p)
     assert.are.equal("fission", m.checks.cpu_path)
     local ok, err = pcall(m.crash, { grid = 2, block = 32 }, cd.zeros(1, "int32", CPU))
     assert.is_false(ok)
-    assert.are.equal("kernel 'crash' crashed on the cpu device: SIGSEGV (segmentation fault) at address 0x0 "
-      .. "(block (0,0,0), thread (5,0,0))", err.message)
+    -- both blocks fault at once on two workers: which one claims the message is a race; its thread is not
+    assert.is_truthy(err.message:match("^kernel 'crash' crashed on the cpu device: SIGSEGV %(segmentation fault%) at "
+      .. "address 0x0 %(block %([01],0,0%), thread %(5,0,0%)%)$"), err.message)
     ok, err = pcall(m.checks, { grid = 1, block = 32 }, cd.array(seq(32, function(i) return i end), "int32", CPU))
     assert.is_false(ok)
     assert.are.equal("kernel 'checks' failed an assertion: fast.cu:8: s[threadIdx.x] != 9 (block (0,0,0), "
