@@ -51,9 +51,10 @@ describe("cpu kernel paths (k.cpu_path)", function()
   teardown(function() m = nil end)   -- the suite checks that no object outlives its file
 
   it("a kernel that reaches no barrier or warp intrinsic runs as a loop, beside kernels that need fibers", function()
-    assert.are.equal("loop", m.plain.cpu_path)
-    assert.are.equal("loop", m["add<3>"].cpu_path)
-    assert.are.equal("fibers", m.direct.cpu_path)
+    assert.are.equal("simd", m.plain.cpu_path)       -- the loop, written out by NOTE [fast paths]
+    assert.are.equal("loop", m["add<3>"].cpu_path)   -- a template: no fast path
+    assert.are.equal("fission", m.direct.cpu_path)   -- a barrier at the top level of its body
+    assert.are.equal("fibers", m.through_macro.cpu_path)
     assert.are.equal("fibers", m.shuffles.cpu_path)
   end)
 
@@ -98,7 +99,7 @@ extern "C" __global__ void m(int *p) { p[0] += 100; }
   worker_it("a loop-path kernel that faults is contained", function()
     local m4 = cd.compile('extern "C" __global__ void k(int *p) { if (threadIdx.x == 7) *(volatile int *)0 = 1; }',
       CPU)
-    assert.are.equal("loop", m4.k.cpu_path)
+    assert.are.equal("simd", m4.k.cpu_path)
     local ok, err = pcall(m4.k, { grid = 2, block = 32 }, cd.zeros(1, "int32", CPU))
     assert.is_false(ok)
     -- both blocks fault: either may be the one named (spec/90 has many blocks that fault at once)

@@ -842,6 +842,12 @@ static int cpu_module_function(cdv_device *d, void *mod, const char *symbol, voi
   const int *flags = dlsym(m->handle, companion); /* NOTE [kernel paths] in cpu_compile.c */
   *(void **)&f->entry = entry;
   f->flags = flags ? *flags : m->flags;
+  snprintf(companion, sizeof companion, "%s_fis", symbol); /* NOTE [fast paths] in cpu_compile.c */
+  *(void **)&f->fis = dlsym(m->handle, companion);
+  snprintf(companion, sizeof companion, "%s_fis_row", symbol);
+  const unsigned long *row = dlsym(m->handle, companion);
+  f->fis_row = row ? *row : 0;
+  if (!row) f->fis = NULL;
   f->next = m->funcs;
   m->funcs = f;
   *fn = f;
@@ -873,7 +879,11 @@ static int cpu_func_info(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e
   if (!fn) return cdv_fail(e, "cpu.func_info", 400, INVALID_HANDLE, "invalid kernel handle");
   memset(out, 0, sizeof *out);
   out->max_threads_per_block = CDV_CPU_MAX_THREADS;
-  out->cpu_path = (((cdv_cpu_func *)fn)->flags & CDV_CPU_FLAG_FIBERS) ? "fibers" : "loop";
+  const cdv_cpu_func *f = fn;
+  out->cpu_path = f->fis && (f->flags & CDV_CPU_FLAG_FISSION) ? "fission"
+                  : f->fis && (f->flags & CDV_CPU_FLAG_SIMD)  ? "simd"
+                  : (f->flags & CDV_CPU_FLAG_FIBERS)          ? "fibers"
+                                                              : "loop";
   return 0;
 }
 

@@ -63,6 +63,9 @@ enum {
 };
 /* module flags (cdv_cpu_flags in the object) */
 #define CDV_CPU_FLAG_FIBERS 1 /* the source uses barriers or warp intrinsics: run threads on fibers */
+#define CDV_CPU_FLAG_SIMD 2 /* a kernel's "<trampoline>_fis" runs a barrier-free block: NOTE [fast paths] */
+#define CDV_CPU_FLAG_FISSION 4 /* a kernel's "<trampoline>_fis" runs a block split at its barriers */
+#define CDV_CPU_FIS_STACK ((size_t)64 << 10) /* the most bytes of per-thread arrays a fission block may have */
 
 typedef struct cdv_cpu_ctx cdv_cpu_ctx;
 /* What kernel code sees of the block it runs in (one per worker thread). */
@@ -100,6 +103,8 @@ typedef struct cdv_cpu_func {
   cdv_cpu_entry entry;
   int flags; /* CDV_CPU_FLAG_* of its module */
   const cdv_cpu_sig *sig; /* NULL when the object does not say */
+  cdv_cpu_entry fis; /* NOTE [fast paths] in cpu_compile.c: the whole block in one call, or NULL */
+  unsigned long fis_row; /* its per-thread bytes */
   char name[128]; /* the entry as written ("saxpy", "axpy<float>"), for messages */
   struct cdv_cpu_func *next;
 } cdv_cpu_func;

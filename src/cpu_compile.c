@@ -715,7 +715,8 @@ static int check_entries(const cdv_compile_req *req, cdv_err *e) {
   return 0;
 }
 
-static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int fibers, const int *entry_fibers) {
+static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int fibers, const int *entry_fibers,
+                            const int *entry_fast) {
   buf_adds(b, "\n#line 1 \"<cudadev entries>\"\n");
   for (int i = 0; i < req->nentries; i++) {
     if (req->is_expr && req->is_expr[i] == 2) { /* a global's accessor: NOTE [module globals] in module.c */
@@ -726,7 +727,7 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
       continue;
     }
     buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const int %s_flags = %d;\n", syms[i],
-             entry_fibers[i]);
+             entry_fibers[i] | (entry_fast ? entry_fast[i] : 0));
     buf_addf(b,
              "extern \"C\" __attribute__((visibility(\"default\"))) void %s(cdv_cpu_ctx *cdv_c_, void **cdv_a_, "
              "int cdv_m_) { cdv_run<(%s)>(cdv_c_, cdv_a_, cdv_m_); }\n",
@@ -1024,6 +1025,9 @@ typedef struct job {
   char key[65];
   int fibers;
   int *entry_fibers; /* per entry: NOTE [kernel paths] */
+  int *entry_fast; /* per entry (see NOTE [fast paths]): 0, CDV_CPU_FLAG_SIMD or CDV_CPU_FLAG_FISSION */
+  int *fast_off; /* per entry: its fast function did not compile */
+  int *entry_cand; /* per entry: 1 a candidate for a fast path, 2 one whose callees read the thread header */
   const char *refusal; /* NOTE [refused constructs] */
 } job;
 
@@ -1039,6 +1043,9 @@ static void job_free(job *j) {
   for (int i = 0; j->syms && i < req->nentries; i++) free(j->syms[i]);
   free(j->syms);
   free(j->entry_fibers);
+  free(j->entry_fast);
+  free(j->fast_off);
+  free(j->entry_cand);
   free(j->tu.p);
   cdv_sl_free(&j->cmd);
 }
@@ -1084,6 +1091,13 @@ static int entry_paths(job *j, int wide) {
     scanres *r = i < 0 ? &j->src : &j->hdr[i];
     for (int k = 0; k < r->nfn; k++) all[n++] = &r->fn[k];
   }
+  j->entry_fast = calloc((size_t)req->nentries + 1, sizeof *j->entry_fast);
+  j->fast_off = calloc((size_t)req->nentries + 1, sizeof *j->fast_off);
+  j->entry_cand = calloc((size_t)req->nentries + 1, sizeof *j->entry_cand);
+  if (!j->entry_fast || !j->fast_off || !j->entry_cand) {
+    free(all);
+    return -1;
+  }
   for (int changed = 1; changed;) {
     changed = 0;
     for (int a = 0; a < n; a++)
@@ -1107,9 +1121,651 @@ static int entry_paths(job *j, int wide) {
       if (strlen(all[a]->name) == end - start && !memcmp(all[a]->name, en + start, end - start) && end > start)
         found = 1, sync |= all[a]->sync;
     j->entry_fibers[i] = wide || !found || sync ? CDV_CPU_FLAG_FIBERS : 0;
+    /* (see NOTE [fast paths]) A candidate when the kernel is one function of the source whose barriers are its
+     * own (no function or macro it mentions needs fibers); hdr when what it calls may read threadIdx */
+    int cand = found == 1 && !wide && !(req->is_expr && req->is_expr[i]) && end == strlen(en) && start == 0,
+        hdr = j->co.idirs.n > 0, self = -1;
+    for (int a = 0; a < n; a++)
+      if (strlen(all[a]->name) == end && !memcmp(all[a]->name, en, end) && end > 0) cand &= self < 0, self = a;
+    for (int b = 0; cand && b < n; b++) {
+      char pat[132];
+      snprintf(pat, sizeof pat, " %s ", all[b]->name);
+      if (b == self || !all[b]->name[0] || !strstr(all[self]->idents, pat)) continue;
+      cand &= !all[b]->sync;
+      hdr |= strstr(all[b]->idents, " threadIdx ") || strstr(all[b]->idents, " cdv_hdr ") ||
+             strstr(all[b]->idents, " __activemask ");
+    }
+    if (cand && (strstr(all[self]->idents, " __activemask ") || strstr(all[self]->idents, " cdv_hdr "))) hdr = 1;
+    j->entry_cand[i] = cand ? 1 + hdr : 0;
   }
   free(all);
   return 0;
+}
+
+/* ---------------------------------------------------------------- fast paths: simd and fission */
+/* NOTE [fast paths]: for a kernel whose code the scan can read, cpu_compile.c writes a second function from
+ * its body that runs every thread of a block itself, so the host compiler sees the block as loops over
+ * threads with threadIdx a loop variable (no fiber, no thread header in memory):
+ * - simd: a kernel without barriers (its path was loop). One loop over the block's threads around the body;
+ *   blockIdx, blockDim, gridDim and threadIdx are local copies, and a second instance of the function is told
+ *   (when the runtime checked it) that blockIdx.x * blockDim.x + blockDim.x fits an int, so an index computed
+ *   the usual way is known not to wrap and the loop vectorises (with -fno-trapping-math: a guarded body
+ *   becomes masked loads and stores).
+ * - fission: a kernel whose barriers are `__syncthreads();` statements at the top level of its body or of
+ *   the body of a `for`/`while` loop that is itself at such a level (a barrier loop; its header is run once
+ *   for the block: CUDA requires a barrier loop to be uniform). The body is cut at the barriers into regions,
+ *   each a loop over the block's threads (loop fission, as MCUDA, CuPBoP and POCL do). A local declared in one
+ *   region and used in another lives in a per-thread array (a VLA on the block's stack, `name[t]`); a thread
+ *   that returned is skipped by later regions. `__shared__`, static and constexpr locals move to the top.
+ * Anything the transformation does not understand leaves the kernel on its old path: a barrier elsewhere
+ * (under an if, in a do loop, in a device function), other sync words (warp shuffles, votes,
+ * __syncthreads_count, cooperative groups), goto, labels, lambdas, try, preprocessor lines other than
+ * #pragma, a barrier loop without braces or whose header reads threadIdx or whose counter a region writes,
+ * break/continue in a region of a barrier loop, a cross-region local that is a reference, auto, an array with
+ * an initialiser or declared with a constructor call, a name declared twice. The generated function is
+ * checked by the host compiler: if the translation unit fails to compile, it is compiled again without the
+ * fast paths (so a kernel that compiled before still does). The runtime takes the fission path only when the
+ * per-thread arrays of a block fit (<trampoline>_fis_row bytes a thread, CDV_CPU_FIS_STACK in all), else the
+ * fibers. Paths: k.cpu_path "simd" / "fission". */
+
+#define FIS_MAX_ITEMS 512
+#define FIS_MAX_DECL 128
+
+typedef struct fitem { /* one statement of a sequence */
+  int kind; /* 0 plain, 1 barrier, 2 barrier loop */
+  int a, b; /* tokens [a, b) */
+  int hdr_a, hdr_b; /* barrier loop: the header's tokens between the parentheses; body [a, b) inside braces */
+  int kw; /* barrier loop: the token of for/while */
+  int seg; /* plain: its region */
+} fitem;
+
+typedef struct fdecl {
+  int name; /* token of the name */
+  int stmt_a, stmt_b; /* its declaration statement */
+  int seg; /* the region it is declared in */
+  int priv, hoist; /* a per-thread array; moved to the top as it is */
+  int uniform; /* a barrier loop's counter */
+} fdecl;
+
+typedef struct fgen {
+  const char *s, *o; /* stripped and original text */
+  const cdv_toks *t;
+  fitem it[FIS_MAX_ITEMS];
+  int nit;
+  fdecl d[FIS_MAX_DECL];
+  int nd;
+  int nseg, nbar, ret, fail;
+  int *seg_of; /* per token: its region, -1 outside regions, -2 a barrier loop's header */
+} fgen;
+
+static int ftok(const fgen *g, int i, const char *w) {
+  return i >= 0 && i < g->t->n && cdv_tok_is(g->s, &g->t->v[i], w);
+}
+
+/* The index after the statement that starts at i (end: the end of its sequence), or -1. */
+static int stmt_end(fgen *g, int i, int end) {
+  if (i >= end) return -1;
+  if (ftok(g, i, "{")) {
+    for (int d = 0; i < end; i++) {
+      d += ftok(g, i, "{") - ftok(g, i, "}");
+      if (d == 0) return i + 1;
+    }
+    return -1;
+  }
+  if (ftok(g, i, "if") || ftok(g, i, "for") || ftok(g, i, "while") || ftok(g, i, "switch")) {
+    int k = i + 1;
+    if (ftok(g, k, "constexpr")) k++;
+    if (!ftok(g, k, "(")) return -1;
+    k = skip_parens(g->s, g->t, k);
+    k = stmt_end(g, k, end);
+    if (k > 0 && ftok(g, i, "if") && ftok(g, k, "else")) k = stmt_end(g, k + 1, end);
+    return k;
+  }
+  if (ftok(g, i, "do")) {
+    int k = stmt_end(g, i + 1, end);
+    if (k < 0 || !ftok(g, k, "while") || !ftok(g, k + 1, "(")) return -1;
+    k = skip_parens(g->s, g->t, k + 1);
+    return ftok(g, k, ";") ? k + 1 : -1;
+  }
+  for (int d = 0; i < end; i++) {
+    if (ftok(g, i, "(") || ftok(g, i, "[") || ftok(g, i, "{"))
+      d++;
+    else if (ftok(g, i, ")") || ftok(g, i, "]") || ftok(g, i, "}"))
+      d--;
+    else if (d == 0 && ftok(g, i, ";"))
+      return i + 1;
+    if (d < 0) return -1;
+  }
+  return -1;
+}
+
+static int has_barrier(const fgen *g, int a, int b) {
+  for (int i = a; i < b; i++)
+    if (ftok(g, i, "__syncthreads")) return 1;
+  return 0;
+}
+
+/* Split the statements of [a, b) into items; barrier loops recursively. 0, or -1: not for fission. */
+static int fis_seq(fgen *g, int a, int b) {
+  for (int i = a; i < b;) {
+    if (g->t->v[i].bol && ftok(g, i, "#")) { /* a #pragma: a plain item of its own */
+      int e = pp_line_end(g->s, g->t, i);
+      if (!ftok(g, i + 1, "pragma") || e > b || g->nit == FIS_MAX_ITEMS) return -1;
+      g->it[g->nit++] = (fitem){0, i, e, 0, 0, 0, 0};
+      i = e;
+      continue;
+    }
+    int e = stmt_end(g, i, b);
+    if (e < 0 || g->nit == FIS_MAX_ITEMS) return -1;
+    if (ftok(g, i, "__syncthreads") && ftok(g, i + 1, "(") && ftok(g, i + 2, ")") && ftok(g, i + 3, ";") &&
+        e == i + 4) {
+      g->it[g->nit++] = (fitem){1, i, e, 0, 0, i, 0};
+      g->nbar++;
+    } else if (!has_barrier(g, i, e)) {
+      g->it[g->nit++] = (fitem){0, i, e, 0, 0, 0, 0};
+    } else if ((ftok(g, i, "for") || ftok(g, i, "while")) && ftok(g, i + 1, "(")) {
+      int hb = skip_parens(g->s, g->t, i + 1); /* after ')' */
+      if (!ftok(g, hb, "{") || e != stmt_end(g, hb, b) || !ftok(g, e - 1, "}")) return -1;
+      int me = g->nit++;
+      g->it[me] = (fitem){2, hb + 1, e - 1, i + 2, hb - 1, i, 0};
+      g->nbar++;
+      if (fis_seq(g, hb + 1, e - 1)) return -1;
+      g->it[me].b = g->nit; /* for a loop: b is the index of the item after its body's items */
+      g->it[me].a = e - 1; /* and a its closing brace */
+    } else {
+      return -1; /* a barrier under an if, a do loop, a block, ... */
+    }
+    i = e;
+  }
+  return 0;
+}
+
+static const char *const decl_not_first[] = {
+    "return", "break", "continue", "delete", "throw",     "goto",     "else",     "case",  "default", "do",
+    "sizeof", "new",   "typedef",  "using",  "namespace", "struct",   "class",    "union", "enum",    "static_assert",
+    "if",     "for",   "while",    "switch", "operator",  "template", "typename", NULL};
+static const char *const decl_storage[] = {"static", "__shared__", "thread_local", "constexpr", "extern", NULL};
+
+/* Note the declarations of the plain statement [a, b) in region seg. -1: a declaration fission cannot take. */
+static int fis_decl(fgen *g, int a, int b, int seg) {
+  if (g->t->v[a].kind != CDV_T_IDENT || word_of(g->s, &g->t->v[a], decl_not_first)) return 0;
+  int p = a, idents = 0, storage = 0, dyn = 0;
+  for (; p < b; p++) {
+    const cdv_tok *k = &g->t->v[p];
+    if (k->kind == CDV_T_IDENT)
+      idents++, storage |= word_of(g->s, k, decl_storage);
+    else if (!(ftok(g, p, "*") || ftok(g, p, "&") || ftok(g, p, ":")))
+      break;
+  }
+  for (int i = a; i < b; i++) dyn |= ftok(g, i, "cdv_dyn_shared");
+  if (idents < 2 || p >= b || g->t->v[p - 1].kind != CDV_T_IDENT ||
+      !(ftok(g, p, "=") || ftok(g, p, ",") || ftok(g, p, ";") || ftok(g, p, "[") || ftok(g, p, "(") || ftok(g, p, "{")))
+    return 0; /* not a declaration: an expression statement */
+  /* the declarators: split at top-level commas */
+  for (int i = p - 1, d = 0; i < b; i++) {
+    if (ftok(g, i, "(") || ftok(g, i, "[") || ftok(g, i, "{"))
+      d++;
+    else if (ftok(g, i, ")") || ftok(g, i, "]") || ftok(g, i, "}"))
+      d--;
+    int first = i == p - 1;
+    if (!first && !(d == 0 && ftok(g, i, ","))) continue;
+    int n = first ? i : i + 1;
+    while (n < b && (ftok(g, n, "*") || ftok(g, n, "&"))) n++;
+    if (n >= b || g->t->v[n].kind != CDV_T_IDENT || g->nd == FIS_MAX_DECL) return -1;
+    g->d[g->nd++] = (fdecl){n, a, b, seg, 0, storage || dyn, 0};
+  }
+  return 0;
+}
+
+static const char *const not_decl_prev[] = {"return", "case",  "else",      "do",       "sizeof", "new",
+                                            "delete", "throw", "co_return", "co_yield", NULL};
+
+/* Does the name at i look declared there (after a type name, or a * or & after one)? */
+static int fis_declares(const fgen *g, int i) {
+  const cdv_toks *t = g->t;
+  return (i > 0 && t->v[i - 1].kind == CDV_T_IDENT && !word_of(g->s, &t->v[i - 1], not_decl_prev)) ||
+         (i > 2 && (ftok(g, i - 1, "*") || ftok(g, i - 1, "&")) && t->v[i - 2].kind == CDV_T_IDENT &&
+          (t->v[i - 3].kind == CDV_T_IDENT || ftok(g, i - 3, ";") || ftok(g, i - 3, "{") || ftok(g, i - 3, "}") ||
+           ftok(g, i - 3, "(") || ftok(g, i - 3, ",")));
+}
+
+/* Write token range [a, b) with the substitutions of region seg (-2: a barrier loop's header). */
+static void fis_emit(fgen *g, buf *o, int a, int b, int seg) {
+  for (int i = a; i < b; i++) {
+    const cdv_tok *k = &g->t->v[i];
+    if (i > a)
+      buf_add(o, g->o + g->t->v[i - 1].off + g->t->v[i - 1].len, k->off - (g->t->v[i - 1].off + g->t->v[i - 1].len));
+    int member = i > 0 && (ftok(g, i - 1, ".") || ftok(g, i - 1, ":") || (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")));
+    if (k->kind == CDV_T_IDENT && !member) {
+      if (cdv_tok_is(g->s, k, "return") && seg >= 0) {
+        buf_addf(o, g->ret ? "{ cdv_done[cdv_t] = 1; goto cdv_end%d; }" : "goto cdv_end%d", seg);
+        if (g->ret && ftok(g, i + 1, ";")) i++;
+        continue;
+      }
+      int pv = 0;
+      for (int d = 0; d < g->nd && !pv; d++)
+        pv = g->d[d].priv && k->len == g->t->v[g->d[d].name].len &&
+             !memcmp(g->s + k->off, g->s + g->t->v[g->d[d].name].off, k->len);
+      if (pv) {
+        buf_add(o, g->o + k->off, k->len);
+        buf_adds(o, seg >= 0 ? "[cdv_t]" : "[0]");
+        continue;
+      }
+    }
+    buf_add(o, g->o + k->off, k->len);
+  }
+}
+
+/* A privatised declaration statement [a, b): its declarators with initialisers become assignments. */
+static void fis_emit_assign(fgen *g, buf *o, int a, int b, int seg) {
+  for (int d = 0; d < g->nd; d++) {
+    if (g->d[d].stmt_a != a) continue;
+    int n = g->d[d].name, e = n + 1, depth = 0;
+    while (e < b && !(depth == 0 && (ftok(g, e, ",") || ftok(g, e, ";")))) {
+      depth +=
+          ftok(g, e, "(") + ftok(g, e, "[") + ftok(g, e, "{") - ftok(g, e, ")") - ftok(g, e, "]") - ftok(g, e, "}");
+      e++;
+    }
+    if (ftok(g, n + 1, "=")) {
+      fis_emit(g, o, n, e, seg);
+      buf_adds(o, "; ");
+    }
+  }
+}
+
+/* The per-thread array of declaration d (at the function's top), or with row: its size as a type-id. */
+static int fis_hoisted(fgen *g, buf *o, int d, int row) {
+  const fdecl *x = &g->d[d];
+  int n = x->name, a = x->stmt_a, star_lo = n;
+  while (star_lo > a && (ftok(g, star_lo - 1, "*") || ftok(g, star_lo - 1, "&"))) star_lo--;
+  /* the type: the tokens before the statement's first declarator, without const or volatile */
+  int first = g->d[d].name;
+  for (int k = 0; k < g->nd; k++)
+    if (g->d[k].stmt_a == a && g->d[k].name < first) first = g->d[k].name;
+  while (first > a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
+  for (int i = a; i < first; i++)
+    if (ftok(g, i, "auto") || ftok(g, i, "&")) return -1;
+  for (int i = a; i < first; i++)
+    if (!ftok(g, i, "const") && !ftok(g, i, "volatile") && !ftok(g, i, "register"))
+      buf_add(o, g->o + g->t->v[i].off, g->t->v[i].len), buf_adds(o, " ");
+  for (int i = star_lo; i < n; i++)
+    if (ftok(g, i, "&"))
+      return -1;
+    else
+      buf_adds(o, "*");
+  if (!row) buf_add(o, g->o + g->t->v[n].off, g->t->v[n].len);
+  buf_adds(o, row ? "[1]" : "[cdv_nt]");
+  int e = n + 1;
+  if (ftok(g, e, "[")) { /* an array: its dimensions follow; an initialiser is refused */
+    while (ftok(g, e, "[")) {
+      int d2 = 0, s = e;
+      for (; e < x->stmt_b; e++) {
+        d2 += ftok(g, e, "[") - ftok(g, e, "]");
+        if (d2 == 0) break;
+      }
+      fis_emit(g, o, s, ++e, -3);
+    }
+    if (ftok(g, e, "=")) return -1;
+  } else if (ftok(g, e, "(") || ftok(g, e, "{")) {
+    return -1;
+  }
+  return 0;
+}
+
+static int same_tok(const fgen *g, int i, int j) {
+  const cdv_tok *a = &g->t->v[i], *b = &g->t->v[j];
+  return a->kind == CDV_T_IDENT && a->len == b->len && !memcmp(g->s + a->off, g->s + b->off, a->len);
+}
+
+/* Does the identifier at i change (an assignment, ++, --, or its address taken)? */
+static int fis_writes(const fgen *g, int i) {
+  const cdv_tok *k = &g->t->v[i];
+  int adj1 = i + 2 < g->t->n && g->t->v[i + 2].off == g->t->v[i + 1].off + 1;
+  if (ftok(g, i + 1, "=") && !ftok(g, i + 2, "=")) return 1;
+  if (adj1 && ftok(g, i + 2, "=") &&
+      (ftok(g, i + 1, "+") || ftok(g, i + 1, "-") || ftok(g, i + 1, "*") || ftok(g, i + 1, "/") ||
+       ftok(g, i + 1, "%") || ftok(g, i + 1, "|") || ftok(g, i + 1, "^") || ftok(g, i + 1, "&")))
+    return 1;
+  if (adj1 && ((ftok(g, i + 1, "+") && ftok(g, i + 2, "+")) || (ftok(g, i + 1, "-") && ftok(g, i + 2, "-")))) return 1;
+  if ((ftok(g, i + 1, "<") && ftok(g, i + 2, "<") && ftok(g, i + 3, "=")) ||
+      (ftok(g, i + 1, ">") && ftok(g, i + 2, ">") && ftok(g, i + 3, "=")))
+    return 1;
+  if (i >= 2 && g->t->v[i - 1].off == g->t->v[i - 2].off + 1 &&
+      ((ftok(g, i - 1, "+") && ftok(g, i - 2, "+")) || (ftok(g, i - 1, "-") && ftok(g, i - 2, "-"))))
+    return 1;
+  (void)k;
+  return ftok(g, i - 1, "&") && !ftok(g, i + 1, "[") && !ftok(g, i + 1, ".") && !ftok(g, i + 1, "-");
+}
+
+/* Is the break/continue at k inside a loop or switch of the plain item [a, b)? */
+static int fis_nested(fgen *g, int a, int b, int k) {
+  for (int j = a; j < k; j++)
+    if (ftok(g, j, "for") || ftok(g, j, "while") || ftok(g, j, "do") || ftok(g, j, "switch")) {
+      int e = stmt_end(g, j, b);
+      if (e < 0 || e > k) return 1;
+    }
+  return 0;
+}
+
+static void fis_gap(fgen *g, buf *o, int i) /* the text between token i - 1 and token i */
+{
+  if (i > 0 && i < g->t->n)
+    buf_add(o, g->o + g->t->v[i - 1].off + g->t->v[i - 1].len,
+            g->t->v[i].off - (g->t->v[i - 1].off + g->t->v[i - 1].len));
+}
+
+static void fis_newlines(fgen *g, buf *o, int a, int b) /* the newlines of tokens [a, b) */
+{
+  for (size_t p = g->t->v[a].off; p < g->t->v[b - 1].off + g->t->v[b - 1].len; p++)
+    if (g->o[p] == '\n') buf_adds(o, "\n");
+}
+
+static void fis_open(fgen *g, buf *o, int seg, int hdr) {
+  buf_adds(o,
+           " for (unsigned cdv_z = 0; cdv_z < cdv_bdim.z; ++cdv_z) for (unsigned cdv_y = 0; cdv_y < "
+           "cdv_bdim.y; ++cdv_y) for (int cdv_x = 0; cdv_x < (int)cdv_bdim.x; ++cdv_x) { const unsigned cdv_t "
+           "= (cdv_z * cdv_bdim.y + cdv_y) * cdv_bdim.x + (unsigned)cdv_x; (void)cdv_t; const uint3 cdv_tix = "
+           "{(unsigned)cdv_x, cdv_y, cdv_z}; (void)cdv_tix; ");
+  if (hdr) buf_adds(o, "cdv_h->tix = cdv_tix; cdv_h->tid = cdv_t; ");
+  if (g->ret) buf_adds(o, "if (cdv_done[cdv_t]) continue; ");
+  buf_addf(o, "{ /* region %d */", seg);
+}
+
+static void fis_close(buf *o, int seg) { buf_addf(o, " } cdv_end%d: __attribute__((unused)); } ", seg); }
+
+/* Emit items [from, to) of one sequence. */
+static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
+  int cur = -1;
+  for (int k = from; k < to;) {
+    fitem *x = &g->it[k];
+    if (x->kind == 0) {
+      if (cur < 0) fis_open(g, o, cur = x->seg, hdr);
+      int hoist = 0, priv = 0;
+      for (int d = 0; d < g->nd; d++)
+        if (g->d[d].stmt_a == x->a) hoist |= g->d[d].hoist, priv |= g->d[d].priv;
+      fis_gap(g, o, x->a);
+      if (hoist)
+        fis_newlines(g, o, x->a, x->b);
+      else if (priv)
+        fis_emit_assign(g, o, x->a, x->b, x->seg), fis_newlines(g, o, x->a, x->b);
+      else
+        fis_emit(g, o, x->a, x->b, x->seg);
+      k++;
+      continue;
+    }
+    if (cur >= 0) fis_close(o, cur), cur = -1;
+    if (x->kind == 1) {
+      fis_gap(g, o, x->a);
+      fis_newlines(g, o, x->a, x->b);
+      k++;
+    } else {
+      fis_gap(g, o, x->kw);
+      fis_emit(g, o, x->kw, x->hdr_b + 2, -2); /* for ( header ) { */
+      fis_walk(g, o, k + 1, x->b, hdr);
+      fis_gap(g, o, x->a);
+      buf_adds(o, "}");
+      k = x->b;
+    }
+  }
+  if (cur >= 0) fis_close(o, cur);
+}
+
+/* Give regions their numbers and note declarations; seg_of per token. */
+static int fis_number(fgen *g, int from, int to) {
+  int cur = -1;
+  for (int k = from; k < to;) {
+    fitem *x = &g->it[k];
+    if (x->kind == 0) {
+      if (cur < 0) cur = g->nseg++;
+      x->seg = cur;
+      for (int i = x->a; i < x->b; i++) g->seg_of[i] = cur;
+      if (!ftok(g, x->a, "#") && fis_decl(g, x->a, x->b, cur)) return -1;
+      k++;
+    } else if (x->kind == 1) {
+      cur = -1, k++;
+    } else {
+      cur = -1;
+      for (int i = x->hdr_a; i < x->hdr_b; i++)
+        if (ftok(g, i, "threadIdx"))
+          return -1; /* a barrier loop's header runs once for the block */
+        else
+          g->seg_of[i] = -2;
+      if (ftok(g, x->kw, "for")) { /* the counter a for header declares: uniform */
+        int semi = x->hdr_a;
+        while (semi < x->hdr_b && !ftok(g, semi, ";")) semi++;
+        int nd0 = g->nd;
+        if (semi > x->hdr_a && fis_decl(g, x->hdr_a, semi + 1, -2)) return -1;
+        for (int d = nd0; d < g->nd; d++) g->d[d].uniform = 1, g->d[d].hoist = 0;
+      }
+      int b = x->b;
+      if (fis_number(g, k + 1, b)) return -1;
+      /* a region of the loop's body must not change its counters nor break out of the thread loop */
+      for (int j = k + 1; j < b; j++) {
+        if (g->it[j].kind != 0) continue;
+        for (int i = g->it[j].a; i < g->it[j].b; i++) {
+          if ((ftok(g, i, "break") || ftok(g, i, "continue")) && !fis_nested(g, g->it[j].a, g->it[j].b, i)) return -1;
+          for (int i2 = x->hdr_a; i2 < x->hdr_b; i2++)
+            if (same_tok(g, i, i2) && fis_writes(g, i)) return -1;
+        }
+      }
+      k = b;
+    }
+  }
+  return 0;
+}
+
+static const char *const fis_refused[] = {"goto",
+                                          "asm",
+                                          "__asm__",
+                                          "try",
+                                          "throw",
+                                          "co_await",
+                                          "co_return",
+                                          "co_yield",
+                                          "__syncthreads_count",
+                                          "__syncthreads_and",
+                                          "__syncthreads_or",
+                                          "__syncwarp",
+                                          "setjmp",
+                                          NULL};
+
+/* Write the fast function of the kernel named name (cdv_fis_<sym>) into o; 1 simd, 2 fission, 0 not
+ * possible, -1 out of memory. hdr: the body calls code that reads the thread header (threadIdx). rowo: the
+ * per-thread bytes as an expression. */
+static int fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *sym, int hdr, buf *o,
+                      buf *rowo) {
+  char *s = cdv_scan_strip(src, n);
+  cdv_toks t = {0};
+  if (!s || cdv_scan_tokenize(s, n, &t)) {
+    free(s), free(t.v);
+    return -1;
+  }
+  fgen *g = calloc(1, sizeof *g);
+  int *seg_of = calloc((size_t)t.n + 1, sizeof *seg_of);
+  int rc = 0, lb = -1, found = 0;
+  if (!g || !seg_of) {
+    rc = -1;
+    goto done;
+  }
+  g->s = s, g->o = src, g->t = &t, g->seg_of = seg_of;
+  for (int i = 0; i <= t.n; i++) seg_of[i] = -1;
+  /* the kernel's body: a '{' at namespace scope after "name(...)" */
+  for (int i = 0, depth = 0; i < t.n; i++) {
+    const cdv_tok *k = &t.v[i];
+    if (k->bol && cdv_tok_is(s, k, "#")) {
+      i = pp_line_end(s, &t, i) - 1;
+    } else if (cdv_tok_is(s, k, "{") && ns_brace(s, &t, i)) {
+      depth++;
+    } else if (cdv_tok_is(s, k, "}")) {
+      depth -= depth > 0;
+    } else if (cdv_tok_is(s, k, "{")) {
+      char fn[128];
+      if (function_name(s, &t, i, fn, sizeof fn) && !strcmp(fn, name)) found++, lb = i;
+      int d = 1, j = i + 1;
+      for (; j < t.n && d > 0; j++) d += cdv_tok_is(s, &t.v[j], "{") - cdv_tok_is(s, &t.v[j], "}");
+      i = j - 1;
+    }
+  }
+  if (found != 1 || !ftok(g, lb - 1, ")")) goto done;
+  int rp = lb - 1, lp = rp;
+  for (int d = 0; lp >= 0; lp--) {
+    d += ftok(g, lp, ")") - ftok(g, lp, "(");
+    if (d == 0) break;
+  }
+  if (lp <= 0 || !same_tok(g, lp - 1, lp - 1) || !cdv_tok_is(s, &t.v[lp - 1], name)) goto done;
+  int rb = stmt_end(g, lb, t.n) - 1;
+  if (rb < 0) goto done;
+  for (int i = lb + 1; i < rb; i++) {
+    const cdv_tok *k = &t.v[i];
+    if (k->kind == CDV_T_IDENT &&
+        (word_of(s, k, fis_refused) || (cdv_scan_barrier_word(s, k) && !cdv_tok_is(s, k, "__syncthreads"))))
+      goto done;
+    if (cdv_tok_is(s, k, "]") && (ftok(g, i + 1, "(") || ftok(g, i + 1, "{"))) goto done; /* a lambda, likely */
+    if (cdv_tok_is(s, k, ":") && t.v[i - 1].kind == CDV_T_IDENT && !ftok(g, i - 1, "default") &&
+        (ftok(g, i - 2, ";") || ftok(g, i - 2, "{") || ftok(g, i - 2, "}")) && !ftok(g, i + 1, ":"))
+      goto done; /* a label */
+    g->ret |= cdv_tok_is(s, k, "return");
+    for (int p = lp + 1; p < rp; p++) /* a thread's own copy of a parameter: not when the body changes one */
+      if (k->kind == CDV_T_IDENT && same_tok(g, i, p) && fis_writes(g, i)) goto done;
+  }
+  if (fis_seq(g, lb + 1, rb) || fis_number(g, 0, g->nit)) goto done;
+  if (!g->nbar) g->ret = 0;
+  /* which declarations cross regions */
+  for (int d = 0; d < g->nd; d++) {
+    fdecl *x = &g->d[d];
+    if (x->uniform || x->hoist) continue;
+    for (int i = lb + 1; i < rb; i++) {
+      if (i == x->name || !same_tok(g, i, x->name) || seg_of[i] == x->seg || ftok(g, i - 1, ".") ||
+          ftok(g, i - 1, ":") || (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")))
+        continue;
+      int f = lb + 1; /* a region whose first mention of the name declares one of its own: not a use */
+      while (f < i && !(same_tok(g, f, x->name) && seg_of[f] == seg_of[i])) f++;
+      if (seg_of[i] < 0 || !fis_declares(g, f)) x->priv = 1;
+    }
+  }
+  for (int d = 0; d < g->nd; d++) { /* a whole statement is private when one of its declarators is */
+    for (int d2 = 0; d2 < g->nd; d2++)
+      if (g->d[d2].stmt_a == g->d[d].stmt_a && g->d[d2].priv && !g->d[d].uniform) g->d[d].priv = 1;
+  }
+  for (int d = 0; d < g->nd; d++) { /* names fission changes must be declared once, before their uses */
+    fdecl *x = &g->d[d];
+    if (!x->priv && !x->hoist && !x->uniform) continue;
+    for (int p = lp + 1; p < rp; p++)
+      if (same_tok(g, p, x->name)) goto done;
+    for (int i = lb + 1; i < rb; i++) {
+      if (i == x->name || !same_tok(g, i, x->name)) continue;
+      if (i < x->name && !ftok(g, i - 1, ".") && !ftok(g, i - 1, ":") && !ftok(g, i - 1, ">")) goto done;
+      if (fis_declares(g, i)) goto done;
+    }
+  }
+  /* the function */
+  size_t o0 = o->n, r0 = rowo->n;
+  /* threadIdx and the others are the function's locals (an assert still shows the source's spelling) */
+  buf_adds(o,
+           "\n#pragma push_macro(\"threadIdx\")\n#pragma push_macro(\"blockIdx\")\n#pragma push_macro(\"blockDim\")\n"
+           "#pragma push_macro(\"gridDim\")\n#undef threadIdx\n#undef blockIdx\n#undef blockDim\n#undef gridDim\n"
+           "#define threadIdx cdv_tix\n#define blockIdx cdv_bix\n#define blockDim cdv_bdim\n#define gridDim cdv_gdim");
+  buf_addf(o, "\ntemplate <int cdv_F> static __attribute__((flatten)) void cdv_fis_%s", sym);
+  fis_emit(g, o, lp, rp + 1, -3);
+  buf_addf(o, "\n#line %d ", t.v[lb].line);
+  add_cstring(o, fname);
+  buf_adds(o,
+           "\n{ cdv_cpu_fhdr *const cdv_h = cdv_hdr(); (void)cdv_h; cdv_cpu_ctx *const cdv_c = cdv_h->ctx; "
+           "const uint3 cdv_bix = cdv_c->bix; const dim3 cdv_bdim = cdv_c->bdim, cdv_gdim = cdv_c->gdim; "
+           "(void)cdv_bix, (void)cdv_gdim; const unsigned cdv_nt = cdv_c->nthreads; (void)cdv_nt; "
+           "if (cdv_bdim.x > 1024u || (cdv_F && cdv_bix.x * cdv_bdim.x > 0x7ffffbffu)) __builtin_unreachable(); ");
+  if (!hdr) /* a fault names the block only: the header does not follow the threads */
+    buf_adds(o, "cdv_h->tix = uint3{~0u, ~0u, ~0u}; ");
+  if (g->ret) buf_adds(o, "unsigned char cdv_done[cdv_nt]; __builtin_memset(cdv_done, 0, cdv_nt); ");
+  buf_adds(rowo, g->ret ? "1" : "0");
+  for (int d = 0; d < g->nd; d++) {
+    fdecl *x = &g->d[d];
+    if (x->hoist) {
+      int first = 1;
+      for (int d2 = 0; d2 < d; d2++) first &= g->d[d2].stmt_a != x->stmt_a;
+      if (first) fis_emit(g, o, x->stmt_a, x->stmt_b, -3), buf_adds(o, " ");
+    } else if (x->priv) {
+      if (fis_hoisted(g, o, d, 0)) goto done_undo;
+      buf_adds(o, "; ");
+      buf_adds(rowo, " + sizeof(");
+      if (fis_hoisted(g, rowo, d, 1)) goto done_undo;
+      buf_adds(rowo, ")");
+    }
+  }
+  fis_walk(g, o, 0, g->nit, hdr);
+  buf_adds(o,
+           "\n}\n#pragma pop_macro(\"threadIdx\")\n#pragma pop_macro(\"blockIdx\")\n#pragma pop_macro(\"blockDim\")\n"
+           "#pragma pop_macro(\"gridDim\")\n");
+  rc = g->nbar ? 2 : 1;
+  goto done;
+done_undo:
+  rc = 0;
+  o->n = o0, rowo->n = r0;
+  if (o->p) o->p[o0] = 0;
+  if (rowo->p) rowo->p[r0] = 0;
+done:
+  free(seg_of);
+  free(g);
+  free(s);
+  free(t.v);
+  return rc;
+}
+
+/* (see NOTE [fast paths]) The fast function and trampoline of each candidate entry; entry_fast says which. */
+static int fast_paths(job *j, const char *src, size_t n, buf *b) {
+  const cdv_compile_req *req = j->req;
+  const char *mode = getenv("CUDADEV_CPU_FAST"); /* "0": none; "vector": threads not tracked */
+  int untracked = mode && !strcmp(mode, "vector");
+  if (mode && !strcmp(mode, "0")) {
+    memset(j->entry_fast, 0, (size_t)req->nentries * sizeof *j->entry_fast);
+    return 0;
+  }
+  for (int i = 0; i < req->nentries; i++) {
+    j->entry_fast[i] = 0;
+    if (j->fast_off[i] || !j->entry_cand[i]) continue;
+    buf row = {0};
+    int rc = fis_kernel(req->name ? req->name : "kernel.cu", src, n, req->entries[i], j->syms[i],
+                        !untracked || j->entry_cand[i] == 2, b, &row);
+    if (rc < 0 || row.oom) {
+      free(row.p);
+      return -1;
+    }
+    j->entry_fast[i] = rc == 1 ? CDV_CPU_FLAG_SIMD : rc == 2 ? CDV_CPU_FLAG_FISSION : 0;
+    if (rc > 0) {
+      buf_addf(b,
+               "extern \"C\" __attribute__((visibility(\"default\"))) void %s_fis(cdv_cpu_ctx *cdv_c_, void **cdv_a_, "
+               "int) { cdv_run_fis<(cdv_fis_%s<1>), (cdv_fis_%s<0>)>(cdv_c_, cdv_a_); }\n",
+               j->syms[i], j->syms[i], j->syms[i]);
+      buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const unsigned long %s_fis_row = %s;\n",
+               j->syms[i], row.p);
+    }
+    free(row.p);
+  }
+  return 0;
+}
+
+/* The translation unit, trampolines included; fast: with NOTE [fast paths] (else the entries lose them). */
+static int make_tu(job *j, int fast) {
+  const cdv_compile_req *req = j->req;
+  size_t n;
+  char *src = apply_rewrites(req->source, req->source_len, &j->src, &n);
+  if (!src) return -1;
+  j->tu.n = 0;
+  buf_adds(&j->tu, "#line 1 \"cudadev/cpu_prelude.hpp\"\n");
+  buf_adds(&j->tu, cdv_cpu_prelude);
+  buf_adds(&j->tu, "\n#line 1 ");
+  add_cstring(&j->tu, req->name ? req->name : "kernel.cu");
+  buf_adds(&j->tu, "\n");
+  buf_add(&j->tu, src, n);
+  if (fast) {
+    buf_adds(&j->tu, "\n");
+    if (fast_paths(j, src, n, &j->tu)) j->tu.oom = 1;
+  } else {
+    memset(j->entry_fast, 0, (size_t)req->nentries * sizeof *j->entry_fast);
+  }
+  free(src);
+  add_trampolines(&j->tu, req, j->syms, j->fibers, j->entry_fibers, j->entry_fast);
+  return j->tu.oom ? -1 : 0;
 }
 
 /* The cache key: compiler, options, translation unit, headers, files included from disk. The include scan
@@ -1139,19 +1795,7 @@ static int make_key(job *j, const char *version, cdv_err *e) {
                     is.special);
   j->fibers |= inc_fibers;
   if (entry_paths(j, inc_fibers)) return oom(e);
-  /* the translation unit, trampolines included */
-  size_t n;
-  char *src = apply_rewrites(req->source, req->source_len, &j->src, &n);
-  if (!src) return oom(e);
-  buf_adds(&j->tu, "#line 1 \"cudadev/cpu_prelude.hpp\"\n");
-  buf_adds(&j->tu, cdv_cpu_prelude);
-  buf_adds(&j->tu, "\n#line 1 ");
-  add_cstring(&j->tu, req->name ? req->name : "kernel.cu");
-  buf_adds(&j->tu, "\n");
-  buf_add(&j->tu, src, n);
-  free(src);
-  add_trampolines(&j->tu, req, j->syms, j->fibers, j->entry_fibers);
-  if (j->tu.oom) return oom(e);
+  if (make_tu(j, 1)) return oom(e);
   cdv_sha256_add(&s, j->tu.p, j->tu.n);
   unsigned char h[32];
   cdv_sha256_done(&s, h);
@@ -1165,12 +1809,20 @@ static int build_cmd(job *j, cdv_err *e) {
   if (get_compiler(&j->cmd, &version, e)) return -1;
   char std[32];
   snprintf(std, sizeof std, "-std=%s", j->co.std);
-  /* -fno-math-errno: device math sets no errno, and sqrtf then becomes one instruction.
+  /* -fno-math-errno: device math sets no errno, and sqrtf then becomes one instruction. -fno-trapping-math:
+   * no floating-point traps on a GPU either; it lets a guarded body be if-converted (NOTE [fast paths]).
    * -fstack-clash-protection: a large frame is probed page by page, so a thread that overflows its fiber
    * stack hits the guard page (NOTE [fiber stacks]) instead of writing into a neighbour's stack. */
-  const char *fixed[] = {
-      std,        "-O3", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-math-errno", "-fstack-clash-protection",
-      "-pthread", NULL};
+  const char *fixed[] = {std,
+                         "-O3",
+                         "-fPIC",
+                         "-shared",
+                         "-fvisibility=hidden",
+                         "-fno-math-errno",
+                         "-fno-trapping-math",
+                         "-fstack-clash-protection",
+                         "-pthread",
+                         NULL};
   for (int i = 0; fixed[i]; i++) cdv_sl_add(&j->cmd, fixed[i]);
     /* NOTE [host ISA]: kernels use the vector units this machine has. On x86-64 with AVX2, FMA and BMI2 (Haswell,
    * Zen and later) the flags below, named one by one (older compilers do not know -march=x86-64-v3); not
@@ -1368,6 +2020,12 @@ static int fill_image(job *j, const char *path, char *log, cdv_image *out, cdv_e
   return ok ? 0 : oom(e);
 }
 
+static int has_fast(const job *j) {
+  for (int i = 0; j->entry_fast && i < j->req->nentries; i++)
+    if (j->entry_fast[i]) return 1;
+  return 0;
+}
+
 int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
   if (!req || !req->source) return cdv_fail(e, "cpu.compile", 1, "CUDA_ERROR_INVALID_VALUE", "no source to compile");
   memset(out, 0, sizeof *out);
@@ -1388,7 +2046,23 @@ int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
     cdv_err ignored;
     if (cdv_cpu_cache_verify(path, &ignored) == 0)
       rc = 0; /* a whole entry from an earlier process */
-    else if ((rc = build(&j, dir, path, &log, e)) && j.refusal && !strcmp(e->name, HOST_COMPILER_ERROR)) {
+    else if ((rc = build(&j, dir, path, &log, e)) && has_fast(&j) && !strcmp(e->name, HOST_COMPILER_ERROR)) {
+      /* (see NOTE [fast paths]) A generated function did not compile: again without those the log names (all
+       * when it names none), in the same cache entry; then without any */
+      int named = 0;
+      for (int i = 0; i < req->nentries; i++) {
+        char fn[128];
+        snprintf(fn, sizeof fn, "cdv_fis_%s", j.syms[i]);
+        if (j.entry_fast[i] && log && strstr(log, fn)) j.fast_off[i] = 1, named = 1;
+      }
+      for (int i = 0; i < req->nentries && !named; i++) j.fast_off[i] = 1;
+      for (int pass = 0; pass < 2 && rc && has_fast(&j) && !strcmp(e->name, HOST_COMPILER_ERROR); pass++) {
+        free(log), log = NULL;
+        free(e->log), e->log = NULL;
+        rc = make_tu(&j, pass == 0) ? oom(e) : build(&j, dir, path, &log, e);
+      }
+    }
+    if (rc && j.refusal && !strcmp(e->name, HOST_COMPILER_ERROR)) {
       char *clog = e->log; /* (see NOTE [refused constructs]) the construct is the likely cause; keep the log */
       cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%s", j.refusal);
       e->log = clog;

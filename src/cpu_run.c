@@ -232,7 +232,7 @@ static int claim(status *st) {
 static void note_where(status *st, const worker *w, const fiber *f) {
   memcpy(st->block, w->ctx.block_idx, sizeof st->block);
   st->where = 1;
-  if (f) {
+  if (f && f->hdr->thread_idx[0] != ~0u) { /* ~0u: a fast path that does not track threads (NOTE [fast paths]) */
     memcpy(st->thread, f->hdr->thread_idx, sizeof st->thread);
     st->where = 2;
   }
@@ -1422,13 +1422,21 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   launch L;
   memset(&L, 0, sizeof L);
   L.fn = f;
+  cdv_cpu_func fast; /* NOTE [fast paths] in cpu_compile.c: when the block's per-thread arrays fit its stack */
+  uint64_t nth = (uint64_t)block[0] * block[1] * block[2];
+  if (f->fis && !cooperative && f->fis_row <= CDV_CPU_FIS_STACK && f->fis_row * nth <= CDV_CPU_FIS_STACK) {
+    fast = *f;
+    fast.entry = f->fis;
+    fast.flags &= ~CDV_CPU_FLAG_FIBERS;
+    L.fn = &fast;
+  }
   memcpy(L.grid, grid, sizeof L.grid);
   memcpy(L.block, block, sizeof L.block);
   L.nthreads = block[0] * block[1] * block[2];
   L.shared = shared;
   L.args = args;
   L.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
-  L.fibers = (f->flags & CDV_CPU_FLAG_FIBERS) && L.nthreads > 1;
+  L.fibers = (L.fn->flags & CDV_CPU_FLAG_FIBERS) && L.nthreads > 1;
   int nw = cdv_cpu_worker_count(), vmas = cdv_cpu_stack_vmas() * (int)L.nthreads;
   if (L.fibers && vmas && nw > VMA_BUDGET / vmas) /* stacks of old kernels are limited by mappings */
     nw = VMA_BUDGET / vmas > 0 ? VMA_BUDGET / vmas : 1;

@@ -254,7 +254,8 @@ static void test_saxpy(void) {
   mod m;
   void *fn = kernel1(&m, saxpy_src, "saxpy");
   if (!fn) return;
-  CHECK(((cdv_cpu_func *)fn)->flags == 0, "saxpy runs in loop mode (no fibers)");
+  CHECK(((cdv_cpu_func *)fn)->flags == CDV_CPU_FLAG_SIMD && ((cdv_cpu_func *)fn)->fis,
+        "saxpy runs on the simd path (no fibers: NOTE [fast paths])");
   int n = quick ? 1 << 16 : 1 << 24;
   float *x = dalloc((size_t)n * 4), *y = dalloc((size_t)n * 4), a = 2.0f;
   for (int i = 0; i < n; i++) x[i] = (float)(i % 1000), y[i] = 1.0f;
@@ -287,7 +288,8 @@ static void test_reduce(void) {
   mod m;
   void *fn = kernel1(&m, reduce_src, "reduce256");
   if (!fn) return;
-  CHECK(((cdv_cpu_func *)fn)->flags == CDV_CPU_FLAG_FIBERS, "reduce256 runs on fibers");
+  CHECK(((cdv_cpu_func *)fn)->flags == (CDV_CPU_FLAG_FIBERS | CDV_CPU_FLAG_FISSION) && ((cdv_cpu_func *)fn)->fis,
+        "reduce256 runs on the fission path (fibers when its block would not fit)");
   int n = quick ? 1 << 16 : 1 << 24, nb = (n + 255) / 256;
   float *in = dalloc((size_t)n * 4), *out = dalloc((size_t)nb * 4);
   double expect = 0;

@@ -1,0 +1,330 @@
+-- The cpu device's fast paths (issue #18; doc/cpu-device.md, "Kernel paths"; NOTE [fast paths] in
+-- src/cpu_compile.c): a barrier-free kernel written out as a loop over its block's threads ("simd"), a kernel
+-- with barriers at the top level of its body or of a loop split at its barriers into such loops ("fission"),
+-- and the fallback to fibers wherever the transformation does not apply. Every kernel here is compiled twice:
+-- once as it is, once with FORCE defined as a dead __syncwarp(), which puts it on the fiber path; both must
+-- compute the same.
+local cd = require "cudadev"
+
+local CPU = { device = "cpu" }
+local inprocess = os.getenv("CUDADEV_CPU_FORK") == "0"
+local worker_it = inprocess
+  and function(name) return pending(name .. " (CUDADEV_CPU_FORK=0: launches run in this process)") end or it
+
+local SRC = [[
+struct Pair { int a, b; };
+
+extern "C" __global__ void guarded(int n, float a, const float *x, float *y)
+{
+  FORCE
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  y[i] = a * x[i] + y[i];
+}
+
+extern "C" __global__ void tree(const float *x, float *out)
+{
+  FORCE
+  __shared__ float s[128];
+  unsigned t = threadIdx.x;
+  s[t] = x[blockIdx.x * 128 + t];
+  __syncthreads();
+  for (unsigned h = 64; h > 0; h >>= 1) {
+    if (t < h) s[t] += s[t + h];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+
+// 8x4 threads; a per-thread accumulator and indices live across barriers inside a loop
+extern "C" __global__ void tiles(int n, const float *A, float *out)
+{
+  FORCE
+  __shared__ float tile[4][8];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int row = blockIdx.y * 4 + ty, col = blockIdx.x * 8 + tx;
+  float acc = 0.0f, last;
+  for (int k = 0; k < n; k += 8) {
+    tile[ty][tx] = A[row * n + k + tx] * (float)(col + 1);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc += tile[ty][j];
+    last = tile[ty][7 - tx];
+    __syncthreads();
+  }
+  out[row * n + col] = acc + last;
+}
+
+// threads past n leave before the barrier; divergent branches on both sides of it
+extern "C" __global__ void diverge(int n, const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[64];
+  int t = threadIdx.x;
+  if (t >= n) return;
+  int v = in[t];
+  if (v % 3 == 0) v = -v; else if (v % 3 == 1) v *= 2;
+  s[t] = v;
+  __syncthreads();
+  int w = s[(t + 1) % n];
+  if (w < 0) { out[t] = w - v; return; }
+  out[t] = w + v;
+}
+
+extern "C" __global__ void count(const int *in, int *out)
+{
+  FORCE
+  __shared__ int hits;
+  if (threadIdx.x == 0) hits = 0;
+  __syncthreads();
+  if (in[blockIdx.x * blockDim.x + threadIdx.x] > 10) atomicAdd(&hits, 1);
+  atomicAdd(&out[0], in[blockIdx.x * blockDim.x + threadIdx.x]);
+  __syncthreads();
+  if (threadIdx.x == 0) out[1 + blockIdx.x] = hits;
+}
+
+extern "C" __global__ void dyn(float *x)
+{
+  FORCE
+  extern __shared__ float buf[];
+  unsigned t = threadIdx.x, n = blockDim.x;
+  buf[t] = x[t];
+  __syncthreads();
+  x[t] = buf[n - 1 - t] + (float)t;
+}
+
+extern "C" __global__ void nested(float *x)
+{
+  FORCE
+  __shared__ float s[32];
+  s[threadIdx.x] = x[threadIdx.x];
+  if (x[0] > -1.0f) { __syncthreads(); }
+  x[threadIdx.x] = s[31 - threadIdx.x];
+}
+
+extern "C" __global__ void counter_written(float *x)
+{
+  FORCE
+  __shared__ float s[32];
+  for (int i = 0; i < 4; i++) {
+    s[threadIdx.x] = x[threadIdx.x] + (float)i;
+    __syncthreads();
+    x[threadIdx.x] = s[(threadIdx.x + 1) % 32];
+    i += 1;
+    __syncthreads();
+  }
+}
+
+extern "C" __global__ void loop_break(float *x)
+{
+  FORCE
+  __shared__ float s[32];
+  for (int i = 0; i < 4; i++) {
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    if (x[0] > 1000.0f) break;
+    x[threadIdx.x] = s[(threadIdx.x + 3) % 32] + 1.0f;
+    __syncthreads();
+  }
+}
+
+// 1024 threads with 32 floats each across a barrier: 128 KiB, more than a fission block may keep
+extern "C" __global__ void big(float *x)
+{
+  FORCE
+  __shared__ float s[1024];
+  float v[32];
+  for (int j = 0; j < 32; j++) v[j] = x[threadIdx.x] * (float)j;
+  s[threadIdx.x] = v[31];
+  __syncthreads();
+  float r = 0.0f;
+  for (int j = 0; j < 32; j++) r += v[j];
+  // only what this block wrote: past it, shared memory holds whatever an earlier launch of this worker left
+  x[threadIdx.x] = r + s[blockDim.x - 1 - threadIdx.x];
+}
+
+// a local of a type the kernel's own body defines lives across the barrier: the written-out function does not
+// compile, and the kernel is compiled again without it
+extern "C" __global__ void local_type(int *x)
+{
+  FORCE
+  __shared__ int s[32];
+  struct Local { int a; };
+  Local p;
+  p.a = x[threadIdx.x] * 2;
+  s[threadIdx.x] = p.a;
+  __syncthreads();
+  x[threadIdx.x] = s[31 - threadIdx.x] + p.a;
+}
+
+extern "C" __global__ void pairs(Pair *p)
+{
+  FORCE
+  __shared__ Pair s[16];
+  Pair mine = p[threadIdx.x];
+  s[threadIdx.x] = mine;
+  __syncthreads();
+  p[threadIdx.x].a = s[15 - threadIdx.x].b + mine.a;
+}
+]]
+
+local function seq(n, f)
+  local t = {}
+  for i = 1, n do t[i] = f(i) end
+  return t
+end
+
+describe("cpu fast paths (k.cpu_path simd and fission)", function()
+  local fast, ref
+  setup(function()
+    fast = cd.compile("#define FORCE\n" .. SRC, CPU)
+    ref = cd.compile("#define FORCE if (0) __syncwarp();\n" .. SRC, CPU)
+  end)
+  teardown(function() fast, ref = nil, nil end)
+
+  -- run kernel name on both modules with fresh copies of the inputs; returns the outputs of both
+  local function both(name, cfg, make)
+    local outs = {}
+    for i, m in ipairs { fast, ref } do
+      local args = make()
+      m[name](cfg, table.unpack(args))
+      outs[i] = {}
+      for k, a in ipairs(args) do
+        if type(a) ~= "number" then outs[i][k] = a:totable() end
+      end
+    end
+    return outs[1], outs[2]
+  end
+
+  it("names the path each kernel takes", function()
+    local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
+      dyn = "fission", nested = "fibers", counter_written = "fibers", loop_break = "fibers", big = "fission",
+      local_type = "fibers", pairs = "fission" }
+    for name, path in pairs(want) do
+      assert.are.equal(path, fast[name].cpu_path, name)
+      assert.are.equal("fibers", ref[name].cpu_path, name)
+    end
+  end)
+
+  it("a guarded barrier-free kernel with an early return gives what the fibers give", function()
+    local a, b = both("guarded", { grid = 5, block = 128 }, function()
+      return { 600, 1.5, cd.array(seq(640, function(i) return i * 0.25 end), "float32", CPU),
+        cd.array(seq(640, function(i) return (i % 13) - 6 end), "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal((600 * 0.25) * 1.5 + (600 % 13 - 6), a[4][600])
+    assert.are.equal(640 % 13 - 6, a[4][640])   -- past n: untouched
+  end)
+
+  it("a shared-memory tree reduction with a barrier loop gives what the fibers give", function()
+    local a, b = both("tree", { grid = 3, block = 128 }, function()
+      return { cd.array(seq(384, function(i) return i % 17 end), "float32", CPU), cd.zeros(3, "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+    local s = 0
+    for i = 1, 128 do s = s + i % 17 end
+    assert.are.equal(s, a[2][1])
+  end)
+
+  it("per-thread values live across barriers in a loop of a 2-D block", function()
+    local n = 16
+    local a, b = both("tiles", { grid = { 2, 4 }, block = { 8, 4 } }, function()
+      return { n, cd.array(seq(n * n, function(i) return (i * 7) % 11 end), "float32", CPU),
+        cd.zeros(n * n, "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("threads that returned before a barrier, and divergent branches, give what the fibers give", function()
+    local a, b = both("diverge", { grid = 1, block = 64 }, function()
+      return { 50, cd.array(seq(64, function(i) return i * 5 - 100 end), "int32", CPU), cd.zeros(64, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(0, a[3][51])   -- a thread that returned wrote nothing
+  end)
+
+  it("atomics on shared and global memory give what the fibers give", function()
+    local a, b = both("count", { grid = 4, block = 64 }, function()
+      return { cd.array(seq(256, function(i) return i % 23 end), "int32", CPU), cd.zeros(5, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("dynamic shared memory gives what the fibers give", function()
+    local a, b = both("dyn", { grid = 1, block = 96, shared = 96 * 4 }, function()
+      return { cd.array(seq(96, function(i) return i end), "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(96, a[1][1])
+  end)
+
+  it("kernels fission does not take (a barrier under an if, a loop counter changed, a break) run on fibers",
+    function()
+      for _, name in ipairs { "nested", "counter_written", "loop_break" } do
+        local a, b = both(name, { grid = 1, block = 32 }, function()
+          return { cd.array(seq(32, function(i) return i * 3 end), "float32", CPU) }
+        end)
+        assert.are.same(b, a)
+      end
+    end)
+
+  it("a block whose per-thread arrays would not fit runs on fibers and gives the same", function()
+    local a, b = both("big", { grid = 1, block = 1024 }, function()
+      return { cd.array(seq(1024, function(i) return i % 10 end), "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+    -- and with fewer threads the same kernel runs on the fission path
+    local a2, b2 = both("big", { grid = 1, block = 32 }, function()
+      return { cd.array(seq(1024, function(i) return i % 10 end), "float32", CPU) }
+    end)
+    assert.are.same(b2, a2)
+  end)
+
+  it("a written-out kernel that does not compile leaves the kernel on fibers, still right", function()
+    local a, b = both("local_type", { grid = 1, block = 32 }, function()
+      return { cd.array(seq(32, function(i) return i end), "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(32 * 2 + 2, a[1][1])
+  end)
+
+  it("struct values live across a barrier", function()
+    local a, b = both("pairs", { grid = 1, block = 16 }, function()
+      return { cd.array(seq(32, function(i) return i end), "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("CUDADEV_CPU_FAST=0 compiles no fast path", function()
+    local out = require("spec.helper").run_child([==[
+local m = cd.compile('extern "C" __global__ void k(int *p) { p[threadIdx.x] = 1; }', { device = "cpu" })
+print(m.k.cpu_path)
+]==], "CUDADEV_CPU_FAST=0 CUDADEV_CACHE_DIR=" .. os.tmpname() .. ".d")
+    assert.are.equal("loop\nexit 0\n", out)
+  end)
+
+  worker_it("a fault on the fast paths is contained and names its thread", function()
+    local m = cd.compile([[
+#include <assert.h>
+extern "C" __global__ void crash(int *p) { if (threadIdx.x == 5) *(volatile int *)0 = 1; }
+extern "C" __global__ void checks(int *p)
+{
+  __shared__ int s[32];
+  s[threadIdx.x] = p[threadIdx.x];
+  __syncthreads();
+  assert(s[threadIdx.x] != 9);
+}
+]], { device = "cpu", name = "fast.cu" })
+    assert.are.equal("simd", m.crash.cpu_path)
+    assert.are.equal("fission", m.checks.cpu_path)
+    local ok, err = pcall(m.crash, { grid = 2, block = 32 }, cd.zeros(1, "int32", CPU))
+    assert.is_false(ok)
+    -- both blocks fault at once on two workers: which one claims the message is a race; its thread is not
+    assert.is_truthy(err.message:match("^kernel 'crash' crashed on the cpu device: SIGSEGV %(segmentation fault%) at "
+      .. "address 0x0 %(block %([01],0,0%), thread %(5,0,0%)%)$"), err.message)
+    ok, err = pcall(m.checks, { grid = 1, block = 32 }, cd.array(seq(32, function(i) return i end), "int32", CPU))
+    assert.is_false(ok)
+    assert.are.equal("kernel 'checks' failed an assertion: fast.cu:8: s[threadIdx.x] != 9 (block (0,0,0), "
+      .. "thread (8,0,0))", err.message)
+  end)
+end)
