@@ -2,13 +2,11 @@
 -- run their threads as a loop and which need fibers (k.cpu_path, NOTE [kernel paths] in src/cpu_compile.c),
 -- and contained launches through one persistent launch worker instead of a fork per launch (NOTE [launch
 -- worker] in src/cpu_run.c): what it sees, how it fails, and that its cost does not grow with the Lua heap.
+local helper = require "spec.helper"
 local cd = require "cudadev"
 
 local CPU = { device = "cpu" }
-local inprocess = os.getenv("CUDADEV_CPU_FORK") == "0"
--- With CUDADEV_CPU_FORK=0 (the valgrind pass) there is no worker, and a fault would end this process.
-local worker_it = inprocess
-  and function(name) return pending(name .. " (CUDADEV_CPU_FORK=0: launches run in this process)") end or it
+local worker_it = helper.worker_it
 
 local PATHS = [[
 #define BARRIER() __syncthreads()

@@ -4,12 +4,11 @@
 -- and the fallback to fibers wherever the transformation does not apply. Every kernel here is compiled twice:
 -- once as it is, once with FORCE defined as a dead __syncwarp(), which puts it on the fiber path; both must
 -- compute the same.
+local helper = require "spec.helper"
 local cd = require "cudadev"
 
 local CPU = { device = "cpu" }
-local inprocess = os.getenv("CUDADEV_CPU_FORK") == "0"
-local worker_it = inprocess
-  and function(name) return pending(name .. " (CUDADEV_CPU_FORK=0: launches run in this process)") end or it
+local worker_it = helper.worker_it
 
 local SRC = [[
 struct Pair { int a, b; };
@@ -296,7 +295,7 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
   end)
 
   it("CUDADEV_CPU_FAST=0 compiles no fast path", function()
-    local out = require("spec.helper").run_child([==[
+    local out = helper.run_child([==[
 local m = cd.compile('extern "C" __global__ void k(int *p) { p[threadIdx.x] = 1; }', { device = "cpu" })
 print(m.k.cpu_path)
 ]==], "CUDADEV_CPU_FAST=0 CUDADEV_CACHE_DIR=" .. os.tmpname() .. ".d")

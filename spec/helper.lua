@@ -23,6 +23,13 @@ local function it_unless(skip, name, fn)
   return busted.it(name, fn)
 end
 
+-- A test that needs the cpu launch worker: pending when launches run in this process (CUDADEV_CPU_FORK=0, the
+-- valgrind pass), where there is no worker and a fault would end this process.
+function helper.worker_it(name, fn)
+  return it_unless(os.getenv("CUDADEV_CPU_FORK") == "0" and "CUDADEV_CPU_FORK=0: launches run in this process",
+    name, fn)
+end
+
 -- A test that needs a CUDA device.
 function helper.gpu_it(name, fn)
   return it_unless(not helper.cuda_available and helper.no_cuda_reason, name, fn)
