@@ -276,4 +276,27 @@ print("returned", ok, err)
     assert.are.equal("exit 1\n", how, out)
     assert.is_truthy(out:match("interrupted!"), out)
   end)
+
+  -- NOTE [preempting a block]: was a hang (the first Ctrl-C stopped only the handing out of blocks), then the
+  -- second Ctrl-C ended the session
+  luacuda_it("in luacuda with in-process launches, Ctrl-C stops blocks that never end, and the next launch works",
+    function()
+      local out, how = interrupt_child([==[
+local m = cd.compile('extern "C" __global__ void spin(int *p) { while (*(volatile int *)p == 0) {} }\n'
+  .. 'extern "C" __global__ void one(int *p) { p[blockIdx.x * blockDim.x + threadIdx.x] = 7; }', { device = "cpu" })
+local a = cd.zeros(256, "i32", { device = "cpu" })
+io.open(MARK, "w"):close()
+-- the launch's error, then luacuda's "interrupted!" at the next Lua instruction: both caught
+local ok, err = pcall(function()
+  local _, e = pcall(m.spin, { grid = 4, block = 32 }, a)
+  return e
+end)
+print("spin", ok, err)
+m.one({ grid = 4, block = 64 }, a)
+print("after", a[1], a[256])
+]==], "CUDADEV_CPU_FORK=0", LUACUDA)
+      assert.are.equal("exit 0\n", how, out)
+      assert.is_truthy(out:match("spin\tfalse\t[^\n]*interrupted"), out)
+      assert.is_truthy(out:match("after\t7\t7\n"), out)
+    end)
 end)

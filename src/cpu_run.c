@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -167,6 +168,10 @@ static pthread_key_t dsm_key;
 static pthread_once_t dsm_once = PTHREAD_ONCE_INIT;
 static __thread void *tls_dsm;
 static __thread worker *tls_worker; /* for the fault handler */
+/* NOTE [preempting a block]: the way out of this thread's blocks of an in-process launch, and a count that
+ * is not 0 while it must not be taken (a grid barrier's lock, a failure being written) */
+static __thread sigjmp_buf *tls_jump;
+static __thread volatile sig_atomic_t tls_nopreempt;
 
 static void dsm_release(void *p) { munmap(p, CDV_CPU_MAX_DYN_SHARED); }
 
@@ -242,6 +247,7 @@ static void note_where(status *st, const worker *w, const fiber *f) {
 static void record(worker *w, fiber *f, int kind, const char *fmt, ...) {
   status *st = w->L->st;
   if (!claim(st)) return;
+  tls_nopreempt++;
   st->kind = kind;
   note_where(st, w, f);
   va_list ap;
@@ -249,6 +255,7 @@ static void record(worker *w, fiber *f, int kind, const char *fmt, ...) {
   vsnprintf(st->text, sizeof st->text, fmt, ap);
   va_end(ap);
   __atomic_store_n(&st->claimed, 2, __ATOMIC_SEQ_CST); /* complete: stop_launch may end the child now */
+  tls_nopreempt--;
 }
 
 /* Stop the launch after a recorded failure. In a child, the child ends now (the parent reads the status);
@@ -266,9 +273,11 @@ static void stop_launch(worker *w, fiber *f) {
   w->aborted = 1;
   __atomic_store_n(&w->L->aborted, 1, __ATOMIC_SEQ_CST);
   if (w->L->coop) { /* the blocks waiting at grid.sync() leave it (NOTE [cpu grid sync]) */
+    tls_nopreempt++;
     pthread_mutex_lock(&w->L->gm);
     pthread_cond_broadcast(&w->L->gc);
     pthread_mutex_unlock(&w->L->gm);
+    tls_nopreempt--;
   }
   if (f) cdv_cpu_fiber_switch(&f->fc, &w->sched);
 }
@@ -278,6 +287,7 @@ static void stop_launch(worker *w, fiber *f) {
  * stopped (another block failed, or ended without reaching the barrier: then this records the deadlock). */
 static int grid_wait(worker *w) {
   launch *L = w->L;
+  tls_nopreempt++; /* the lock and the condition variable's state: NOTE [preempting a block] */
   pthread_mutex_lock(&L->gm);
   unsigned gen = L->ggen;
   L->garrived++;
@@ -293,6 +303,7 @@ static int grid_wait(worker *w) {
   int ok = gen != L->ggen, dead = !ok && L->gdead;
   uint64_t ended = L->gexited;
   pthread_mutex_unlock(&L->gm);
+  tls_nopreempt--;
   if (ok) return 0;
   if (dead)
     record(w, NULL, CDV_CPU_FAIL_DEADLOCK,
@@ -305,6 +316,7 @@ static int grid_wait(worker *w) {
 
 /* The block of w has ended: a grid barrier that waits for it now never completes. */
 static void grid_exit(launch *L) {
+  tls_nopreempt++;
   pthread_mutex_lock(&L->gm);
   L->gexited++;
   if (L->garrived && L->garrived + L->gexited == L->nblocks) {
@@ -312,6 +324,7 @@ static void grid_exit(launch *L) {
     pthread_cond_broadcast(&L->gc);
   }
   pthread_mutex_unlock(&L->gm);
+  tls_nopreempt--;
 }
 
 /* ---------------------------------------------------------------- fiber scheduling */
@@ -572,13 +585,34 @@ static int worker_init(worker *w, launch *L, int slot) {
 
 static void prefault_share(const launch *L, int slot);
 
+static void runner(int slot, int on);
+
 static void worker_run(launch *L, int slot) {
   worker w;
+  sigjmp_buf jump;
+  int preemptible = !L->in_child && slot < MAX_WORKERS; /* NOTE [preempting a block] */
   if (worker_init(&w, L, slot)) {
     record(&w, NULL, FAIL_OOM, "out of host memory");
     stop_launch(&w, NULL);
   } else {
     tls_worker = &w;
+    /* (no saved mask: sigsetjmp's cost 1.3 us a launch here) */
+    if (preemptible && sigsetjmp(jump, 0) != 0) { /* preempted: the block is abandoned where it was */
+      sigset_t urg;
+      sigemptyset(&urg);
+      sigaddset(&urg, SIGURG); /* blocked by the handler it left */
+      pthread_sigmask(SIG_UNBLOCK, &urg, NULL);
+      tls_jump = NULL;
+      runner(slot, 0);
+      record(&w, NULL, FAIL_INTERRUPT, "interrupted");
+      stop_launch(&w, NULL);
+      tls_worker = NULL;
+      return;
+    }
+    if (preemptible) {
+      tls_jump = &jump;
+      runner(slot, 1);
+    }
     if (L->in_child && L->npre) prefault_share(L, slot);
     while (!__atomic_load_n(&L->aborted, __ATOMIC_RELAXED)) {
       if (__atomic_load_n(&interrupts, __ATOMIC_RELAXED) != L->intr0) { /* NOTE [interrupting a launch] */
@@ -595,6 +629,10 @@ static void worker_run(launch *L, int slot) {
         if (!w.aborted) grid_exit(L);
         break;
       }
+    }
+    if (preemptible) {
+      runner(slot, 0);
+      tls_jump = NULL;
     }
     tls_worker = NULL;
   }
@@ -666,7 +704,8 @@ static struct pool {
 static void block_async_signals(void) {
   sigset_t s;
   sigfillset(&s);
-  int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+  int sync_sigs[] = {SIGSEGV, SIGBUS,  SIGFPE, SIGILL,
+                     SIGABRT, SIGTRAP, SIGSYS, SIGURG}; /* SIGURG: NOTE [preempting a block] */
   for (size_t i = 0; i < sizeof sync_sigs / sizeof sync_sigs[0]; i++) sigdelset(&s, sync_sigs[i]);
   pthread_sigmask(SIG_SETMASK, &s, NULL);
 }
@@ -724,20 +763,75 @@ static void run_pool(launch *L, int nw) {
  *   pid) thus ends the launch with an error, not only one sent to the process group. The handler is installed
  *   by the first launch that waits and put back by the last, when it is still ours.
  * - cdv_cpu_interrupt() (called by cudadev_interrupt(), so by luacuda's Ctrl-C) does the same to the children
- *   and counts an interrupt: in-process launches (CUDADEV_CPU_FORK=0) stop handing out blocks and end with an
- *   error, so a long grid stops at once; a block that never ends cannot be stopped in-process (a thread cannot
- *   be abandoned at an arbitrary instruction safely), and luacuda's second Ctrl-C then ends the session.
- * Only async-signal-safe work happens in the handler. */
+ *   and counts an interrupt: in-process launches (CUDADEV_CPU_FORK=0) stop where they are and end with an
+ *   error (NOTE [preempting a block]), so a long grid and a block that never ends both give way. In-process
+ *   launches arm the same SIGINT handler while they run.
+ * Only async-signal-safe work happens in the handler.
+ *
+ * NOTE [preempting a block]: a thread that runs blocks of an in-process launch registers itself (runners)
+ * and keeps a way out (tls_jump, set by sigsetjmp in worker_run). cdv_cpu_interrupt() sends each registered
+ * thread SIGURG, whose handler, when the thread is in such a launch and the interrupt count has moved since
+ * it began, siglongjmps out of the kernel: the block is abandoned mid-way (its fibers are set up afresh at
+ * the next launch), the launch records an interrupt, and the others stop taking blocks. Not while it holds
+ * the launch's grid barrier lock or writes a failure (tls_nopreempt): it then stops at the next block. What
+ * the kernel's own code held (a stdio lock, say) stays held, which is why this is only for in-process
+ * launches, which are for gdb and speed; contained launches end their process instead. SIGURG, whose default
+ * is to be ignored, goes on to the handler before ours when it arrives for anything else. */
 static pid_t children[MAX_CHILDREN];
 static pthread_mutex_t intr_lock = PTHREAD_MUTEX_INITIALIZER;
 static int intr_users, intr_default;
 static struct sigaction intr_prev;
+
+static pthread_t runner_id[MAX_WORKERS];
+static int runner_on[MAX_WORKERS];
+static struct sigaction preempt_prev;
+
+/* (see NOTE [preempting a block]) this thread runs, or no longer runs, blocks in slot of an in-process launch */
+static void runner(int slot, int on) {
+  if (on) runner_id[slot] = pthread_self();
+  __atomic_store_n(&runner_on[slot], on, __ATOMIC_SEQ_CST);
+}
+
+static void on_preempt(int sig, siginfo_t *si, void *uc) {
+  worker *w = tls_worker;
+  if (tls_jump && !tls_nopreempt && w && __atomic_load_n(&interrupts, __ATOMIC_SEQ_CST) != w->L->intr0)
+    siglongjmp(*tls_jump, 1);
+  if (preempt_prev.sa_flags & SA_SIGINFO)
+    preempt_prev.sa_sigaction(sig, si, uc);
+  else if (preempt_prev.sa_handler != SIG_DFL && preempt_prev.sa_handler != SIG_IGN)
+    preempt_prev.sa_handler(sig);
+}
+
+static void preempt_install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_preempt;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGURG, &sa, &preempt_prev);
+}
 
 void cdv_cpu_interrupt(void) {
   __atomic_add_fetch(&interrupts, 1, __ATOMIC_SEQ_CST);
   for (int i = 0; i < MAX_CHILDREN; i++) {
     pid_t p = __atomic_load_n(&children[i], __ATOMIC_SEQ_CST);
     if (p > 0) kill(p, SIGINT);
+  }
+  /* NOTE [preempting a block]: this thread last, since its own preemption does not come back here */
+  int self = -1;
+  for (int i = 0; i < MAX_WORKERS; i++)
+    if (__atomic_load_n(&runner_on[i], __ATOMIC_SEQ_CST)) {
+      if (pthread_equal(runner_id[i], pthread_self()))
+        self = i;
+      else
+        pthread_kill(runner_id[i], SIGURG);
+    }
+  if (self >= 0) { /* pending until the signal handler that called us returns, its own signal unblocked again */
+    sigset_t urg;
+    sigemptyset(&urg);
+    sigaddset(&urg, SIGURG);
+    pthread_sigmask(SIG_BLOCK, &urg, NULL);
+    pthread_kill(pthread_self(), SIGURG);
   }
 }
 
@@ -769,6 +863,7 @@ static void interrupt_arm(void) {
     sa.sa_sigaction = on_interrupt;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGURG); /* a preempted block leaves after the handlers before ours have run */
     sigaction(SIGINT, &sa, &intr_prev);
     if (!(intr_prev.sa_flags & SA_SIGINFO) && intr_prev.sa_handler == SIG_IGN)
       sigaction(SIGINT, &intr_prev, NULL); /* ignored stays ignored */
@@ -935,8 +1030,8 @@ static int reported_error(const char *k, const status *st, const char *where, cd
       return cdv_fail(e, api, 719, failed, "kernel '%s' deadlocked on the cpu device: %s%s", k, st->text, where);
     case FAIL_INTERRUPT:
       return cdv_fail(e, api, 719, failed,
-                      "kernel '%s' was interrupted before it finished (blocks already running "
-                      "in this process ran to their end)",
+                      "kernel '%s' was interrupted before it finished (in this process: its running "
+                      "blocks were stopped where they were)",
                       k);
     default: return cdv_fail(e, api, 2, "CUDA_ERROR_OUT_OF_MEMORY", "kernel '%s': out of host memory", k);
   }
@@ -1361,10 +1456,13 @@ static int run_worker(launch *L, cdv_err *e, int *rc) {
   return 1;
 }
 
+static pthread_once_t preempt_once = PTHREAD_ONCE_INIT;
+
 static int run_inprocess(launch *L, int nw, size_t stacks, cdv_err *e) {
   status st;
   memset(&st, 0, sizeof st);
   L->st = &st;
+  pthread_once(&preempt_once, preempt_install); /* NOTE [preempting a block] */
   pthread_mutex_lock(&run_lock);
   pthread_mutex_lock(&slots_lock);
   int rc = reserve_stacks(nw, stacks, e);

@@ -132,8 +132,8 @@ static void on_sigint(int sig) {
     return;
   }
   set_sigint(SIG_DFL, NULL); /* a second Ctrl-C kills the process, as with lua */
-  cudadev_interrupt();
   lua_sethook(globalL, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  cudadev_interrupt(); /* last: it may leave this handler for good (NOTE [preempting a block] in cpu_run.c) */
 }
 
 /* ---------------------------------------------------------------- running chunks */
