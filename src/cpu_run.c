@@ -168,8 +168,8 @@ static pthread_key_t dsm_key;
 static pthread_once_t dsm_once = PTHREAD_ONCE_INIT;
 static __thread void *tls_dsm;
 static __thread worker *tls_worker; /* for the fault handler */
-/* NOTE [preempting a block]: the way out of this thread's blocks of an in-process launch, and a count that
- * is not 0 while it must not be taken (a grid barrier's lock, a failure being written) */
+/* the way out of this thread's blocks of an in-process launch, and a count that is not 0 while it must not be
+ * taken (a grid barrier's lock, a failure being written): see NOTE [preempting a block] */
 static __thread sigjmp_buf *tls_jump;
 static __thread volatile sig_atomic_t tls_nopreempt;
 
@@ -817,7 +817,7 @@ void cdv_cpu_interrupt(void) {
     pid_t p = __atomic_load_n(&children[i], __ATOMIC_SEQ_CST);
     if (p > 0) kill(p, SIGINT);
   }
-  /* NOTE [preempting a block]: this thread last, since its own preemption does not come back here */
+  /* this thread last, since its own preemption does not come back here (see NOTE [preempting a block]) */
   int self = -1;
   for (int i = 0; i < MAX_WORKERS; i++)
     if (__atomic_load_n(&runner_on[i], __ATOMIC_SEQ_CST)) {
