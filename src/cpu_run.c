@@ -28,6 +28,10 @@
  * launch that is not cooperative is refused when reached (a GPU's grid group is then invalid).
  */
 #define _GNU_SOURCE
+/* A preempted in-process block leaves the kernel with siglongjmp from a fiber's stack to its worker thread's own
+ * (NOTE [preempting a block]), which _FORTIFY_SOURCE's __longjmp_chk refuses as a jump into a deeper frame
+ * (it aborts the process when the target stack lies below the current one): this file is built without it. */
+#undef _FORTIFY_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -246,8 +250,11 @@ static void note_where(status *st, const worker *w, const fiber *f) {
 /* Record a failure (the first one wins); fiber: the thread it happened in, or NULL. */
 static void record(worker *w, fiber *f, int kind, const char *fmt, ...) {
   status *st = w->L->st;
-  if (!claim(st)) return;
-  tls_nopreempt++;
+  tls_nopreempt++; /* before the claim: a preemption between would leave it claimed and empty */
+  if (!claim(st)) {
+    tls_nopreempt--;
+    return;
+  }
   st->kind = kind;
   note_where(st, w, f);
   va_list ap;
@@ -587,26 +594,32 @@ static void prefault_share(const launch *L, int slot);
 
 static void runner(int slot, int on);
 
+/* (see NOTE [preempting a block]) worker_run's landing after a preemption: the block was abandoned where it
+ * was; the launch ends as interrupted. SIGURG is unblocked again (the handler that jumped had it blocked; no mask
+ * is saved by sigsetjmp, whose cost was 1.3 us a launch here). */
+static void preempted(worker *w, int slot) {
+  sigset_t urg;
+  sigemptyset(&urg);
+  sigaddset(&urg, SIGURG);
+  pthread_sigmask(SIG_UNBLOCK, &urg, NULL);
+  tls_jump = NULL;
+  runner(slot, 0);
+  record(w, NULL, FAIL_INTERRUPT, "interrupted");
+  stop_launch(w, NULL);
+  tls_worker = NULL;
+}
+
 static void worker_run(launch *L, int slot) {
   worker w;
   sigjmp_buf jump;
-  int preemptible = !L->in_child && slot < MAX_WORKERS; /* NOTE [preempting a block] */
+  int preemptible = !L->in_child; /* NOTE [preempting a block] */
   if (worker_init(&w, L, slot)) {
     record(&w, NULL, FAIL_OOM, "out of host memory");
     stop_launch(&w, NULL);
   } else {
     tls_worker = &w;
-    /* (no saved mask: sigsetjmp's cost 1.3 us a launch here) */
-    if (preemptible && sigsetjmp(jump, 0) != 0) { /* preempted: the block is abandoned where it was */
-      sigset_t urg;
-      sigemptyset(&urg);
-      sigaddset(&urg, SIGURG); /* blocked by the handler it left */
-      pthread_sigmask(SIG_UNBLOCK, &urg, NULL);
-      tls_jump = NULL;
-      runner(slot, 0);
-      record(&w, NULL, FAIL_INTERRUPT, "interrupted");
-      stop_launch(&w, NULL);
-      tls_worker = NULL;
+    if (preemptible && sigsetjmp(jump, 0) != 0) {
+      preempted(&w, slot);
       return;
     }
     if (preemptible) {
@@ -764,8 +777,9 @@ static void run_pool(launch *L, int nw) {
  *   by the first launch that waits and put back by the last, when it is still ours.
  * - cdv_cpu_interrupt() (called by cudadev_interrupt(), so by luacuda's Ctrl-C) does the same to the children
  *   and counts an interrupt: in-process launches (CUDADEV_CPU_FORK=0) stop where they are and end with an
- *   error (NOTE [preempting a block]), so a long grid and a block that never ends both give way. In-process
- *   launches arm the same SIGINT handler while they run.
+ *   error (NOTE [preempting a block]), so a long grid and a block that never ends both give way. (A SIGINT
+ *   reaches them only through a host that calls it, as luacuda does: arming our handler around every
+ *   in-process launch would cost it two system calls.)
  * Only async-signal-safe work happens in the handler.
  *
  * NOTE [preempting a block]: a thread that runs blocks of an in-process launch registers itself (runners)
@@ -782,19 +796,31 @@ static pthread_mutex_t intr_lock = PTHREAD_MUTEX_INITIALIZER;
 static int intr_users, intr_default;
 static struct sigaction intr_prev;
 
-static pthread_t runner_id[MAX_WORKERS];
-static int runner_on[MAX_WORKERS];
+/* Thread ids (kernel tids: a stale one gets a SIGURG that on_preempt passes on, where a stale pthread_t would be
+ * undefined) of the threads running blocks of an in-process launch, 0 for none, and how many there are. */
+static pid_t runner_tid[MAX_WORKERS];
+static int nrunners;
 static struct sigaction preempt_prev;
 
 /* (see NOTE [preempting a block]) this thread runs, or no longer runs, blocks in slot of an in-process launch */
 static void runner(int slot, int on) {
-  if (on) runner_id[slot] = pthread_self();
-  __atomic_store_n(&runner_on[slot], on, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&runner_tid[slot], on ? gettid() : 0, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&nrunners, on ? 1 : -1, __ATOMIC_SEQ_CST);
+}
+
+/* is this thread a runner? Asked before the handler touches thread-local storage, whose first use in a thread
+ * may allocate (cudadev is dlopen'ed): a SIGURG meant for the host may land on any of its threads. */
+static int is_runner(void) {
+  if (__atomic_load_n(&nrunners, __ATOMIC_SEQ_CST) == 0) return 0;
+  pid_t me = gettid();
+  for (int i = 0; i < MAX_WORKERS; i++)
+    if (__atomic_load_n(&runner_tid[i], __ATOMIC_SEQ_CST) == me) return 1;
+  return 0;
 }
 
 static void on_preempt(int sig, siginfo_t *si, void *uc) {
-  worker *w = tls_worker;
-  if (tls_jump && !tls_nopreempt && w && __atomic_load_n(&interrupts, __ATOMIC_SEQ_CST) != w->L->intr0)
+  worker *w = is_runner() ? tls_worker : NULL;
+  if (w && tls_jump && !tls_nopreempt && __atomic_load_n(&interrupts, __ATOMIC_SEQ_CST) != w->L->intr0)
     siglongjmp(*tls_jump, 1);
   if (preempt_prev.sa_flags & SA_SIGINFO)
     preempt_prev.sa_sigaction(sig, si, uc);
@@ -817,21 +843,23 @@ void cdv_cpu_interrupt(void) {
     pid_t p = __atomic_load_n(&children[i], __ATOMIC_SEQ_CST);
     if (p > 0) kill(p, SIGINT);
   }
-  /* this thread last, since its own preemption does not come back here (see NOTE [preempting a block]) */
-  int self = -1;
-  for (int i = 0; i < MAX_WORKERS; i++)
-    if (__atomic_load_n(&runner_on[i], __ATOMIC_SEQ_CST)) {
-      if (pthread_equal(runner_id[i], pthread_self()))
-        self = i;
-      else
-        pthread_kill(runner_id[i], SIGURG);
-    }
-  if (self >= 0) { /* pending until the signal handler that called us returns, its own signal unblocked again */
+  /* this thread last: its SIGURG stays pending until the signal handler that called us has returned (see NOTE
+   * [preempting a block]) */
+  pid_t me = gettid(), pid = getpid();
+  int self = 0;
+  for (int i = 0; i < MAX_WORKERS && __atomic_load_n(&nrunners, __ATOMIC_SEQ_CST) > 0; i++) {
+    pid_t t = __atomic_load_n(&runner_tid[i], __ATOMIC_SEQ_CST);
+    if (t == me)
+      self = 1;
+    else if (t > 0)
+      tgkill(pid, t, SIGURG);
+  }
+  if (self) {
     sigset_t urg;
     sigemptyset(&urg);
     sigaddset(&urg, SIGURG);
     pthread_sigmask(SIG_BLOCK, &urg, NULL);
-    pthread_kill(pthread_self(), SIGURG);
+    tgkill(pid, me, SIGURG);
   }
 }
 
@@ -1549,8 +1577,8 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);
   pthread_mutex_init(&L.gm, NULL);
   pthread_cond_init(&L.gc, NULL);
-  int mode = fork_mode(), rc;
-  if (mode == 0 || plan_args(&L) || (L.coop && under_asan())) /* NOTE [forks under ASan] */
+  int mode = fork_mode(), rc, asan = under_asan(); /* asked here, never first in a forked process (dlsym allocates) */
+  if (mode == 0 || plan_args(&L) || (L.coop && asan)) /* NOTE [forks under ASan] */
     rc = run_inprocess(&L, nw, stacks, e);
   else if (!(mode == 1 && !L.coop && run_worker(&L, e, &rc))) /* NOTE [launch worker]; cooperative launches
                                                                   * keep a child of their own (NOTE [cpu grid sync]) */

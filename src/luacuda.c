@@ -133,7 +133,8 @@ static void on_sigint(int sig) {
   }
   set_sigint(SIG_DFL, NULL); /* a second Ctrl-C kills the process, as with lua */
   lua_sethook(globalL, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-  cudadev_interrupt(); /* last: it may leave this handler for good (NOTE [preempting a block] in cpu_run.c) */
+  cudadev_interrupt(); /* last: an in-process launch of this thread is stopped once this handler returns (see
+                        * NOTE [preempting a block] in cpu_run.c) */
 }
 
 /* ---------------------------------------------------------------- running chunks */
