@@ -1067,9 +1067,9 @@ function M.supervise(opts)
   -- ended the suite in CI). The cpu device gets a size of its own (NOTE [cpu memory limit]), and the address
   -- space a limit too, unless AddressSanitizer runs, whose shadow memory needs terabytes of it.
   local gib = opts.max_memory_gib or 8
-  local limit = ("CUDADEV_CPU_MEMORY=%dG "):format(gib)
+  local limit = ("CUDADEV_CPU_MEMORY=%dM "):format(math.floor(gib * 1024))
   if not (os.getenv("LD_PRELOAD") or ""):find("asan") then
-    limit = ("ulimit -v %d 2>/dev/null; exec env %s"):format(gib * 1024 * 1024, limit)
+    limit = ("ulimit -v %d 2>/dev/null; exec env %s"):format(math.floor(gib * 1024 * 1024), limit)
   end
   -- The fuzzer works on the cpu device: on a GPU host the CUDA driver is hidden from the child (a library
   -- that does not exist stands for it), so that a random dev:reset() or kernel fault never reaches a GPU.

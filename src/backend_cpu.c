@@ -40,24 +40,29 @@ static int no_op(cdv_device *d, cdv_err *e) {
  * of arrays and slabs, guards included. */
 static size_t mapped_bytes;
 
-/* The limit in bytes, 0 for none; (size_t)-1 when the variable is not a size. Read once. */
-static size_t mem_limit(void) {
-  static size_t v;
-  static int read;
-  if (__atomic_load_n(&read, __ATOMIC_ACQUIRE)) return v;
+/* The limit in bytes, 0 for none; (size_t)-1 when the variable is not a size (mem_limit_text keeps it for the
+ * message). Read once; digits and one K, M, G or T, so that no locale changes what it means. */
+static size_t mem_limit_v;
+static char mem_limit_text[64];
+static pthread_once_t mem_limit_once = PTHREAD_ONCE_INIT;
+
+static void mem_limit_read(void) {
   const char *s = getenv("CUDADEV_CPU_MEMORY");
-  size_t r = 0;
-  if (s && *s) {
-    char *end;
-    errno = 0;
-    double x = strtod(s, &end);
-    const char *units = "KMGT", *u = *end ? strchr(units, *end) : NULL;
-    if (u && *u) x *= (double)(1ull << (10 * (u - units + 1))), end++;
-    r = errno || *end || !(x >= 1 && x < 0x1p63) ? (size_t)-1 : (size_t)x;
-  }
-  v = r;
-  __atomic_store_n(&read, 1, __ATOMIC_RELEASE);
-  return v;
+  if (!s || !*s) return;
+  snprintf(mem_limit_text, sizeof mem_limit_text, "%s", s);
+  unsigned long long x = 0, shift = 0;
+  const char *p = s;
+  while (*p >= '0' && *p <= '9' && x <= (1ull << 50)) x = x * 10 + (unsigned long long)(*p++ - '0');
+  const char *units = "KMGT", *u = *p ? strchr(units, *p) : NULL;
+  if (u) shift = 10 * (unsigned long long)(u - units + 1), p++;
+  mem_limit_v = p == s || *p || x == 0 || x > (1ull << 50) || (shift && x > (1ull << (60 - shift)))
+                    ? (size_t)-1
+                    : (size_t)(x << shift);
+}
+
+static size_t mem_limit(void) {
+  pthread_once(&mem_limit_once, mem_limit_read);
+  return mem_limit_v;
 }
 
 /* Take n bytes of the device's memory for a new mapping (NOTE [cpu memory limit]); -1 with e set when they are
@@ -67,7 +72,7 @@ static int mem_reserve(size_t n, cdv_err *e) {
   if (limit == (size_t)-1)
     return cdv_fail(e, "cpu.mem_alloc", EINVAL, INVALID_VALUE,
                     "CUDADEV_CPU_MEMORY='%s' is not a size: write bytes, or a number with K, M, G or T (4G)",
-                    getenv("CUDADEV_CPU_MEMORY"));
+                    mem_limit_text);
   size_t was = __atomic_fetch_add(&mapped_bytes, n, __ATOMIC_RELAXED);
   if (limit && (was + n < was || was + n > limit)) {
     __atomic_fetch_sub(&mapped_bytes, n, __ATOMIC_RELAXED);
