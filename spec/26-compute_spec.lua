@@ -364,7 +364,7 @@ helper.each_device(function(dev)
       end)
     end)
 
-    -- NOTE [binary fast path], NOTE [reduction fast path]: the second call of an operator or a whole-array
+    -- (see NOTE [binary fast path] and NOTE [reduction fast path]) the second call of an operator or a whole-array
     -- reduction takes the kept kernel; whatever falls outside the fast path still goes the general way
     describe("repeated operations", function()
       it("compile nothing again, even across collections (the generated kernels are kept)", function()

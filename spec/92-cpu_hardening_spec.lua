@@ -277,7 +277,7 @@ print("returned", ok, err)
     assert.is_truthy(out:match("interrupted!"), out)
   end)
 
-  -- NOTE [preempting a block]: was a hang (the first Ctrl-C stopped only the handing out of blocks), then the
+  -- (see NOTE [preempting a block]) was a hang (the first Ctrl-C stopped only the handing out of blocks), then the
   -- second Ctrl-C ended the session
   luacuda_it("in luacuda with in-process launches, Ctrl-C stops blocks that never end, and the next launch works",
     function()

@@ -190,8 +190,10 @@ local flat_base = array_mt.__flat_base
 -- [device alias .. "\n" .. generation .. "\n" .. key] = Kernel (NOTE [generated kernels]). Held, as CuPy holds
 -- its kernels: with a weak table every collection (which the operators' own allocations step) dropped them, and
 -- the next call generated and hashed the source again: a small a + b cost 17 us on the cpu device, most of it
--- that. At KERNELS_MAX keys the table starts afresh (a program generating kernels without end keeps no more).
-local KERNELS_MAX = 4096
+-- that. At KERNELS_MAX keys the table starts afresh (a program generating kernels without end keeps no more):
+-- on the cpu device each is a loaded object of a few memory mappings, of the process's 65530 (vm.max_map_count).
+-- A reset leaves the old generation's entries until then; they are never asked for again.
+local KERNELS_MAX = 1024
 local kernels, nkernels = {}, 0
 -- the tables of the fast paths (NOTE [binary fast path], NOTE [reduction fast path]), which hold Kernels too
 local fast_caches = {}
@@ -909,12 +911,12 @@ end
 -- the GPU waited for it. Once that path has run for an operator, dtypes and device, its result dtype and Kernel
 -- are kept here, and the next such call checks the operands, allocates and launches. A reset (dev.generation)
 -- sends it down the general path again.
-local fast_bin = fast_cache()   -- [Device][op.name .. x.dtype .. y.dtype] = {k, res, gen}
+local fast_bin = fast_cache()   -- [Device][op.name .. "|" .. x.dtype .. "|" .. y.dtype] = {k, res, gen}
 
 local function fast_binary(op, x, y)
   local dev = x.device
   local byop = fast_bin[dev]
-  local f = byop and byop[op.name .. x.dtype .. y.dtype]
+  local f = byop and byop[op.name .. "|" .. x.dtype .. "|" .. y.dtype]
   if f == nil or f.gen ~= dev.generation or y.device ~= dev then return nil end
   local xs = x.shape
   if not (x.is_contiguous and y.is_contiguous and same_shape(xs, y.shape)) then return nil end
@@ -975,7 +977,7 @@ local function binary(op, x, y, out, stream, fname)
   if both and k and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) then
     local dev = x.device
     fast_bin[dev] = fast_bin[dev] or {}
-    fast_bin[dev][op.name .. x.dtype .. y.dtype] = { k = k, res = odt, gen = dev.generation }
+    fast_bin[dev][op.name .. "|" .. x.dtype .. "|" .. y.dtype] = { k = k, res = odt, gen = dev.generation }
   end
   return o[1]
 end
