@@ -754,10 +754,11 @@ static int subst(const binds *bd, int nb, const tok *t, int n, int elem, tvec *o
   return 0;
 }
 
-/* A parameter with template arguments: "Ts... xs" becomes one parameter per element of the pack. */
-static int expand_param(pctx *c, const tok *t, int n, int line) {
-  int packlen = -1, depth = 0, angle = 0, expands = 0; /* "Tuple<Ts...> t" is one parameter */
-  for (int i = 0; i < n; i++) {
+/* Whether tokens [s, e) hold a "..." outside brackets and angle brackets: "Ts... xs" or "typename... Ts" does,
+ * "Tuple<Ts...> t" does not. */
+static int top_level_ellipsis(const tok *t, int s, int e) {
+  int depth = 0, angle = 0, found = 0;
+  for (int i = s; i < e; i++) {
     if (topen(&t[i]))
       depth++;
     else if (tclose(&t[i]))
@@ -767,8 +768,14 @@ static int expand_param(pctx *c, const tok *t, int n, int line) {
     else if (depth == 0 && tpunct(&t[i], '>'))
       angle -= angle > 0;
     else if (depth == 0 && angle == 0 && tis(&t[i], "..."))
-      expands = 1;
+      found = 1;
   }
+  return found;
+}
+
+/* A parameter with template arguments: "Ts... xs" becomes one parameter per element of the pack. */
+static int expand_param(pctx *c, const tok *t, int n, int line) {
+  int packlen = -1, expands = top_level_ellipsis(t, 0, n); /* "Tuple<Ts...> t" is one parameter */
   for (int i = 0; expands && i < n; i++) {
     const binding *b = bound(c->bd, t, i);
     if (b == NULL || !b->pack) continue;
@@ -833,19 +840,7 @@ static tparam one_tparam(const tok *t, int s, int e, int eq, int end) {
     tp.kind = TP_TYPE;
   else if (tid(&t[s], "template"))
     tp.kind = TP_TEMPLATE;
-  int depth = 0, angle = 0;
-  for (int i = s; i < e; i++) {
-    if (topen(&t[i]))
-      depth++;
-    else if (tclose(&t[i]))
-      depth -= depth > 0;
-    else if (depth == 0 && tpunct(&t[i], '<'))
-      angle++;
-    else if (depth == 0 && tpunct(&t[i], '>'))
-      angle -= angle > 0;
-    else if (depth == 0 && angle == 0 && tis(&t[i], "..."))
-      tp.pack = 1;
-  }
+  tp.pack = top_level_ellipsis(t, s, e);
   if (can_name(&t[e - 1]) && type_before(t + s, e - 1 - s)) tp.name = &t[e - 1];
   if (eq >= 0) tp.def = eq + 1, tp.ndef = end - eq - 1;
   return tp;
