@@ -228,27 +228,22 @@ static int l_recv_bytes(lua_State *L) {
   return 1;
 }
 
-/* _mpi.send_array(a, dest, tag) / _mpi.recv_array(a, source, tag): a's bytes, as one message (or pieces) */
-static int l_send_array(lua_State *L) {
+/* _mpi.send_array(a, dest, tag) / _mpi.recv_array(a, source, tag): a's bytes, as one message (or pieces);
+ * recv_array returns a */
+static int array_message(lua_State *L, int receive) {
   char msg[512];
   start(L);
-  int dest = check_rank(L, 2), tag = check_tag(L, 3);
+  int rank = check_rank(L, 2), tag = check_tag(L, 3);
   size_t n;
   char *p = host_elements(L, 1, &n);
-  if (api->send(p, n, dest, tag, msg, sizeof msg) != 0) return mpi_error(L, msg);
-  return 0;
+  if ((receive ? api->recv(p, n, rank, tag, msg, sizeof msg) : api->send(p, n, rank, tag, msg, sizeof msg)) != 0)
+    return mpi_error(L, msg);
+  lua_settop(L, 1);
+  return receive;
 }
 
-static int l_recv_array(lua_State *L) {
-  char msg[512];
-  start(L);
-  int source = check_rank(L, 2), tag = check_tag(L, 3);
-  size_t n;
-  char *p = host_elements(L, 1, &n);
-  if (api->recv(p, n, source, tag, msg, sizeof msg) != 0) return mpi_error(L, msg);
-  lua_settop(L, 1);
-  return 1;
-}
+static int l_send_array(lua_State *L) { return array_message(L, 0); }
+static int l_recv_array(lua_State *L) { return array_message(L, 1); }
 
 int cdv_mpi_open(lua_State *L) {
   static const luaL_Reg fns[] = {{"load", l_load},
