@@ -165,6 +165,45 @@ extern "C" __global__ void pairs(Pair *p)
   __syncthreads();
   p[threadIdx.x].a = s[15 - threadIdx.x].b + mine.a;
 }
+// NOTE [uniform guard]: blocks where the guard holds for all threads, for some, for none; an else; a guard
+// that differs between neighbouring threads; declarations before the if that must run once per thread
+extern "C" __global__ void guard_else(int n, int m, int *y)
+{
+  FORCE
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned q = (unsigned)i * 3u + 1u;
+  if (i < n) y[i] = (int)q;
+  else if (i < m) y[i] = -1;
+  else y[i] = -2;
+  y[i] += 100;
+}
+
+extern "C" __global__ void guard_odd(int *y)
+{
+  FORCE
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (threadIdx.x & 1) return;
+  y[i] = i + 1;
+}
+
+extern "C" __global__ void guard_effects(int n, int *counter, int *y)
+{
+  FORCE
+  int i = atomicAdd(counter, 1);
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j < n) y[j] = i >= 0;
+  int k = j++;
+  if (k < n) y[k] += 1;
+}
+// NOTE [no wrap hint]: a thread loop that GCC vectorises, with the header stores of a tracked loop
+extern "C" __global__ void int2_pairs(const int2 *in, int2 *out, uchar4 *bytes)
+{
+  FORCE
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int2 p = in[i];
+  out[i] = make_int2(p.x + p.y, p.x - p.y);
+  bytes[i] = make_uchar4(p.x & 255, p.y & 255, (p.x >> 8) & 255, (unsigned char)threadIdx.x);
+}
 ]]
 
 local function seq(n, f)
@@ -198,7 +237,8 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
   it("names the path each kernel takes", function()
     local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
       dyn = "fission", nested = "fibers", counter_written = "fibers", loop_break = "fibers", big = "fission",
-      local_type = "fibers", pairs = "fission" }
+      local_type = "fibers", pairs = "fission", guard_else = "simd", guard_odd = "simd", guard_effects = "simd",
+      int2_pairs = "simd" }
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -213,6 +253,47 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     assert.are.same(b, a)
     assert.are.equal((600 * 0.25) * 1.5 + (600 % 13 - 6), a[4][600])
     assert.are.equal(640 % 13 - 6, a[4][640])   -- past n: untouched
+  end)
+
+  it("a guard that holds for every thread of a block, some or none gives what the fibers give (NOTE [uniform guard])",
+    function()
+    -- blocks of 32: 0-2 all below n, 3 mixed, 4 all between n and m, 5 mixed, 6-7 past m
+    local a, b = both("guard_else", { grid = 8, block = 32 }, function()
+      return { 100, 180, cd.full(256, 7, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    for i = 1, 256 do
+      local want = i <= 100 and (i - 1) * 3 + 1 + 100 or i <= 180 and 99 or 98
+      assert.are.equal(want, a[3][i], i)
+    end
+    a, b = both("guard_odd", { grid = 3, block = 64 }, function() return { cd.zeros(192, "int32", CPU) } end)
+    assert.are.same(b, a)
+    assert.are.same({ 1, 0, 3, 0 }, { a[1][1], a[1][2], a[1][3], a[1][4] })
+  end)
+
+  it("declarations with side effects before the guard run once per thread", function()
+    local a, b = both("guard_effects", { grid = 4, block = 32 }, function()
+      return { 100, cd.zeros(1, "int32", CPU), cd.zeros(128, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(128, a[2][1])
+    for i = 1, 128 do assert.are.equal(i <= 100 and 2 or 0, a[3][i], i) end
+  end)
+
+  it("int2 loads and stores in a vectorised thread loop give what the fibers give (NOTE [no wrap hint])",
+    function()
+    local n = 1536
+    local a, b = both("int2_pairs", { grid = n // 256, block = 256 }, function()
+      return { cd.array(seq(2 * n, function(i) return (i * 7919) % 2000000 - 1000000 end), "int32", CPU),
+        cd.full(2 * n, -7, "int32", CPU), cd.zeros(4 * n, "uint8", CPU) }
+    end)
+    assert.are.same(b, a)
+    local bad = 0
+    for i = 0, n - 1 do
+      local x, y = a[1][2 * i + 1], a[1][2 * i + 2]
+      if a[2][2 * i + 1] ~= x + y or a[2][2 * i + 2] ~= x - y or a[3][4 * i + 4] ~= i % 256 then bad = bad + 1 end
+    end
+    assert.are.equal(0, bad)
   end)
 
   it("a shared-memory tree reduction with a barrier loop gives what the fibers give", function()
