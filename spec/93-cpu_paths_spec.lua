@@ -38,6 +38,10 @@ extern "C" __global__ void shuffles(float *x)
 {
   x[threadIdx.x] = __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1);
 }
+extern "C" __global__ void shuffle_in_expression(float *x)
+{
+  x[threadIdx.x] = 2.0f * __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1);
+}
 template <int N> __global__ void add(float *x) { x[threadIdx.x] += N; }
 ]]
 
@@ -53,7 +57,8 @@ describe("cpu kernel paths (k.cpu_path)", function()
     assert.are.equal("loop", m["add<3>"].cpu_path)   -- a template: no fast path
     assert.are.equal("fission", m.direct.cpu_path)   -- a barrier at the top level of its body
     assert.are.equal("fibers", m.through_macro.cpu_path)
-    assert.are.equal("fibers", m.shuffles.cpu_path)
+    assert.are.equal("fission", m.shuffles.cpu_path)   -- a statement the warp fission takes (NOTE [warp fission])
+    assert.are.equal("fibers", m.shuffle_in_expression.cpu_path)
   end)
 
   it("a barrier behind a macro or a chain of device functions gives fibers", function()

@@ -165,7 +165,7 @@ extern "C" __global__ void pairs(Pair *p)
   __syncthreads();
   p[threadIdx.x].a = s[15 - threadIdx.x].b + mine.a;
 }
-// NOTE [uniform guard]: blocks where the guard holds for all threads, for some, for none; an else; a guard
+// (see NOTE [uniform guard]) blocks where the guard holds for all threads, for some, for none; an else; a guard
 // that differs between neighbouring threads; declarations before the if that must run once per thread
 extern "C" __global__ void guard_else(int n, int m, int *y)
 {
@@ -195,7 +195,7 @@ extern "C" __global__ void guard_effects(int n, int *counter, int *y)
   int k = j++;
   if (k < n) y[k] += 1;
 }
-// NOTE [no wrap hint]: a thread loop that GCC vectorises, with the header stores of a tracked loop
+// (see NOTE [no wrap hint]) a thread loop that GCC vectorises, with the header stores of a tracked loop
 extern "C" __global__ void int2_pairs(const int2 *in, int2 *out, uchar4 *bytes)
 {
   FORCE
@@ -203,6 +203,60 @@ extern "C" __global__ void int2_pairs(const int2 *in, int2 *out, uchar4 *bytes)
   int2 p = in[i];
   out[i] = make_int2(p.x + p.y, p.x - p.y);
   bytes[i] = make_uchar4(p.x & 255, p.y & 255, (p.x >> 8) & 255, (unsigned char)threadIdx.x);
+}
+// (see NOTE [warp fission]) shuffles of every kind and width, votes, a partial last warp, lanes that returned,
+// a warp if with an else, a loop of shuffles without braces
+extern "C" __global__ void warp_ops(int n, const double *in, double *out, unsigned *votes)
+{
+  FORCE
+  unsigned t = threadIdx.x, lane = t & 31;
+  double v = in[blockIdx.x * blockDim.x + t];
+  if (t >= n) return;
+  double a = v, b = v, c = v, d = v;
+  a = __shfl_sync(0xffffffffu, a, 3);
+  b += __shfl_up_sync(0xffffffffu, b, 2, 8);
+  c *= __shfl_down_sync(0xffffffffu, c, 5);
+  d -= __shfl_xor_sync(0xffffffffu, d, 9, 16);
+  unsigned bal;
+  bal = __ballot_sync(0xffffffffu, v > 10.0);
+  int any, all;
+  any = __any_sync(0xffffffffu, lane == 7);
+  all = __all_sync(0xffffffffu, v >= 0.0);
+  if (lane < 16) {
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_down_sync(0x0000ffffu, v, o, 16);
+  } else {
+    v = -v;
+    v = __shfl_sync(0xffff0000u, v, 16);
+  }
+  size_t i = blockIdx.x * blockDim.x + t;
+  out[5 * i] = a, out[5 * i + 1] = b, out[5 * i + 2] = c, out[5 * i + 3] = d, out[5 * i + 4] = v;
+  votes[3 * i] = bal, votes[3 * i + 1] = any, votes[3 * i + 2] = all;
+}
+
+// a warp-shuffle reduction of a block (the bench's reduce_warp, any block size)
+extern "C" __global__ void warp_sum(const float *x, float *part)
+{
+  FORCE
+  __shared__ float ws[32];
+  unsigned t = threadIdx.x, lane = t & 31, w = t >> 5, nw = (blockDim.x + 31) / 32;
+  float v = x[blockIdx.x * blockDim.x + t];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if (lane == 0) ws[w] = v;
+  __syncthreads();
+  if (w == 0) {
+    v = lane < nw ? ws[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) part[blockIdx.x] = v;
+  }
+}
+
+// a loop of shuffles whose bound is a thread's own value runs on the fibers
+extern "C" __global__ void warp_own_bound(int *x)
+{
+  FORCE
+  int k = (threadIdx.x >> 5) + 1, v = threadIdx.x;
+  for (int o = 0; o < k; o++) v += __shfl_xor_sync(0xffffffffu, v, 1);
+  x[threadIdx.x] = v;
 }
 ]]
 
@@ -238,7 +292,7 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
       dyn = "fission", nested = "fibers", counter_written = "fibers", loop_break = "fibers", big = "fission",
       local_type = "fibers", pairs = "fission", guard_else = "simd", guard_odd = "simd", guard_effects = "simd",
-      int2_pairs = "simd" }
+      int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_own_bound = "fibers" }
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -294,6 +348,35 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
       if a[2][2 * i + 1] ~= x + y or a[2][2 * i + 2] ~= x - y or a[3][4 * i + 4] ~= i % 256 then bad = bad + 1 end
     end
     assert.are.equal(0, bad)
+  end)
+
+  it("warp shuffles, votes and warp ifs on the fission path give what the fibers give (NOTE [warp fission])",
+    function()
+    -- 2 blocks of 80 threads: the third warp is partial; threads 70 to 79 return before the shuffles
+    local a, b = both("warp_ops", { grid = 2, block = 80 }, function()
+      return { 70, cd.array(seq(160, function(i) return (i * 37) % 23 - 3 end), "float64", CPU),
+        cd.full(800, -1, "float64", CPU), cd.full(480, 7, "uint32", CPU) }
+    end)
+    assert.are.same(b, a)
+    local x = function(i) return (i * 37) % 23 - 3 end   -- element i (1-based) of the input
+    assert.are.equal(x(4), a[3][1])                       -- thread 0 reads lane 3
+    assert.are.equal(x(12) + x(10), a[3][5 * 11 + 2])     -- thread 11: up by 2 within its group of 8
+    assert.are.equal(2 * x(10), a[3][5 * 9 + 2])          -- thread 9: no lane 2 below in its group
+    assert.are.equal(x(1) + x(1), a[3][5 * 0 + 2])        -- thread 0: no lane 2 below, its own value
+    assert.are.equal(-1, a[3][5 * 75 + 1])                -- thread 75 returned: untouched
+    local sum = 0
+    for i = 1, 16 do sum = sum + x(i) end
+    assert.are.equal(sum, a[3][5])                        -- lane 0's sum over the lanes 0 to 15
+    assert.are.equal(1, a[4][2])
+    a, b = both("warp_sum", { grid = 3, block = 96 }, function()
+      return { cd.array(seq(288, function(i) return i % 9 end), "float32", CPU), cd.zeros(3, "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+    for blk = 0, 2 do
+      local s = 0
+      for i = blk * 96 + 1, blk * 96 + 96 do s = s + i % 9 end
+      assert.are.equal(s, a[2][blk + 1])
+    end
   end)
 
   it("a shared-memory tree reduction with a barrier loop gives what the fibers give", function()

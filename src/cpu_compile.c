@@ -1158,9 +1158,9 @@ static int entry_paths(job *j, int wide) {
  *   region and used in another lives in a per-thread array (a VLA on the block's stack, `name[t]`); a thread
  *   that returned is skipped by later regions. `__shared__`, static and constexpr locals move to the top.
  * Anything the transformation does not understand leaves the kernel on its old path: a barrier elsewhere
- * (under an if, in a do loop, in a device function), other sync words (warp shuffles, votes,
- * __syncthreads_count, cooperative groups), goto, labels, lambdas, try, preprocessor lines other than
- * #pragma, a barrier loop without braces or whose header reads threadIdx or whose counter a region writes,
+ * (under an if, in a do loop, in a device function), other sync words (__syncthreads_count, cooperative
+ * groups, warp operations other than those NOTE [warp fission] takes), goto, labels, lambdas, try, preprocessor lines other than
+ * #pragma, a barrier loop whose header reads threadIdx or whose counter a region writes,
  * break/continue in a region of a barrier loop, a cross-region local that is a reference, auto, an array with
  * an initialiser or declared with a constructor call, a name declared twice. The generated function is
  * checked by the host compiler: if the translation unit fails to compile, it is compiled again without the
@@ -1170,13 +1170,20 @@ static int entry_paths(job *j, int wide) {
 
 #define FIS_MAX_ITEMS 512
 #define FIS_MAX_DECL 128
+#define FIS_MAX_GUARDS 16
+#define FIS_MAX_FLAGS 64
 
 typedef struct fitem { /* one statement of a sequence */
-  int kind; /* 0 plain, 1 barrier, 2 barrier loop */
+  int kind; /* 0 plain, 1 barrier, 2 barrier loop, 3 warp if (or its else), 4 warp operation */
   int a, b; /* tokens [a, b) */
-  int hdr_a, hdr_b; /* barrier loop: the header's tokens between the parentheses; body [a, b) inside braces */
-  int kw; /* barrier loop: the token of for/while */
-  int seg; /* plain: its region */
+  int hdr_a, hdr_b; /* barrier loop: the header's tokens between the parentheses; body [a, b) inside braces;
+                     * warp if: its condition (hdr_a -1 for an else) */
+  int kw; /* barrier loop: the token of for/while; warp if: of if/else */
+  int seg; /* plain: its region; warp if: the condition's; warp operation: the region before it */
+  int seg2; /* warp operation: the region after it */
+  int flag, neg; /* warp if: its per-thread flag, and 1 for the else */
+  int call, eq, op; /* warp operation: the call's token, the assignment's first token, which (fis_warp_word) */
+  int arg[5], nargs; /* warp operation: the first token of each argument; arg[nargs] the closing parenthesis */
 } fitem;
 
 typedef struct fdecl {
@@ -1196,6 +1203,9 @@ typedef struct fgen {
   int nd;
   int nseg, nbar, ret, fail;
   int *seg_of; /* per token: its region, -1 outside regions, -2 a barrier loop's header */
+  int nflag, nwarp; /* flags of warp ifs, warp operations (see NOTE [warp fission]) */
+  int guard[FIS_MAX_GUARDS], gneg[FIS_MAX_GUARDS], ng; /* the warp ifs around the regions being written */
+  const char *fname;
 } fgen;
 
 static int ftok(const fgen *g, int i, const char *w) {
@@ -1239,9 +1249,112 @@ static int stmt_end(fgen *g, int i, int end) {
   return -1;
 }
 
+/* NOTE [warp fission]: warp shuffles and votes in fission functions. A statement `lhs = op(args);` or
+ * `lhs += op(args);` (any compound assignment) whose right side is one of these calls, and `__syncwarp();`,
+ * are split points like `__syncthreads();`: the region before stores every thread's value (the shuffled
+ * value, or the vote's predicate) into a per-thread exchange array, and the region after reads its source
+ * lane's there with the group rule of the fiber path (cdv_xshfl, cdv_xvote in the prelude: a lane that did not
+ * reach the operation, or is not in the mask, gives the reader its own value). Such statements may also sit in
+ * the braces of an `if` (and its `else`) at a level fission takes: a warp if, whose condition each thread
+ * evaluates into a per-thread flag, and whose regions skip the threads whose flags say otherwise (CUDA asks a
+ * shuffle's lanes to agree, not the block's threads, so the condition need not be uniform; an if that
+ * holds a __syncthreads stays on the fibers). A loop whose body holds warp operations but no __syncthreads
+ * runs its header once for the block like a barrier loop, so that header must not read a per-thread value.
+ * The fiber path still finds warp operations that not all lanes of the mask reach (a deadlock); this path
+ * does not, as it does not find a misplaced __syncthreads either. */
+static const char *const fis_warp_words[] = {"__shfl_sync",   "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                             "__ballot_sync", "__any_sync",     "__all_sync",       NULL};
+
+/* 1 + the index of the warp operation named at token i in fis_warp_words, or 0. */
+static int fis_warp_word(const fgen *g, int i) {
+  if (i < 0 || i >= g->t->n || g->t->v[i].kind != CDV_T_IDENT) return 0;
+  for (int w = 0; fis_warp_words[w]; w++)
+    if (ftok(g, i, fis_warp_words[w])) return w + 1;
+  return 0;
+}
+
 static int has_barrier(const fgen *g, int a, int b) {
   for (int i = a; i < b; i++)
+    if (ftok(g, i, "__syncthreads") || ftok(g, i, "__syncwarp") || fis_warp_word(g, i)) return 1;
+  return 0;
+}
+
+static int fis_assigns(const fgen *g, int i);
+
+static int has_sync(const fgen *g, int a, int b) {
+  for (int i = a; i < b; i++)
     if (ftok(g, i, "__syncthreads")) return 1;
+  return 0;
+}
+
+/* `__syncwarp();` or `__syncwarp(mask);` at [a, e): a split point (NOTE [warp fission]) */
+static int fis_syncwarp(fgen *g, int a, int e) {
+  return ftok(g, a, "__syncwarp") && ftok(g, a + 1, "(") && skip_parens(g->s, g->t, a + 1) == e - 1 &&
+         ftok(g, e - 1, ";");
+}
+
+/* A warp operation statement at [a, e) (NOTE [warp fission]) as an item; -1 when it is not one. */
+static int fis_warp_op(fgen *g, int a, int e) {
+  int c = -1;
+  for (int i = a; i < e; i++)
+    if (fis_warp_word(g, i) || ftok(g, i, "__syncthreads") || ftok(g, i, "__syncwarp")) {
+      if (c >= 0 || !fis_warp_word(g, i)) return -1;
+      c = i;
+    }
+  if (c < 2 || !ftok(g, c + 1, "(") || skip_parens(g->s, g->t, c + 1) != e - 1 || !ftok(g, e - 1, ";") ||
+      !ftok(g, c - 1, "=") || !fis_assigns(g, c - 1))
+    return -1;
+  int eq = c - 1;
+  const cdv_tok *v = g->t->v;
+  while (eq > a && v[eq - 1].kind == CDV_T_PUNCT && v[eq - 1].off + 1 == v[eq].off && !ftok(g, eq - 1, ")") &&
+         !ftok(g, eq - 1, "]"))
+    eq--; /* a compound assignment: +=, <<=, ... */
+  if (eq == a) return -1;
+  for (int i = a; i + 1 < eq; i++)
+    if (v[i].kind == CDV_T_IDENT && v[i + 1].kind == CDV_T_IDENT) return -1; /* a declaration */
+  fitem x = {.kind = 4, .a = a, .b = e, .kw = a};
+  x.call = c, x.eq = eq, x.op = fis_warp_word(g, c);
+  x.arg[0] = c + 2;
+  for (int i = c + 2, d = 0; i < e - 2; i++) {
+    d += ftok(g, i, "(") + ftok(g, i, "[") + ftok(g, i, "{") - ftok(g, i, ")") - ftok(g, i, "]") - ftok(g, i, "}");
+    if (d == 0 && ftok(g, i, ",")) {
+      if (++x.nargs == 4) return -1;
+      x.arg[x.nargs] = i + 1;
+    }
+  }
+  x.arg[++x.nargs] = e - 2;
+  int shfl = x.op <= 4;
+  if ((shfl && x.nargs != 3 && x.nargs != 4) || (!shfl && x.nargs != 2) || g->nit == FIS_MAX_ITEMS) return -1;
+  for (int k = 0; k < x.nargs; k++)
+    if (x.arg[k] >= x.arg[k + 1] - (k + 1 < x.nargs)) return -1; /* an empty argument */
+  g->it[g->nit++] = x;
+  g->nbar++, g->nwarp++;
+  return 0;
+}
+
+static int fis_seq(fgen *g, int a, int b);
+
+/* `if (c) { ... } [else { ... }]` at [i, e) whose braces hold warp operations (NOTE [warp fission]). */
+static int fis_warp_if(fgen *g, int i, int e) {
+  for (int k = i; k < e; k++)
+    if (ftok(g, k, "__syncthreads")) return -1;
+  if (!ftok(g, i + 1, "(") || g->nflag == FIS_MAX_FLAGS) return -1;
+  int rp = skip_parens(g->s, g->t, i + 1) - 1;
+  if (rp <= i + 2 || !ftok(g, rp + 1, "{") ||
+      (g->t->v[i + 2].kind == CDV_T_IDENT && g->t->v[i + 3].kind == CDV_T_IDENT))
+    return -1; /* an empty condition, no braces, a declaration */
+  int e1 = stmt_end(g, rp + 1, e), flag = g->nflag++;
+  for (int part = 0; part < 2; part++) {
+    int lb = part ? e1 + 1 : rp + 1, end = part ? e : e1;
+    if (part && e1 == e) break;
+    if ((part && !(ftok(g, e1, "else") && ftok(g, lb, "{") && stmt_end(g, lb, e) == e)) || g->nit == FIS_MAX_ITEMS)
+      return -1;
+    int me = g->nit++;
+    g->it[me] = (fitem){.kind = 3, .a = end - 1, .hdr_a = part ? -1 : i + 2, .hdr_b = rp, .kw = part ? e1 : i};
+    g->it[me].flag = flag, g->it[me].neg = part;
+    if (fis_seq(g, lb + 1, end - 1)) return -1;
+    g->it[me].b = g->nit; /* as for a loop: the index of the item after its body's items */
+  }
   return 0;
 }
 
@@ -1251,28 +1364,32 @@ static int fis_seq(fgen *g, int a, int b) {
     if (g->t->v[i].bol && ftok(g, i, "#")) { /* a #pragma: a plain item of its own */
       int e = pp_line_end(g->s, g->t, i);
       if (!ftok(g, i + 1, "pragma") || e > b || g->nit == FIS_MAX_ITEMS) return -1;
-      g->it[g->nit++] = (fitem){0, i, e, 0, 0, 0, 0};
+      g->it[g->nit++] = (fitem){.kind = 0, .a = i, .b = e};
       i = e;
       continue;
     }
     int e = stmt_end(g, i, b);
     if (e < 0 || g->nit == FIS_MAX_ITEMS) return -1;
-    if (ftok(g, i, "__syncthreads") && ftok(g, i + 1, "(") && ftok(g, i + 2, ")") && ftok(g, i + 3, ";") &&
-        e == i + 4) {
-      g->it[g->nit++] = (fitem){1, i, e, 0, 0, i, 0};
+    if ((ftok(g, i, "__syncthreads") && ftok(g, i + 1, "(") && ftok(g, i + 2, ")") && ftok(g, i + 3, ";") &&
+         e == i + 4) ||
+        fis_syncwarp(g, i, e)) {
+      g->it[g->nit++] = (fitem){.kind = 1, .a = i, .b = e, .kw = i};
       g->nbar++;
     } else if (!has_barrier(g, i, e)) {
-      g->it[g->nit++] = (fitem){0, i, e, 0, 0, 0, 0};
+      g->it[g->nit++] = (fitem){.kind = 0, .a = i, .b = e};
     } else if ((ftok(g, i, "for") || ftok(g, i, "while")) && ftok(g, i + 1, "(")) {
-      int hb = skip_parens(g->s, g->t, i + 1); /* after ')' */
-      if (!ftok(g, hb, "{") || e != stmt_end(g, hb, b) || !ftok(g, e - 1, "}")) return -1;
+      int hb = skip_parens(g->s, g->t, i + 1), braced = ftok(g, hb, "{"); /* after ')' */
+      if (e != stmt_end(g, hb, b) || (braced && !ftok(g, e - 1, "}"))) return -1;
       int me = g->nit++;
-      g->it[me] = (fitem){2, hb + 1, e - 1, i + 2, hb - 1, i, 0};
+      g->it[me] = (fitem){.kind = 2, .a = hb + 1, .b = e - 1, .hdr_a = i + 2, .hdr_b = hb - 1, .kw = i};
+      g->it[me].neg = !braced; /* a body of one statement, without braces (NOTE [warp fission]) */
       g->nbar++;
-      if (fis_seq(g, hb + 1, e - 1)) return -1;
+      if (fis_seq(g, hb + braced, e - braced)) return -1;
       g->it[me].b = g->nit; /* for a loop: b is the index of the item after its body's items */
       g->it[me].a = e - 1; /* and a its closing brace */
-    } else {
+    } else if (ftok(g, i, "if")) {
+      if (fis_warp_if(g, i, e)) return -1;
+    } else if (fis_warp_op(g, i, e)) {
       return -1; /* a barrier under an if, a do loop, a block, ... */
     }
     i = e;
@@ -1468,10 +1585,69 @@ static void fis_open(fgen *g, buf *o, int seg, int hdr) {
            "{(unsigned)cdv_x, cdv_y, cdv_z}; (void)cdv_tix; ");
   if (hdr) buf_adds(o, "cdv_h->tix = cdv_tix; cdv_h->tid = cdv_t; ");
   if (g->ret) buf_adds(o, "if (cdv_done[cdv_t]) continue; ");
+  for (int k = 0; k < g->ng; k++) /* the threads of the warp ifs around (see NOTE [warp fission]) */
+    buf_addf(o, "%s%scdv_fl%d[cdv_t]%s", k ? " || " : "if (", g->gneg[k] ? "" : "!", g->guard[k],
+             k + 1 == g->ng ? ") continue; " : "");
   buf_addf(o, "{ /* region %d */", seg);
 }
 
 static void fis_close(buf *o, int seg) { buf_addf(o, " } cdv_end%d: __attribute__((unused)); } ", seg); }
+
+static void fis_walk(fgen *g, buf *o, int from, int to, int hdr);
+static void fis_line(fgen *g, buf *o, int i, const char *fname);
+
+/* (see NOTE [warp fission]) Emit the warp if or warp operation at item k; the next item's index. cur: the region
+ * left open (the one after a warp operation). */
+static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
+  fitem *x = &g->it[k];
+  if (x->kind == 3) {
+    if (x->hdr_a >= 0) { /* the condition, per thread */
+      fis_open(g, o, x->seg, hdr);
+      buf_addf(o, " cdv_fl%d[cdv_t] = !!(", x->flag);
+      fis_emit(g, o, x->hdr_a, x->hdr_b, x->seg);
+      buf_adds(o, ");");
+      fis_close(o, x->seg);
+    }
+    g->guard[g->ng] = x->flag, g->gneg[g->ng++] = x->neg;
+    fis_line(g, o, x->kw + (x->neg ? 1 : 0), g->fname);
+    fis_walk(g, o, k + 1, x->b, hdr);
+    g->ng--;
+    fis_line(g, o, x->a, g->fname);
+    return x->b;
+  }
+  static const char *const kinds[] = {"CDV_SHFL_IDX", "CDV_SHFL_UP", "CDV_SHFL_DOWN", "CDV_SHFL_XOR"};
+  static const char *const votes[] = {"cdv_xballot", "cdv_xany", "cdv_xall"};
+  int *a = x->arg, shfl = x->op <= 4;
+  buf_adds(o, " __builtin_memset(cdv_xp, 0, cdv_nt);");
+  fis_open(g, o, x->seg, hdr);
+  buf_adds(o, " cdv_xp[cdv_t] = 1; cdv_xput(cdv_xs, cdv_t, ");
+  buf_adds(o, shfl ? "(" : "(int)((");
+  fis_emit(g, o, a[1], a[2] - 1 + (x->nargs == 2), x->seg);
+  buf_adds(o, shfl ? "));" : ") != 0));");
+  fis_close(o, x->seg);
+  fis_open(g, o, *cur = x->seg2, hdr);
+  fis_line(g, o, x->a, g->fname);
+  fis_emit(g, o, x->a, x->call, x->seg2);
+  if (shfl) {
+    buf_adds(o, " cdv_xshfl<cdv_bare<decltype(");
+    fis_emit(g, o, a[1], a[2] - 1, x->seg2);
+    buf_addf(o, ")>>(cdv_xs, cdv_xp, cdv_t, cdv_nt, %s, (", kinds[x->op - 1]);
+  } else {
+    buf_addf(o, " %s(cdv_xvote(cdv_xs, cdv_xp, cdv_t, cdv_nt, (", votes[x->op - 5]);
+  }
+  fis_emit(g, o, a[0], a[1] - 1, x->seg2); /* the mask */
+  if (shfl) {
+    buf_adds(o, "), (");
+    fis_emit(g, o, a[2], a[3] - (x->nargs == 4), x->seg2);
+    buf_adds(o, "), (");
+    if (x->nargs == 4)
+      fis_emit(g, o, a[3], a[4], x->seg2);
+    else
+      buf_adds(o, "32");
+  }
+  buf_adds(o, shfl ? "));" : ")));");
+  return k + 1;
+}
 
 /* Emit items [from, to) of one sequence. */
 static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
@@ -1494,15 +1670,20 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
       continue;
     }
     if (cur >= 0) fis_close(o, cur), cur = -1;
+    if (x->kind == 3 || x->kind == 4) {
+      k = fis_warp_walk(g, o, k, hdr, &cur);
+      continue;
+    }
     if (x->kind == 1) {
       fis_gap(g, o, x->a);
       fis_newlines(g, o, x->a, x->b);
       k++;
     } else {
       fis_gap(g, o, x->kw);
-      fis_emit(g, o, x->kw, x->hdr_b + 2, -2); /* for ( header ) { */
+      fis_emit(g, o, x->kw, x->hdr_b + 2 - x->neg, -2); /* for ( header ) { */
+      if (x->neg) buf_adds(o, " {");
       fis_walk(g, o, k + 1, x->b, hdr);
-      fis_gap(g, o, x->a);
+      if (!x->neg) fis_gap(g, o, x->a);
       buf_adds(o, "}");
       k = x->b;
     }
@@ -1631,6 +1812,19 @@ static int fis_number(fgen *g, int from, int to) {
       k++;
     } else if (x->kind == 1) {
       cur = -1, k++;
+    } else if (x->kind == 3) { /* (see NOTE [warp fission]) */
+      if (x->hdr_a >= 0) {
+        x->seg = g->nseg++;
+        for (int i = x->hdr_a; i < x->hdr_b; i++) g->seg_of[i] = x->seg;
+      }
+      cur = -1;
+      if (fis_number(g, k + 1, x->b)) return -1;
+      k = x->b;
+    } else if (x->kind == 4) { /* the value before the split, the rest after it */
+      x->seg = g->nseg++, x->seg2 = cur = g->nseg++;
+      for (int i = x->a; i < x->b; i++) g->seg_of[i] = cur;
+      for (int i = x->arg[1]; i < x->arg[2]; i++) g->seg_of[i] = x->seg;
+      k++;
     } else {
       cur = -1;
       for (int i = x->hdr_a; i < x->hdr_b; i++)
@@ -1673,7 +1867,6 @@ static const char *const fis_refused[] = {"goto",
                                           "__syncthreads_count",
                                           "__syncthreads_and",
                                           "__syncthreads_or",
-                                          "__syncwarp",
                                           "setjmp",
                                           NULL};
 
@@ -1695,7 +1888,7 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
     rc = -1;
     goto done;
   }
-  g->s = s, g->o = src, g->t = &t, g->seg_of = seg_of;
+  g->s = s, g->o = src, g->t = &t, g->seg_of = seg_of, g->fname = fname;
   for (int i = 0; i <= t.n; i++) seg_of[i] = -1;
   /* the kernel's body: a '{' at namespace scope after "name(...)" */
   for (int i = 0, depth = 0; i < t.n; i++) {
@@ -1726,7 +1919,8 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
   for (int i = lb + 1; i < rb; i++) {
     const cdv_tok *k = &t.v[i];
     if (k->kind == CDV_T_IDENT &&
-        (word_of(s, k, fis_refused) || (cdv_scan_barrier_word(s, k) && !cdv_tok_is(s, k, "__syncthreads"))))
+        (word_of(s, k, fis_refused) || (cdv_scan_barrier_word(s, k) && !cdv_tok_is(s, k, "__syncthreads") &&
+                                        !cdv_tok_is(s, k, "__syncwarp") && !fis_warp_word(g, i))))
       goto done;
     if (cdv_tok_is(s, k, "]") && (ftok(g, i + 1, "(") || ftok(g, i + 1, "{"))) goto done; /* a lambda, likely */
     if (cdv_tok_is(s, k, ":") && t.v[i - 1].kind == CDV_T_IDENT && !ftok(g, i - 1, "default") &&
@@ -1758,6 +1952,10 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
   for (int d = 0; d < g->nd; d++) { /* names fission changes must be declared once, before their uses */
     fdecl *x = &g->d[d];
     if (!x->priv && !x->hoist && !x->uniform) continue;
+    int counters = x->uniform; /* loops' counters of one name: each stays in its own loop's header */
+    for (int d2 = 0; d2 < g->nd; d2++)
+      if (d2 != d && same_tok(g, g->d[d2].name, x->name)) counters &= g->d[d2].uniform;
+    if (counters) continue;
     for (int p = lp + 1; p < rp; p++)
       if (same_tok(g, p, x->name)) goto done;
     for (int i = lb + 1; i < rb; i++) {
@@ -1765,6 +1963,13 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
       if (i < x->name && !ftok(g, i - 1, ".") && !ftok(g, i - 1, ":") && !ftok(g, i - 1, ">")) goto done;
       if (fis_declares(g, i)) goto done;
     }
+  }
+  for (int k = 0; k < g->nit; k++) { /* (see NOTE [warp fission]) a warp loop's header reads no per-thread value */
+    const fitem *x = &g->it[k];
+    if (x->kind != 2 || has_sync(g, x->kw, x->a)) continue;
+    for (int i = x->hdr_a; i < x->hdr_b; i++)
+      for (int d = 0; d < g->nd; d++)
+        if (g->d[d].priv && same_tok(g, i, g->d[d].name) && !ftok(g, i - 1, ".")) goto done;
   }
   /* the function */
   size_t o0 = o->n, r0 = rowo->n;
@@ -1792,7 +1997,9 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
              "if (cdv_F && cdv_bix.x * cdv_bdim.x > 0x7ffffbffu) __builtin_unreachable(); "
              "cdv_h->tix = uint3{~0u, ~0u, ~0u}; ");
   if (g->ret) buf_adds(o, "unsigned char cdv_done[cdv_nt]; __builtin_memset(cdv_done, 0, cdv_nt); ");
-  buf_adds(rowo, g->ret ? "1" : "0");
+  if (g->nwarp) buf_adds(o, "unsigned long long cdv_xs[cdv_nt]; unsigned char cdv_xp[cdv_nt]; ");
+  for (int f = 0; f < g->nflag; f++) buf_addf(o, "unsigned char cdv_fl%d[cdv_nt]; ", f);
+  buf_addf(rowo, "%d", (g->ret ? 1 : 0) + (g->nwarp ? 9 : 0) + g->nflag);
   for (int d = 0; d < g->nd; d++) {
     fdecl *x = &g->d[d];
     if (x->hoist) {

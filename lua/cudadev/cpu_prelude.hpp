@@ -217,26 +217,72 @@ template <class T> static inline T cdv_shfl(unsigned mask, T v, int src)
   return r;
 }
 static inline int cdv_width(int width) { return (width >= 1 && width <= 32 && !(width & (width - 1))) ? width : 32; }
+enum { CDV_SHFL_IDX, CDV_SHFL_UP, CDV_SHFL_DOWN, CDV_SHFL_XOR };
+// The absolute lane a shuffle of this kind reads for lane, or -1 for the caller's own value (CUDA's rule for
+// lanes out of range); arg is the source lane, the delta or the lane mask.
+static inline int cdv_shfl_src(int kind, int lane, long long arg, int width)
+{
+  int w = cdv_width(width);
+  if (kind == CDV_SHFL_IDX) return (lane & ~(w - 1)) + ((int)arg & (w - 1));
+  if (kind == CDV_SHFL_UP) return (lane & (w - 1)) >= (int)(unsigned)arg ? lane - (int)(unsigned)arg : -1;
+  if (kind == CDV_SHFL_DOWN)
+    return (lane & (w - 1)) + (long long)(unsigned)arg < w ? lane + (int)(unsigned)arg : -1;
+  int src = lane ^ ((int)arg & 31);
+  return (src & ~(w - 1)) > (lane & ~(w - 1)) ? -1 : src;
+}
 template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32)
 {
-  int w = cdv_width(width), lane = (int)cdv_laneid();
-  return cdv_shfl(mask, v, (lane & ~(w - 1)) + (src_lane & (w - 1)));
+  return cdv_shfl(mask, v, cdv_shfl_src(CDV_SHFL_IDX, (int)cdv_laneid(), src_lane, width));
 }
 template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32)
 {
-  int w = cdv_width(width), lane = (int)cdv_laneid();
-  return cdv_shfl(mask, v, (lane & (w - 1)) >= (int)delta ? lane - (int)delta : -1);
+  return cdv_shfl(mask, v, cdv_shfl_src(CDV_SHFL_UP, (int)cdv_laneid(), delta, width));
 }
 template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
 {
-  int w = cdv_width(width), lane = (int)cdv_laneid();
-  return cdv_shfl(mask, v, (lane & (w - 1)) + (long long)delta < w ? lane + (int)delta : -1);
+  return cdv_shfl(mask, v, cdv_shfl_src(CDV_SHFL_DOWN, (int)cdv_laneid(), delta, width));
 }
 template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32)
 {
-  int w = cdv_width(width), lane = (int)cdv_laneid(), src = lane ^ (lane_mask & 31);
-  return cdv_shfl(mask, v, (src & ~(w - 1)) > (lane & ~(w - 1)) ? -1 : src);
+  return cdv_shfl(mask, v, cdv_shfl_src(CDV_SHFL_XOR, (int)cdv_laneid(), lane_mask, width));
 }
+// NOTE [warp fission] (src/cpu_compile.c): a warp operation between two regions of a fission function. The
+// region before stores the value of each thread that takes part in xs (and 1 in xp); the region after reads
+// its source lane's, by cdv_shfl's group rule: the lane must have taken part and be in the mask.
+template <class T> static inline void cdv_xput(unsigned long long *xs, unsigned t, T v)
+{
+  static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
+  unsigned long long b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  xs[t] = b;
+}
+template <class T>
+static inline T cdv_xshfl(const unsigned long long *xs, const unsigned char *xp, unsigned t, unsigned nt, int kind,
+                          unsigned mask, long long arg, int width)
+{
+  unsigned base = t & ~31u;
+  int lane = (int)(t & 31u), s = cdv_shfl_src(kind, lane, arg, width);
+  unsigned long long b = xs[t];
+  if (s >= 0 && s < 32 && base + (unsigned)s < nt && xp[base + s] && (s == lane || (mask >> s & 1u)))
+    b = xs[base + s];
+  T r;
+  std::memcpy(&r, &b, sizeof(T));
+  return r;
+}
+// A vote as cdv_vote gives it: the ballot in the low half, the lanes that took part in the high half.
+static inline unsigned long long cdv_xvote(const unsigned long long *xs, const unsigned char *xp, unsigned t,
+                                           unsigned nt, unsigned mask)
+{
+  unsigned base = t & ~31u, n = nt - base < 32 ? nt - base : 32, g = 1u << (t & 31u), ballot = 0;
+  for (unsigned l = 0; l < n; l++)
+    if (xp[base + l] && (mask >> l & 1u)) g |= 1u << l;
+  for (unsigned l = 0; l < n; l++)
+    if ((g >> l & 1u) && xs[base + l]) ballot |= 1u << l;
+  return ballot | (unsigned long long)g << 32;
+}
+static inline unsigned cdv_xballot(unsigned long long r) { return (unsigned)r; }
+static inline int cdv_xany(unsigned long long r) { return (unsigned)r != 0; }
+static inline int cdv_xall(unsigned long long r) { return (unsigned)r == (unsigned)(r >> 32); }
 template <class T> static inline T __shfl(T v, int s, int w = 32) { return __shfl_sync(0xffffffffu, v, s, w); }
 template <class T> static inline T __shfl_up(T v, unsigned d, int w = 32) { return __shfl_up_sync(0xffffffffu, v, d, w); }
 template <class T> static inline T __shfl_down(T v, unsigned d, int w = 32) { return __shfl_down_sync(0xffffffffu, v, d, w); }
