@@ -1618,9 +1618,11 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   static const char *const kinds[] = {"CDV_SHFL_IDX", "CDV_SHFL_UP", "CDV_SHFL_DOWN", "CDV_SHFL_XOR"};
   static const char *const votes[] = {"cdv_xballot", "cdv_xany", "cdv_xall"};
   int *a = x->arg, shfl = x->op <= 4;
-  buf_adds(o, " __builtin_memset(cdv_xp, 0, cdv_nt);");
+  /* every thread takes part when none returned and no warp if is around: no record of who did */
+  const char *xp = g->ret || g->ng ? "cdv_xp" : "(const unsigned char *)0";
+  if (g->ret || g->ng) buf_adds(o, " __builtin_memset(cdv_xp, 0, cdv_nt);");
   fis_open(g, o, x->seg, hdr);
-  buf_adds(o, " cdv_xp[cdv_t] = 1; cdv_xput(cdv_xs, cdv_t, ");
+  buf_adds(o, g->ret || g->ng ? " cdv_xp[cdv_t] = 1; cdv_xput(cdv_xs, cdv_t, " : " cdv_xput(cdv_xs, cdv_t, ");
   buf_adds(o, shfl ? "(" : "(int)((");
   fis_emit(g, o, a[1], a[2] - 1 + (x->nargs == 2), x->seg);
   buf_adds(o, shfl ? "));" : ") != 0));");
@@ -1631,9 +1633,9 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   if (shfl) {
     buf_adds(o, " cdv_xshfl<cdv_bare<decltype(");
     fis_emit(g, o, a[1], a[2] - 1, x->seg2);
-    buf_addf(o, ")>>(cdv_xs, cdv_xp, cdv_t, cdv_nt, %s, (", kinds[x->op - 1]);
+    buf_addf(o, ")>>(cdv_xs, %s, cdv_t, cdv_nt, %s, (", xp, kinds[x->op - 1]);
   } else {
-    buf_addf(o, " %s(cdv_xvote(cdv_xs, cdv_xp, cdv_t, cdv_nt, (", votes[x->op - 5]);
+    buf_addf(o, " %s(cdv_xvote(cdv_xs, %s, cdv_t, cdv_nt, (", votes[x->op - 5], xp);
   }
   fis_emit(g, o, a[0], a[1] - 1, x->seg2); /* the mask */
   if (shfl) {

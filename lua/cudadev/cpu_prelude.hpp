@@ -248,7 +248,8 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_
 }
 // NOTE [warp fission] (src/cpu_compile.c): a warp operation between two regions of a fission function. The
 // region before stores the value of each thread that takes part in xs (and 1 in xp); the region after reads
-// its source lane's, by cdv_shfl's group rule: the lane must have taken part and be in the mask.
+// its source lane's, by cdv_shfl's group rule: the lane must have taken part and be in the mask. xp NULL:
+// every thread of the block took part.
 template <class T> static inline void cdv_xput(unsigned long long *xs, unsigned t, T v)
 {
   static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
@@ -263,7 +264,7 @@ static inline T cdv_xshfl(const unsigned long long *xs, const unsigned char *xp,
   unsigned base = t & ~31u;
   int lane = (int)(t & 31u), s = cdv_shfl_src(kind, lane, arg, width);
   unsigned long long b = xs[t];
-  if (s >= 0 && s < 32 && base + (unsigned)s < nt && xp[base + s] && (s == lane || (mask >> s & 1u)))
+  if (s >= 0 && s < 32 && base + (unsigned)s < nt && (!xp || xp[base + s]) && (s == lane || (mask >> s & 1u)))
     b = xs[base + s];
   T r;
   std::memcpy(&r, &b, sizeof(T));
@@ -275,7 +276,7 @@ static inline unsigned long long cdv_xvote(const unsigned long long *xs, const u
 {
   unsigned base = t & ~31u, n = nt - base < 32 ? nt - base : 32, g = 1u << (t & 31u), ballot = 0;
   for (unsigned l = 0; l < n; l++)
-    if (xp[base + l] && (mask >> l & 1u)) g |= 1u << l;
+    if ((!xp || xp[base + l]) && (mask >> l & 1u)) g |= 1u << l;
   for (unsigned l = 0; l < n; l++)
     if ((g >> l & 1u) && xs[base + l]) ballot |= 1u << l;
   return ballot | (unsigned long long)g << 32;
