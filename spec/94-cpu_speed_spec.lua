@@ -379,6 +379,34 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     end
   end)
 
+  it("warp ifs nest; deeper than the fission keeps guards for, a kernel runs on fibers", function()
+    local function nested(depth)
+      local open, close = {}, {}
+      for d = 1, depth do
+        open[d] = "if (lane >= 2) {"
+        close[d] = "}"
+      end
+      return ([[
+extern "C" __global__ void nest(int *x)
+{
+  FORCE
+  int lane = threadIdx.x & 31, v = threadIdx.x;
+  %s v += __shfl_xor_sync(0xfffffffcu, v, 1); %s
+  x[threadIdx.x] = v;
+}]]):format(table.concat(open, " "), table.concat(close))
+    end
+    for _, depth in ipairs { 2, 17 } do
+      local f = cd.compile("#define FORCE\n" .. nested(depth), CPU)
+      local r = cd.compile("#define FORCE if (0) __syncwarp();\n" .. nested(depth), CPU)
+      assert.are.equal(depth == 2 and "fission" or "fibers", f.nest.cpu_path, depth)
+      local xf, xr = cd.zeros(64, "int32", CPU), cd.zeros(64, "int32", CPU)
+      f.nest({ grid = 1, block = 64 }, xf)
+      r.nest({ grid = 1, block = 64 }, xr)
+      assert.are.same(xr:totable(), xf:totable())
+      assert.are.same({ 0, 1, 2 + 3, 2 + 3, 33, 34 + 35 }, { xf[1], xf[2], xf[3], xf[4], xf[34], xf[35] })
+    end
+  end)
+
   it("a shared-memory tree reduction with a barrier loop gives what the fibers give", function()
     local a, b = both("tree", { grid = 3, block = 128 }, function()
       return { cd.array(seq(384, function(i) return i % 17 end), "float32", CPU), cd.zeros(3, "float32", CPU) }

@@ -1205,6 +1205,7 @@ typedef struct fgen {
   int *seg_of; /* per token: its region, -1 outside regions, -2 a barrier loop's header */
   int nflag, nwarp; /* flags of warp ifs, warp operations (see NOTE [warp fission]) */
   int guard[FIS_MAX_GUARDS], gneg[FIS_MAX_GUARDS], ng; /* the warp ifs around the regions being written */
+  int ifdepth; /* warp ifs open while reading the body (at most FIS_MAX_GUARDS deep) */
   const char *fname;
 } fgen;
 
@@ -1344,6 +1345,8 @@ static int fis_warp_if(fgen *g, int i, int e) {
       (g->t->v[i + 2].kind == CDV_T_IDENT && g->t->v[i + 3].kind == CDV_T_IDENT))
     return -1; /* an empty condition, no braces, a declaration */
   int e1 = stmt_end(g, rp + 1, e), flag = g->nflag++;
+  if (e1 < 0 || g->ifdepth == FIS_MAX_GUARDS) return -1; /* unbalanced; nested too deep for the guards */
+  g->ifdepth++;
   for (int part = 0; part < 2; part++) {
     int lb = part ? e1 + 1 : rp + 1, end = part ? e : e1;
     if (part && e1 == e) break;
@@ -1355,6 +1358,7 @@ static int fis_warp_if(fgen *g, int i, int e) {
     if (fis_seq(g, lb + 1, end - 1)) return -1;
     g->it[me].b = g->nit; /* as for a loop: the index of the item after its body's items */
   }
+  g->ifdepth--;
   return 0;
 }
 
