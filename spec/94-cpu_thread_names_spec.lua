@@ -96,13 +96,16 @@ local m = cd.compile(%q, { device = "cpu", name = "names.cu" })
 local ok, err = pcall(m.says, { grid = 4, block = 16 }, cd.zeros(1, "int32", { device = "cpu" }))
 print(m.says.cpu_path, ok, err.message)
 ]==]):format(SRC))
-    assert.are.equal("said once\nsimd\tfalse\tkernel 'says' crashed on the cpu device: SIGSEGV (segmentation "
-      .. "fault) at address 0x0 (block (1,0,0), thread (3,0,0))\nexit 0\n", out)
+    local _, said = out:gsub("said once\n", "")
+    assert.are.equal(1, said, out)
+    assert.is_truthy(out:find("\nsimd\tfalse\tkernel 'says' crashed on the cpu device: SIGSEGV (segmentation fault) at "
+      .. "address 0x0 (block (1,0,0), thread (3,0,0))\nexit 0\n", 1, true), out)
   end)
 
-  -- (contained launches in the child, whatever this process uses)
+  -- (contained launches in the child, whatever this process uses) its lines about the launches, and how it ended
+  -- (ASan's warnings about fiber switches, in the asan pass, are left out)
   local function child(env)
-    return helper.run_child(([==[
+    local out = helper.run_child(([==[
 local m = cd.compile(%q, { device = "cpu", name = "names.cu" })
 local function msg(k, a, ...)
   local ok, err = pcall(k, { grid = 4, block = 16 }, a, ...)
@@ -112,6 +115,11 @@ msg(m.checks, cd.zeros(64, "float32", { device = "cpu" }), 37)
 msg(m.stores, cd.zeros(64, "float32", { device = "cpu" }), 37)
 msg(m.once, cd.zeros(1, "int32", { device = "cpu" }))
 ]==]):format(SRC), env .. " CUDADEV_CPU_FORK=1 CUDADEV_CACHE_DIR=" .. os.tmpname() .. ".d")
+    local keep = {}
+    for line in out:gmatch("[^\n]*\n") do
+      if line:match("^simd ") or line:match("^exit ") then keep[#keep + 1] = line end
+    end
+    return table.concat(keep)
   end
 
   it("CUDADEV_CPU_FAST=vector is the default, and still names the thread", function()
