@@ -2042,8 +2042,10 @@ done:
 /* (see NOTE [fast paths]) The fast function and trampoline of each candidate entry; entry_fast says which. */
 static int fast_paths(job *j, const char *src, size_t n, buf *b) {
   const cdv_compile_req *req = j->req;
-  const char *mode = getenv("CUDADEV_CPU_FAST"); /* "0": none; "vector": threads not tracked */
-  int untracked = mode && !strcmp(mode, "vector");
+  /* "0": none; "tracked": every loop stores its thread's index (the default before NOTE [naming the thread]);
+   * otherwise ("vector" too) only loops whose callees read the header do */
+  const char *mode = getenv("CUDADEV_CPU_FAST");
+  int tracked = mode && !strcmp(mode, "tracked");
   if (mode && !strcmp(mode, "0")) {
     memset(j->entry_fast, 0, (size_t)req->nentries * sizeof *j->entry_fast);
     return 0;
@@ -2053,7 +2055,7 @@ static int fast_paths(job *j, const char *src, size_t n, buf *b) {
     if (j->fast_off[i] || !j->entry_cand[i]) continue;
     buf row = {0};
     int rc = fis_kernel(req->name ? req->name : "kernel.cu", src, n, req->entries[i], j->syms[i],
-                        !untracked || j->entry_cand[i] == 2, b, &row);
+                        tracked || j->entry_cand[i] == 2, b, &row);
     if (rc < 0 || row.oom) {
       free(row.p);
       return -1;

@@ -34,6 +34,7 @@
 #undef _FORTIFY_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -60,6 +61,7 @@
 #define FAIL_INTERRUPT 101 /* internal failure kind: cdv_cpu_interrupt() (NOTE [interrupting a launch]) */
 #define MAX_CHILDREN 64 /* forked launches a SIGINT is forwarded to */
 #define MAX_PREFAULT 16 /* arrays prefaulted per launch */
+#define RETRACK_SECONDS 10 /* the most a block's re-run may take: NOTE [naming the thread] */
 #define PREFAULT_LIMIT ((size_t)1 << 30)
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -102,6 +104,9 @@ typedef struct launch {
   } pre[MAX_PREFAULT]; /* arrays to map in a child before it runs (NOTE [prefaulting]) */
   int npre;
   size_t pre_total;
+  const cdv_cpu_func *plain; /* the kernel when fn is its fast path: NOTE [naming the thread] */
+  int retrack; /* this launch re-runs a block to name its thread: quiet, with a time limit */
+  status *result; /* where run_forked leaves a copy of the final status, or NULL */
 } launch;
 
 typedef struct worker worker;
@@ -128,6 +133,7 @@ struct worker {
   cdv_cpu_fctx sched; /* the worker's own stack while its fibers run */
   int *rq, rq_len, rq_pos; /* the threads to run in the current pass */
   int nbar, nwarp, ndone, ngrid; /* ngrid: of the nbar threads at a barrier, those at grid.sync() */
+  uint64_t lo, hi; /* loop mode: the blocks of the current chunk (NOTE [chunked loop mode]) */
   uint32_t warps_waiting;
   int aborted;
 };
@@ -378,13 +384,13 @@ static void switch_out(worker *w, fiber *f) {
 static void fiber_main(void *arg) {
   fiber *f = arg;
   worker *w = f->w;
-  w->L->fn->entry(&w->ctx, w->L->args, w->L->fibers ? CDV_CPU_RUN_THREAD : CDV_CPU_RUN_BLOCK);
+  w->L->fn->entry(&w->ctx, w->L->args, CDV_CPU_RUN_THREAD); /* loop mode: chunk_main */
   f->state = F_DONE;
   w->ndone++;
   switch_out(w, f);
 }
 
-static void fiber_start(worker *w, int i) {
+static void fiber_start(worker *w, int i, void (*fn)(void *)) {
   fiber *f = &w->f[i];
   const unsigned *bd = w->ctx.block_dim;
   f->state = F_RUN;
@@ -394,7 +400,7 @@ static void fiber_start(worker *w, int i) {
   f->hdr->tid = (unsigned)i;
   f->hdr->ctx = &w->ctx;
   f->hdr->fiber = f;
-  cdv_cpu_fiber_init(&f->fc, f->region + page_size(), f->hdr, fiber_main, f);
+  cdv_cpu_fiber_init(&f->fc, f->region + page_size(), f->hdr, fn, f);
 }
 
 static unsigned long long barrier_result(int kind, int count, int n) {
@@ -475,7 +481,7 @@ static int deadlock(worker *w) {
 static int run_fibers(worker *w) {
   int n = (int)w->ctx.nthreads;
   for (int i = 0; i < n; i++) {
-    fiber_start(w, i);
+    fiber_start(w, i, fiber_main);
     w->rq[i] = i;
   }
   w->rq_len = n, w->nbar = w->nwarp = w->ndone = w->ngrid = 0, w->warps_waiting = 0;
@@ -552,18 +558,50 @@ static void op_fail(cdv_cpu_ctx *c, int kind, const char *text, const char *file
 }
 
 /* ---------------------------------------------------------------- workers */
-static int run_block(worker *w, uint64_t b) {
+static void set_block(worker *w, uint64_t b) {
   const unsigned *g = w->L->grid;
   w->ctx.block_idx[0] = (unsigned)(b % g[0]);
   w->ctx.block_idx[1] = (unsigned)(b / g[0] % g[1]);
   w->ctx.block_idx[2] = (unsigned)(b / ((uint64_t)g[0] * g[1]));
-  if (w->L->fibers) return run_fibers(w);
-  /* loop mode: one fiber runs the block's threads in a loop (the trampoline's RUN_BLOCK) */
-  fiber_start(w, 0);
+}
+
+/* NOTE [chunked loop mode]: in loop mode (no fibers per thread: the loop and the fast paths of NOTE [fast paths]
+ * in cpu_compile.c) one fiber runs a whole chunk of blocks [lo, hi), setting the block index before each, where
+ * it used to be started afresh for every block and switched to and from twice (a saxpy over 2^24 floats in
+ * blocks of 256 spent about 3 ms of its 6.4 there). A failure inside a block leaves the fiber as before
+ * (op_fail, stop_launch: the block recorded is the one in ctx), and a preemption leaves it from anywhere
+ * (NOTE [preempting a block]); the worker starts the fiber afresh for its next chunk either way. */
+static void chunk_main(void *arg) {
+  fiber *f = arg;
+  worker *w = f->w;
+  const launch *L = w->L;
+  unsigned *bi = w->ctx.block_idx;
+  set_block(w, w->lo);
+  for (uint64_t b = w->lo; b < w->hi; b++) { /* the next index by carries, not three divisions */
+    L->fn->entry(&w->ctx, L->args, CDV_CPU_RUN_BLOCK);
+    if (++bi[0] == L->grid[0]) {
+      bi[0] = 0;
+      if (++bi[1] == L->grid[1]) bi[1] = 0, bi[2]++;
+    }
+  }
+  f->state = F_DONE;
+  w->cur = NULL;
+  cdv_cpu_fiber_switch(&f->fc, &w->sched);
+}
+
+/* (see NOTE [chunked loop mode]) blocks [lo, hi) in loop mode, on one fiber; -1 when one failed */
+static int run_chunk(worker *w, uint64_t lo, uint64_t hi) {
+  fiber_start(w, 0, chunk_main);
   w->cur = &w->f[0];
-  w->rq_len = w->rq_pos = 0;
+  w->lo = lo, w->hi = hi;
   cdv_cpu_fiber_switch(&w->sched, &w->f[0].fc);
   return w->aborted ? -1 : 0;
+}
+
+static int run_block(worker *w, uint64_t b) {
+  set_block(w, b);
+  if (w->L->fibers) return run_fibers(w);
+  return run_chunk(w, b, b + 1); /* a cooperative launch's block in loop mode */
 }
 
 static int worker_init(worker *w, launch *L, int slot) {
@@ -636,8 +674,11 @@ static void worker_run(launch *L, int slot) {
       uint64_t b = __atomic_fetch_add(&L->next, L->chunk, __ATOMIC_RELAXED);
       if (b >= L->nblocks) break;
       uint64_t end = b + L->chunk < L->nblocks ? b + L->chunk : L->nblocks;
-      for (; b < end; b++)
-        if (run_block(&w, b)) break;
+      if (!L->fibers && !L->coop) /* NOTE [chunked loop mode] */
+        run_chunk(&w, b, end);
+      else
+        for (; b < end; b++)
+          if (run_block(&w, b)) break;
       if (L->coop) { /* one block per worker (NOTE [cpu grid sync]) */
         if (!w.aborted) grid_exit(L);
         break;
@@ -1005,6 +1046,11 @@ __attribute__((noreturn)) static void child_main(launch *L, int nw) {
   L->in_child = 1;
   child_signals();
   child_altstack();
+  if (L->retrack) { /* (see NOTE [naming the thread]) what the block prints was printed by the launch */
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
+    alarm(RETRACK_SECONDS);
+  }
   pthread_t th[MAX_WORKERS];
   int started = 1;
   if (under_asan() && !L->coop) nw = 1; /* NOTE [forks under ASan] (cooperative launches do not come here) */
@@ -1090,8 +1136,60 @@ static int signal_error(const char *k, const status *st, int sig, const char *wh
                   "kernel '%s' crashed on the cpu device: %s%s%s", k, t, at, where);
 }
 
+static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e);
+
+/* NOTE [naming the thread]: the loops of NOTE [fast paths] (cpu_compile.c) keep the thread's index in the
+ * fiber header only where code they call reads it (entry_cand 2, or CUDADEV_CPU_FAST=tracked): that store per
+ * thread kept loops from vectorising (a guarded saxpy took 14.6 ms tracked, 7.9 untracked). A failure still
+ * names its thread:
+ * - a failed assert, __trap() and __brkpt() pass the threadIdx they see (the loop's own, in a fast function)
+ *   to the prelude's cdv_fail_at, which writes it into the header as it fails: nothing on the normal path;
+ * - a signal (SIGSEGV, SIGFPE, ...) in a contained launch of a fast function is known by its block only. The
+ *   host then runs that one block again on the kernel's own path (the trampoline's loop, which tracks its
+ *   threads), with the same arguments, in a child forked for it (retrack): when that child ends with the same
+ *   signal, the thread it names is the launch's; otherwise (it finished, failed differently, or ran past
+ *   RETRACK_SECONDS) the message names the block only, as before. CUDA leaves memory undefined after a fault,
+ *   so what the re-run writes is no harm; what it prints goes to /dev/null (the launch printed it already).
+ *   A tracked fast function re-runs its block too: its stores of the index are plain stores, which the host
+ *   compiler may move past a faulting access of a vectorised loop (a segfault at thread 5 was named thread 0);
+ *   its own thread stays when the re-run does not fault the same way.
+ * In-process launches (CUDADEV_CPU_FORK=0) end the process at a signal: nothing to re-run there. */
+static void retrack(const launch *L, status *st) {
+  launch R;
+  status out;
+  cdv_err e;
+  memset(&R, 0, sizeof R);
+  memset(&out, 0, sizeof out);
+  memset(&e, 0, sizeof e);
+  R.fn = L->plain;
+  memcpy(R.grid, L->grid, sizeof R.grid);
+  memcpy(R.block, L->block, sizeof R.block);
+  R.nthreads = L->nthreads, R.shared = L->shared, R.args = L->args;
+  R.next = st->block[0] + (uint64_t)L->grid[0] * (st->block[1] + (uint64_t)L->grid[1] * st->block[2]);
+  R.nblocks = R.next + 1, R.chunk = 1, R.nworkers = 1;
+  R.fibers = (R.fn->flags & CDV_CPU_FLAG_FIBERS) && R.nthreads > 1;
+  R.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);
+  R.retrack = 1, R.result = &out;
+  pthread_mutex_init(&R.gm, NULL);
+  pthread_cond_init(&R.gc, NULL);
+  if (run_forked(&R, 1, R.fibers ? R.nthreads : 1, &e) && out.claimed == 2 && out.kind == CDV_CPU_FAIL_SIGNAL &&
+      out.signo == st->signo && out.where == 2 && !memcmp(out.block, st->block, sizeof out.block)) {
+    memcpy(st->thread, out.thread, sizeof st->thread);
+    st->where = 2;
+  }
+  free(e.log);
+  pthread_cond_destroy(&R.gc);
+  pthread_mutex_destroy(&R.gm);
+}
+
 /* The error of a failed launch, from its status (and, for a child that died without a word, its signal). */
 static int launch_error(const launch *L, const status *st, int signo, cdv_err *e) {
+  status named;
+  if (L->plain && st->claimed == 2 && st->kind == CDV_CPU_FAIL_SIGNAL && st->where) {
+    named = *st; /* NOTE [naming the thread] */
+    retrack(L, &named);
+    st = &named;
+  }
   char where[96] = "";
   if (st->where == 2)
     snprintf(where, sizeof where, " (block (%u,%u,%u), thread (%u,%u,%u))", st->block[0], st->block[1], st->block[2],
@@ -1149,6 +1247,7 @@ static int run_forked(launch *L, int nw, size_t stacks, cdv_err *e) {
     int ok = w < 0 ? st->done : WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && st->done;
     if (!ok) rc = ended_error(L, st, w >= 0, ws, e);
   }
+  if (L->result) *L->result = *st;
   munmap(st, sizeof *st);
   if (armed) interrupt_disarm();
   return rc;
@@ -1555,6 +1654,7 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
     fast.entry = f->fis;
     fast.flags &= ~CDV_CPU_FLAG_FIBERS;
     L.fn = &fast;
+    L.plain = f;
   }
   memcpy(L.grid, grid, sizeof L.grid);
   memcpy(L.block, block, sizeof L.block);

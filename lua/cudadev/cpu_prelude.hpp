@@ -179,8 +179,18 @@ extern "C" void cdv_assert_fail(const char *expr, const char *file, unsigned int
   (void)func;
   cdv_fail_here(CDV_CPU_FAIL_ASSERT, expr, file, line);
 }
-#define __trap() cdv_fail_here(CDV_CPU_FAIL_TRAP, "__trap() called", __FILE__, __LINE__)
-#define __brkpt() cdv_fail_here(CDV_CPU_FAIL_TRAP, "__brkpt() called", __FILE__, __LINE__)
+// NOTE [naming the thread] (src/cpu_run.c): a fast path's loop need not keep the thread's index in the header,
+// so an assert or a trap puts the one it sees (threadIdx: in a loop of NOTE [fast paths], the loop's own) there
+// as it fails. Expanded where it is written; costs nothing until it fails.
+[[noreturn]] static inline void cdv_fail_at(int kind, const char *text, const char *file, unsigned line, uint3 t)
+{
+  cdv_hdr()->tix = t;
+  cdv_fail_here(kind, text, file, line);
+}
+#undef __assert_fail
+#define __assert_fail(expr, file, line, func) cdv_fail_at(CDV_CPU_FAIL_ASSERT, expr, file, line, threadIdx)
+#define __trap() cdv_fail_at(CDV_CPU_FAIL_TRAP, "__trap() called", __FILE__, __LINE__, threadIdx)
+#define __brkpt() cdv_fail_at(CDV_CPU_FAIL_TRAP, "__brkpt() called", __FILE__, __LINE__, threadIdx)
 
 // ---------------------------------------------------------------- barriers and warps
 static inline void __syncthreads() { cdv_cpu_ctx *c = cdv_ctx(); c->barrier(c, CDV_CPU_BAR_SYNC, 1); }
