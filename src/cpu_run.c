@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -773,8 +774,9 @@ static void *pool_main(void *arg) {
   for (;;) {
     while (pool.gen == seen) pthread_cond_wait(&pool.go, &pool.m);
     seen = pool.gen;
-    if (slot > pool.want) continue;
+    if (slot > pool.want || !pool.L) continue; /* the launch ended without it: NOTE [joining a launch] */
     launch *L = pool.L;
+    pool.busy++;
     pthread_mutex_unlock(&pool.m);
     worker_run(L, slot);
     pthread_mutex_lock(&pool.m);
@@ -783,6 +785,13 @@ static void *pool_main(void *arg) {
   return NULL;
 }
 
+/* NOTE [joining a launch]: the helpers are woken for every launch, but the launch waits only for those that
+ * joined it (took pool.L, counted in pool.busy) before the calling thread had run out of blocks; then it closes
+ * (pool.L = NULL) and one that wakes later goes back to sleep. Waiting for every woken helper made a launch of
+ * a few short blocks cost a wake-up of each (15 to 30 us in-process, over 100 us in the launch worker on a
+ * busy 2-core VM) where its blocks took well under a microsecond. Blocks are taken from one counter, so a
+ * helper that never joins leaves none behind; its share of the prefaulting (NOTE [prefaulting]) is then
+ * done by the first touches instead. */
 static void run_pool(launch *L, int nw) {
   pthread_mutex_lock(&pool.m);
   if (pool.gen == 0 && pool.nthreads == 0) {
@@ -797,13 +806,14 @@ static void run_pool(launch *L, int nw) {
     pthread_attr_destroy(&a);
   }
   pool.want = nw - 1 < pool.nthreads ? nw - 1 : pool.nthreads;
-  pool.busy = pool.want;
+  pool.busy = 0;
   pool.L = L;
   pool.gen++;
   pthread_cond_broadcast(&pool.go);
   pthread_mutex_unlock(&pool.m);
   worker_run(L, 0);
   pthread_mutex_lock(&pool.m);
+  pool.L = NULL; /* NOTE [joining a launch] */
   while (pool.busy) pthread_cond_wait(&pool.done, &pool.m);
   pthread_mutex_unlock(&pool.m);
 }
@@ -943,9 +953,10 @@ static void interrupt_arm(void) {
 static void interrupt_disarm(void) {
   pthread_mutex_lock(&intr_lock);
   if (--intr_users == 0) {
-    struct sigaction cur;
-    sigaction(SIGINT, NULL, &cur);
-    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_interrupt) sigaction(SIGINT, &intr_prev, NULL);
+    struct sigaction cur; /* put back in one call, the common case (a launch pays for each: NOTE [launch handshake]) */
+    sigaction(SIGINT, &intr_prev, &cur);
+    if (!((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_interrupt))
+      sigaction(SIGINT, &cur, NULL); /* no longer ours: theirs stays */
     if (intr_default) { /* SIGINT's default action, delayed until the child was gone */
       intr_default = 0;
       raise(SIGINT);
@@ -1291,8 +1302,9 @@ static void run_coop_inprocess(launch *L, int nw) {
 /* ---------------------------------------------------------------- the launch worker */
 /* NOTE [launch worker]: fork() copies the page tables of the whole host process, so a fork per launch cost
  * 0.26 ms with an empty Lua heap and 53 ms at 1.3 GiB. Contained launches therefore go to one persistent
- * launch worker: a process forked from the host at the first contained launch, which waits on a socket,
- * runs one launch per message and answers. Its cost per launch is two messages, whatever the heap size.
+ * launch worker: a process forked from the host at the first contained launch, which waits for a launch
+ * record in a shared page, runs it and answers there (NOTE [launch handshake]); its cost does not grow with
+ * the heap.
  * - What it sees: everything the host had mapped when it was forked. Arrays and the writable data of modules
  *   are MAP_SHARED (NOTE [cpu memory], NOTE [shared module data] in backend_cpu.c), so its writes are the
  *   host's, as a forked child's were; code and constant data are the same bytes at the same addresses.
@@ -1316,11 +1328,40 @@ static void run_coop_inprocess(launch *L, int nw) {
  *   pipe's write end would keep the host's readers from ever seeing its end. It runs blocks on a pool of
  *   threads of its own (the host's pool threads do not exist in it), each with an alternate signal stack.
  * - One contained launch at a time goes to the worker (lw_lock); launches of other host threads wait.
- * CUDADEV_CPU_FORK=each forks a child per launch, as before (for comparison); =0 runs in-process. */
+ * CUDADEV_CPU_FORK=each forks a child per launch, as before (for comparison); =0 runs in-process.
+ *
+ * NOTE [launch handshake]: how a launch reaches the worker and its end reaches the host. A byte each way on
+ * the socket cost 30 us a launch on a 2-core VM (a one-byte ping-pong between two processes: 34 us; each
+ * side's wake-up is a trip through the scheduler), so the socket is now only for sleeping and for death:
+ * - The page holds two counters: req (launches the host posted) and done (the last one the worker finished),
+ *   on cache lines of their own. The host writes the record, then req + 1; the worker runs it, then sets done.
+ * - The side that waits spins on the other's counter first (lw_spin), then sets its sleeping flag (hsleep,
+ *   wsleep), looks once more and blocks in read() on the socket. The side that posts stores its counter, then
+ *   reads the other's flag and writes a byte only when it is set: both are sequentially consistent, so of a
+ *   sleeper that looks again and a poster that looks at the flag one sees the other (no lost wake-up). A
+ *   byte is a hint, the counter is the truth: a stale byte (the sleeper saw the counter before reading) only
+ *   costs the next wait one more look.
+ * - The spin is bounded by a budget of each side's own, between LW_SPIN_MIN (4 us) and LW_SPIN_MAX (50 us):
+ *   it doubles when the answer came while spinning and halves when it did not, so a loop of short launches
+ *   on free cores never sleeps (an empty launch: 7 us, two thirds of it the system calls of out_ids and of
+ *   arming the SIGINT handler), while long kernels, or a machine too busy to run both sides at once, cost a
+ *   spin of a few us before each sleep. Never sched_yield() in the spin: measured with a busy loop beside it,
+ *   it gave the core to the busy loop for a whole time slice (2 ms launches). The spin is a pause loop that
+ *   reads the clock (vDSO) every 64 turns.
+ * - Death is seen as before: a side that sleeps is in read(), which returns 0 when the other process is gone
+ *   (the worker's exit after a fault, abort, assert or interrupt; a kill; the host's end), and one that spins
+ *   gets there within its budget. A worker forked anew starts from the req value read before the fork, so a
+ *   launch posted before it first looks is not missed; the flags are cleared before each fork. */
 #define LW_ARGS 16384 /* argument bytes a message carries */
 
 typedef struct lw_page {
-  status st;
+  /* (see NOTE [launch handshake]) the host's line and the worker's, apart: neither's spin reads a line that
+   * the other writes before it has news */
+  _Alignas(64) unsigned req; /* launches the host posted (the host writes) */
+  int hsleep; /* the host blocks in read() for this launch's end: the worker writes a byte */
+  _Alignas(64) unsigned done; /* the last launch the worker finished (the worker writes) */
+  int wsleep; /* the worker blocks in read() for the next launch: the host writes a byte */
+  _Alignas(64) status st;
   int started; /* the worker took the message */
   launch L; /* fn, args and st rewritten by the worker */
   cdv_cpu_func fn;
@@ -1336,7 +1377,8 @@ static struct {
   dev_t out_dev[2];
   ino_t out_ino[2];
   lw_page *pg;
-} lw = {0, -1, 0, {0, 0}, {0, 0}, NULL};
+  long spin; /* the host's spin budget: NOTE [launch handshake] */
+} lw = {0, -1, 0, {0, 0}, {0, 0}, NULL, 0};
 static unsigned maps_gen;
 
 void cdv_cpu_maps_changed(void) { __atomic_add_fetch(&maps_gen, 1, __ATOMIC_SEQ_CST); }
@@ -1351,6 +1393,68 @@ static int fork_mode(void) {
     __atomic_store_n(&v, x, __ATOMIC_RELAXED);
   }
   return x;
+}
+
+/* (see NOTE [launch handshake]) how long a side spins for the other's answer before it sleeps: a budget of its
+ * own that halves after a spin the answer did not end and doubles after one it did, between these bounds */
+#define LW_SPIN_MIN 4000L
+#define LW_SPIN_MAX 50000L
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* (see NOTE [launch handshake]) spins until *w is no longer old, for *budget ns at most; 1 when it moved */
+static int lw_spin(const unsigned *w, unsigned old, long *budget) {
+  if (*budget < LW_SPIN_MIN || *budget > LW_SPIN_MAX) *budget = LW_SPIN_MAX;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (unsigned i = 1;; i++) {
+    if (__atomic_load_n(w, __ATOMIC_SEQ_CST) != old) {
+      *budget = *budget * 2 < LW_SPIN_MAX ? *budget * 2 : LW_SPIN_MAX;
+      return 1;
+    }
+    cpu_relax();
+    if (!(i & 63)) {
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= *budget) {
+        *budget = *budget / 2 > LW_SPIN_MIN ? *budget / 2 : LW_SPIN_MIN;
+        return 0;
+      }
+    }
+  }
+}
+
+/* (see NOTE [launch handshake]) waits until *w is no longer old: a bounded spin, then blocking reads of sock
+ * with *sleeping set for the other side to see (a byte is a wake-up, perhaps a stale one: *w decides). 0 when
+ * it moved, -1 when the socket ended: the other side is gone. */
+static int lw_wait(int sock, const unsigned *w, unsigned old, int *sleeping, long *budget) {
+  if (lw_spin(w, old, budget)) return 0;
+  __atomic_store_n(sleeping, 1, __ATOMIC_SEQ_CST);
+  int rc = 0;
+  while (!rc && __atomic_load_n(w, __ATOMIC_SEQ_CST) == old) {
+    char c;
+    ssize_t r = read(sock, &c, 1);
+    if (r <= 0 && !(r < 0 && errno == EINTR)) rc = -1;
+  }
+  __atomic_store_n(sleeping, 0, __ATOMIC_SEQ_CST);
+  return rc;
+}
+
+/* (see NOTE [launch handshake]) publishes *w = v and wakes the other side if it sleeps; -1 when its socket
+ * is gone. */
+static int lw_post(int sock, unsigned *w, unsigned v, const int *sleeping) {
+  __atomic_store_n(w, v, __ATOMIC_SEQ_CST);
+  if (!__atomic_load_n(sleeping, __ATOMIC_SEQ_CST)) return 0;
+  char c = 'W';
+  ssize_t r;
+  while ((r = send(sock, &c, 1, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+    ;
+  return r == 1 ? 0 : -1;
 }
 
 /* The worker's copy of the message's launch (its own argument pointers, its own status pointer). */
@@ -1413,7 +1517,7 @@ static void *lw_watch(void *arg) {
   return NULL;
 }
 
-__attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host) {
+__attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host, unsigned last) {
   in_worker = 1;
   /* the host's locks as they were at fork: held by threads that do not exist here */
   pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
@@ -1434,16 +1538,13 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host)
     if (pthread_create(&watch, &a, lw_watch, (void *)(intptr_t)host)) _exit(0);
     pthread_attr_destroy(&a);
   }
+  long budget = LW_SPIN_MAX;
   for (;;) {
-    char c;
-    ssize_t r = read(sock, &c, 1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) _exit(0); /* the host is gone or let the worker go */
+    if (lw_wait(sock, &pg->req, last, &pg->wsleep, &budget)) _exit(0); /* the host is gone or let the worker go */
+    last = __atomic_load_n(&pg->req, __ATOMIC_SEQ_CST);
     __atomic_store_n(&pg->started, 1, __ATOMIC_SEQ_CST);
     lw_serve(pg);
-    c = 'D';
-    while (write(sock, &c, 1) < 0 && errno == EINTR)
-      ;
+    if (lw_post(sock, &pg->done, last, &pg->hsleep)) _exit(0); /* the host is gone */
   }
 }
 
@@ -1487,10 +1588,12 @@ static int lw_start(const launch *L, cdv_err *e) {
   fflush(NULL);
   pthread_mutex_lock(&slots_lock); /* held across fork: the worker must not see the tables mid-update */
   lw_page *pg = lw.pg; /* lw_forget, run in the child by fork, forgets lw.pg */
+  pg->wsleep = pg->hsleep = 0;
+  unsigned last = pg->req; /* read before the fork: the host may post the next launch before the worker runs */
   pid_t host = getpid(), pid = fork();
   if (pid == 0) {
     close(sv[0]);
-    lw_main(sv[1], pg, host);
+    lw_main(sv[1], pg, host, last);
   }
   int err = errno;
   pthread_mutex_unlock(&slots_lock);
@@ -1552,15 +1655,11 @@ static int run_worker(launch *L, cdv_err *e, int *rc) {
     fflush(NULL);
     interrupt_arm();
     int child = add_child(lw.pid);
-    char c = 'L';
-    ssize_t r;
-    while ((r = send(lw.sock, &c, 1, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-      ;
-    if (r == 1)
-      while ((r = read(lw.sock, &c, 1)) < 0 && errno == EINTR)
-        ;
+    unsigned d0 = __atomic_load_n(&pg->done, __ATOMIC_SEQ_CST); /* NOTE [launch handshake] */
+    int r = lw_post(lw.sock, &pg->req, pg->req + 1, &pg->wsleep);
+    if (r == 0) r = lw_wait(lw.sock, &pg->done, d0, &pg->hsleep, &lw.spin);
     if (child >= 0) __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
-    if (r == 1 && pg->st.done) {
+    if (r == 0 && pg->st.done) {
       interrupt_disarm();
       break;
     }
