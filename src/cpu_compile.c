@@ -1162,7 +1162,10 @@ static int entry_paths(job *j, int wide) {
  *   body never changes, aliases, passes to a call that may take a reference, or names outside a region. Such
  *   a local is declared again at the top of each region that uses it (rematerialised), so the host compiler
  *   sees `tx = threadIdx.x`, `row = blockIdx.y * 16 + ty` as affine in the thread loop and vectorises it
- *   instead of loading `tx[t]`. A thread that returned is skipped by later regions. `__shared__`, static and constexpr locals move to the top.
+ *   instead of loading `tx[t]`. A thread that returned is skipped by later regions. `__shared__`, static
+ *   and constexpr locals move to the top; a `__shared__` (thread_local) one is then reached through a
+ *   reference made once (fis_tls_refs), not through __tls_get_addr in every thread's iteration. The
+ *   threads' x is unsigned in fission regions, which lets GCC split a loop at `if (t < h)`.
  * Anything the transformation does not understand leaves the kernel on its old path: a barrier elsewhere
  * (under an if, in a do loop, in a device function), other sync words (warp shuffles, votes,
  * __syncthreads_count, cooperative groups), goto, labels, lambdas, try, preprocessor lines other than
@@ -1504,10 +1507,10 @@ static void fis_newlines(fgen *g, buf *o, int a, int b) /* the newlines of token
 }
 
 /* (see NOTE [fast paths]) Rematerialisation. Integer words a remat type or a cast may use. */
-static const char *const fis_int_words[] = {
-    "const",   "unsigned", "signed",   "int",      "long",      "short",    "char",     "bool",
-    "size_t",  "ptrdiff_t", "int8_t",  "int16_t",  "int32_t",   "int64_t",  "uint8_t",  "uint16_t",
-    "uint32_t", "uint64_t", "intptr_t", "uintptr_t", "uint",    NULL};
+static const char *const fis_int_words[] = {"const",    "unsigned",  "signed",  "int",       "long",     "short",
+                                            "char",     "bool",      "size_t",  "ptrdiff_t", "int8_t",   "int16_t",
+                                            "int32_t",  "int64_t",   "uint8_t", "uint16_t",  "uint32_t", "uint64_t",
+                                            "intptr_t", "uintptr_t", "uint",    NULL};
 
 static int fis_int_word(const fgen *g, int i) {
   return g->t->v[i].kind == CDV_T_IDENT && word_of(g->s, &g->t->v[i], fis_int_words);
@@ -1538,10 +1541,10 @@ static int fis_param_ok(const fgen *g, int lp, int p) {
   return 1;
 }
 
-static const char *const fis_by_value[] = {"if",        "while",     "for",       "switch",    "return",
-                                           "min",       "max",       "abs",       "atomicAdd", "atomicSub",
+static const char *const fis_by_value[] = {"if",        "while",     "for",        "switch",    "return",
+                                           "min",       "max",       "abs",        "atomicAdd", "atomicSub",
                                            "atomicMin", "atomicMax", "atomicExch", "atomicAnd", "atomicOr",
-                                           "atomicXor", "atomicCAS", "printf",    NULL};
+                                           "atomicXor", "atomicCAS", "printf",     NULL};
 
 /* Can private declarator d be computed again where it is used? Its initialiser reads only threadIdx, blockIdx,
  * blockDim, gridDim, integer or pointer parameters (the body writes none: fis_kernel), integer literals and
@@ -1695,9 +1698,13 @@ static void fis_remat_at(fgen *g, buf *o, int seg) {
 }
 
 static void fis_open(fgen *g, buf *o, int seg, int hdr) {
+  /* fission: an unsigned x, so that GCC splits a region's loop at `if (t < h)` (t = threadIdx.x unsigned) */
   buf_adds(o,
            " for (unsigned cdv_z = 0; cdv_z < cdv_bdim.z; ++cdv_z) for (unsigned cdv_y = 0; cdv_y < "
-           "cdv_bdim.y; ++cdv_y) for (int cdv_x = 0; cdv_x < (int)cdv_bdim.x; ++cdv_x) { const unsigned cdv_t "
+           "cdv_bdim.y; ++cdv_y) for (");
+  buf_adds(o, g->nbar ? "unsigned cdv_x = 0; cdv_x < cdv_bdim.x" : "int cdv_x = 0; cdv_x < (int)cdv_bdim.x");
+  buf_adds(o,
+           "; ++cdv_x) { const unsigned cdv_t "
            "= (cdv_z * cdv_bdim.y + cdv_y) * cdv_bdim.x + (unsigned)cdv_x; (void)cdv_t; const uint3 cdv_tix = "
            "{(unsigned)cdv_x, cdv_y, cdv_z}; (void)cdv_tix; ");
   if (hdr) buf_adds(o, "cdv_h->tix = cdv_tix; cdv_h->tid = cdv_t; ");
@@ -1803,6 +1810,32 @@ static const char *const fis_refused[] = {"goto",
                                           "__syncwarp",
                                           "setjmp",
                                           NULL};
+
+/* For each hoisted __shared__ or thread_local local: `auto &cdv_tlsN = name;`, then a block with `auto &name =
+ * cdv_tlsN;` that the regions go in (fis_kernel closes it), so that the thread loops reach the variable through
+ * a reference in a register instead of asking for the thread's TLS block (__tls_get_addr in a dlopened
+ * object) in every iteration, which also kept them from vectorising. 1 when it opened the block. */
+static int fis_tls_refs(fgen *g, buf *o) {
+  int n = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1 && n) buf_adds(o, "{ ");
+    for (int d = 0; d < g->nd; d++) {
+      const fdecl *x = &g->d[d];
+      int tls = 0;
+      for (int i = x->stmt_a; x->hoist && i < x->name; i++)
+        tls |= ftok(g, i, "__shared__") || ftok(g, i, "thread_local");
+      for (int i = x->stmt_a; tls && i < x->name; i++) tls = !ftok(g, i, "extern") && !ftok(g, i, "constexpr");
+      if (!tls) continue;
+      const cdv_tok *k = &g->t->v[x->name];
+      if (pass == 0)
+        buf_addf(o, "auto *cdv_tls%d = &%.*s; __asm__(\"\" : \"+r\"(cdv_tls%d)); ", d, (int)k->len, g->o + k->off, d),
+            n++;
+      else
+        buf_addf(o, "auto &%.*s = *cdv_tls%d; ", (int)k->len, g->o + k->off, d);
+    }
+  }
+  return n > 0;
+}
 
 /* Write the fast function of the kernel named name (cdv_fis_<sym>) into o; 1 simd, 2 fission, 0 not
  * possible, -1 out of memory. hdr: the body calls code that reads the thread header (threadIdx). rowo: the
@@ -1930,7 +1963,9 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
       buf_adds(rowo, ")");
     }
   }
+  int tls = fis_tls_refs(g, o); /* a __shared__ variable is thread_local: its address found once */
   fis_walk(g, o, 0, g->nit, hdr);
+  if (tls) buf_adds(o, " }");
   buf_adds(o,
            "\n}\n#pragma pop_macro(\"threadIdx\")\n#pragma pop_macro(\"blockIdx\")\n#pragma pop_macro(\"blockDim\")\n"
            "#pragma pop_macro(\"gridDim\")\n");
