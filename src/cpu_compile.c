@@ -1164,8 +1164,9 @@ static int entry_paths(job *j, int wide) {
  *   sees `tx = threadIdx.x`, `row = blockIdx.y * 16 + ty` as affine in the thread loop and vectorises it
  *   instead of loading `tx[t]`. A thread that returned is skipped by later regions. `__shared__`, static
  *   and constexpr locals move to the top; a `__shared__` (thread_local) one is then reached through a
- *   reference made once (fis_tls_refs), not through __tls_get_addr in every thread's iteration. The
- *   threads' x is unsigned in fission regions, which lets GCC split a loop at `if (t < h)`.
+ *   reference made once (fis_tls_refs), not through __tls_get_addr in every thread's iteration. In
+ *   fission regions the threads' x is unsigned (GCC splits a loop at `if (t < h)`) and the thread index
+ *   that subscripts the per-thread arrays is 64-bit (so `c[t]` is affine in x and the region vectorises).
  * Anything the transformation does not understand leaves the kernel on its old path: a barrier elsewhere
  * (under an if, in a do loop, in a device function), other sync words (warp shuffles, votes,
  * __syncthreads_count, cooperative groups), goto, labels, lambdas, try, preprocessor lines other than
@@ -1703,10 +1704,13 @@ static void fis_open(fgen *g, buf *o, int seg, int hdr) {
            " for (unsigned cdv_z = 0; cdv_z < cdv_bdim.z; ++cdv_z) for (unsigned cdv_y = 0; cdv_y < "
            "cdv_bdim.y; ++cdv_y) for (");
   buf_adds(o, g->nbar ? "unsigned cdv_x = 0; cdv_x < cdv_bdim.x" : "int cdv_x = 0; cdv_x < (int)cdv_bdim.x");
-  buf_adds(o,
-           "; ++cdv_x) { const unsigned cdv_t "
-           "= (cdv_z * cdv_bdim.y + cdv_y) * cdv_bdim.x + (unsigned)cdv_x; (void)cdv_t; const uint3 cdv_tix = "
-           "{(unsigned)cdv_x, cdv_y, cdv_z}; (void)cdv_tix; ");
+  /* fission: a 64-bit thread index, so that `name[cdv_t]` of a per-thread array is affine in x (an unsigned
+   * int one may wrap, and GCC gives up on the loop's data references) */
+  buf_adds(o, g->nbar ? "; ++cdv_x) { const unsigned long cdv_t = ((unsigned long)cdv_z * cdv_bdim.y + cdv_y) * "
+                        "cdv_bdim.x + cdv_x; "
+                      : "; ++cdv_x) { const unsigned cdv_t = (cdv_z * cdv_bdim.y + cdv_y) * cdv_bdim.x + "
+                        "(unsigned)cdv_x; ");
+  buf_adds(o, "(void)cdv_t; const uint3 cdv_tix = {(unsigned)cdv_x, cdv_y, cdv_z}; (void)cdv_tix; ");
   if (hdr) buf_adds(o, "cdv_h->tix = cdv_tix; cdv_h->tid = cdv_t; ");
   if (g->ret) buf_adds(o, "if (cdv_done[cdv_t]) continue; ");
   buf_addf(o, "{ /* region %d */", seg);
