@@ -1815,10 +1815,11 @@ static const char *const fis_refused[] = {"goto",
                                           "setjmp",
                                           NULL};
 
-/* For each hoisted __shared__ or thread_local local: `auto &cdv_tlsN = name;`, then a block with `auto &name =
- * cdv_tlsN;` that the regions go in (fis_kernel closes it), so that the thread loops reach the variable through
- * a reference in a register instead of asking for the thread's TLS block (__tls_get_addr in a dlopened
- * object) in every iteration, which also kept them from vectorising. 1 when it opened the block. */
+/* For each hoisted __shared__ or thread_local local: `auto *cdv_tlsN = &name;` passed through an empty asm
+ * (else GCC computes the TLS address again where it is used), then a block with `auto &name = *cdv_tlsN;`
+ * that the regions go in (fis_kernel closes it), so that the thread loops reach the variable through a
+ * pointer in a register instead of asking for the thread's TLS block (__tls_get_addr in a dlopened object) in
+ * every iteration, which also kept them from vectorising. 1 when it opened the block. */
 static int fis_tls_refs(fgen *g, buf *o) {
   int n = 0;
   for (int pass = 0; pass < 2; pass++) {
