@@ -395,6 +395,23 @@ extern "C" __global__ void kept(int n, const int *in, int *out)
   }
 }
 
+// a 4x2x3 block: a thread index from all three dimensions crosses the barriers of a tree loop
+extern "C" __global__ void cube(const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[24];
+  int t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  int acc = in[blockIdx.x * 24 + t];
+  s[t] = acc;
+  __syncthreads();
+  for (unsigned h = 16; h > 0; h >>= 1) {
+    if (t < h && t + h < 24) s[t] += s[t + h];
+    __syncthreads();
+  }
+  acc += s[0] * (int)threadIdx.z;
+  out[blockIdx.x * 24 + t] = acc;
+}
+
 // a parameter the body changes: fission does not take the kernel
 extern "C" __global__ void param_written(int n, int *out)
 {
@@ -480,6 +497,22 @@ describe("cpu fission: thread-affine locals declared again in each region", func
       want[97 + t] = 3 * t + 1
     end
     assert.are.same(want, a[3])
+  end)
+
+  it("a 3-D block's thread index crosses a barrier loop and gives what the fibers and Lua give", function()
+    assert.are.equal("fission", fast.cube.cpu_path)
+    local input = seq(48, function(i) return (i * 13) % 29 - 9 end)
+    local a, b = both("cube", { grid = 2, block = { 4, 2, 3 } }, function()
+      return { cd.array(input, "int32", CPU), cd.zeros(48, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    local want = {}
+    for blk = 0, 1 do
+      local total = 0
+      for t = 0, 23 do total = total + input[blk * 24 + t + 1] end
+      for t = 0, 23 do want[blk * 24 + t + 1] = input[blk * 24 + t + 1] + total * (t // 8) end
+    end
+    assert.are.same(want, a[2])
   end)
 
   it("a parameter the body changes runs on fibers and gives the same", function()
