@@ -258,12 +258,35 @@ extern "C" __global__ void warp_own_bound(int *x)
   for (int o = 0; o < k; o++) v += __shfl_xor_sync(0xffffffffu, v, 1);
   x[threadIdx.x] = v;
 }
+// a shuffled value computed from locals that fission declares again in each region (thread-affine)
+extern "C" __global__ void warp_affine(int *x)
+{
+  FORCE;
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  int v = 0;
+  v = __shfl_sync(0xffffffffu, lane * 3 + w, 5);
+  x[threadIdx.x] = v + lane;
+}
 ]]
 
 local function seq(n, f)
   local t = {}
   for i = 1, n do t[i] = f(i) end
   return t
+end
+
+-- run kernel name on both modules with fresh copies of the inputs; returns the outputs of both
+local function run_both(fast, ref, name, cfg, make)
+  local outs = {}
+  for i, m in ipairs { fast, ref } do
+    local args = make()
+    m[name](cfg, table.unpack(args))
+    outs[i] = {}
+    for k, a in ipairs(args) do
+      if type(a) ~= "number" then outs[i][k] = a:totable() end
+    end
+  end
+  return outs[1], outs[2]
 end
 
 describe("cpu fast paths (k.cpu_path simd and fission)", function()
@@ -274,25 +297,13 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
   end)
   teardown(function() fast, ref = nil, nil end)
 
-  -- run kernel name on both modules with fresh copies of the inputs; returns the outputs of both
-  local function both(name, cfg, make)
-    local outs = {}
-    for i, m in ipairs { fast, ref } do
-      local args = make()
-      m[name](cfg, table.unpack(args))
-      outs[i] = {}
-      for k, a in ipairs(args) do
-        if type(a) ~= "number" then outs[i][k] = a:totable() end
-      end
-    end
-    return outs[1], outs[2]
-  end
+  local function both(name, cfg, make) return run_both(fast, ref, name, cfg, make) end
 
   it("names the path each kernel takes", function()
     local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
       dyn = "fission", nested = "fibers", counter_written = "fibers", loop_break = "fibers", big = "fission",
       local_type = "fibers", pairs = "fission", guard_else = "simd", guard_odd = "simd", guard_effects = "simd",
-      int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_own_bound = "fibers" }
+      int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers" }
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -368,6 +379,9 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     for i = 1, 16 do sum = sum + x(i) end
     assert.are.equal(sum, a[3][5])                        -- lane 0's sum over the lanes 0 to 15
     assert.are.equal(1, a[4][2])
+    a, b = both("warp_affine", { grid = 1, block = 64 }, function() return { cd.zeros(64, "int32", CPU) } end)
+    assert.are.same(b, a)
+    assert.are.same({ 15, 16, 15 + 31, 16 }, { a[1][1], a[1][2], a[1][32], a[1][33] })
     a, b = both("warp_sum", { grid = 3, block = 96 }, function()
       return { cd.array(seq(288, function(i) return i % 9 end), "float32", CPU), cd.zeros(3, "float32", CPU) }
     end)
@@ -517,5 +531,222 @@ extern "C" __global__ void checks(int *p)
     assert.is_false(ok)
     assert.are.equal("kernel 'checks' failed an assertion: fast.cu:8: s[threadIdx.x] != 9 (block (0,0,0), "
       .. "thread (8,0,0))", err.message)
+  end)
+end)
+
+-- Rematerialised locals (NOTE [fast paths]): a local whose initialiser reads only threadIdx, blockIdx, blockDim,
+-- gridDim, integer or pointer parameters, integer literals and other such locals, and that the body never
+-- changes, is declared again in each region that uses it instead of living in a per-thread array; every other
+-- local that crosses a barrier stays in one.
+local REMAT = [[
+__device__ void bump(int &v) { v += 100; }
+
+// 8x4 threads: indices, a row pointer and an offset from threadIdx and blockIdx cross barriers in and out of a loop
+extern "C" __global__ void affine(int n, const float *x, float *out)
+{
+  FORCE
+  __shared__ float s[4][8];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int row = blockIdx.y * 4 + ty, col = blockIdx.x * 8 + tx;
+  unsigned t = ty * 8 + tx, lane = t & 7u, w = t >> 3;
+  const float *p = x + (size_t)row * n;
+  size_t o = (size_t)row * n + col;
+  s[ty][tx] = p[col];
+  __syncthreads();
+  float acc = 0.0f;
+  for (int k = 0; k < 3; k++) {
+    acc += s[ty][(tx + k) % 8] * (float)(lane + 1) + (float)w;
+    __syncthreads();
+    s[ty][tx] = acc;
+    __syncthreads();
+  }
+  out[o] = acc + p[(col + 1) % n] + (float)(row == 0 && n > 0);
+}
+
+// locals that cross barriers and must stay per-thread
+extern "C" __global__ void kept(int n, const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[32];
+  __shared__ int base;
+  int t = threadIdx.x;
+  int a = t + 1;           // changed after a use
+  int b = t * 2;           // changed in a later region
+  int e = t * 3;           // passed by reference
+  int f = t + 5;           // a reference bound to it
+  int g = t + 7;           // its address taken
+  bump(e);
+  int &r = f;
+  r += 1000;
+  int *pg = &g;
+  *pg += 2000;
+  if (t == 0) base = in[0];
+  s[t] = in[t];
+  __syncthreads();
+  int c = s[t ^ 1] + t;    // reads shared memory
+  int d = base + t;        // reads a shared scalar
+  out[t] = a;
+  a = a * 3;
+  b += s[(t + 1) % 32];
+  __syncthreads();
+  out[32 + t] = a + b + c + d + e + f + g;
+  for (int k = 0; k < 2; k++) {
+    int n{3};              // the loop body's own n
+    int m = n * t;         // reads it, not the parameter
+    __syncthreads();
+    out[64 + 32 * k + t] = m + (t < 32 && k >= 0);
+    __syncthreads();
+  }
+}
+
+// a 4x2x3 block: a thread index from all three dimensions crosses the barriers of a tree loop
+extern "C" __global__ void cube(const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[24];
+  int t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  int acc = in[blockIdx.x * 24 + t];
+  s[t] = acc;
+  __syncthreads();
+  for (unsigned h = 16; h > 0; h >>= 1) {
+    if (t < h && t + h < 24) s[t] += s[t + h];
+    __syncthreads();
+  }
+  acc += s[0] * (int)threadIdx.z;
+  out[blockIdx.x * 24 + t] = acc;
+}
+
+// a parameter the body changes: fission does not take the kernel
+extern "C" __global__ void param_written(int n, int *out)
+{
+  FORCE
+  __shared__ int s[32];
+  int t = threadIdx.x;
+  n += t;
+  s[t] = n;
+  __syncthreads();
+  out[t] = s[31 - t] + n;
+}
+]]
+
+describe("cpu fission: thread-affine locals declared again in each region", function()
+  local fast, ref
+  setup(function()
+    fast = cd.compile("#define FORCE\n" .. REMAT, CPU)
+    ref = cd.compile("#define FORCE if (0) __syncwarp();\n" .. REMAT, CPU)
+  end)
+  teardown(function() fast, ref = nil, nil end)
+
+  local function both(name, cfg, make) return run_both(fast, ref, name, cfg, make) end
+
+  it("names the path each kernel takes (a && b reads no address: fission)", function()
+    assert.are.equal("fission", fast.affine.cpu_path)
+    assert.are.equal("fission", fast.kept.cpu_path)
+    assert.are.equal("fibers", fast.param_written.cpu_path)
+  end)
+
+  it("indices, pointers and offsets from threadIdx and blockIdx give what the fibers and Lua give", function()
+    local n, rows = 16, 12
+    local a, b = both("affine", { grid = { 2, 3 }, block = { 8, 4 } }, function()
+      return { n, cd.array(seq(n * rows, function(i) return (i * 7) % 11 - 3 end), "float32", CPU),
+        cd.zeros(n * rows, "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+    -- Lua: each block of 8x4 threads
+    local x = seq(n * rows, function(i) return (i * 7) % 11 - 3 end)
+    local want = {}
+    for by = 0, 2 do
+      for bx = 0, 1 do
+        local s, acc = {}, {}
+        for ty = 0, 3 do
+          for tx = 0, 7 do
+            s[ty * 8 + tx] = x[(by * 4 + ty) * n + bx * 8 + tx + 1]
+            acc[ty * 8 + tx] = 0
+          end
+        end
+        for k = 0, 2 do
+          for ty = 0, 3 do
+            for tx = 0, 7 do
+              local t = ty * 8 + tx
+              acc[t] = acc[t] + s[ty * 8 + (tx + k) % 8] * ((t & 7) + 1) + (t >> 3)
+            end
+          end
+          for t = 0, 31 do s[t] = acc[t] end
+        end
+        for ty = 0, 3 do
+          for tx = 0, 7 do
+            local row, col = by * 4 + ty, bx * 8 + tx
+            want[row * n + col + 1] = acc[ty * 8 + tx] + x[row * n + (col + 1) % n + 1] + (row == 0 and 1 or 0)
+          end
+        end
+      end
+    end
+    assert.are.same(want, a[3])
+  end)
+
+  it("locals changed, passed by reference, aliased, or read from shared memory stay per-thread", function()
+    local input = seq(32, function(i) return (i - 1) * 5 - 7 end)
+    local a, b = both("kept", { grid = 1, block = 32 }, function()
+      return { 32, cd.array(input, "int32", CPU), cd.zeros(128, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    local want = {}
+    for t = 0, 31 do
+      local function in_(i) return input[i + 1] end
+      want[t + 1] = t + 1
+      local av, bv = 3 * (t + 1), 2 * t + in_((t + 1) % 32)
+      local c, d = in_(t ~ 1) + t, in_(0) + t
+      want[33 + t] = av + bv + c + d + (3 * t + 100) + (t + 1005) + (t + 2007)
+      want[65 + t] = 3 * t + 1
+      want[97 + t] = 3 * t + 1
+    end
+    assert.are.same(want, a[3])
+  end)
+
+  it("a 3-D block's thread index crosses a barrier loop and gives what the fibers and Lua give", function()
+    assert.are.equal("fission", fast.cube.cpu_path)
+    local input = seq(48, function(i) return (i * 13) % 29 - 9 end)
+    local a, b = both("cube", { grid = 2, block = { 4, 2, 3 } }, function()
+      return { cd.array(input, "int32", CPU), cd.zeros(48, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    local want = {}
+    for blk = 0, 1 do
+      local total = 0
+      for t = 0, 23 do total = total + input[blk * 24 + t + 1] end
+      for t = 0, 23 do want[blk * 24 + t + 1] = input[blk * 24 + t + 1] + total * (t // 8) end
+    end
+    assert.are.same(want, a[2])
+  end)
+
+  it("a parameter the body changes runs on fibers and gives the same", function()
+    local a, b = both("param_written", { grid = 1, block = 32 }, function()
+      return { 10, cd.zeros(32, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    assert.are.same(seq(32, function() return 51 end), a[2])
+  end)
+
+  it("the written-out function keeps only what must be per-thread in arrays", function()
+    local dir = os.tmpname()
+    local wrap, copy = dir .. ".cxx", dir .. ".cpp"
+    local f = assert(io.open(wrap, "w"))
+    f:write('#!/bin/sh\nfor a in "$@"; do case "$a" in *.cpp) cp "$a" "' .. copy .. '";; esac; done\n'
+      .. 'exec ${CXX:-c++} "$@"\n')
+    f:close()
+    os.execute("chmod +x '" .. wrap .. "'")
+    local out = helper.run_child(("local m = cd.compile(%q, { device = 'cpu' })\nprint(m.affine.cpu_path)\n")
+      :format("#define FORCE\n" .. REMAT), "CUDADEV_CXX='" .. wrap .. "' CUDADEV_CACHE_DIR=" .. dir .. ".d")
+    os.remove(wrap)
+    assert.are.equal("fission\nexit 0\n", out)
+    local cpp = assert(io.open(copy)):read("a")
+    os.remove(copy)
+    for _, name in ipairs { "tx", "ty", "row", "col", "t", "lane", "w", "p", "o" } do
+      assert.is_nil(cpp:match("[%w_] %**" .. name .. "%[cdv_nt%]"), name)
+    end
+    for _, decl in ipairs { "float acc[cdv_nt]", "int a[cdv_nt]", "int b[cdv_nt]", "int c[cdv_nt]", "int d[cdv_nt]",
+      "int e[cdv_nt]", "int f[cdv_nt]", "int g[cdv_nt]", "int m[cdv_nt]" } do
+      assert.is_truthy(cpp:find(decl, 1, true), decl)
+    end
   end)
 end)

@@ -1155,8 +1155,18 @@ static int entry_paths(job *j, int wide) {
  *   the body of a `for`/`while` loop that is itself at such a level (a barrier loop; its header is run once
  *   for the block: CUDA requires a barrier loop to be uniform). The body is cut at the barriers into regions,
  *   each a loop over the block's threads (loop fission, as MCUDA, CuPBoP and POCL do). A local declared in one
- *   region and used in another lives in a per-thread array (a VLA on the block's stack, `name[t]`); a thread
- *   that returned is skipped by later regions. `__shared__`, static and constexpr locals move to the top.
+ *   region and used in another lives in a per-thread array (a VLA on the block's stack, `name[t]`), unless it
+ *   is thread-affine (fis_remat_ok): an integer or pointer whose initialiser reads only threadIdx, blockIdx,
+ *   blockDim, gridDim, integer or pointer parameters, integer literals and earlier such locals, through casts
+ *   and integer arithmetic (no load, no call, no float: computed again it is the same value), and that the
+ *   body never changes, aliases, passes to a call that may take a reference, or names outside a region. Such
+ *   a local is declared again at the top of each region that uses it (rematerialised), so the host compiler
+ *   sees `tx = threadIdx.x`, `row = blockIdx.y * 16 + ty` as affine in the thread loop and vectorises it
+ *   instead of loading `tx[t]`. A thread that returned is skipped by later regions. `__shared__`, static
+ *   and constexpr locals move to the top; a `__shared__` (thread_local) one is then reached through a
+ *   reference made once (fis_tls_refs), not through __tls_get_addr in every thread's iteration. In
+ *   fission regions the threads' x is unsigned (GCC splits a loop at `if (t < h)`) and the thread index
+ *   that subscripts the per-thread arrays is 64-bit (so `c[t]` is affine in x and the region vectorises).
  * Anything the transformation does not understand leaves the kernel on its old path: a barrier elsewhere
  * (under an if, in a do loop, in a device function), other sync words (__syncthreads_count, cooperative
  * groups, warp operations other than those NOTE [warp fission] takes), goto, labels, lambdas, try, preprocessor lines other than
@@ -1192,6 +1202,8 @@ typedef struct fdecl {
   int seg; /* the region it is declared in */
   int priv, hoist; /* a per-thread array; moved to the top as it is */
   int uniform; /* a barrier loop's counter */
+  int remat; /* private but thread-affine: declared again in each region that uses it (NOTE [fast paths]) */
+  int init_a, init_b; /* remat: its initialiser's tokens */
 } fdecl;
 
 typedef struct fgen {
@@ -1207,6 +1219,7 @@ typedef struct fgen {
   int guard[FIS_MAX_GUARDS], gneg[FIS_MAX_GUARDS], ng; /* the warp ifs around the regions being written */
   int ifdepth; /* warp ifs open while reading the body (at most FIS_MAX_GUARDS deep) */
   const char *fname;
+  int lb, rb; /* the kernel body's braces */
 } fgen;
 
 static int ftok(const fgen *g, int i, const char *w) {
@@ -1433,7 +1446,7 @@ static int fis_decl(fgen *g, int a, int b, int seg) {
     int n = first ? i : i + 1;
     while (n < b && (ftok(g, n, "*") || ftok(g, n, "&"))) n++;
     if (n >= b || g->t->v[n].kind != CDV_T_IDENT || g->nd == FIS_MAX_DECL) return -1;
-    g->d[g->nd++] = (fdecl){n, a, b, seg, 0, storage || dyn, 0};
+    g->d[g->nd++] = (fdecl){n, a, b, seg, 0, storage || dyn, 0, 0, 0, 0};
   }
   return 0;
 }
@@ -1465,7 +1478,7 @@ static void fis_emit(fgen *g, buf *o, int a, int b, int seg) {
       }
       int pv = 0;
       for (int d = 0; d < g->nd && !pv; d++)
-        pv = g->d[d].priv && k->len == g->t->v[g->d[d].name].len &&
+        pv = g->d[d].priv && !g->d[d].remat && k->len == g->t->v[g->d[d].name].len &&
              !memcmp(g->s + k->off, g->s + g->t->v[g->d[d].name].off, k->len);
       if (pv) {
         buf_add(o, g->o + k->off, k->len);
@@ -1477,7 +1490,32 @@ static void fis_emit(fgen *g, buf *o, int a, int b, int seg) {
   }
 }
 
-/* A privatised declaration statement [a, b): its declarators with initialisers become assignments. */
+/* fis_emit on one line (the line numbers of the code after it stay). */
+static void fis_emit_line(fgen *g, buf *o, int a, int b, int seg) {
+  for (int i = a; i < b; i++) {
+    if (i > a && g->t->v[i].off > g->t->v[i - 1].off + g->t->v[i - 1].len) buf_adds(o, " ");
+    fis_emit(g, o, i, i + 1, seg);
+  }
+}
+
+/* The declaration of remat declarator d again: its statement's type, its stars, its name and initialiser. */
+static void fis_remat_decl(fgen *g, buf *o, int d, int seg) {
+  const fdecl *x = &g->d[d];
+  int first = x->name, star = x->name;
+  for (int k = 0; k < g->nd; k++)
+    if (g->d[k].stmt_a == x->stmt_a && g->d[k].name < first) first = g->d[k].name;
+  while (first > x->stmt_a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
+  while (star > x->stmt_a && ftok(g, star - 1, "*")) star--;
+  buf_adds(o, " ");
+  fis_emit_line(g, o, x->stmt_a, first, -3);
+  buf_adds(o, " ");
+  for (int i = star; i < x->name; i++) buf_adds(o, "*");
+  fis_emit_line(g, o, x->name, x->init_b, seg);
+  buf_adds(o, "; ");
+}
+
+/* A privatised declaration statement [a, b): its declarators with initialisers become assignments, its remat
+ * declarators declarations. */
 static void fis_emit_assign(fgen *g, buf *o, int a, int b, int seg) {
   for (int d = 0; d < g->nd; d++) {
     if (g->d[d].stmt_a != a) continue;
@@ -1487,7 +1525,9 @@ static void fis_emit_assign(fgen *g, buf *o, int a, int b, int seg) {
           ftok(g, e, "(") + ftok(g, e, "[") + ftok(g, e, "{") - ftok(g, e, ")") - ftok(g, e, "]") - ftok(g, e, "}");
       e++;
     }
-    if (ftok(g, n + 1, "=")) {
+    if (g->d[d].remat) {
+      fis_remat_decl(g, o, d, seg);
+    } else if (ftok(g, n + 1, "=")) {
       fis_emit(g, o, n, e, seg);
       buf_adds(o, "; ");
     }
@@ -1506,8 +1546,8 @@ static int fis_hoisted(fgen *g, buf *o, int d, int row) {
   while (first > a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
   for (int i = a; i < first; i++)
     if (ftok(g, i, "auto") || ftok(g, i, "&")) return -1;
-  for (int i = a; i < first; i++)
-    if (!ftok(g, i, "const") && !ftok(g, i, "volatile") && !ftok(g, i, "register"))
+  for (int i = a; i < first; i++) /* const int x: an int array; const float *p: a const float * array */
+    if ((!ftok(g, i, "const") && !ftok(g, i, "volatile") && !ftok(g, i, "register")) || star_lo < n)
       buf_add(o, g->o + g->t->v[i].off, g->t->v[i].len), buf_adds(o, " ");
   for (int i = star_lo; i < n; i++)
     if (ftok(g, i, "&"))
@@ -1555,7 +1595,14 @@ static int fis_writes(const fgen *g, int i) {
       ((ftok(g, i - 1, "+") && ftok(g, i - 2, "+")) || (ftok(g, i - 1, "-") && ftok(g, i - 2, "-"))))
     return 1;
   (void)k;
-  return ftok(g, i - 1, "&") && !ftok(g, i + 1, "[") && !ftok(g, i + 1, ".") && !ftok(g, i + 1, "-");
+  if (!ftok(g, i - 1, "&") || ftok(g, i + 1, "[") || ftok(g, i + 1, ".") || ftok(g, i + 1, "-")) return 0;
+  /* a & b and a && b take no address: & after an operand (not a cast's parenthesis) */
+  if (i >= 2 && ftok(g, i - 2, "&") && g->t->v[i - 1].off == g->t->v[i - 2].off + 1) return 0;
+  if (i >= 2 && (g->t->v[i - 2].kind == CDV_T_NUM || ftok(g, i - 2, "]") ||
+                 (g->t->v[i - 2].kind == CDV_T_IDENT && !word_of(g->s, &g->t->v[i - 2], decl_not_first) &&
+                  !word_of(g->s, &g->t->v[i - 2], not_decl_prev))))
+    return 0;
+  return 1;
 }
 
 /* Is the break/continue at k inside a loop or switch of the plain item [a, b)? */
@@ -1581,18 +1628,226 @@ static void fis_newlines(fgen *g, buf *o, int a, int b) /* the newlines of token
     if (g->o[p] == '\n') buf_adds(o, "\n");
 }
 
+/* (see NOTE [fast paths]) Rematerialisation. Integer words a remat type or a cast may use. */
+static const char *const fis_int_words[] = {"const",    "unsigned",  "signed",  "int",       "long",     "short",
+                                            "char",     "bool",      "size_t",  "ptrdiff_t", "int8_t",   "int16_t",
+                                            "int32_t",  "int64_t",   "uint8_t", "uint16_t",  "uint32_t", "uint64_t",
+                                            "intptr_t", "uintptr_t", "uint",    NULL};
+
+static int fis_int_word(const fgen *g, int i) {
+  return g->t->v[i].kind == CDV_T_IDENT && word_of(g->s, &g->t->v[i], fis_int_words);
+}
+
+/* Is [a, b) a cast's parenthesised type: (int), (const float *)? */
+static int fis_cast(const fgen *g, int a, int b) {
+  int words = 0;
+  for (int i = a + 1; i < b - 1; i++)
+    if (g->t->v[i].kind == CDV_T_IDENT)
+      words++;
+    else if (!ftok(g, i, "*"))
+      return 0;
+  return words > 0;
+}
+
+/* Is parameter token p (between lp and rp) an integer or a pointer (no reference, no template)? */
+static int fis_param_ok(const fgen *g, int lp, int p) {
+  int a = p, ptr = 0;
+  while (a - 1 > lp && !ftok(g, a - 1, ",")) a--;
+  for (int i = a; i < p; i++)
+    if (ftok(g, i, "*"))
+      ptr = 1;
+    else if (g->t->v[i].kind != CDV_T_IDENT)
+      return 0;
+  for (int i = a; i < p && !ptr; i++)
+    if (!fis_int_word(g, i)) return 0;
+  return 1;
+}
+
+static const char *const fis_by_value[] = {"if",        "while",     "for",        "switch",    "return",
+                                           "min",       "max",       "abs",        "atomicAdd", "atomicSub",
+                                           "atomicMin", "atomicMax", "atomicExch", "atomicAnd", "atomicOr",
+                                           "atomicXor", "atomicCAS", "printf",     NULL};
+
+/* Can private declarator d be computed again where it is used? Its initialiser reads only threadIdx, blockIdx,
+ * blockDim, gridDim, integer or pointer parameters (the body writes none: fis_kernel), integer literals and
+ * earlier remat locals, with integer arithmetic and casts (no memory, no call, no float: a value computed again
+ * must be the same); its type is an integer or a pointer; and the body never changes it, binds a reference to
+ * it, passes it to a call, or uses it outside regions (a barrier loop's header, a hoisted declaration). */
+static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
+  fdecl *x = &g->d[d];
+  int n = x->name, e = n + 1, depth = 0, ptr = 0;
+  if (!x->priv || x->uniform || x->hoist || !ftok(g, n + 1, "=")) return 0;
+  while (e < x->stmt_b && !(depth == 0 && (ftok(g, e, ",") || ftok(g, e, ";")))) {
+    depth += ftok(g, e, "(") + ftok(g, e, "[") + ftok(g, e, "{") - ftok(g, e, ")") - ftok(g, e, "]") - ftok(g, e, "}");
+    e++;
+  }
+  x->init_a = n + 2, x->init_b = e;
+  /* the type: integer words, or any words and a star */
+  int first = n;
+  for (int k = 0; k < g->nd; k++)
+    if (g->d[k].stmt_a == x->stmt_a && g->d[k].name < first) first = g->d[k].name;
+  while (first > x->stmt_a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
+  for (int i = n - 1; i >= x->stmt_a && ftok(g, i, "*"); i--) ptr = 1;
+  if (ftok(g, n - 1, "&")) return 0;
+  for (int i = x->stmt_a; i < first; i++)
+    if (g->t->v[i].kind != CDV_T_IDENT || ftok(g, i, "auto") || (!ptr && !fis_int_word(g, i))) return 0;
+  /* the initialiser */
+  for (int i = x->init_a; i < e; i++) {
+    const cdv_tok *k = &g->t->v[i];
+    if (k->kind == CDV_T_NUM) {
+      int hex = k->len > 1 && g->s[k->off] == '0' && (g->s[k->off + 1] == 'x' || g->s[k->off + 1] == 'X');
+      for (size_t c = 0; c < k->len; c++) {
+        char ch = g->s[k->off + c];
+        if (ch == '.' || (!hex && (ch == 'e' || ch == 'E' || ch == 'f' || ch == 'F')) || ch == 'p' || ch == 'P' ||
+            ch == '\'')
+          return 0;
+      }
+      continue;
+    }
+    if (k->kind == CDV_T_IDENT) {
+      if (ftok(g, i - 1, ".")) { /* threadIdx.x and the like */
+        if (!(ftok(g, i, "x") || ftok(g, i, "y") || ftok(g, i, "z"))) return 0;
+        continue;
+      }
+      if (ftok(g, i, "threadIdx") || ftok(g, i, "blockIdx") || ftok(g, i, "blockDim") || ftok(g, i, "gridDim")) {
+        if (!ftok(g, i + 1, ".")) return 0;
+        continue;
+      }
+      if (fis_int_word(g, i)) continue; /* a cast, (size_t)x or size_t(x) */
+      int ok = 0;
+      for (int p = lp + 1; p < rp && !ok; p++)
+        if (same_tok(g, i, p) && (ftok(g, p + 1, ",") || ftok(g, p + 1, ")") || ftok(g, p + 1, "[")))
+          ok = !ftok(g, p + 1, "[") && fis_param_ok(g, lp, p);
+      for (int j = lb + 1; j < rb && ok; j++) /* a parameter a block of the body declares again */
+        ok = !(same_tok(g, i, j) && fis_declares(g, j));
+      for (int d2 = 0; d2 < d && !ok; d2++) ok = g->d[d2].remat && same_tok(g, i, g->d[d2].name);
+      if (!ok || ftok(g, i + 1, "(")) return 0;
+      continue;
+    }
+    if (k->kind != CDV_T_PUNCT) return 0;
+    int adj_prev = i > x->init_a && k->off == g->t->v[i - 1].off + g->t->v[i - 1].len,
+        adj_next = i + 1 < e && g->t->v[i + 1].off == k->off + k->len;
+    if (ftok(g, i, "(") || ftok(g, i, ")") || ftok(g, i, "/") || ftok(g, i, "%") || ftok(g, i, "^") ||
+        ftok(g, i, "~") || ftok(g, i, "?") || ftok(g, i, ":") || ftok(g, i, "|"))
+      continue;
+    if (ftok(g, i, ".")) {
+      if (!(ftok(g, i - 1, "threadIdx") || ftok(g, i - 1, "blockIdx") || ftok(g, i - 1, "blockDim") ||
+            ftok(g, i - 1, "gridDim")))
+        return 0;
+      continue;
+    }
+    if (ftok(g, i, "+") || ftok(g, i, "-")) { /* not ++, -- or -> */
+      const char *pm = ftok(g, i, "+") ? "+" : "-";
+      if ((adj_next && (ftok(g, i + 1, pm) || ftok(g, i + 1, ">"))) || (adj_prev && ftok(g, i - 1, pm))) return 0;
+      continue;
+    }
+    if (ftok(g, i, "=")) { /* only in ==, !=, <=, >= */
+      if ((adj_prev && (ftok(g, i - 1, "=") || ftok(g, i - 1, "!") || ftok(g, i - 1, "<") || ftok(g, i - 1, ">"))) ||
+          (adj_next && ftok(g, i + 1, "=") && !(adj_prev && ftok(g, i - 1, "="))))
+        continue;
+      return 0;
+    }
+    if (ftok(g, i, "<") || ftok(g, i, ">") || ftok(g, i, "!")) continue;
+    if (ftok(g, i, "*") || ftok(g, i, "&")) { /* binary only: no load, no address */
+      if (ftok(g, i, "&") && ((adj_next && ftok(g, i + 1, "&")) || (adj_prev && ftok(g, i - 1, "&")))) continue;
+      int prev = i - 1;
+      if (prev < x->init_a) return 0;
+      if (ftok(g, prev, ")")) {
+        int o2 = prev;
+        for (int dd = 0; o2 >= x->init_a; o2--) {
+          dd += ftok(g, o2, ")") - ftok(g, o2, "(");
+          if (dd == 0) break;
+        }
+        if (o2 < x->init_a || fis_cast(g, o2, prev + 1)) return 0;
+        continue;
+      }
+      if (g->t->v[prev].kind == CDV_T_NUM) continue;
+      if (g->t->v[prev].kind == CDV_T_IDENT && !fis_int_word(g, prev)) continue;
+      if (ftok(g, i, "*") && fis_int_word(g, prev) && ftok(g, i + 1, ")")) continue; /* (int *)p */
+      return 0;
+    }
+    return 0; /* [ { -> , ; a string, ... */
+  }
+  /* its uses */
+  for (int i = lb + 1; i < rb; i++) {
+    if (i == n || !same_tok(g, i, n) || ftok(g, i - 1, ".") || (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")) ||
+        (ftok(g, i - 1, ":") && ftok(g, i - 2, ":")))
+      continue;
+    if (g->seg_of[i] < 0 || fis_writes(g, i)) return 0;
+    for (int d2 = 0; d2 < g->nd; d2++)
+      if (g->d[d2].hoist && i >= g->d[d2].stmt_a && i < g->d[d2].stmt_b) return 0;
+    if (ftok(g, i - 1, "=") && ftok(g, i - 3, "&")) return 0; /* int &r = name */
+    if ((ftok(g, i - 1, "(") || ftok(g, i - 1, ",")) && (ftok(g, i + 1, ")") || ftok(g, i + 1, ","))) {
+      /* an argument of a call may bind a reference */
+      int o2 = i - 1, dd = 0;
+      for (; o2 > lb; o2--)
+        if (ftok(g, o2, ")"))
+          dd++;
+        else if (ftok(g, o2, "(") && dd-- == 0)
+          break;
+        else if (dd == 0 && (ftok(g, o2, ";") || ftok(g, o2, "{") || ftok(g, o2, "}")))
+          break;
+      int cast = 0; /* (float)(name) */
+      if (ftok(g, o2 - 1, ")"))
+        for (int c = o2 - 1, dd2 = 0; c > lb && !cast; c--) {
+          dd2 += ftok(g, c, ")") - ftok(g, c, "(");
+          if (dd2 == 0) cast = fis_cast(g, c, o2) ? 1 : -1;
+        }
+      if (ftok(g, o2, "(") &&
+          ((g->t->v[o2 - 1].kind == CDV_T_IDENT && !word_of(g->s, &g->t->v[o2 - 1], fis_by_value)) ||
+           ftok(g, o2 - 1, ">") || (ftok(g, o2 - 1, ")") && cast < 1) || ftok(g, o2 - 1, "]")))
+        return 0;
+    }
+  }
+  return 1;
+}
+
+/* Is token i written in region seg? A warp operation's value is, besides its own region, named again in the
+ * decltype of the region after it (NOTE [warp fission]). */
+static int fis_in_region(const fgen *g, int i, int seg) {
+  if (g->seg_of[i] == seg) return 1;
+  for (int k = 0; k < g->nit; k++)
+    if (g->it[k].kind == 4 && g->it[k].seg2 == seg && i >= g->it[k].arg[1] && i < g->it[k].arg[2]) return 1;
+  return 0;
+}
+
+/* The remat declarations region seg uses and did not declare (with those they read), in source order. */
+static void fis_remat_at(fgen *g, buf *o, int seg) {
+  char need[FIS_MAX_DECL] = {0};
+  for (int d = 0; d < g->nd; d++) {
+    if (!g->d[d].remat || g->d[d].seg == seg) continue;
+    for (int i = g->lb + 1; i < g->rb && !need[d]; i++)
+      need[d] = fis_in_region(g, i, seg) && i != g->d[d].name && same_tok(g, i, g->d[d].name) && !ftok(g, i - 1, ".") &&
+                !(ftok(g, i - 1, ">") && ftok(g, i - 2, "-")) && !(ftok(g, i - 1, ":") && ftok(g, i - 2, ":"));
+  }
+  for (int d = g->nd - 1; d >= 0; d--)
+    for (int i = g->d[d].init_a; need[d] && i < g->d[d].init_b; i++)
+      for (int d2 = 0; d2 < d; d2++)
+        if (g->d[d2].remat && same_tok(g, i, g->d[d2].name) && !ftok(g, i - 1, ".")) need[d2] = 1;
+  for (int d = 0; d < g->nd; d++)
+    if (need[d]) fis_remat_decl(g, o, d, seg);
+}
+
 static void fis_open(fgen *g, buf *o, int seg, int hdr) {
+  /* fission: an unsigned x, so that GCC splits a region's loop at `if (t < h)` (t = threadIdx.x unsigned) */
   buf_adds(o,
            " for (unsigned cdv_z = 0; cdv_z < cdv_bdim.z; ++cdv_z) for (unsigned cdv_y = 0; cdv_y < "
-           "cdv_bdim.y; ++cdv_y) for (int cdv_x = 0; cdv_x < (int)cdv_bdim.x; ++cdv_x) { const unsigned cdv_t "
-           "= (cdv_z * cdv_bdim.y + cdv_y) * cdv_bdim.x + (unsigned)cdv_x; (void)cdv_t; const uint3 cdv_tix = "
-           "{(unsigned)cdv_x, cdv_y, cdv_z}; (void)cdv_tix; ");
+           "cdv_bdim.y; ++cdv_y) for (");
+  buf_adds(o, g->nbar ? "unsigned cdv_x = 0; cdv_x < cdv_bdim.x" : "int cdv_x = 0; cdv_x < (int)cdv_bdim.x");
+  /* fission: a 64-bit thread index, so that `name[cdv_t]` of a per-thread array is affine in x (an unsigned
+   * int one may wrap, and GCC gives up on the loop's data references) */
+  buf_adds(o, g->nbar ? "; ++cdv_x) { const unsigned long cdv_t = ((unsigned long)cdv_z * cdv_bdim.y + cdv_y) * "
+                        "cdv_bdim.x + cdv_x; "
+                      : "; ++cdv_x) { const unsigned cdv_t = (cdv_z * cdv_bdim.y + cdv_y) * cdv_bdim.x + "
+                        "(unsigned)cdv_x; ");
+  buf_adds(o, "(void)cdv_t; const uint3 cdv_tix = {(unsigned)cdv_x, cdv_y, cdv_z}; (void)cdv_tix; ");
   if (hdr) buf_adds(o, "cdv_h->tix = cdv_tix; cdv_h->tid = cdv_t; ");
   if (g->ret) buf_adds(o, "if (cdv_done[cdv_t]) continue; ");
   for (int k = 0; k < g->ng; k++) /* the threads of the warp ifs around (see NOTE [warp fission]) */
     buf_addf(o, "%s%scdv_fl%d[cdv_t]%s", k ? " || " : "if (", g->gneg[k] ? "" : "!", g->guard[k],
              k + 1 == g->ng ? ") continue; " : "");
   buf_addf(o, "{ /* region %d */", seg);
+  fis_remat_at(g, o, seg);
 }
 
 static void fis_close(buf *o, int seg) { buf_addf(o, " } cdv_end%d: __attribute__((unused)); } ", seg); }
@@ -1876,6 +2131,33 @@ static const char *const fis_refused[] = {"goto",
                                           "setjmp",
                                           NULL};
 
+/* For each hoisted __shared__ or thread_local local: `auto *cdv_tlsN = &name;` passed through an empty asm
+ * (else GCC computes the TLS address again where it is used), then a block with `auto &name = *cdv_tlsN;`
+ * that the regions go in (fis_kernel closes it), so that the thread loops reach the variable through a
+ * pointer in a register instead of asking for the thread's TLS block (__tls_get_addr in a dlopened object) in
+ * every iteration, which also kept them from vectorising. 1 when it opened the block. */
+static int fis_tls_refs(fgen *g, buf *o) {
+  int n = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1 && n) buf_adds(o, "{ ");
+    for (int d = 0; d < g->nd; d++) {
+      const fdecl *x = &g->d[d];
+      int tls = 0;
+      for (int i = x->stmt_a; x->hoist && i < x->name; i++)
+        tls |= ftok(g, i, "__shared__") || ftok(g, i, "thread_local");
+      for (int i = x->stmt_a; tls && i < x->name; i++) tls = !ftok(g, i, "extern") && !ftok(g, i, "constexpr");
+      if (!tls) continue;
+      const cdv_tok *k = &g->t->v[x->name];
+      if (pass == 0)
+        buf_addf(o, "auto *cdv_tls%d = &%.*s; __asm__(\"\" : \"+r\"(cdv_tls%d)); ", d, (int)k->len, g->o + k->off, d),
+            n++;
+      else
+        buf_addf(o, "auto &%.*s = *cdv_tls%d; ", (int)k->len, g->o + k->off, d);
+    }
+  }
+  return n > 0;
+}
+
 /* Write the fast function of the kernel named name (cdv_fis_<sym>) into o; 1 simd, 2 fission, 0 not
  * possible, -1 out of memory. hdr: the body calls code that reads the thread header (threadIdx). rowo: the
  * per-thread bytes as an expression. */
@@ -1955,6 +2237,9 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
     for (int d2 = 0; d2 < g->nd; d2++)
       if (g->d[d2].stmt_a == g->d[d].stmt_a && g->d[d2].priv && !g->d[d].uniform) g->d[d].priv = 1;
   }
+  g->lb = lb, g->rb = rb;
+  for (int d = 0; d < g->nd; d++) /* in source order: a remat initialiser may read earlier ones */
+    g->d[d].remat = fis_remat_ok(g, d, lp, rp, lb, rb);
   for (int d = 0; d < g->nd; d++) { /* names fission changes must be declared once, before their uses */
     fdecl *x = &g->d[d];
     if (!x->priv && !x->hoist && !x->uniform) continue;
@@ -2012,7 +2297,7 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
       int first = 1;
       for (int d2 = 0; d2 < d; d2++) first &= g->d[d2].stmt_a != x->stmt_a;
       if (first) fis_emit(g, o, x->stmt_a, x->stmt_b, -3), buf_adds(o, " ");
-    } else if (x->priv) {
+    } else if (x->priv && !x->remat) {
       if (fis_hoisted(g, o, d, 0)) goto done_undo;
       buf_adds(o, "; ");
       buf_adds(rowo, " + sizeof(");
@@ -2020,7 +2305,9 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
       buf_adds(rowo, ")");
     }
   }
+  int tls = fis_tls_refs(g, o); /* a __shared__ variable is thread_local: its address found once */
   if (g->nbar || !fis_guard(g, o, hdr, fname)) fis_walk(g, o, 0, g->nit, hdr);
+  if (tls) buf_adds(o, " }");
   buf_adds(o,
            "\n}\n#pragma pop_macro(\"threadIdx\")\n#pragma pop_macro(\"blockIdx\")\n#pragma pop_macro(\"blockDim\")\n"
            "#pragma pop_macro(\"gridDim\")\n");
