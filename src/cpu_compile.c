@@ -1881,7 +1881,8 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   const char *xp = g->ret || g->ng ? "cdv_xp" : "(const unsigned char *)0";
   if (g->ret || g->ng) buf_adds(o, " __builtin_memset(cdv_xp, 0, cdv_nt);");
   fis_open(g, o, x->seg, hdr);
-  buf_adds(o, g->ret || g->ng ? " cdv_xp[cdv_t] = 1; cdv_xput(cdv_xs, cdv_t, " : " cdv_xput(cdv_xs, cdv_t, ");
+  buf_adds(o, g->ret || g->ng ? " cdv_xp[cdv_t] = 1; cdv_xput(cdv_xs, cdv_xs4, cdv_t, "
+                              : " cdv_xput(cdv_xs, cdv_xs4, cdv_t, ");
   buf_adds(o, shfl ? "(" : "(int)((");
   fis_emit(g, o, a[1], a[2] - 1 + (x->nargs == 2), x->seg);
   buf_adds(o, shfl ? "));" : ") != 0));");
@@ -1892,9 +1893,9 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   if (shfl) {
     buf_adds(o, " cdv_xshfl<cdv_bare<decltype(");
     fis_emit(g, o, a[1], a[2] - 1, x->seg2);
-    buf_addf(o, ")>>(cdv_xs, %s, cdv_t, cdv_nt, %s, (", xp, kinds[x->op - 1]);
+    buf_addf(o, ")>>(cdv_xs, cdv_xs4, %s, cdv_t, cdv_nt, %s, (", xp, kinds[x->op - 1]);
   } else {
-    buf_addf(o, " %s(cdv_xvote(cdv_xs, %s, cdv_t, cdv_nt, (", votes[x->op - 5], xp);
+    buf_addf(o, " %s(cdv_xvote(cdv_xs4, %s, cdv_t, cdv_nt, (", votes[x->op - 5], xp);
   }
   fis_emit(g, o, a[0], a[1] - 1, x->seg2); /* the mask */
   if (shfl) {
@@ -2288,9 +2289,10 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
              "if (cdv_F && cdv_bix.x * cdv_bdim.x > 0x7ffffbffu) __builtin_unreachable(); "
              "cdv_h->tix = uint3{~0u, ~0u, ~0u}; ");
   if (g->ret) buf_adds(o, "unsigned char cdv_done[cdv_nt]; __builtin_memset(cdv_done, 0, cdv_nt); ");
-  if (g->nwarp) buf_adds(o, "unsigned long long cdv_xs[cdv_nt]; unsigned char cdv_xp[cdv_nt]; ");
+  if (g->nwarp)
+    buf_adds(o, "unsigned long long cdv_xs[cdv_nt]; unsigned cdv_xs4[cdv_nt]; unsigned char cdv_xp[cdv_nt]; ");
   for (int f = 0; f < g->nflag; f++) buf_addf(o, "unsigned char cdv_fl%d[cdv_nt]; ", f);
-  buf_addf(rowo, "%d", (g->ret ? 1 : 0) + (g->nwarp ? 9 : 0) + g->nflag);
+  buf_addf(rowo, "%d", (g->ret ? 1 : 0) + (g->nwarp ? 13 : 0) + g->nflag);
   for (int d = 0; d < g->nd; d++) {
     fdecl *x = &g->d[d];
     if (x->hoist) {

@@ -260,35 +260,50 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_
 // region before stores the value of each thread that takes part in xs (and 1 in xp); the region after reads
 // its source lane's, by cdv_shfl's group rule: the lane must have taken part and be in the mask. xp NULL:
 // every thread of the block took part.
-template <class T> static inline void cdv_xput(unsigned long long *xs, unsigned t, T v)
+// Values of 4 bytes or less go through xs4, so that the reading loop is a gather of 32-bit values (vectorised).
+template <class T> static inline void cdv_xput(unsigned long long *xs, unsigned *xs4, unsigned long t, T v)
 {
   static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
-  unsigned long long b = 0;
-  std::memcpy(&b, &v, sizeof(T));
-  xs[t] = b;
+  if (sizeof(T) <= 4) {
+    unsigned b = 0;
+    std::memcpy(&b, &v, sizeof(T));
+    xs4[t] = b;
+  } else {
+    unsigned long long b = 0;
+    std::memcpy(&b, &v, sizeof(T));
+    xs[t] = b;
+  }
 }
 template <class T>
-static inline T cdv_xshfl(const unsigned long long *xs, const unsigned char *xp, unsigned t, unsigned nt, int kind,
-                          unsigned mask, long long arg, int width)
+static inline T cdv_xshfl(const unsigned long long *xs, const unsigned *xs4, const unsigned char *xp, unsigned long t,
+                          unsigned long nt, int kind, unsigned mask, long long arg, int width)
 {
-  unsigned base = t & ~31u;
-  int lane = (int)(t & 31u), s = cdv_shfl_src(kind, lane, arg, width);
-  unsigned long long b = xs[t];
-  if (s >= 0 && s < 32 && base + (unsigned)s < nt && (!xp || xp[base + s]) && (s == lane || (mask >> s & 1u)))
-    b = xs[base + s];
+  // selects, not branches, so that the region's loop over the threads vectorises (a gather)
+  // 64-bit indexes: affine in the region's thread index, and fit for a gather
+  long base = (long)(t & ~31ul), s = cdv_shfl_src(kind, (int)(t & 31u), arg, width);
+  long src = s >= 0 && s < 32 ? base + s : (long)t;
+  src = src < (long)nt ? src : (long)t;
+  unsigned ok = ((mask >> (src & 31)) & 1u) | (src == (long)t);
+  if (xp) ok &= xp[src] != 0;
   T r;
-  std::memcpy(&r, &b, sizeof(T));
+  if (sizeof(T) <= 4) { // an int index: AVX2's gather of 32-bit values takes 32-bit indexes
+    unsigned b = xs4[ok ? (int)src : (int)t];
+    std::memcpy(&r, &b, sizeof(T));
+  } else {
+    unsigned long long b = xs[ok ? src : t];
+    std::memcpy(&r, &b, sizeof(T));
+  }
   return r;
 }
 // A vote as cdv_vote gives it: the ballot in the low half, the lanes that took part in the high half.
-static inline unsigned long long cdv_xvote(const unsigned long long *xs, const unsigned char *xp, unsigned t,
-                                           unsigned nt, unsigned mask)
+static inline unsigned long long cdv_xvote(const unsigned *xs4, const unsigned char *xp, unsigned t, unsigned nt,
+                                           unsigned mask)
 {
   unsigned base = t & ~31u, n = nt - base < 32 ? nt - base : 32, g = 1u << (t & 31u), ballot = 0;
   for (unsigned l = 0; l < n; l++)
     if ((!xp || xp[base + l]) && (mask >> l & 1u)) g |= 1u << l;
   for (unsigned l = 0; l < n; l++)
-    if ((g >> l & 1u) && xs[base + l]) ballot |= 1u << l;
+    if ((g >> l & 1u) && xs4[base + l]) ballot |= 1u << l;
   return ballot | (unsigned long long)g << 32;
 }
 static inline unsigned cdv_xballot(unsigned long long r) { return (unsigned)r; }
