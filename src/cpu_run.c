@@ -55,6 +55,7 @@
 #include "cpu.h"
 
 #define MAX_WORKERS 256
+#define CHUNK_MAX 1024 /* blocks a worker takes at once (see cdv_cpu_launch) */
 #define VMA_BUDGET 24000 /* mappings fiber stacks may add without guard markers (max_map_count 65530) */
 #define ALTSTACK_SIZE (64 * 1024)
 #define EXIT_FAILED 3 /* a child that recorded a failure */
@@ -1769,8 +1770,11 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   if (L.coop) /* a worker per block (NOTE [cpu grid sync]) */
     nw = (int)L.nblocks;
   if ((uint64_t)nw > L.nblocks) nw = (int)L.nblocks;
+  /* chunks of blocks: 16 a worker (the last one late costs a sixteenth of a share), at most CHUNK_MAX blocks,
+   * so that a worker streams through a contiguous stretch of each array. saxpy over 2^24 floats in blocks of
+   * 256 on two workers: 3.5-3.6 ms with chunks of 64 blocks, 2.9 ms with 2048 (the cap was 64). */
   uint64_t per = L.nblocks / ((uint64_t)nw * 16);
-  L.chunk = L.fibers || L.coop ? 1 : per < 1 ? 1 : per > 64 ? 64 : (unsigned)per;
+  L.chunk = L.fibers || L.coop ? 1 : per < 1 ? 1 : per > CHUNK_MAX ? CHUNK_MAX : (unsigned)per;
   size_t stacks = L.fibers ? L.nthreads : 1;
   L.nworkers = nw;
   L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);
