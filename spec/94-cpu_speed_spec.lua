@@ -275,6 +275,11 @@ local function seq(n, f)
   return t
 end
 
+-- src compiled as it is (fast paths) and with FORCE a dead __syncwarp() (the fiber path)
+local function compile_pair(src)
+  return cd.compile("#define FORCE\n" .. src, CPU), cd.compile("#define FORCE if (0) __syncwarp();\n" .. src, CPU)
+end
+
 -- run kernel name on both modules with fresh copies of the inputs; returns the outputs of both
 local function run_both(fast, ref, name, cfg, make)
   local outs = {}
@@ -291,10 +296,7 @@ end
 
 describe("cpu fast paths (k.cpu_path simd and fission)", function()
   local fast, ref
-  setup(function()
-    fast = cd.compile("#define FORCE\n" .. SRC, CPU)
-    ref = cd.compile("#define FORCE if (0) __syncwarp();\n" .. SRC, CPU)
-  end)
+  setup(function() fast, ref = compile_pair(SRC) end)
   teardown(function() fast, ref = nil, nil end)
 
   local function both(name, cfg, make) return run_both(fast, ref, name, cfg, make) end
@@ -410,8 +412,7 @@ extern "C" __global__ void nest(int *x)
 }]]):format(table.concat(open, " "), table.concat(close))
     end
     for _, depth in ipairs { 2, 17 } do
-      local f = cd.compile("#define FORCE\n" .. nested(depth), CPU)
-      local r = cd.compile("#define FORCE if (0) __syncwarp();\n" .. nested(depth), CPU)
+      local f, r = compile_pair(nested(depth))
       assert.are.equal(depth == 2 and "fission" or "fibers", f.nest.cpu_path, depth)
       local xf, xr = cd.zeros(64, "int32", CPU), cd.zeros(64, "int32", CPU)
       f.nest({ grid = 1, block = 64 }, xf)
@@ -631,10 +632,7 @@ extern "C" __global__ void param_written(int n, int *out)
 
 describe("cpu fission: thread-affine locals declared again in each region", function()
   local fast, ref
-  setup(function()
-    fast = cd.compile("#define FORCE\n" .. REMAT, CPU)
-    ref = cd.compile("#define FORCE if (0) __syncwarp();\n" .. REMAT, CPU)
-  end)
+  setup(function() fast, ref = compile_pair(REMAT) end)
   teardown(function() fast, ref = nil, nil end)
 
   local function both(name, cfg, make) return run_both(fast, ref, name, cfg, make) end
