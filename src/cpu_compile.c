@@ -1806,7 +1806,7 @@ static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
  * decltype of the region after it (NOTE [warp fission]). */
 static int fis_in_region(const fgen *g, int i, int seg) {
   if (g->seg_of[i] == seg) return 1;
-  for (int k = 0; k < g->nit; k++)
+  for (int k = 0; g->nwarp && k < g->nit; k++) /* per token of every region: no walk without warp operations */
     if (g->it[k].kind == 4 && g->it[k].seg2 == seg && i >= g->it[k].arg[1] && i < g->it[k].arg[2]) return 1;
   return 0;
 }
