@@ -732,6 +732,21 @@ helper.each_device(function(dev)
       expect_ints("__shfl_sync width 8", seg, rseg)
     end)
 
+    it("a shuffle of the odd lanes in an if, then one of every lane: each completes with its own lanes", function()
+      local n, r = 256, rng(406)
+      local x = fill(n, function() return r.int(-100000, 100000) end)
+      local odd, diff = poisoned(dev, n, "int32"), poisoned(dev, n, "int32")
+      kernel(dev, "warp", "warp_groups")({ grid = n // 128, block = 128 }, upload(dev, x, "int32"), odd, diff)
+      local ro, rd = {}, {}
+      for i = 1, n do
+        local lane = (i - 1) % 32
+        ro[i] = lane % 2 == 0 and -1 or lane + 2 < 32 and x[i + 2] or x[i]
+        rd[i] = lane == 0 and 0 or x[i] - x[i - 1]
+      end
+      expect_ints("odd lanes' shuffle", odd, ro)
+      expect_ints("every lane's shuffle", diff, rd)
+    end)
+
     it("__any_sync and __all_sync", function()
       local n, r = 512, rng(405)
       local x = fill(n, function(i)

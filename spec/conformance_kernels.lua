@@ -468,6 +468,19 @@ extern "C" __global__ void warp_scan(const int *in, int *incl, int *gathered, in
   seg[i] = __shfl_sync(FULL_MASK, in[i], 0, 8);
 }
 
+// The odd lanes shuffle among themselves in an if, then every lane shuffles with the full mask: each shuffle
+// completes with its own lanes (the mask 0xaaaaaaaa names the odd lanes only).
+extern "C" __global__ void warp_groups(const int *in, int *odd, int *diff) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31u;
+  int v = in[i], o = -1;
+  if (lane & 1u) {
+    o = __shfl_down_sync(0xaaaaaaaau, v, 2);
+  }
+  v -= __shfl_up_sync(FULL_MASK, v, 1);
+  odd[i] = o;
+  diff[i] = v;
+}
+
 extern "C" __global__ void vote(const int *in, int *any_out, int *all_out) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31u;
   int v = in[i];

@@ -446,6 +446,17 @@ static void resolve_group(worker *w, int base, uint32_t g) {
   }
 }
 
+/* Do the lanes of g all name g (their masks over the live lanes, and themselves)? Lanes waiting at different
+ * warp operations, e.g. odd lanes at `__shfl_down_sync(0xaaaaaaaau, ...)` in an if and even lanes at a
+ * full-mask shuffle after it, name different groups: each operation completes when its own lanes arrive. */
+static int same_group(const worker *w, int base, uint32_t g, uint32_t alive) {
+  for (uint32_t m = g; m; m &= m - 1) {
+    int l = __builtin_ctz(m);
+    if (((w->f[base + l].mask & alive) | 1u << l) != g) return 0;
+  }
+  return 1;
+}
+
 /* Complete every warp operation whose participants have all arrived; returns whether any was. */
 static int resolve_warps(worker *w) {
   int progress = 0, n = (int)w->ctx.nthreads;
@@ -459,7 +470,7 @@ static int resolve_warps(worker *w) {
     for (uint32_t pending = waiting; pending;) {
       int l = __builtin_ctz(pending);
       uint32_t g = (w->f[base + l].mask & alive) | 1u << l;
-      if ((g & waiting) == g) {
+      if ((g & waiting) == g && same_group(w, base, g, alive)) {
         resolve_group(w, base, g);
         waiting &= ~g, pending &= ~g, progress = 1;
       } else {
