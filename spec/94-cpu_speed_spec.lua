@@ -250,6 +250,36 @@ extern "C" __global__ void warp_sum(const float *x, float *part)
   }
 }
 
+// (see NOTE [exchange slack], NOTE [warp skip]) shuffles up and down of width 32 by deltas 0, 1, 2, 5, 16, 31
+// and one of 32 or more, on the first and last lanes, a partial last warp, ints, floats and doubles, a mask with
+// holes in a warp if, and a warp if with an else whose warps cross the rows of a 2-D block
+extern "C" __global__ void warp_slack(unsigned far, int *o, double *od)
+{
+  FORCE
+  unsigned t = threadIdx.y * blockDim.x + threadIdx.x, lane = t & 31, w = t >> 5;
+  size_t g = (size_t)blockIdx.x * blockDim.x * blockDim.y + t;
+  int v = (int)(t * 7 + blockIdx.x * 1000);
+  int a, b, c, d, e = -1, s = v;
+  a = __shfl_down_sync(0xffffffffu, v, 1);
+  b = __shfl_up_sync(0xffffffffu, v, 31);
+  c = __shfl_down_sync(0xffffffffu, v, far);
+  d = __shfl_up_sync(0xffffffffu, v, 0);
+  float f;
+  f = __shfl_down_sync(0xffffffffu, v * 0.5f, 16);
+  double dv;
+  dv = __shfl_up_sync(0xffffffffu, v * 0.25, 5);
+  if (lane & 1) {
+    e = __shfl_down_sync(0xaaaaaaaau, v, 2);
+  }
+  if (w == 1) {
+    s += __shfl_down_sync(0xffffffffu, s, 2);
+  } else {
+    s -= __shfl_up_sync(0xffffffffu, s, 1);
+  }
+  o[6 * g] = a, o[6 * g + 1] = b, o[6 * g + 2] = c, o[6 * g + 3] = d, o[6 * g + 4] = e, o[6 * g + 5] = s;
+  od[2 * g] = f, od[2 * g + 1] = dv;
+}
+
 // a loop of shuffles whose bound is a thread's own value runs on the fibers
 extern "C" __global__ void warp_own_bound(int *x)
 {
@@ -305,7 +335,8 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
       dyn = "fission", nested = "fibers", counter_written = "fibers", loop_break = "fibers", big = "fission",
       local_type = "fibers", pairs = "fission", guard_else = "simd", guard_odd = "simd", guard_effects = "simd",
-      int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers" }
+      int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers",
+      warp_slack = "fission" }
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -393,6 +424,32 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
       for i = blk * 96 + 1, blk * 96 + 96 do s = s + i % 9 end
       assert.are.equal(s, a[2][blk + 1])
     end
+  end)
+
+  it("shuffles up and down of width 32 read their neighbours through the slack (NOTE [exchange slack])", function()
+    -- 2 blocks of 24 x 3 threads: warps 0 and 1 cross the rows, warp 2 has 8 threads
+    local nt, grid = 72, 2
+    local a, b = both("warp_slack", { grid = grid, block = { 24, 3 } }, function()
+      return { 33, cd.full(6 * nt * grid, -7, "int32", CPU), cd.full(2 * nt * grid, -7, "float64", CPU) }
+    end)
+    assert.are.same(b, a)
+    local want, wantd = {}, {}
+    for blk = 0, grid - 1 do
+      local function v(t) return t * 7 + blk * 1000 end
+      -- CUDA's rule for width 32: the source lane, if it is in the warp and its thread exists, else the lane's own
+      local function down(t, d) return (t % 32 + d < 32 and t + d < nt) and v(t + d) or v(t) end
+      local function up(t, d) return t % 32 >= d and v(t - d) or v(t) end
+      for t = 0, nt - 1 do
+        local lane, w = t % 32, t // 32
+        local s = w == 1 and v(t) + down(t, 2) or v(t) - up(t, 1)
+        local e = lane % 2 == 1 and down(t, 2) or -1
+        for k, x in ipairs { down(t, 1), up(t, 31), v(t), v(t), e, s } do want[6 * (blk * nt + t) + k] = x end
+        wantd[2 * (blk * nt + t) + 1] = down(t, 16) * 0.5
+        wantd[2 * (blk * nt + t) + 2] = up(t, 5) * 0.25
+      end
+    end
+    assert.are.same(want, a[2])
+    assert.are.same(wantd, a[3])
   end)
 
   it("warp ifs nest; deeper than the fission keeps guards for, a kernel runs on fibers", function()

@@ -1841,11 +1841,16 @@ static void fis_open(fgen *g, buf *o, int seg, int hdr) {
                       : "; ++cdv_x) { const unsigned cdv_t = (cdv_z * cdv_bdim.y + cdv_y) * cdv_bdim.x + "
                         "(unsigned)cdv_x; ");
   buf_adds(o, "(void)cdv_t; const uint3 cdv_tix = {(unsigned)cdv_x, cdv_y, cdv_z}; (void)cdv_tix; ");
+  if (g->nwarp) /* cdv_xshfl's 32-bit thread index (see NOTE [exchange slack]) */
+    buf_adds(o,
+             "const unsigned cdv_t32 = (cdv_z * cdv_bdim.y + cdv_y) * cdv_bdim.x + (unsigned)cdv_x; (void)cdv_t32; ");
   if (hdr) buf_adds(o, "cdv_h->tix = cdv_tix; cdv_h->tid = cdv_t; ");
   if (g->ret) buf_adds(o, "if (cdv_done[cdv_t]) continue; ");
-  for (int k = 0; k < g->ng; k++) /* the threads of the warp ifs around (see NOTE [warp fission]) */
-    buf_addf(o, "%s%scdv_fl%d[cdv_t]%s", k ? " || " : "if (", g->gneg[k] ? "" : "!", g->guard[k],
-             k + 1 == g->ng ? ") continue; " : "");
+  for (int k = 0; k < g->ng; k++) /* the threads of the warp ifs around (see NOTE [warp fission], NOTE [warp skip]) */
+    buf_addf(o,
+             "if (%scdv_fl%d[cdv_t]) { cdv_x += cdv_fskip(cdv_fl%d, cdv_t, cdv_nt, cdv_bdim.x - 1u - cdv_x, %d); "
+             "continue; } ",
+             g->gneg[k] ? "" : "!", g->guard[k], g->guard[k], !g->gneg[k]);
   buf_addf(o, "{ /* region %d */", seg);
   fis_remat_at(g, o, seg);
 }
@@ -1893,7 +1898,7 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   if (shfl) {
     buf_adds(o, " cdv_xshfl<cdv_bare<decltype(");
     fis_emit(g, o, a[1], a[2] - 1, x->seg2);
-    buf_addf(o, ")>>(cdv_xs, cdv_xs4, %s, cdv_t, cdv_nt, %s, (", xp, kinds[x->op - 1]);
+    buf_addf(o, ")>>(cdv_xs, cdv_xs4, %s, cdv_t, cdv_t32, cdv_nt, %s, (", xp, kinds[x->op - 1]);
   } else {
     buf_addf(o, " %s(cdv_xvote(cdv_xs4, %s, cdv_t, cdv_nt, (", votes[x->op - 5], xp);
   }
@@ -2289,9 +2294,14 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
              "if (cdv_F && cdv_bix.x * cdv_bdim.x > 0x7ffffbffu) __builtin_unreachable(); "
              "cdv_h->tix = uint3{~0u, ~0u, ~0u}; ");
   if (g->ret) buf_adds(o, "unsigned char cdv_done[cdv_nt]; __builtin_memset(cdv_done, 0, cdv_nt); ");
-  if (g->nwarp)
-    buf_adds(o, "unsigned long long cdv_xs[cdv_nt]; unsigned cdv_xs4[cdv_nt]; unsigned char cdv_xp[cdv_nt]; ");
-  for (int f = 0; f < g->nflag; f++) buf_addf(o, "unsigned char cdv_fl%d[cdv_nt]; ", f);
+  if (g->nwarp) /* padded and zeroed (see NOTE [exchange slack]) */
+    buf_adds(o,
+             "unsigned long long cdv_xsb[cdv_nt + 2 * CDV_XSLACK]; unsigned cdv_xs4b[cdv_nt + 2 * CDV_XSLACK]; "
+             "unsigned char cdv_xpb[cdv_nt + 2 * CDV_XSLACK]; cdv_xinit(cdv_xsb, cdv_xs4b, cdv_xpb, cdv_nt); "
+             "unsigned long long *const cdv_xs = cdv_xsb + CDV_XSLACK; unsigned *const cdv_xs4 = cdv_xs4b + "
+             "CDV_XSLACK; unsigned char *const cdv_xp = cdv_xpb + CDV_XSLACK; ");
+  for (int f = 0; f < g->nflag; f++) /* zeroed: cdv_fskip reads a warp's flags at once (see NOTE [warp skip]) */
+    buf_addf(o, "unsigned char cdv_fl%d[cdv_nt]; __builtin_memset(cdv_fl%d, 0, cdv_nt); ", f, f);
   buf_addf(rowo, "%d", (g->ret ? 1 : 0) + (g->nwarp ? 13 : 0) + g->nflag);
   for (int d = 0; d < g->nd; d++) {
     fdecl *x = &g->d[d];
