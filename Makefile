@@ -109,8 +109,11 @@ asan: deps
 valgrind: deps build
 	@rm -f build/valgrind.log build/valgrind-fuzz.log build/valgrind-fuzz.status
 	-$(VALGRIND_ENV) $(VALGRIND) --log-file=build/valgrind.log $(BUSTED) --helper=.ci/keep_loaded.lua --exclude-pattern=fuzz_spec --exclude-pattern=install_spec --exclude-pattern=mpi_spec $(BUSTED_ARGS)
-	$(VALGRIND_ENV) CUDADEV_CPU_MEMORY=8G $(VALGRIND) --log-file=build/valgrind-fuzz.log $(LUA) -e "dofile('.ci/keep_loaded.lua')" \
-	  spec/fuzz.lua --worker --brief --calls 20000 --seed $(FUZZ_SEED); echo $$? > build/valgrind-fuzz.status
+	@# the fuzzer in an empty directory: its random cd.save and a:tofile calls take relative paths
+	d=$$(mktemp -d) && cd "$$d" && $(VALGRIND_ENV) CUDADEV_CPU_MEMORY=8G $(subst =.ci/,=$(CURDIR)/.ci/,$(VALGRIND)) \
+	  --log-file=$(CURDIR)/build/valgrind-fuzz.log $(LUA) -e "dofile('$(CURDIR)/.ci/keep_loaded.lua')" \
+	  $(CURDIR)/spec/fuzz.lua --worker --brief --calls 20000 --seed $(FUZZ_SEED) --root $(CURDIR); \
+	  echo $$? > $(CURDIR)/build/valgrind-fuzz.status; rm -rf "$$d"
 	@cat build/valgrind-fuzz.log >> build/valgrind.log; rm -f build/valgrind-fuzz.log
 	@if [ -s build/valgrind.log ]; then cat build/valgrind.log; echo "valgrind: memcheck found errors (build/valgrind.log)"; exit 1; fi
 	@if [ "$$(cat build/valgrind-fuzz.status)" != 0 ]; then echo "valgrind: the fuzz run failed"; exit 1; fi
