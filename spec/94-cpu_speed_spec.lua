@@ -310,6 +310,27 @@ local function compile_pair(src)
   return cd.compile("#define FORCE\n" .. src, CPU), cd.compile("#define FORCE if (0) __syncwarp();\n" .. src, CPU)
 end
 
+-- the C++ that cudadev writes for src (with FORCE empty), as the host compiler gets it; kernel's cpu_path must
+-- be fission
+local function written_out(src, kernel)
+  local dir = os.tmpname()
+  local wrap, copy = dir .. ".cxx", dir .. ".cpp"
+  local f = assert(io.open(wrap, "w"))
+  f:write('#!/bin/sh\nfor a in "$@"; do case "$a" in *.cpp) cp "$a" "' .. copy .. '";; esac; done\n'
+    .. 'exec ${CXX:-c++} "$@"\n')
+  f:close()
+  os.execute("chmod +x '" .. wrap .. "'")
+  local out = helper.run_child(("local m = cd.compile(%q, { device = 'cpu' })\nprint(m.%s.cpu_path)\n")
+    :format("#define FORCE\n" .. src, kernel), "CUDADEV_CXX='" .. wrap .. "' CUDADEV_CACHE_DIR=" .. dir .. ".d")
+  os.remove(wrap)
+  assert.are.equal("fission\nexit 0\n", out)
+  local cpp = assert(io.open(copy)):read("a")
+  os.remove(copy)
+  os.remove(dir)
+  os.execute("rm -rf '" .. dir .. ".d'")
+  return cpp
+end
+
 -- run kernel name on both modules with fresh copies of the inputs; returns the outputs of both
 local function run_both(fast, ref, name, cfg, make)
   local outs = {}
@@ -783,24 +804,132 @@ describe("cpu fission: thread-affine locals declared again in each region", func
   end)
 
   it("the written-out function keeps only what must be per-thread in arrays", function()
-    local dir = os.tmpname()
-    local wrap, copy = dir .. ".cxx", dir .. ".cpp"
-    local f = assert(io.open(wrap, "w"))
-    f:write('#!/bin/sh\nfor a in "$@"; do case "$a" in *.cpp) cp "$a" "' .. copy .. '";; esac; done\n'
-      .. 'exec ${CXX:-c++} "$@"\n')
-    f:close()
-    os.execute("chmod +x '" .. wrap .. "'")
-    local out = helper.run_child(("local m = cd.compile(%q, { device = 'cpu' })\nprint(m.affine.cpu_path)\n")
-      :format("#define FORCE\n" .. REMAT), "CUDADEV_CXX='" .. wrap .. "' CUDADEV_CACHE_DIR=" .. dir .. ".d")
-    os.remove(wrap)
-    assert.are.equal("fission\nexit 0\n", out)
-    local cpp = assert(io.open(copy)):read("a")
-    os.remove(copy)
+    local cpp = written_out(REMAT, "affine")
     for _, name in ipairs { "tx", "ty", "row", "col", "t", "lane", "w", "p", "o" } do
       assert.is_nil(cpp:match("[%w_] %**" .. name .. "%[cdv_nt%]"), name)
     end
     for _, decl in ipairs { "float acc[cdv_nt]", "int a[cdv_nt]", "int b[cdv_nt]", "int c[cdv_nt]", "int d[cdv_nt]",
       "int e[cdv_nt]", "int f[cdv_nt]", "int g[cdv_nt]", "int m[cdv_nt]" } do
+      assert.is_truthy(cpp:find(decl, 1, true), decl)
+    end
+  end)
+end)
+
+-- (see NOTE [block scalars]) a double buffer flipped once an iteration, a bound set once and read by a barrier
+-- loop's header, a counter stepped by ++, a value set from the loop's counter: one scalar each for the block
+local BSC = [[
+extern "C" __global__ void buffers(int n, int iters, const int *in, int *out)
+{
+  FORCE
+  __shared__ int b[2][64];
+  int t = threadIdx.x;
+  b[0][t] = in[blockIdx.x * 64 + t];
+  __syncthreads();
+  int cur = 0, steps;
+  steps = iters * 2;
+  unsigned seen = 0;
+  int last = -1;
+  for (int it = 0; it < steps; it += 2) {
+    b[cur ^ 1][t] = b[cur][(t + 1) % 64] + b[cur][t];
+    __syncthreads();
+    cur ^= 1;
+    ++seen;
+    last = it + (int)blockIdx.x;
+    __syncthreads();
+  }
+  out[blockIdx.x * 64 + t] = b[cur][t] + (int)seen * 1000 + n + last * 100000;
+}
+
+__device__ void twice(int &v) { v *= 2; }
+
+// locals that look alike but must stay per-thread: written under a thread's condition, loaded from memory,
+// their address taken, set in a region with other statements, set in a warp if, passed by reference, set from
+// memory (each declared in a region of its own, which would otherwise run once)
+extern "C" __global__ void not_scalars(const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[64];
+  int t = threadIdx.x, v = 0;
+  s[t] = t;
+  __syncthreads();
+  int odd = 0;
+  __syncthreads();
+  int addr = 5;
+  __syncthreads();
+  int mixed = 0;
+  __syncthreads();
+  int inwarp = 0;
+  __syncthreads();
+  int mem = in[0];
+  __syncthreads();
+  int byref = 1;
+  __syncthreads();
+  int late = 0;
+  __syncthreads();
+  late = in[1];
+  __syncthreads();
+  if (t & 1) twice(byref);
+  if (t & 1) odd = 1;
+  int *p = &addr;
+  *p += t;
+  __syncthreads();
+  mixed = 3;
+  s[t] += mixed;
+  __syncthreads();
+  if (t < 32) {
+    inwarp += 1;
+    v = __shfl_sync(0xffffffffu, t + 2, 0);
+  }
+  __syncthreads();
+  out[t] = odd + 10 * mem + 100 * addr + 10000 * mixed + 100000 * inwarp + 1000000 * v + 0 * s[(t + 1) % 64] +
+           10000000 * byref + 100000000 * late;
+}
+]]
+
+describe("cpu fission: block scalars (NOTE [block scalars])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(BSC) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("a double buffer's index, a bound and a counter give what the fibers and Lua give", function()
+    assert.are.equal("fission", fast.buffers.cpu_path)
+    local a, b = run_both(fast, ref, "buffers", { grid = 2, block = 64 }, function()
+      return { 5, 3, cd.array(seq(128, function(i) return (i - 1) % 13 end), "int32", CPU), cd.zeros(128, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    local want = {}
+    for blk = 0, 1 do
+      local buf = {}
+      for t = 0, 63 do buf[t] = (blk * 64 + t) % 13 end
+      for _ = 1, 3 do
+        local nxt = {}
+        for t = 0, 63 do nxt[t] = buf[(t + 1) % 64] + buf[t] end
+        buf = nxt
+      end
+      for t = 0, 63 do want[blk * 64 + t + 1] = buf[t] + 3000 + 5 + (4 + blk) * 100000 end
+    end
+    assert.are.same(want, a[4])
+  end)
+
+  it("locals written per thread, loaded, aliased, mixed or set in a warp if stay per-thread", function()
+    assert.are.equal("fission", fast.not_scalars.cpu_path)
+    local a, b = run_both(fast, ref, "not_scalars", { grid = 1, block = 64 }, function()
+      return { cd.array({ 7, 3 }, "int32", CPU), cd.zeros(64, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    for t = 0, 63 do
+      assert.are.equal(t % 2 + 70 + 100 * (5 + t) + 30000 + (t < 32 and 2100000 or 0) + 10000000 * (1 + t % 2)
+        + 300000000, a[2][t + 1], t)
+    end
+  end)
+
+  it("the written-out function has one scalar for each block scalar and arrays for the rest", function()
+    local cpp = written_out(BSC, "buffers")
+    for _, name in ipairs { "cur", "steps", "seen", "last" } do
+      assert.is_nil(cpp:match("[%w_] %**" .. name .. "%[cdv_nt%]"), name)
+    end
+    for _, decl in ipairs { "int cur;", "int steps;", "unsigned seen;", "int last;", "int odd[cdv_nt]", "int mem[cdv_nt]",
+      "int addr[cdv_nt]", "int mixed[cdv_nt]", "int inwarp[cdv_nt]", "int byref[cdv_nt]", "int late[cdv_nt]" } do
       assert.is_truthy(cpp:find(decl, 1, true), decl)
     end
   end)

@@ -1203,6 +1203,7 @@ typedef struct fdecl {
   int priv, hoist; /* a per-thread array; moved to the top as it is */
   int uniform; /* a barrier loop's counter */
   int remat; /* private but thread-affine: declared again in each region that uses it (NOTE [fast paths]) */
+  int bsc; /* private but one value for the whole block: one scalar (NOTE [block scalars]) */
   int init_a, init_b; /* remat: its initialiser's tokens */
 } fdecl;
 
@@ -1220,6 +1221,7 @@ typedef struct fgen {
   int ifdepth; /* warp ifs open while reading the body (at most FIS_MAX_GUARDS deep) */
   const char *fname;
   int lb, rb; /* the kernel body's braces */
+  unsigned char seg_bsc[FIS_MAX_ITEMS * 2 + 1]; /* a region of block-scalar statements only: run once */
 } fgen;
 
 static int ftok(const fgen *g, int i, const char *w) {
@@ -1446,7 +1448,7 @@ static int fis_decl(fgen *g, int a, int b, int seg) {
     int n = first ? i : i + 1;
     while (n < b && (ftok(g, n, "*") || ftok(g, n, "&"))) n++;
     if (n >= b || g->t->v[n].kind != CDV_T_IDENT || g->nd == FIS_MAX_DECL) return -1;
-    g->d[g->nd++] = (fdecl){n, a, b, seg, 0, storage || dyn, 0, 0, 0, 0};
+    g->d[g->nd++] = (fdecl){n, a, b, seg, 0, storage || dyn, 0, 0, 0, 0, 0};
   }
   return 0;
 }
@@ -1478,7 +1480,7 @@ static void fis_emit(fgen *g, buf *o, int a, int b, int seg) {
       }
       int pv = 0;
       for (int d = 0; d < g->nd && !pv; d++)
-        pv = g->d[d].priv && !g->d[d].remat && k->len == g->t->v[g->d[d].name].len &&
+        pv = g->d[d].priv && !g->d[d].remat && !g->d[d].bsc && k->len == g->t->v[g->d[d].name].len &&
              !memcmp(g->s + k->off, g->s + g->t->v[g->d[d].name].off, k->len);
       if (pv) {
         buf_add(o, g->o + k->off, k->len);
@@ -1514,17 +1516,21 @@ static void fis_remat_decl(fgen *g, buf *o, int d, int seg) {
   buf_adds(o, "; ");
 }
 
+/* The end of the declarator whose name is token n, in a declaration statement ending at b: the ',' or ';'
+ * after its initialiser. */
+static int fis_decl_end(const fgen *g, int n, int b) {
+  int e = n + 1;
+  for (int depth = 0; e < b && !(depth == 0 && (ftok(g, e, ",") || ftok(g, e, ";"))); e++)
+    depth += ftok(g, e, "(") + ftok(g, e, "[") + ftok(g, e, "{") - ftok(g, e, ")") - ftok(g, e, "]") - ftok(g, e, "}");
+  return e;
+}
+
 /* A privatised declaration statement [a, b): its declarators with initialisers become assignments, its remat
  * declarators declarations. */
 static void fis_emit_assign(fgen *g, buf *o, int a, int b, int seg) {
   for (int d = 0; d < g->nd; d++) {
     if (g->d[d].stmt_a != a) continue;
-    int n = g->d[d].name, e = n + 1, depth = 0;
-    while (e < b && !(depth == 0 && (ftok(g, e, ",") || ftok(g, e, ";")))) {
-      depth +=
-          ftok(g, e, "(") + ftok(g, e, "[") + ftok(g, e, "{") - ftok(g, e, ")") - ftok(g, e, "]") - ftok(g, e, "}");
-      e++;
-    }
+    int n = g->d[d].name, e = fis_decl_end(g, n, b);
     if (g->d[d].remat) {
       fis_remat_decl(g, o, d, seg);
     } else if (ftok(g, n + 1, "=")) {
@@ -1534,7 +1540,7 @@ static void fis_emit_assign(fgen *g, buf *o, int a, int b, int seg) {
   }
 }
 
-/* The per-thread array of declaration d (at the function's top), or with row: its size as a type-id. */
+/* The per-thread array of declaration d (at the function's top); row 1: its size as a type-id; row 2: a scalar. */
 static int fis_hoisted(fgen *g, buf *o, int d, int row) {
   const fdecl *x = &g->d[d];
   int n = x->name, a = x->stmt_a, star_lo = n;
@@ -1554,8 +1560,8 @@ static int fis_hoisted(fgen *g, buf *o, int d, int row) {
       return -1;
     else
       buf_adds(o, "*");
-  if (!row) buf_add(o, g->o + g->t->v[n].off, g->t->v[n].len);
-  buf_adds(o, row ? "[1]" : "[cdv_nt]");
+  if (row != 1) buf_add(o, g->o + g->t->v[n].off, g->t->v[n].len);
+  buf_adds(o, row == 1 ? "[1]" : row ? "" : "[cdv_nt]");
   int e = n + 1;
   if (ftok(g, e, "[")) { /* an array: its dimensions follow; an initialiser is refused */
     while (ftok(g, e, "[")) {
@@ -1668,31 +1674,12 @@ static const char *const fis_by_value[] = {"if",        "while",     "for",     
                                            "atomicMin", "atomicMax", "atomicExch", "atomicAnd", "atomicOr",
                                            "atomicXor", "atomicCAS", "printf",     NULL};
 
-/* Can private declarator d be computed again where it is used? Its initialiser reads only threadIdx, blockIdx,
- * blockDim, gridDim, integer or pointer parameters (the body writes none: fis_kernel), integer literals and
- * earlier remat locals, with integer arithmetic and casts (no memory, no call, no float: a value computed again
- * must be the same); its type is an integer or a pointer; and the body never changes it, binds a reference to
- * it, passes it to a call, or uses it outside regions (a barrier loop's header, a hoisted declaration). */
-static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
-  fdecl *x = &g->d[d];
-  int n = x->name, e = n + 1, depth = 0, ptr = 0;
-  if (!x->priv || x->uniform || x->hoist || !ftok(g, n + 1, "=")) return 0;
-  while (e < x->stmt_b && !(depth == 0 && (ftok(g, e, ",") || ftok(g, e, ";")))) {
-    depth += ftok(g, e, "(") + ftok(g, e, "[") + ftok(g, e, "{") - ftok(g, e, ")") - ftok(g, e, "]") - ftok(g, e, "}");
-    e++;
-  }
-  x->init_a = n + 2, x->init_b = e;
-  /* the type: integer words, or any words and a star */
-  int first = n;
-  for (int k = 0; k < g->nd; k++)
-    if (g->d[k].stmt_a == x->stmt_a && g->d[k].name < first) first = g->d[k].name;
-  while (first > x->stmt_a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
-  for (int i = n - 1; i >= x->stmt_a && ftok(g, i, "*"); i--) ptr = 1;
-  if (ftok(g, n - 1, "&")) return 0;
-  for (int i = x->stmt_a; i < first; i++)
-    if (g->t->v[i].kind != CDV_T_IDENT || ftok(g, i, "auto") || (!ptr && !fis_int_word(g, i))) return 0;
-  /* the initialiser */
-  for (int i = x->init_a; i < e; i++) {
+/* Is [a, e) an expression of integer literals, threadIdx (not for bsc), blockIdx, blockDim, gridDim, integer
+ * or pointer parameters (the body writes none: fis_kernel) and earlier remat locals of d (bsc: block-scalar
+ * candidates and barrier loops' counters), with integer arithmetic and casts: no memory, no call, no float,
+ * no assignment? */
+static int fis_int_expr(fgen *g, int a, int e, int d, int bsc, int lp, int rp, int lb, int rb) {
+  for (int i = a; i < e; i++) {
     const cdv_tok *k = &g->t->v[i];
     if (k->kind == CDV_T_NUM) {
       int hex = k->len > 1 && g->s[k->off] == '0' && (g->s[k->off + 1] == 'x' || g->s[k->off + 1] == 'X');
@@ -1709,7 +1696,8 @@ static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
         if (!(ftok(g, i, "x") || ftok(g, i, "y") || ftok(g, i, "z"))) return 0;
         continue;
       }
-      if (ftok(g, i, "threadIdx") || ftok(g, i, "blockIdx") || ftok(g, i, "blockDim") || ftok(g, i, "gridDim")) {
+      if ((ftok(g, i, "threadIdx") && !bsc) || ftok(g, i, "blockIdx") || ftok(g, i, "blockDim") ||
+          ftok(g, i, "gridDim")) {
         if (!ftok(g, i + 1, ".")) return 0;
         continue;
       }
@@ -1720,12 +1708,13 @@ static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
           ok = !ftok(g, p + 1, "[") && fis_param_ok(g, lp, p);
       for (int j = lb + 1; j < rb && ok; j++) /* a parameter a block of the body declares again */
         ok = !(same_tok(g, i, j) && fis_declares(g, j));
-      for (int d2 = 0; d2 < d && !ok; d2++) ok = g->d[d2].remat && same_tok(g, i, g->d[d2].name);
+      for (int d2 = 0; d2 < g->nd && !ok; d2++)
+        ok = (bsc ? g->d[d2].bsc || g->d[d2].uniform : d2 < d && g->d[d2].remat) && same_tok(g, i, g->d[d2].name);
       if (!ok || ftok(g, i + 1, "(")) return 0;
       continue;
     }
     if (k->kind != CDV_T_PUNCT) return 0;
-    int adj_prev = i > x->init_a && k->off == g->t->v[i - 1].off + g->t->v[i - 1].len,
+    int adj_prev = i > a && k->off == g->t->v[i - 1].off + g->t->v[i - 1].len,
         adj_next = i + 1 < e && g->t->v[i + 1].off == k->off + k->len;
     if (ftok(g, i, "(") || ftok(g, i, ")") || ftok(g, i, "/") || ftok(g, i, "%") || ftok(g, i, "^") ||
         ftok(g, i, "~") || ftok(g, i, "?") || ftok(g, i, ":") || ftok(g, i, "|"))
@@ -1751,14 +1740,14 @@ static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
     if (ftok(g, i, "*") || ftok(g, i, "&")) { /* binary only: no load, no address */
       if (ftok(g, i, "&") && ((adj_next && ftok(g, i + 1, "&")) || (adj_prev && ftok(g, i - 1, "&")))) continue;
       int prev = i - 1;
-      if (prev < x->init_a) return 0;
+      if (prev < a) return 0;
       if (ftok(g, prev, ")")) {
         int o2 = prev;
-        for (int dd = 0; o2 >= x->init_a; o2--) {
+        for (int dd = 0; o2 >= a; o2--) {
           dd += ftok(g, o2, ")") - ftok(g, o2, "(");
           if (dd == 0) break;
         }
-        if (o2 < x->init_a || fis_cast(g, o2, prev + 1)) return 0;
+        if (o2 < a || fis_cast(g, o2, prev + 1)) return 0;
         continue;
       }
       if (g->t->v[prev].kind == CDV_T_NUM) continue;
@@ -1768,6 +1757,55 @@ static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
     }
     return 0; /* [ { -> , ; a string, ... */
   }
+  return 1;
+}
+
+/* May the use of a local at token i bind a reference to it (int &r = name, or an argument of a call)? */
+static int fis_by_ref(const fgen *g, int i, int lb) {
+  if (ftok(g, i - 1, "=") && ftok(g, i - 3, "&")) return 1; /* int &r = name */
+  if ((ftok(g, i - 1, "(") || ftok(g, i - 1, ",")) && (ftok(g, i + 1, ")") || ftok(g, i + 1, ","))) {
+    /* an argument of a call may bind a reference */
+    int o2 = i - 1, dd = 0;
+    for (; o2 > lb; o2--)
+      if (ftok(g, o2, ")"))
+        dd++;
+      else if (ftok(g, o2, "(") && dd-- == 0)
+        break;
+      else if (dd == 0 && (ftok(g, o2, ";") || ftok(g, o2, "{") || ftok(g, o2, "}")))
+        break;
+    int cast = 0; /* (float)(name) */
+    if (ftok(g, o2 - 1, ")"))
+      for (int c = o2 - 1, dd2 = 0; c > lb && !cast; c--) {
+        dd2 += ftok(g, c, ")") - ftok(g, c, "(");
+        if (dd2 == 0) cast = fis_cast(g, c, o2) ? 1 : -1;
+      }
+    if (ftok(g, o2, "(") && ((g->t->v[o2 - 1].kind == CDV_T_IDENT && !word_of(g->s, &g->t->v[o2 - 1], fis_by_value)) ||
+                             ftok(g, o2 - 1, ">") || (ftok(g, o2 - 1, ")") && cast < 1) || ftok(g, o2 - 1, "]")))
+      return 1;
+  }
+  return 0;
+}
+
+/* Can private declarator d be computed again where it is used? Its initialiser reads only threadIdx, blockIdx,
+ * blockDim, gridDim, integer or pointer parameters (the body writes none: fis_kernel), integer literals and
+ * earlier remat locals, with integer arithmetic and casts (no memory, no call, no float: a value computed again
+ * must be the same); its type is an integer or a pointer; and the body never changes it, binds a reference to
+ * it, passes it to a call, or uses it outside regions (a barrier loop's header, a hoisted declaration). */
+static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
+  fdecl *x = &g->d[d];
+  int n = x->name, e = fis_decl_end(g, n, x->stmt_b), ptr = 0;
+  if (!x->priv || x->uniform || x->hoist || !ftok(g, n + 1, "=")) return 0;
+  x->init_a = n + 2, x->init_b = e;
+  /* the type: integer words, or any words and a star */
+  int first = n;
+  for (int k = 0; k < g->nd; k++)
+    if (g->d[k].stmt_a == x->stmt_a && g->d[k].name < first) first = g->d[k].name;
+  while (first > x->stmt_a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
+  for (int i = n - 1; i >= x->stmt_a && ftok(g, i, "*"); i--) ptr = 1;
+  if (ftok(g, n - 1, "&")) return 0;
+  for (int i = x->stmt_a; i < first; i++)
+    if (g->t->v[i].kind != CDV_T_IDENT || ftok(g, i, "auto") || (!ptr && !fis_int_word(g, i))) return 0;
+  if (!fis_int_expr(g, x->init_a, e, d, 0, lp, rp, lb, rb)) return 0;
   /* its uses */
   for (int i = lb + 1; i < rb; i++) {
     if (i == n || !same_tok(g, i, n) || ftok(g, i - 1, ".") || (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")) ||
@@ -1776,30 +1814,101 @@ static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
     if (g->seg_of[i] < 0 || fis_writes(g, i)) return 0;
     for (int d2 = 0; d2 < g->nd; d2++)
       if (g->d[d2].hoist && i >= g->d[d2].stmt_a && i < g->d[d2].stmt_b) return 0;
-    if (ftok(g, i - 1, "=") && ftok(g, i - 3, "&")) return 0; /* int &r = name */
-    if ((ftok(g, i - 1, "(") || ftok(g, i - 1, ",")) && (ftok(g, i + 1, ")") || ftok(g, i + 1, ","))) {
-      /* an argument of a call may bind a reference */
-      int o2 = i - 1, dd = 0;
-      for (; o2 > lb; o2--)
-        if (ftok(g, o2, ")"))
-          dd++;
-        else if (ftok(g, o2, "(") && dd-- == 0)
-          break;
-        else if (dd == 0 && (ftok(g, o2, ";") || ftok(g, o2, "{") || ftok(g, o2, "}")))
-          break;
-      int cast = 0; /* (float)(name) */
-      if (ftok(g, o2 - 1, ")"))
-        for (int c = o2 - 1, dd2 = 0; c > lb && !cast; c--) {
-          dd2 += ftok(g, c, ")") - ftok(g, c, "(");
-          if (dd2 == 0) cast = fis_cast(g, c, o2) ? 1 : -1;
-        }
-      if (ftok(g, o2, "(") &&
-          ((g->t->v[o2 - 1].kind == CDV_T_IDENT && !word_of(g->s, &g->t->v[o2 - 1], fis_by_value)) ||
-           ftok(g, o2 - 1, ">") || (ftok(g, o2 - 1, ")") && cast < 1) || ftok(g, o2 - 1, "]")))
-        return 0;
-    }
+    if (fis_by_ref(g, i, lb)) return 0;
   }
   return 1;
+}
+
+/* NOTE [block scalars]: a private local that every thread of the block holds the same value of lives in one
+ * scalar, not a per-thread array, and the statements that set it run once for the block. The double buffer of
+ * a stencil (`int cur = 0;` ... `__syncthreads(); cur ^= 1;` at the end of a barrier loop) is the case: as
+ * `cur[t]`, every `t[cur][y][x]` of the next region became a gather, and the region did not vectorise
+ * (stencil in bench/cpu: 3x OpenMP). A candidate is a private integer local (no pointer, array or reference)
+ * whose every write is a whole statement `name = e;`, `name op= e;`, `++name;` or `name++;` (or a
+ * declaration), with e of literals, parameters, blockIdx, blockDim, gridDim, candidates and barrier loops'
+ * counters only (fis_int_expr: no threadIdx, no memory, no call), in a region of such statements only, that no warp if encloses; and that
+ * no use binds a reference to or takes the address of. Such a region is written without a thread loop: each
+ * thread would have stored the same values, so storing them once is the same. Reads may be anywhere, a
+ * barrier loop's header included. */
+static int fis_bsc_stmt(fgen *g, const fitem *x, int lp, int rp) {
+  int a = x->a, b = x->b;
+  if (!ftok(g, b - 1, ";")) return 0;
+  for (int d = 0; d < g->nd; d++) /* a declaration: all its declarators candidates, their initialisers pure */
+    if (g->d[d].stmt_a == a) {
+      for (int d2 = 0; d2 < g->nd; d2++) {
+        int n = g->d[d2].name;
+        if (g->d[d2].stmt_a != a) continue;
+        if (!g->d[d2].bsc) return 0;
+        if (ftok(g, n + 1, "=") && !fis_int_expr(g, n + 2, fis_decl_end(g, n, b), -1, 1, lp, rp, g->lb, g->rb))
+          return 0;
+      }
+      return 1;
+    }
+  int n = a, e = b - 1;
+  if (ftok(g, a, "+") || ftok(g, a, "-")) n = a + 2, e = b - 1; /* ++name; */
+  int cand = 0;
+  for (int d = 0; d < g->nd && !cand; d++) cand = g->d[d].bsc && same_tok(g, n, g->d[d].name);
+  if (!cand || !fis_writes(g, n)) return 0;
+  if (n > a) return n + 2 == b;
+  int op = n + 1; /* past =, op=, <<=, >>=, ++ or -- */
+  while (op < e && g->t->v[op].kind == CDV_T_PUNCT && !ftok(g, op - 1, "=")) op++;
+  if (ftok(g, n + 1, "+") && ftok(g, n + 2, "+")) return n + 3 == e;
+  if (ftok(g, n + 1, "-") && ftok(g, n + 2, "-")) return n + 3 == e;
+  return op < e && fis_int_expr(g, op, e, -1, 1, lp, rp, g->lb, g->rb);
+}
+
+/* The region of each plain item k that may run once (every statement a block-scalar one), as seg_bsc. */
+static void fis_bsc_regions(fgen *g, int lp, int rp) {
+  memset(g->seg_bsc, 1, (size_t)g->nseg);
+  for (int k = 0; k < g->nit; k++) {
+    const fitem *x = &g->it[k];
+    if (x->kind == 0 && !fis_bsc_stmt(g, x, lp, rp)) g->seg_bsc[x->seg] = 0;
+    if (x->kind == 3 && x->hdr_a >= 0) g->seg_bsc[x->seg] = 0;
+    if (x->kind == 4) g->seg_bsc[x->seg] = g->seg_bsc[x->seg2] = 0;
+    for (int j = k + 1; x->kind == 3 && j < x->b; j++) { /* guarded by a warp if */
+      if (g->it[j].kind == 0 || g->it[j].kind == 3 || g->it[j].kind == 4) g->seg_bsc[g->it[j].seg] = 0;
+      if (g->it[j].kind == 4) g->seg_bsc[g->it[j].seg2] = 0;
+    }
+  }
+}
+
+/* Is candidate d still one? (see NOTE [block scalars]) */
+static int fis_bsc_ok(fgen *g, int d) {
+  const fdecl *x = &g->d[d];
+  if (x->seg < 0 || !g->seg_bsc[x->seg]) return 0;
+  for (int i = g->lb + 1; i < g->rb; i++) {
+    if (i == x->name || !same_tok(g, i, x->name) || ftok(g, i - 1, ".") ||
+        (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")) || (ftok(g, i - 1, ":") && ftok(g, i - 2, ":")))
+      continue;
+    if (g->seg_of[i] == -1 || fis_by_ref(g, i, g->lb)) return 0;
+    for (int d2 = 0; d2 < g->nd; d2++)
+      if (g->d[d2].hoist && i >= g->d[d2].stmt_a && i < g->d[d2].stmt_b) return 0;
+    if (!fis_writes(g, i)) continue;
+    int k = 0; /* a write: the name of a block-scalar statement */
+    while (k < g->nit && !(g->it[k].kind == 0 && i >= g->it[k].a && i < g->it[k].b)) k++;
+    if (k == g->nit || !g->seg_bsc[g->it[k].seg] || (i != g->it[k].a && i != g->it[k].a + 2)) return 0;
+  }
+  return 1;
+}
+
+static void fis_block_scalars(fgen *g, int lp, int rp) {
+  for (int d = 0; d < g->nd; d++) {
+    fdecl *x = &g->d[d];
+    int n = x->name, first = n;
+    x->bsc = x->priv && !x->remat && !x->hoist && !x->uniform && x->seg >= 0 && !ftok(g, n - 1, "*") &&
+             !ftok(g, n - 1, "&") && (ftok(g, n + 1, "=") || ftok(g, n + 1, ",") || ftok(g, n + 1, ";"));
+    for (int k = 0; k < g->nd; k++)
+      if (g->d[k].stmt_a == x->stmt_a && g->d[k].name < first) first = g->d[k].name;
+    while (first > x->stmt_a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
+    for (int i = x->stmt_a; i < first && x->bsc; i++) x->bsc = fis_int_word(g, i);
+  }
+  for (int changed = 1; changed;) {
+    changed = 0;
+    fis_bsc_regions(g, lp, rp);
+    for (int d = 0; d < g->nd; d++)
+      if (g->d[d].bsc && !fis_bsc_ok(g, d)) g->d[d].bsc = 0, changed = 1;
+  }
+  fis_bsc_regions(g, lp, rp);
 }
 
 /* Is token i written in region seg? A warp operation's value is, besides its own region, named again in the
@@ -1921,6 +2030,18 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
   int cur = -1;
   for (int k = from; k < to;) {
     fitem *x = &g->it[k];
+    if (x->kind == 0 && g->seg_bsc[x->seg]) { /* once for the block (see NOTE [block scalars]) */
+      if (cur >= 0) fis_close(o, cur), cur = -1;
+      fis_gap(g, o, x->a);
+      int decl = 0;
+      for (int d = 0; d < g->nd; d++) decl |= g->d[d].stmt_a == x->a;
+      if (decl)
+        fis_emit_assign(g, o, x->a, x->b, x->seg), fis_newlines(g, o, x->a, x->b);
+      else
+        fis_emit(g, o, x->a, x->b, x->seg);
+      k++;
+      continue;
+    }
     if (x->kind == 0) {
       if (cur < 0) fis_open(g, o, cur = x->seg, hdr);
       int hoist = 0, priv = 0;
@@ -2246,6 +2367,7 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
   g->lb = lb, g->rb = rb;
   for (int d = 0; d < g->nd; d++) /* in source order: a remat initialiser may read earlier ones */
     g->d[d].remat = fis_remat_ok(g, d, lp, rp, lb, rb);
+  fis_block_scalars(g, lp, rp);
   for (int d = 0; d < g->nd; d++) { /* names fission changes must be declared once, before their uses */
     fdecl *x = &g->d[d];
     if (!x->priv && !x->hoist && !x->uniform) continue;
@@ -2266,7 +2388,7 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
     if (x->kind != 2 || has_sync(g, x->kw, x->a)) continue;
     for (int i = x->hdr_a; i < x->hdr_b; i++)
       for (int d = 0; d < g->nd; d++)
-        if (g->d[d].priv && same_tok(g, i, g->d[d].name) && !ftok(g, i - 1, ".")) goto done;
+        if (g->d[d].priv && !g->d[d].bsc && same_tok(g, i, g->d[d].name) && !ftok(g, i - 1, ".")) goto done;
   }
   /* the function */
   size_t o0 = o->n, r0 = rowo->n;
@@ -2309,6 +2431,9 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
       int first = 1;
       for (int d2 = 0; d2 < d; d2++) first &= g->d[d2].stmt_a != x->stmt_a;
       if (first) fis_emit(g, o, x->stmt_a, x->stmt_b, -3), buf_adds(o, " ");
+    } else if (x->bsc) { /* one scalar (see NOTE [block scalars]) */
+      if (fis_hoisted(g, o, d, 2)) goto done_undo;
+      buf_adds(o, "; ");
     } else if (x->priv && !x->remat) {
       if (fis_hoisted(g, o, d, 0)) goto done_undo;
       buf_adds(o, "; ");
