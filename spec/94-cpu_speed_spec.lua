@@ -934,3 +934,84 @@ describe("cpu fission: block scalars (NOTE [block scalars])", function()
     end
   end)
 end)
+
+-- (see NOTE [sparse if]) ifs of == in a 2-D block whose rows are not a multiple of 32, after threads returned,
+-- with a return in the statement, after a loop of shuffles in a warp if; and ifs that are not taken so (an
+-- else, &&, a load in the condition)
+local SPARSE = [[
+extern "C" __global__ void sparse(const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[8][20];
+  int tx = threadIdx.x, ty = threadIdx.y, t = ty * 20 + tx, lane = t & 31;
+  size_t g = (size_t)blockIdx.x * 160 + t;
+  s[ty][tx] = in[g];
+  if (t % 9 == 4) return;
+  __syncthreads();
+  if ((tx * 3 + ty) % 7 == 2) out[g] = s[ty][tx] * 10;
+  __syncthreads();
+  if (tx == ty) { out[g] += 1; return; }
+  __syncthreads();
+  if (lane == 5) out[g] += 100;
+  __syncthreads();
+  if (tx == 1) out[g] += 1000; else out[g] += 2000;
+  __syncthreads();
+  if (tx == 2 && ty == 1) out[g] += 10000;
+  __syncthreads();
+  if (s[ty][tx] == 3) out[g] += 100000;
+  __syncthreads();
+  int v = t;
+  if (t < 64) {
+    for (int o = 1; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 7) out[g] += 1000000 * (v - 2 * t);
+  }
+}
+]]
+
+describe("cpu fission: sparse ifs (NOTE [sparse if])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(SPARSE) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("ifs of == give what the fibers and Lua give", function()
+    assert.are.equal("fission", fast.sparse.cpu_path)
+    local a, b = run_both(fast, ref, "sparse", { grid = 2, block = { 20, 8 } }, function()
+      return { cd.array(seq(320, function(i) return ((i - 1) * 7) % 11 end), "int32", CPU), cd.zeros(320, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    local want = {}
+    for blk = 0, 1 do
+      local done = {}
+      for t = 0, 159 do
+        local g, tx, ty, lane = blk * 160 + t, t % 20, t // 20, t % 32
+        local x, o = (g * 7) % 11, 0
+        done[t] = t % 9 == 4
+        if not done[t] then
+          if (tx * 3 + ty) % 7 == 2 then o = x * 10 end
+          if tx == ty then o, done[t] = o + 1, true end
+        end
+        if not done[t] then
+          if lane == 5 then o = o + 100 end
+          o = o + (tx == 1 and 1000 or 2000)
+          if tx == 2 and ty == 1 then o = o + 10000 end
+          if x == 3 then o = o + 100000 end
+        end
+        want[g + 1] = o
+      end
+      for t = 0, 63 do   -- the warp if: lane 7 reads lane 8 when that thread reached the shuffle
+        if not done[t] and t % 32 == 7 then
+          local v = t + ((not done[t + 1]) and t + 1 or t)
+          want[blk * 160 + t + 1] = want[blk * 160 + t + 1] + 1000000 * (v - 2 * t)
+        end
+      end
+    end
+    assert.are.same(want, a[2])
+  end)
+
+  it("the written-out function gathers a mask for each if of == only", function()
+    local cpp = written_out(SPARSE, "sparse")
+    local conds = {}
+    for c in cpp:gmatch("cdv_m |= %(unsigned%)!!%((.-)%) << %(cdv_x %- cdv_xw%)") do conds[#conds + 1] = c end
+    assert.are.same({ "(tx * 3 + ty) % 7 == 2", "tx == ty", "lane == 5", "lane == 7" }, conds)
+  end)
+end)

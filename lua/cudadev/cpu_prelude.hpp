@@ -330,19 +330,23 @@ static inline T cdv_xshfl(const unsigned long long *xs, const unsigned *xs4, con
   }
   return r;
 }
-// NOTE [warp skip]: in a region inside a warp if, a thread whose flag says no skips the rest of its warp
-// (within its row of x) when no thread of that warp says yes: the regions of `if (w == 0)` over 256 threads
-// test 8 warps, not 256 threads. want: the flag value the region runs for. The flags are zeroed when the block
-// starts, so that a warp's flags are defined where some of its threads never evaluated them.
-static inline unsigned cdv_fskip(const unsigned char *fl, unsigned long t, unsigned long nt, unsigned room,
-                                 unsigned char want)
+// NOTE [warp skip]: a region inside a warp if loops over the threads of each row of x in chunks of 32 (a warp,
+// for blocks of rows of a multiple of 32 threads), and skips a chunk whole when none of its threads runs the
+// region: the regions of `if (w == 0)` over 256 threads test 8 chunks, not 256 threads, and what remains is
+// a loop of 32 with a fixed bound. want: the flag value the region runs for (0 in an else). The flags are
+// zeroed when the block starts, so that a chunk's flags are defined where some of its threads never evaluated
+// them (nested ifs).
+static inline int cdv_fany(const unsigned char *fl, unsigned long t0, unsigned n, unsigned char want)
 {
-  if ((t & 31u) || t + 32 > nt) return 0;
   // flags are 0 or 1: a byte of w ^ flip is nonzero where that thread runs the region
-  unsigned long long w[4], any = 0, flip = want ? 0 : 0x0101010101010101ull;
-  std::memcpy(w, fl + t, sizeof w);
-  for (int i = 0; i < 4; i++) any |= w[i] ^ flip;
-  return any ? 0 : room < 31u ? room : 31u;
+  unsigned long long flip = want ? 0 : 0x0101010101010101ull, any = 0;
+  if (n == 32) {
+    unsigned long long w[4];
+    std::memcpy(w, fl + t0, sizeof w);
+    return ((w[0] ^ flip) | (w[1] ^ flip) | (w[2] ^ flip) | (w[3] ^ flip)) != 0;
+  }
+  for (unsigned i = 0; i < n; i++) any |= fl[t0 + i] == want;
+  return any != 0;
 }
 // A vote as cdv_vote gives it: the ballot in the low half, the lanes that took part in the high half.
 static inline unsigned long long cdv_xvote(const unsigned *xs4, const unsigned char *xp, unsigned t, unsigned nt,
