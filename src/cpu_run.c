@@ -55,6 +55,7 @@
 #include "cpu.h"
 
 #define MAX_WORKERS 256
+#define SPAN_MAX 64 /* launches of more workers take their blocks from one counter */
 #define CHUNK_MAX 1024 /* blocks a worker takes at once (see cdv_cpu_launch) */
 #define VMA_BUDGET 24000 /* mappings fiber stacks may add without guard markers (max_map_count 65530) */
 #define ALTSTACK_SIZE (64 * 1024)
@@ -91,6 +92,8 @@ typedef struct launch {
   void **args;
   uint64_t nblocks, next;
   unsigned chunk;
+  int spans; /* blocks taken from spans[] (NOTE [block affinity]), else from next */
+  uint64_t span[SPAN_MAX]; /* the next block of each worker's stretch of the grid */
   int fibers, in_child, aborted, nworkers;
   int coop; /* (see NOTE [cpu grid sync]) one block per worker; the grid barrier below */
   pthread_mutex_t gm;
@@ -660,6 +663,43 @@ static void preempted(worker *w, int slot) {
   tls_worker = NULL;
 }
 
+/* NOTE [block affinity]: each worker of a launch has a stretch of the grid, its nworkers-th, and takes its
+ * chunks from there first, then from the others' stretches in turn (a worker that is late or never joins,
+ * NOTE [joining a launch], leaves its stretch to the others). A pool thread has the same slot in every launch,
+ * so when a program launches over the same arrays again, each worker meets the blocks whose data its core
+ * touched last time, as OpenMP's static schedule does; from one counter, every launch dealt the blocks out
+ * anew. Cooperative launches (a block a worker) and launches of more than SPAN_MAX workers keep the one
+ * counter. */
+static uint64_t span_start(const launch *L, int v) {
+  uint64_t per = L->nblocks / (uint64_t)L->nworkers, rest = L->nblocks % (uint64_t)L->nworkers;
+  return per * (uint64_t)v + ((uint64_t)v < rest ? (uint64_t)v : rest);
+}
+
+static void spans_init(launch *L) {
+  L->spans = !L->coop && L->nworkers > 1 && L->nworkers <= SPAN_MAX && L->next == 0;
+  for (int v = 0; L->spans && v < L->nworkers; v++) L->span[v] = span_start(L, v);
+}
+
+/* The next chunk [*b, *end) for the worker in slot; 0 when none is left. */
+static int take_blocks(launch *L, int slot, uint64_t *b, uint64_t *end) {
+  if (!L->spans) {
+    *b = __atomic_fetch_add(&L->next, L->chunk, __ATOMIC_RELAXED);
+    *end = *b + L->chunk < L->nblocks ? *b + L->chunk : L->nblocks;
+    return *b < L->nblocks;
+  }
+  for (int k = 0; k < L->nworkers; k++) {
+    int v = (slot + k) % L->nworkers;
+    uint64_t hi = span_start(L, v + 1);
+    if (__atomic_load_n(&L->span[v], __ATOMIC_RELAXED) >= hi) continue;
+    *b = __atomic_fetch_add(&L->span[v], L->chunk, __ATOMIC_RELAXED);
+    if (*b < hi) {
+      *end = *b + L->chunk < hi ? *b + L->chunk : hi;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static void worker_run(launch *L, int slot) {
   worker w;
   sigjmp_buf jump;
@@ -684,9 +724,8 @@ static void worker_run(launch *L, int slot) {
         stop_launch(&w, NULL);
         break;
       }
-      uint64_t b = __atomic_fetch_add(&L->next, L->chunk, __ATOMIC_RELAXED);
-      if (b >= L->nblocks) break;
-      uint64_t end = b + L->chunk < L->nblocks ? b + L->chunk : L->nblocks;
+      uint64_t b, end;
+      if (!take_blocks(L, slot, &b, &end)) break;
       if (!L->fibers && !L->coop) /* NOTE [chunked loop mode] */
         run_chunk(&w, b, end);
       else
@@ -1798,6 +1837,7 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   L.chunk = L.fibers || L.coop ? 1 : per < 1 ? 1 : per > CHUNK_MAX ? CHUNK_MAX : (unsigned)per;
   size_t stacks = L.fibers ? L.nthreads : 1;
   L.nworkers = nw;
+  spans_init(&L);
   L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED);
   pthread_mutex_init(&L.gm, NULL);
   pthread_cond_init(&L.gc, NULL);
