@@ -1015,3 +1015,93 @@ describe("cpu fission: sparse ifs (NOTE [sparse if])", function()
     assert.are.same({ "(tx * 3 + ty) % 7 == 2", "tx == ty", "lane == 5", "lane == 7" }, conds)
   end)
 end)
+
+-- cases the block scalars, thread-affine locals and shuffles through the slack once got wrong: a block
+-- scalar's division after every thread returned, locals written in parentheses, through a parenthesised
+-- argument or address, and shuffles up by a delta of 2^31 or more
+local HIDDEN = [[
+__device__ void twice(int &v) { v *= 2; }
+
+extern "C" __global__ void div_after_return(int d, int *out)
+{
+  FORCE
+  __shared__ int s[64];
+  if (threadIdx.x >= d) return;
+  s[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  int q;
+  q = 100 / d;
+  __syncthreads();
+  out[threadIdx.x] = q + s[(threadIdx.x + 1) % d];
+}
+
+extern "C" __global__ void hidden_writes(int k, int *out)
+{
+  FORCE
+  int t = threadIdx.x;
+  __syncthreads();
+  int a, b, c;
+  a = k; b = k; c = k;
+  __syncthreads();
+  int r = k + 1, p = k + 2;
+  __syncthreads();
+  (a) = t;
+  if (t & 1) twice((b));
+  int *pc = &(c);
+  *pc += t;
+  (r) = 2 * t;
+  if (t & 1) twice((p));
+  __syncthreads();
+  out[5 * t] = a, out[5 * t + 1] = b, out[5 * t + 2] = c, out[5 * t + 3] = r, out[5 * t + 4] = p;
+}
+
+extern "C" __global__ void shfl_up_far(int d, const int *in, int *out)
+{
+  FORCE
+  int t = threadIdx.x;
+  int v = in[t];
+  v = __shfl_up_sync(0xffffffffu, v, d);
+  out[t] = v;
+}
+]]
+
+describe("cpu fission: writes and traps the fast paths must not miss", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(HIDDEN) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("a block scalar's division does not run once every thread has returned (NOTE [block scalars])", function()
+    assert.are.equal("fission", fast.div_after_return.cpu_path)
+    for _, d in ipairs { 0, 5 } do
+      local a, b = run_both(fast, ref, "div_after_return", { grid = 1, block = 64 }, function()
+        return { d, cd.zeros(64, "int32", CPU) }
+      end)
+      assert.are.same(b, a)
+      assert.are.same(seq(64, function(i) return i <= d and 100 // d + i % d or 0 end), a[2])
+    end
+  end)
+
+  it("locals written in parentheses, through a parenthesised argument or address stay per-thread", function()
+    assert.are.equal("fission", fast.hidden_writes.cpu_path)
+    local a, b = run_both(fast, ref, "hidden_writes", { grid = 1, block = 40 }, function()
+      return { 3, cd.zeros(200, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    local want = {}
+    for t = 0, 39 do
+      for k, x in ipairs { t, t % 2 == 1 and 6 or 3, 3 + t, 2 * t, t % 2 == 1 and 10 or 5 } do want[5 * t + k] = x end
+    end
+    assert.are.same(want, a[2])
+  end)
+
+  it("a shuffle up by a delta of 2^31 or more gives each lane its own value on both paths", function()
+    assert.are.equal("fission", fast.shfl_up_far.cpu_path)
+    for _, d in ipairs { -1, -31, -2147483648 } do
+      local a, b = run_both(fast, ref, "shfl_up_far", { grid = 1, block = 64 }, function()
+        return { d, cd.array(seq(64, function(i) return i * 3 end), "int32", CPU), cd.zeros(64, "int32", CPU) }
+      end)
+      assert.are.same(b, a)
+      assert.are.same(seq(64, function(i) return i * 3 end), a[3], d)
+    end
+  end)
+end)

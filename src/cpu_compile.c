@@ -1762,9 +1762,30 @@ static int fis_int_expr(fgen *g, int a, int e, int d, int bsc, int lp, int rp, i
   return 1;
 }
 
-/* May the use of a local at token i bind a reference to it (int &r = name, or an argument of a call)? */
+/* Is the parenthesis at o2 the operand's of a cast, (float)(name)? 1: a cast, -1: a parenthesis before it that is
+ * not, 0: none. */
+static int fis_cast_before(const fgen *g, int o2, int lb) {
+  int cast = 0;
+  if (ftok(g, o2 - 1, ")"))
+    for (int c = o2 - 1, dd2 = 0; c > lb && !cast; c--) {
+      dd2 += ftok(g, c, ")") - ftok(g, c, "(");
+      if (dd2 == 0) cast = fis_cast(g, c, o2) ? 1 : -1;
+    }
+  return cast;
+}
+
+/* May the use of a local at token i bind a reference to it (int &r = name, or an argument of a call), or write
+ * it in ways fis_writes does not see: in parentheses of its own, `(c) = t;`, `f((c));`, `&(c)`, or as an
+ * operand of ?:, `(k ? c : d) = t;`? */
 static int fis_by_ref(const fgen *g, int i, int lb) {
   if (ftok(g, i - 1, "=") && ftok(g, i - 3, "&")) return 1; /* int &r = name */
+  if (ftok(g, i - 1, "?") || (ftok(g, i - 1, ":") && !ftok(g, i - 2, ":")) ||
+      (ftok(g, i + 1, ":") && !ftok(g, i + 2, ":")))
+    return 1;
+  if (ftok(g, i - 1, "(") && ftok(g, i + 1, ")") &&
+      !(g->t->v[i - 2].kind == CDV_T_IDENT && word_of(g->s, &g->t->v[i - 2], fis_by_value)) &&
+      fis_cast_before(g, i - 1, lb) < 1) /* (name), not if (name) or (float)(name) */
+    return 1;
   if ((ftok(g, i - 1, "(") || ftok(g, i - 1, ",")) && (ftok(g, i + 1, ")") || ftok(g, i + 1, ","))) {
     /* an argument of a call may bind a reference */
     int o2 = i - 1, dd = 0;
@@ -1775,12 +1796,7 @@ static int fis_by_ref(const fgen *g, int i, int lb) {
         break;
       else if (dd == 0 && (ftok(g, o2, ";") || ftok(g, o2, "{") || ftok(g, o2, "}")))
         break;
-    int cast = 0; /* (float)(name) */
-    if (ftok(g, o2 - 1, ")"))
-      for (int c = o2 - 1, dd2 = 0; c > lb && !cast; c--) {
-        dd2 += ftok(g, c, ")") - ftok(g, c, "(");
-        if (dd2 == 0) cast = fis_cast(g, c, o2) ? 1 : -1;
-      }
+    int cast = fis_cast_before(g, o2, lb);
     if (ftok(g, o2, "(") && ((g->t->v[o2 - 1].kind == CDV_T_IDENT && !word_of(g->s, &g->t->v[o2 - 1], fis_by_value)) ||
                              ftok(g, o2 - 1, ">") || (ftok(g, o2 - 1, ")") && cast < 1) || ftok(g, o2 - 1, "]")))
       return 1;
@@ -1831,10 +1847,13 @@ static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
  * counters only (fis_int_expr: no threadIdx, no memory, no call), in a region of such statements only, that no warp if encloses; and that
  * no use binds a reference to or takes the address of. Such a region is written without a thread loop: each
  * thread would have stored the same values, so storing them once is the same. Reads may be anywhere, a
- * barrier loop's header included. */
+ * barrier loop's header included. The region runs even when every thread has returned, so in a kernel with
+ * a return its statements divide by nothing (`q = n / d;` after `if (d == 0) return;` would trap). */
 static int fis_bsc_stmt(fgen *g, const fitem *x, int lp, int rp) {
   int a = x->a, b = x->b;
   if (!ftok(g, b - 1, ";")) return 0;
+  for (int i = a; i < b && g->ret; i++) /* it runs even when every thread has returned: nothing that may trap */
+    if (ftok(g, i, "/") || ftok(g, i, "%")) return 0;
   for (int d = 0; d < g->nd; d++) /* a declaration: all its declarators candidates, their initialisers pure */
     if (g->d[d].stmt_a == a) {
       for (int d2 = 0; d2 < g->nd; d2++) {

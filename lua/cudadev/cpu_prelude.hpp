@@ -234,7 +234,8 @@ static inline int cdv_shfl_src(int kind, int lane, long long arg, int width)
 {
   int w = cdv_width(width);
   if (kind == CDV_SHFL_IDX) return (lane & ~(w - 1)) + ((int)arg & (w - 1));
-  if (kind == CDV_SHFL_UP) return (lane & (w - 1)) >= (int)(unsigned)arg ? lane - (int)(unsigned)arg : -1;
+  // unsigned, as the delta is (a delta of 2^31 or more read lane + -delta)
+  if (kind == CDV_SHFL_UP) return (lane & (w - 1)) >= (long long)(unsigned)arg ? lane - (int)(unsigned)arg : -1;
   if (kind == CDV_SHFL_DOWN)
     return (lane & (w - 1)) + (long long)(unsigned)arg < w ? lane + (int)(unsigned)arg : -1;
   int src = lane ^ ((int)arg & 31);
