@@ -1105,3 +1105,35 @@ describe("cpu fission: writes and traps the fast paths must not miss", function(
     end
   end)
 end)
+
+-- What the GPU does with a shuffle delta of 32 or more: PTX's shfl.sync takes the delta's low five bits
+-- (bval[4:0] = b[4:0]: "an out of range value of b may still result in a valid computed source lane"), so a
+-- delta of 33 moves by 1 and one of 2^32 - 1 by 31, where the cpu device gives each lane its own value for
+-- any delta of 32 or more (cdv_shfl_src, NOTE [exchange slack]). GPU-only: it states the hardware rule that
+-- the cpu device would follow if it changed.
+local FAR_SHFL = [[
+extern "C" __global__ void far_shfl(unsigned d, const int *in, int *out)
+{
+  int t = threadIdx.x, v = in[t];
+  out[2 * t] = __shfl_down_sync(0xffffffffu, v, d);
+  out[2 * t + 1] = __shfl_up_sync(0xffffffffu, v, d);
+}
+]]
+
+describe("shuffle deltas of 32 or more on the GPU", function()
+  helper.gpu_it("shuffles up and down move by the delta's low five bits", function()
+    local m = cd.compile(FAR_SHFL, { device = "cuda:0" })
+    for _, d in ipairs { 31, 32, 33, 63, 0xffffffff, 0xffffffe1, 0x80000001 } do
+      local x = cd.array(seq(64, function(i) return i * 3 end), "int32", { device = "cuda:0" })
+      local o = cd.zeros(128, "int32", { device = "cuda:0" })
+      m.far_shfl({ grid = 1, block = 64 }, d, x, o)
+      local want, b = {}, d & 31
+      for t = 0, 63 do
+        local lane = t % 32
+        want[2 * t + 1] = 3 * (lane + b < 32 and t + b or t)
+        want[2 * t + 2] = 3 * (lane >= b and t - b or t)
+      end
+      assert.are.same(want, o:totable(), d)
+    end
+  end)
+end)
