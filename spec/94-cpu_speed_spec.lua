@@ -1055,6 +1055,20 @@ extern "C" __global__ void hidden_writes(int k, int *out)
   out[5 * t] = a, out[5 * t + 1] = b, out[5 * t + 2] = c, out[5 * t + 3] = r, out[5 * t + 4] = p;
 }
 
+// a parameter is each thread's own: one written in parentheses or through a reference keeps the kernel on fibers
+extern "C" __global__ void param_alias(int n, int m, int *out)
+{
+  FORCE
+  __shared__ int s[64];
+  int t = threadIdx.x;
+  (n) = n + t;
+  int &r = m;
+  r += 2 * t;
+  s[t] = n + m;
+  __syncthreads();
+  out[t] = s[(t + 1) % blockDim.x] * 1000 + n + m;
+}
+
 extern "C" __global__ void shfl_up_far(int d, const int *in, int *out)
 {
   FORCE
@@ -1092,6 +1106,12 @@ describe("cpu fission: writes and traps the fast paths must not miss", function(
       for k, x in ipairs { t, t % 2 == 1 and 6 or 3, 3 + t, 2 * t, t % 2 == 1 and 10 or 5 } do want[5 * t + k] = x end
     end
     assert.are.same(want, a[2])
+  end)
+
+  it("a parameter written in parentheses or through a reference stays each thread's own", function()
+    assert.are.equal("fibers", fast.param_alias.cpu_path)
+    local a = run_both(fast, ref, "param_alias", { grid = 1, block = 8 }, function() return { 3, 5, cd.zeros(8, "int32", CPU) } end)
+    assert.are.same(seq(8, function(i) return 3 * (i % 8) * 1000 + 8000 + 3 * i + 5 end), a[3])
   end)
 
   it("a shuffle up by a delta of 2^31 or more gives each lane its own value on both paths", function()

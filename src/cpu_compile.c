@@ -1774,18 +1774,23 @@ static int fis_cast_before(const fgen *g, int o2, int lb) {
   return cast;
 }
 
-/* May the use of a local at token i bind a reference to it (int &r = name, or an argument of a call), or write
- * it in ways fis_writes does not see: in parentheses of its own, `(c) = t;`, `f((c));`, `&(c)`, or as an
- * operand of ?:, `(k ? c : d) = t;`? */
-static int fis_by_ref(const fgen *g, int i, int lb) {
+/* May the use of a name at token i bind a reference to it, int &r = name, or write it in ways fis_writes does not
+ * see: in parentheses of its own, `(c) = t;`, `f((c));`, `&(c)`, or (tern) as an operand of ?:,
+ * `(k ? c : d) = t;`? */
+static int fis_aliased(const fgen *g, int i, int lb, int tern) {
   if (ftok(g, i - 1, "=") && ftok(g, i - 3, "&")) return 1; /* int &r = name */
-  if (ftok(g, i - 1, "?") || (ftok(g, i - 1, ":") && !ftok(g, i - 2, ":")) ||
-      (ftok(g, i + 1, ":") && !ftok(g, i + 2, ":")))
+  if (tern && (ftok(g, i - 1, "?") || (ftok(g, i - 1, ":") && !ftok(g, i - 2, ":")) ||
+               (ftok(g, i + 1, ":") && !ftok(g, i + 2, ":"))))
     return 1;
-  if (ftok(g, i - 1, "(") && ftok(g, i + 1, ")") &&
-      !(g->t->v[i - 2].kind == CDV_T_IDENT && word_of(g->s, &g->t->v[i - 2], fis_by_value)) &&
-      fis_cast_before(g, i - 1, lb) < 1) /* (name), not if (name) or (float)(name) */
-    return 1;
+  /* (name), "+r"(name); not f(name), if (name), a[k](name), f<T>(name) or (float)(name) */
+  return ftok(g, i - 1, "(") && ftok(g, i + 1, ")") && g->t->v[i - 2].kind != CDV_T_IDENT && !ftok(g, i - 2, "]") &&
+         !ftok(g, i - 2, ">") && fis_cast_before(g, i - 1, lb) < 1;
+}
+
+/* May the use of a local at token i bind a reference to it or write it unseen (fis_aliased), or be an argument of
+ * a call, which may bind a reference? */
+static int fis_by_ref(const fgen *g, int i, int lb) {
+  if (fis_aliased(g, i, lb, 1)) return 1;
   if ((ftok(g, i - 1, "(") || ftok(g, i - 1, ",")) && (ftok(g, i + 1, ")") || ftok(g, i + 1, ","))) {
     /* an argument of a call may bind a reference */
     int o2 = i - 1, dd = 0;
@@ -2443,7 +2448,9 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
       goto done; /* a label */
     g->ret |= cdv_tok_is(s, k, "return");
     for (int p = lp + 1; p < rp; p++) /* a thread's own copy of a parameter: not when the body changes one */
-      if (k->kind == CDV_T_IDENT && same_tok(g, i, p) && fis_writes(g, i)) goto done;
+      if (k->kind == CDV_T_IDENT && same_tok(g, i, p) &&
+          (fis_writes(g, i) || ((ftok(g, p + 1, ",") || ftok(g, p + 1, ")")) && fis_aliased(g, i, lb, 0))))
+        goto done; /* a name's alias; not for ?: operands, min-like `k < n ? k : n`, which a write through is rare */
   }
   if (fis_seq(g, lb + 1, rb) || fis_number(g, 0, g->nit)) goto done;
   if (!g->nbar) g->ret = 0;
