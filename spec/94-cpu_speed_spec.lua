@@ -464,7 +464,8 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
         local lane, w = t % 32, t // 32
         local s = w == 1 and v(t) + down(t, 2) or v(t) - up(t, 1)
         local e = lane % 2 == 1 and down(t, 2) or -1
-        for k, x in ipairs { down(t, 1), up(t, 31), v(t), v(t), e, s } do want[6 * (blk * nt + t) + k] = x end
+        -- far = 33: a shuffle by the delta's low five bits (NOTE [shuffle delta])
+        for k, x in ipairs { down(t, 1), up(t, 31), down(t, 1), v(t), e, s } do want[6 * (blk * nt + t) + k] = x end
         wantd[2 * (blk * nt + t) + 1] = down(t, 16) * 0.5
         wantd[2 * (blk * nt + t) + 2] = up(t, 5) * 0.25
       end
@@ -1114,46 +1115,66 @@ describe("cpu fission: writes and traps the fast paths must not miss", function(
     assert.are.same(seq(8, function(i) return 3 * (i % 8) * 1000 + 8000 + 3 * i + 5 end), a[3])
   end)
 
-  it("a shuffle up by a delta of 2^31 or more gives each lane its own value on both paths", function()
+  it("a shuffle up by a delta of 2^31 or more moves by its low five bits on both paths (NOTE [shuffle delta])",
+    function()
     assert.are.equal("fission", fast.shfl_up_far.cpu_path)
     for _, d in ipairs { -1, -31, -2147483648 } do
       local a, b = run_both(fast, ref, "shfl_up_far", { grid = 1, block = 64 }, function()
         return { d, cd.array(seq(64, function(i) return i * 3 end), "int32", CPU), cd.zeros(64, "int32", CPU) }
       end)
       assert.are.same(b, a)
-      assert.are.same(seq(64, function(i) return i * 3 end), a[3], d)
+      local lo = d & 31   -- 31, 1, 0
+      assert.are.same(seq(64, function(i) return 3 * ((i - 1) % 32 >= lo and i - lo or i) end), a[3], d)
     end
   end)
 end)
 
--- What the GPU does with a shuffle delta of 32 or more: PTX's shfl.sync takes the delta's low five bits
--- (bval[4:0] = b[4:0]: "an out of range value of b may still result in a valid computed source lane"), so a
--- delta of 33 moves by 1 and one of 2^32 - 1 by 31, where the cpu device gives each lane its own value for
--- any delta of 32 or more (cdv_shfl_src, NOTE [exchange slack]). GPU-only: it states the hardware rule that
--- the cpu device would follow if it changed.
+-- What a shuffle delta of 32 or more does: PTX's shfl.sync takes the delta's low five bits (bval[4:0] =
+-- b[4:0]), so a delta of 33 moves by 1 and one of 2^32 - 1 by 31 (an H200 did so); the cpu device follows
+-- (NOTE [shuffle delta]), where it once gave each lane its own value.
 local FAR_SHFL = [[
 extern "C" __global__ void far_shfl(unsigned d, const int *in, int *out)
 {
+  FORCE
   int t = threadIdx.x, v = in[t];
   out[2 * t] = __shfl_down_sync(0xffffffffu, v, d);
   out[2 * t + 1] = __shfl_up_sync(0xffffffffu, v, d);
 }
 ]]
 
-describe("shuffle deltas of 32 or more on the GPU", function()
-  helper.gpu_it("shuffles up and down move by the delta's low five bits", function()
-    local m = cd.compile(FAR_SHFL, { device = "cuda:0" })
-    for _, d in ipairs { 31, 32, 33, 63, 0xffffffff, 0xffffffe1, 0x80000001 } do
+-- the outputs far_shfl must give for delta d: in[t] is 3 * (t + 1)
+local function far_want(d)
+  local want, b = {}, d & 31
+  for t = 0, 63 do
+    local lane = t % 32
+    want[2 * t + 1] = 3 * ((lane + b < 32 and t + b or t) + 1)
+    want[2 * t + 2] = 3 * ((lane >= b and t - b or t) + 1)
+  end
+  return want
+end
+local FAR_DELTAS = { 31, 32, 33, 63, 0xffffffff, 0xffffffe1, 0x80000001 }
+
+describe("shuffle deltas of 32 or more (NOTE [shuffle delta])", function()
+  helper.gpu_it("on the GPU, shuffles up and down move by the delta's low five bits", function()
+    local m = cd.compile("#define FORCE\n" .. FAR_SHFL, { device = "cuda:0" })
+    for _, d in ipairs(FAR_DELTAS) do
       local x = cd.array(seq(64, function(i) return i * 3 end), "int32", { device = "cuda:0" })
       local o = cd.zeros(128, "int32", { device = "cuda:0" })
       m.far_shfl({ grid = 1, block = 64 }, d, x, o)
-      local want, b = {}, d & 31
-      for t = 0, 63 do
-        local lane = t % 32
-        want[2 * t + 1] = 3 * (lane + b < 32 and t + b or t)
-        want[2 * t + 2] = 3 * (lane >= b and t - b or t)
-      end
-      assert.are.same(want, o:totable(), d)
+      assert.are.same(far_want(d), o:totable(), d)
+    end
+  end)
+
+  it("on the cpu device, both paths do the same", function()
+    local fast, ref = compile_pair(FAR_SHFL)
+    assert.are.equal("fission", fast.far_shfl.cpu_path)
+    for _, d in ipairs(FAR_DELTAS) do
+      local a, b = run_both(fast, ref, "far_shfl", { grid = 1, block = 64 }, function()
+        return { d, cd.array(seq(64, function(i) return i * 3 end), "int32", CPU), cd.zeros(128, "int32", CPU) }
+      end)
+      assert.are.same(far_want(d), a[3], d)
+      assert.are.same(far_want(d), b[3], d)
     end
   end)
 end)
+

@@ -234,10 +234,11 @@ static inline int cdv_shfl_src(int kind, int lane, long long arg, int width)
 {
   int w = cdv_width(width);
   if (kind == CDV_SHFL_IDX) return (lane & ~(w - 1)) + ((int)arg & (w - 1));
-  // unsigned, as the delta is (a delta of 2^31 or more read lane + -delta)
-  if (kind == CDV_SHFL_UP) return (lane & (w - 1)) >= (long long)(unsigned)arg ? lane - (int)(unsigned)arg : -1;
-  if (kind == CDV_SHFL_DOWN)
-    return (lane & (w - 1)) + (long long)(unsigned)arg < w ? lane + (int)(unsigned)arg : -1;
+  // NOTE [shuffle delta]: the delta's low five bits, as PTX's shfl.sync takes them (b[4:0]): on an H200 a
+  // shuffle down by 33 moved by 1, and one by 2^32 - 1 by 31 (spec/94's far_shfl); past its width, a lane's own
+  int b = (int)((unsigned)arg & 31u);
+  if (kind == CDV_SHFL_UP) return (lane & (w - 1)) >= b ? lane - b : -1;
+  if (kind == CDV_SHFL_DOWN) return (lane & (w - 1)) + b < w ? lane + b : -1;
   int src = lane ^ ((int)arg & 31);
   return (src & ~(w - 1)) > (lane & ~(w - 1)) ? -1 : src;
 }
@@ -276,7 +277,8 @@ template <class T> static inline void cdv_xput(unsigned long long *xs, unsigned 
   }
 }
 // NOTE [exchange slack]: the exchange arrays have CDV_XSLACK slots before thread 0 and after the last thread, so
-// that a shuffle up or down by a delta below 32 may load thread t - delta or t + delta whatever t is, and keep
+// that a shuffle up or down (by a delta below 32: NOTE [shuffle delta]) may load thread t - delta or t + delta
+// whatever t is, and keep
 // or drop the value after (a select): two plain loads at a fixed distance, which GCC vectorises where the
 // gather of the general rule does not pay (reduce_warp in bench/cpu: 24 ms to 7.5 ms on 2 cores). The slack is
 // zeroed once, and xp wholly, so that nothing read there is undefined (valgrind runs the cpu specs).
@@ -298,8 +300,7 @@ static inline T cdv_xshfl(const unsigned long long *xs, const unsigned *xs4, con
 {
   T r;
   if ((kind == CDV_SHFL_DOWN || kind == CDV_SHFL_UP) && width == 32) { // see NOTE [exchange slack]
-    // CUDA's rule: a delta of a width or more gives each lane its own value
-    unsigned d = (unsigned)arg, dd = d < 32 ? d : 0, lane = t32 & 31u;
+    unsigned dd = (unsigned)arg & 31u, lane = t32 & 31u; // see NOTE [shuffle delta]
     unsigned src_lane = kind == CDV_SHFL_DOWN ? lane + dd : lane - dd;
     // bitwise, not &&: no branch in the loop for GCC to turn into masked loads
     unsigned in = kind == CDV_SHFL_DOWN ? (src_lane < 32) & (t32 + dd < (unsigned)nt) : (lane >= dd);
