@@ -840,9 +840,9 @@ static void *pool_main(void *arg) {
  * joined it (took pool.L, counted in pool.busy) before the calling thread had run out of blocks; then it closes
  * (pool.L = NULL) and one that wakes later goes back to sleep. Waiting for every woken helper made a launch of
  * a few short blocks cost a wake-up of each (15 to 30 us in-process, over 100 us in the launch worker on a
- * busy 2-core VM) where its blocks took well under a microsecond. Blocks are taken from one counter, so a
- * helper that never joins leaves none behind; its share of the prefaulting (NOTE [prefaulting]) is then
- * done by the first touches instead. */
+ * busy 2-core VM) where its blocks took well under a microsecond. Any worker may take blocks from any
+ * worker's stretch (see NOTE [block affinity]), so a helper that never joins leaves none behind; its share of
+ * the prefaulting (NOTE [prefaulting]) is then done by the first touches instead. */
 static void run_pool(launch *L, int nw) {
   pthread_mutex_lock(&pool.m);
   if (pool.gen == 0 && pool.nthreads == 0) {
