@@ -1023,6 +1023,24 @@ end)
 local HIDDEN = [[
 __device__ void twice(int &v) { v *= 2; }
 
+// a parameter passed to a function that takes it by reference: each thread's own copy changes
+extern "C" __global__ void param_twice(int n, int *out)
+{
+  FORCE
+  int t = threadIdx.x;
+  if (t & 1) twice(n);
+  out[t] = n;
+}
+
+extern "C" __global__ void param_twice_bar(int n, int *out)
+{
+  FORCE
+  int t = threadIdx.x;
+  if (t & 1) twice(n);
+  __syncthreads();
+  out[t] = n + (t == n ? 100 : 0);
+}
+
 extern "C" __global__ void div_after_return(int d, int *out)
 {
   FORCE
@@ -1113,6 +1131,16 @@ describe("cpu fission: writes and traps the fast paths must not miss", function(
     assert.are.equal("fibers", fast.param_alias.cpu_path)
     local a = run_both(fast, ref, "param_alias", { grid = 1, block = 8 }, function() return { 3, 5, cd.zeros(8, "int32", CPU) } end)
     assert.are.same(seq(8, function(i) return 3 * (i % 8) * 1000 + 8000 + 3 * i + 5 end), a[3])
+  end)
+
+  it("a parameter passed to a function that takes it by reference stays each thread's own", function()
+    for _, name in ipairs { "param_twice", "param_twice_bar" } do
+      assert.is_nil(({ simd = 1, fission = 1 })[fast[name].cpu_path], name)
+      local a, b = run_both(fast, ref, name, { grid = 1, block = 8 }, function() return { 3, cd.zeros(8, "int32", CPU) } end)
+      assert.are.same(b, a)
+      -- odd threads double their n to 6 (so none has t == n), even ones keep 3
+      assert.are.same(seq(8, function(i) return i % 2 == 0 and 6 or 3 end), a[2], name)
+    end
   end)
 
   it("a shuffle up by a delta of 2^31 or more moves by its low five bits on both paths (NOTE [shuffle delta])",

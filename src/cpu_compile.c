@@ -1787,26 +1787,50 @@ static int fis_aliased(const fgen *g, int i, int lb, int tern) {
          !ftok(g, i - 2, ">") && fis_cast_before(g, i - 1, lb) < 1;
 }
 
+/* The '(' of the call whose whole argument the name at i is (`f(..., name, ...)`, `(*p)(name)`), else -1. */
+static int fis_call_paren(const fgen *g, int i, int lb) {
+  if (!(ftok(g, i - 1, "(") || ftok(g, i - 1, ",")) || !(ftok(g, i + 1, ")") || ftok(g, i + 1, ","))) return -1;
+  int o2 = i - 1, dd = 0;
+  for (; o2 > lb; o2--)
+    if (ftok(g, o2, ")"))
+      dd++;
+    else if (ftok(g, o2, "(") && dd-- == 0)
+      break;
+    else if (dd == 0 && (ftok(g, o2, ";") || ftok(g, o2, "{") || ftok(g, o2, "}")))
+      return -1;
+  return ftok(g, o2, "(") ? o2 : -1;
+}
+
+/* Does some `f(...)` of the source (f: the name at token f) list a parameter that is a non-const reference, a
+ * single & after a type and no const before it (`__device__ void twice(int &v)`)? A call `f(a & b)` reads as
+ * one too: the kernel then keeps its fibers, which is safe. */
+static int fis_takes_ref(const fgen *g, int f) {
+  if (f < 0 || g->t->v[f].kind != CDV_T_IDENT || word_of(g->s, &g->t->v[f], fis_by_value)) return 0;
+  for (int i = 0; i + 1 < g->t->n; i++) {
+    if (i == f || !same_tok(g, i, f) || !ftok(g, i + 1, "(")) continue;
+    int e = skip_parens(g->s, g->t, i + 1) - 1, cnst = 0;
+    for (int j = i + 2, depth = 0; j < e; j++) {
+      depth += ftok(g, j, "(") - ftok(g, j, ")");
+      if (depth == 0 && ftok(g, j, ",")) cnst = 0;
+      cnst |= ftok(g, j, "const");
+      int glued = ftok(g, j + 1, "&") || ftok(g, j - 1, "&");
+      if (ftok(g, j, "&") && !glued && !cnst &&
+          (g->t->v[j - 1].kind == CDV_T_IDENT || ftok(g, j - 1, ">") || ftok(g, j - 1, "*")))
+        return 1;
+    }
+  }
+  return 0;
+}
+
 /* May the use of a local at token i bind a reference to it or write it unseen (fis_aliased), or be an argument of
  * a call, which may bind a reference? */
 static int fis_by_ref(const fgen *g, int i, int lb) {
   if (fis_aliased(g, i, lb, 1)) return 1;
-  if ((ftok(g, i - 1, "(") || ftok(g, i - 1, ",")) && (ftok(g, i + 1, ")") || ftok(g, i + 1, ","))) {
-    /* an argument of a call may bind a reference */
-    int o2 = i - 1, dd = 0;
-    for (; o2 > lb; o2--)
-      if (ftok(g, o2, ")"))
-        dd++;
-      else if (ftok(g, o2, "(") && dd-- == 0)
-        break;
-      else if (dd == 0 && (ftok(g, o2, ";") || ftok(g, o2, "{") || ftok(g, o2, "}")))
-        break;
-    int cast = fis_cast_before(g, o2, lb);
-    if (ftok(g, o2, "(") && ((g->t->v[o2 - 1].kind == CDV_T_IDENT && !word_of(g->s, &g->t->v[o2 - 1], fis_by_value)) ||
-                             ftok(g, o2 - 1, ">") || (ftok(g, o2 - 1, ")") && cast < 1) || ftok(g, o2 - 1, "]")))
-      return 1;
-  }
-  return 0;
+  int o2 = fis_call_paren(g, i, lb); /* an argument of a call may bind a reference */
+  if (o2 < 0) return 0;
+  int cast = fis_cast_before(g, o2, lb);
+  return (g->t->v[o2 - 1].kind == CDV_T_IDENT && !word_of(g->s, &g->t->v[o2 - 1], fis_by_value)) ||
+         ftok(g, o2 - 1, ">") || (ftok(g, o2 - 1, ")") && cast < 1) || ftok(g, o2 - 1, "]");
 }
 
 /* Can private declarator d be computed again where it is used? Its initialiser reads only threadIdx, blockIdx,
@@ -2449,8 +2473,10 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
     g->ret |= cdv_tok_is(s, k, "return");
     for (int p = lp + 1; p < rp; p++) /* a thread's own copy of a parameter: not when the body changes one */
       if (k->kind == CDV_T_IDENT && same_tok(g, i, p) &&
-          (fis_writes(g, i) || ((ftok(g, p + 1, ",") || ftok(g, p + 1, ")")) && fis_aliased(g, i, lb, 0))))
-        goto done; /* a name's alias; not for ?: operands, min-like `k < n ? k : n`, which a write through is rare */
+          (fis_writes(g, i) || ((ftok(g, p + 1, ",") || ftok(g, p + 1, ")")) &&
+                                (fis_aliased(g, i, lb, 0) || fis_takes_ref(g, fis_call_paren(g, i, lb) - 1)))))
+        goto done; /* a name's alias (not for ?: operands, min-like `k < n ? k : n`, which a write through is
+                    * rare), or passed to a function that may take it by reference: twice(n) */
   }
   if (fis_seq(g, lb + 1, rb) || fis_number(g, 0, g->nit)) goto done;
   if (!g->nbar) g->ret = 0;
