@@ -2555,7 +2555,7 @@ static int fis_kernel(const char *fname, const char *src, size_t n, const char *
              "unsigned char cdv_xpb[cdv_nt + 2 * CDV_XSLACK]; cdv_xinit(cdv_xsb, cdv_xs4b, cdv_xpb, cdv_nt); "
              "unsigned long long *const cdv_xs = cdv_xsb + CDV_XSLACK; unsigned *const cdv_xs4 = cdv_xs4b + "
              "CDV_XSLACK; unsigned char *const cdv_xp = cdv_xpb + CDV_XSLACK; ");
-  for (int f = 0; f < g->nflag; f++) /* zeroed: cdv_fskip reads a warp's flags at once (see NOTE [warp skip]) */
+  for (int f = 0; f < g->nflag; f++) /* zeroed: cdv_fany reads a chunk's flags at once (see NOTE [warp skip]) */
     buf_addf(o, "unsigned char cdv_fl%d[cdv_nt]; __builtin_memset(cdv_fl%d, 0, cdv_nt); ", f, f);
   buf_addf(rowo, "%d", (g->ret ? 1 : 0) + (g->nwarp ? 13 : 0) + g->nflag);
   for (int d = 0; d < g->nd; d++) {

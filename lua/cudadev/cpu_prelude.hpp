@@ -278,10 +278,10 @@ template <class T> static inline void cdv_xput(unsigned long long *xs, unsigned 
 }
 // NOTE [exchange slack]: the exchange arrays have CDV_XSLACK slots before thread 0 and after the last thread, so
 // that a shuffle up or down (by a delta below 32: NOTE [shuffle delta]) may load thread t - delta or t + delta
-// whatever t is, and keep
-// or drop the value after (a select): two plain loads at a fixed distance, which GCC vectorises where the
-// gather of the general rule does not pay (reduce_warp in bench/cpu: 24 ms to 7.5 ms on 2 cores). The slack is
-// zeroed once, and xp wholly, so that nothing read there is undefined (valgrind runs the cpu specs).
+// whatever t is, and keep or drop the value after (a select): two plain loads at a fixed distance, which GCC
+// vectorises where the gather of the general rule does not pay (reduce_warp in bench/cpu: 24 ms to 7.5 ms on
+// 2 cores). The slack is zeroed once, and xp wholly, so that nothing read there is undefined (valgrind runs the
+// cpu specs).
 enum { CDV_XSLACK = 32 };
 static inline void cdv_xinit(unsigned long long *xs, unsigned *xs4, unsigned char *xp, unsigned long nt)
 {
