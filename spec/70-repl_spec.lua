@@ -526,7 +526,7 @@ describe("cudadev.repl", function()
     assert.are.same({}, repl.complete("nothing.here", "", env))
   end)
 
-  it("hides _-prefixed names unless asked, and offers an object's methods with ':'", function()
+  it("hides _-prefixed names unless asked, and keeps the separator typed", function()
     local env = { cuda = cd, a = cd.zeros(2), _secret = 1, t = { _x = 1, y = 2 } }
     for _, c in ipairs(repl.complete("cuda.", "", env)) do assert.is_nil(c:find("^cuda%._"), c) end
     assert.are.same({ "cuda._live" }, repl.complete("cuda._li", "", env))
@@ -534,9 +534,26 @@ describe("cudadev.repl", function()
     assert.are.same({ "t._x" }, repl.complete("t._", "", env))
     for _, c in ipairs(repl.complete("", "", env)) do assert.are_not.equal("_secret", c) end
     assert.are.same({ "_secret" }, repl.complete("_se", "", env))
-    assert.are.same({ "a:fill" }, repl.complete("a.fi", "", env))   -- a method: called with ':'
-    assert.are.same({ "a:free" }, repl.complete("a.fr", "", env))
+    assert.are.same({ "a.fill" }, repl.complete("a.fi", "", env))   -- a method after '.': the function
+    assert.are.same({ "a.free" }, repl.complete("a.fr", "", env))
     assert.are.same({ "a.dtype" }, repl.complete("a.dt", "", env))
+  end)
+
+  -- Line editing replaces the word typed with the candidates' longest common prefix: a candidate that does not
+  -- begin with the word (x.sh offering x:shl_ beside x.shape) deleted what was typed (issue 30).
+  it("offers only candidates that begin with the word typed, so Tab never deletes text", function()
+    local env = { cuda = cd, x = cd.zeros(2), m = cd.zeros({ 2, 2 }), t = { alpha = 1 } }
+    local words = { "x.", "x.sh", "x.s", "x.f", "x:", "x:sh", "m.T", "cuda.", "cuda.z", "cuda.random.", "t.", "x.i" }
+    for _, w in ipairs(words) do
+      local got = repl.complete(w, "", env)
+      for _, c in ipairs(got) do
+        assert.are.equal(w, c:sub(1, #w), ("completing %q offered %q"):format(w, c))
+      end
+    end
+    local sh = repl.complete("x.sh", "", env)
+    assert.truthy(#sh >= 2, table.concat(sh, " "))   -- x.shape and the methods named sh...
+    assert.truthy(table.concat(sh, " "):find("x.shape", 1, true))
+    for _, c in ipairs(repl.complete("x:", "", env)) do assert.is_nil(c:find("dtype", 1, true)) end
   end)
 
   it("rewrites top-level locals so they persist, and leaves the rest alone", function()

@@ -288,13 +288,12 @@ function M.complete(word, before, env)
       v = safe_index(v, k)
       if v == nil then return out end
     end
-    local methods = sep == "." and type(v) == "userdata" and cd.type(v) and members(v, true) or {}
-    local is_method = {}
-    for _, k in ipairs(methods) do is_method[k] = true end
+    -- Every candidate keeps the separator typed: after '.' fields and methods (a.fill is the function), after ':'
+    -- methods. Line editing replaces the word with the candidates' common prefix, so a mix of x.shape and x:shl_
+    -- would have cut x.sh back to x.
     for _, k in ipairs(members(v, sep == ":")) do
       if k:sub(1, #partial) == partial and (partial:sub(1, 1) == "_" or k:sub(1, 1) ~= "_") then
-        -- a method of a cudadev object is called with ':' (a.fi<Tab> offers a:fill)
-        out[#out + 1] = path .. (is_method[k] and ":" or sep) .. k
+        out[#out + 1] = path .. sep .. k
       end
     end
   end
