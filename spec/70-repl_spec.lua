@@ -175,6 +175,51 @@ end)]], dir .. "/t_spec.lua")
   end)
 end)
 
+-- NOTE [compile notice] (src/module.c): a cold compile that takes over half a second says so on stderr, in luacuda
+-- and with CUDADEV_VERBOSE=1; a script under plain Lua stays quiet. The kernel is long enough that g++ takes
+-- seconds over it, far from the threshold.
+describe("compile notices", function()
+  local SLOW = [[
+    local parts = { "__device__ float f0(float x) { return x; }" }
+    for i = 1, 80 do
+      parts[#parts + 1] = ("__device__ float f%d(float x) { return x * %d.5f + f%d(x - 1.0f); }"):format(i, i, i - 1)
+    end
+    parts[#parts + 1] = 'extern "C" __global__ void k(float *y) { y[threadIdx.x] = f80(y[threadIdx.x]); }'
+    local cd = cuda or require "cudadev"
+    cd.compile(table.concat(parts, "\n"), { device = "cpu", name = "slow.cu" })
+    print("compiled")
+  ]]
+  local function cold(env_and_cmd)
+    local dir = os.tmpname()
+    os.remove(dir)
+    local script = write_file(SLOW)
+    local errf = os.tmpname()
+    local p = io.popen(("cd %s && CUDADEV_CACHE_DIR=%s %s %s 2>%s"):format(sh(root), sh(dir), env_and_cmd, sh(script),
+      sh(errf)))
+    local out = p:read("a")
+    p:close()
+    local err = slurp(errf)
+    os.execute("rm -rf " .. sh(dir) .. " " .. sh(script) .. " " .. sh(errf))
+    return out, err
+  end
+
+  luacuda_it("luacuda prints a line when a compile starts taking long, and one when it ends", function()
+    local out, err = cold("env -u CUDADEV_VERBOSE " .. sh(LUACUDA))
+    contains(out, "compiled")
+    matches(err, "^cudadev: compiling 'slow%.cu' for cpu with the host C%+%+ compiler %(the first time only: the "
+      .. "result is cached%) %.%.%.\ncudadev: compiled 'slow%.cu' for cpu with the host C%+%+ compiler in %d+%.%d s\n$")
+  end)
+
+  it("a script prints nothing unless CUDADEV_VERBOSE=1", function()
+    local lua = ("env -u CUDADEV_VERBOSE LUA_CPATH=%s lua5.4"):format(sh(root .. "/build/?.so;;"))
+    local out, err = cold(lua)
+    contains(out, "compiled")
+    assert.are.equal("", err)
+    out, err = cold("CUDADEV_VERBOSE=1 " .. lua:gsub("^env %-u CUDADEV_VERBOSE ", "env "))
+    contains(err, "cudadev: compiling 'slow.cu' for cpu")
+  end)
+end)
+
 describe("luacuda -i (input from a pipe)", function()
   luacuda_it("prints the values of expressions and continues incomplete statements", function()
     local out, err, code = run("-i -q", table.concat({

@@ -596,6 +596,9 @@ static int pmain(lua_State *L) {
 
 int main(int argc, char **argv) {
   if (argc > 0 && argv[0][0] != '\0') progname = argv[0];
+  /* a person is watching: a compile that takes seconds says so (NOTE [compile notice] in module.c); a script run
+   * with CUDADEV_VERBOSE=0 keeps stderr quiet */
+  setenv("CUDADEV_VERBOSE", "1", 0);
   lua_State *L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "%s: cannot create state: not enough memory\n", progname);
