@@ -175,6 +175,34 @@ end)]], dir .. "/t_spec.lua")
   end)
 end)
 
+describe("the manual from the REPL", function()
+  -- help(x.sum) showed `### cd.sum(...)` and nothing else: an entry whose heading has no text of its own
+  it("help(f) of every function of cd and every Array method shows text, not only a heading", function()
+    local bad = {}
+    local function check(name, f)
+      local t, err = repl.doc(f)
+      local body = t and t:gsub("^[^\n]*\n", ""):gsub("%([^)]*%.md%)$", "")
+      if not (body and body:match("%S")) then bad[#bad + 1] = name .. " (" .. tostring(err or "no text") .. ")" end
+    end
+    for k, f in pairs(debug.getregistry()["cudadev.Array"].methods) do
+      if type(f) == "function" and not k:match("^_") then check("a:" .. k, f) end
+    end
+    for k, f in pairs(cd) do
+      if type(f) == "function" and not k:match("^_") then check("cd." .. k, f) end
+    end
+    table.sort(bad)
+    assert.are.same({}, bad)
+  end)
+
+  it("require \"cudadev.repl\" works before require \"cudadev\"", function()
+    local p = io.popen(("cd %s && LUA_CPATH=%s lua5.4 -e %s 2>&1"):format(sh(root), sh(root .. "/build/?.so;;"),
+      sh('local r = require "cudadev.repl"; print(type(r.complete), require("cudadev").type(require("cudadev").zeros(1)))')))
+    local out = p:read("a")
+    p:close()
+    assert.are.equal("function\tArray\n", out)
+  end)
+end)
+
 -- NOTE [compile notice] (src/module.c): a cold compile that takes over half a second says so on stderr, in luacuda
 -- and with CUDADEV_VERBOSE=1; a script under plain Lua stays quiet. The kernel is long enough that g++ takes
 -- seconds over it, far from the threshold.

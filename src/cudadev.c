@@ -394,6 +394,19 @@ static void load_embedded(lua_State *L) {
   lua_settop(L, mod);
 }
 
+/* The REPL's module, when it is required before the module itself (cudadev.h): package.preload has
+ * "cudadev.repl" only once luaopen_cudadev ran, so require found cudadev.so's luaopen_cudadev_repl instead. */
+CUDADEV_API int luaopen_cudadev_repl(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "cudadev");
+  lua_call(L, 1, 0);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  if (lua_getfield(L, -1, "cudadev.repl") != LUA_TFUNCTION) return luaL_error(L, "cudadev.repl is not built in");
+  lua_pushliteral(L, "cudadev.repl");
+  lua_call(L, 1, 1);
+  return 1;
+}
+
 CUDADEV_API int luaopen_cudadev(lua_State *L) {
   luaL_checkversion(L);
   cdv_get_state(L); /* (see NOTE [state record]) the anchor is made before any object of the module */

@@ -405,6 +405,21 @@ local function entries()
       end
     end
   end
+  -- A heading with no text of its own shares a neighbour's: the one above that names the same function
+  -- (`### \`a:sum\`` then `### \`cd.sum\``), else the next heading's (a group of headings over one text).
+  local function text_of(e) for i = 2, #e.lines do if e.lines[i]:match("%S") then return true end end end
+  local function last(e) return e.key:match("[.:]([%w_]+)$") or e.key end
+  for i, e in ipairs(doc_index) do
+    if not text_of(e) then
+      local prev, give = doc_index[i - 1], nil
+      if prev and prev.file == e.file and last(prev) == last(e) and text_of(prev) then give = prev end
+      for j = i + 1, #doc_index do
+        if give or doc_index[j].file ~= e.file then break end
+        if text_of(doc_index[j]) then give = doc_index[j] end
+      end
+      if give then e.lines = { e.lines[1], table.unpack(give.lines, 2) } end
+    end
+  end
   return doc_index
 end
 
