@@ -1027,6 +1027,8 @@ for _, key in ipairs({ "add", "sub", "mul", "div", "floordiv", "mod", "pow", "ba
     binary(op, a, b, a, opts.stream, mname)
     return a
   end
+  -- the same under the function's name, as PyTorch users write it (a:subtract_, a:remainder_, a:bitwise_and_)
+  if FNAMES[key] ~= key then methods[FNAMES[key] .. "_"] = methods[mname] end
 end
 
 -- ------------------------------------------------------------------------------------------ unary functions
