@@ -6,15 +6,7 @@ local cd = require "cudadev"
 
 local E = helper.assert_error_matches
 
--- Deterministic values in [-1, 1) (a small LCG: the same on every run and device).
-local function values(n, seed)
-  local t, x = {}, seed
-  for i = 1, n do
-    x = (x * 1103515245 + 12345) % 2147483648
-    t[i] = x / 1073741824 - 1
-  end
-  return t
-end
+local values = helper.lcg_values   -- deterministic values in [-1, 1)
 
 -- A flat Lua list as an m x n array (rows first).
 local function matrix(flat, m, n, dtype, dev)

@@ -84,6 +84,16 @@ local function axis_list(axis, nd, fname)
   return out, seen
 end
 
+-- The axes of `axis` as axis_list gives them, or when it is nil those i of 1..nd where pick(i) is true.
+local function axes_or(axis, nd, fname, pick)
+  if axis ~= nil then return axis_list(axis, nd, fname) end
+  local axes, set = {}, {}
+  for i = 1, nd do
+    if pick(i) then axes[#axes + 1] = i; set[i] = true end
+  end
+  return axes, set
+end
+
 -- The shape a reduction over the axes in `red` (a set) leaves, with ones there when keepdims.
 local function reduced_shape(shape, red, keepdims)
   local s = {}
@@ -547,13 +557,7 @@ end
 -- axes when nil)
 function cd.flip(a, axis)
   check_array(a, "flip", 1)
-  local axes
-  if axis == nil then
-    axes = {}
-    for i = 1, a.ndim do axes[i] = i end
-  else
-    axes = axis_list(axis, a.ndim, "flip")
-  end
+  local axes = axes_or(axis, a.ndim, "flip", function() return true end)
   local v = a
   for _, ax in ipairs(axes) do v = v:slice(nil, nil, -1, ax) end
   if v == a then v = as_strided(a, a.shape, a.strides) end
@@ -564,17 +568,10 @@ end
 -- a list, each of which must have one element)
 function methods.squeeze(a, axis)
   check_array(a, "squeeze", 1)
-  local drop
-  if axis == nil then
-    drop = {}
-    for i, d in ipairs(a.shape) do if d == 1 then drop[i] = true end end
-  else
-    local axes
-    axes, drop = axis_list(axis, a.ndim, "squeeze")
-    for _, ax in ipairs(axes) do
-      if a.shape[ax] ~= 1 then
-        argerror("squeeze", 2, fmt("axis %d has %d elements; only axes of one element can be squeezed", ax, a.shape[ax]))
-      end
+  local axes, drop = axes_or(axis, a.ndim, "squeeze", function(i) return a.shape[i] == 1 end)
+  for _, ax in ipairs(axes) do
+    if a.shape[ax] ~= 1 then
+      argerror("squeeze", 2, fmt("axis %d has %d elements; only axes of one element can be squeezed", ax, a.shape[ax]))
     end
   end
   local shape, strides, st = {}, {}, a.strides
