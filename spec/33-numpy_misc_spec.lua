@@ -172,6 +172,8 @@ helper.each_device(function(dev)
       assert.equal(2, cd.nanmean(i))
       assert.equal(2, cd.nanmean(a:transpose(), { axis = { 1, 2 } })[1])
       E(function() cd.nanmax(arr({})) end, "nanmax: zero-size array to a reduction with no identity")
+      E(function() cd.nanmin(cd.zeros({ 2, 0 }, "float32", D), 2) end, "nanmin: zero-size array to a reduction with no identity")
+      assert.are.same({ 0 }, cd.nanmin(cd.zeros({ 2, 0 }, "float32", D), 1).shape)   -- nothing to reduce to
       E(function() cd.nansum(5) end, "bad argument #1 to 'nansum' (Array expected, got number)")
     end)
   end)

@@ -48,7 +48,11 @@ local function float_result(d) return DT[d].kind == "f" and d or promote2(d, "fl
 -- description) of a with the options o (axis an integer or nil); extra: more inputs (raw ones). With no axis,
 -- out or keepdims the answer is a Lua value, as ops.lua's reductions give.
 local function reduce(a, o, fname, r, extra)
-  if r.empty_error and a.size == 0 then raise(fmt("%s: zero-size array to a reduction with no identity", fname)) end
+  if r.empty_error and a.size == 0 then
+    -- only a reduced axis of no elements has no answer ({2, 0} along axis 1 is an empty result)
+    local ax = o.axis ~= nil and math.type(o.axis) == "integer" and (o.axis < 0 and a.ndim + 1 + o.axis or o.axis)
+    if not ax or a.shape[ax] == 0 then raise(fmt("%s: zero-size array to a reduction with no identity", fname)) end
+  end
   local ins = { { name = "x", dtype = a.dtype, value = a } }
   for _, p in ipairs(extra or {}) do ins[#ins + 1] = p end
   local res = run_reduction({ fname = fname, name = "cdv_" .. fname, ins = ins, out = { name = "y", dtype = r.out, value = o.out },
@@ -278,6 +282,15 @@ end
 
 local function ew_opts(opts, fname, n) return check_opts(opts, { out = true, stream = true }, fname, n) end
 
+-- The checks of a function of two operands (Arrays or numbers, one an Array at least): its {out=, stream=}
+-- options and the operands' result dtype.
+local function two_operands(x, y, opts, fname)
+  check_operand(x, fname, 1)
+  check_operand(y, fname, 2)
+  if not is_array(x) and not is_array(y) then raise(fname .. ": at least one operand must be an Array") end
+  return ew_opts(opts, fname, 3), result_type({ x, y })
+end
+
 -- The dtype a scalar operand is passed as (the result's, or the default of its kind).
 local function scalar_dtype(v, r)
   if is_array(v) then return v.dtype end
@@ -313,11 +326,7 @@ end
 -- cd.logical_and(x, y [, {out=, stream=}]) and or, xor: the truth of x and y (nonzero) combined, as bool.
 for name, op in pairs({ logical_and = "&&", logical_or = "||", logical_xor = "!=" }) do
   cd[name] = function(x, y, opts)
-    check_operand(x, name, 1)
-    check_operand(y, name, 2)
-    if not is_array(x) and not is_array(y) then raise(name .. ": at least one operand must be an Array") end
-    local o = ew_opts(opts, name, 3)
-    local r = result_type({ x, y })
+    local o, r = two_operands(x, y, opts, name)
     local body = fmt("z = ((%s)x_ != 0) %s ((%s)y_ != 0)", DT[scalar_dtype(x, r)].calc, op, DT[scalar_dtype(y, r)].calc)
     return ew(name, r, { { "x_", x, r }, { "y_", y, r } }, o.out and o.out.dtype or "bool", body, o)
   end
@@ -413,11 +422,7 @@ end
 
 local function binary_float(fname, make)
   cd[fname] = function(x, y, opts)
-    check_operand(x, fname, 1)
-    check_operand(y, fname, 2)
-    if not is_array(x) and not is_array(y) then raise(fname .. ": at least one operand must be an Array") end
-    local o = ew_opts(opts, fname, 3)
-    local r = result_type({ x, y })
+    local o, r = two_operands(x, y, opts, fname)
     local res, body, pre = make(r)
     local odt = o.out and o.out.dtype or res
     return ew(fname, r .. odt, { { "x_", x, r }, { "y_", y, r } }, odt, fmt("z = (%s)(%s)", DT[odt].ctype, body), o, pre)
