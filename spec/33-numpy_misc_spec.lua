@@ -250,6 +250,7 @@ helper.each_device(function(dev)
       assert.equal("float64", cd.copysign(arr({ 1 }, "int32"), -1).dtype)
       assert.equal("float16", cd.copysign(arr({ 1 }, "int8"), arr({ 1 }, "int8")).dtype)
       assert.are.same({ -1 }, cd.copysign(arr({ 1 }, "float32"), -5):totable())
+      E(function() cd.copysign(arr({ 1 }, "uint8"), -1) end, "copysign: Lua integer -1 is out of bounds for uint8")
     end)
   end)
 
@@ -402,5 +403,36 @@ describe("NumPy's statistics on a CUDA device", function()
     all_close(flat(a:var({ axis = 1 }):to("cpu")), flat(h:var({ axis = 1 })), 1e-5, "var axis 1")
     all_close(flat(a:sum({ axis = { 1, 2 }, keepdims = true }):to("cpu")), flat(h:sum({ axis = { 1, 2 }, keepdims = true })), 1e-5, "sum")
     close(cd.nanmean(a), h:mean(), 1e-6, "nanmean")
+  end)
+end)
+
+describe("NumPy's functions' generated kernels", function()
+  -- every kernel source these functions generate on the cpu device is compiled by NVRTC for sm_90, so a construct
+  -- only the host compiler takes (or a __half conversion only it allows) is caught without a GPU
+  helper.nvrtc_it("compile with NVRTC for a GPU, in every dtype", function()
+    local sources, compile = {}, cd.compile
+    cd.clear_kernel_cache()
+    cd.compile = function(src, opts)
+      sources[#sources + 1] = src
+      return compile(src, opts)
+    end
+    local ok, err = pcall(function()
+      for _, dt in ipairs({ "float16", "float32", "float64", "int32", "uint64", "bool" }) do
+        local a = cd.ones({ 2, 3 }, dt, { device = "cpu" })
+        a:var(); a:std({ axis = { 1, 2 }, ddof = 1 }); a:sum({ axis = { 1, 2 }, dtype = "float32" })
+        cd.nansum(a, 1); cd.nanmax(a, 1); cd.nanmin(a); cd.nanmean(a, 2)
+        cd.clip(a, 0, 1); cd.clip(a, nil, a); cd.logical_and(a, 1); cd.logical_xor(a, a)
+        cd.isclose(a, 1, { equal_nan = true }); cd.round(a); cd.round(a, 2); cd.round(a, -1); cd.round(a, -20)
+        if dt ~= "bool" then cd.fmod(a, 2) end
+        cd.copysign(a, -1.5); cd.eye(3, 2, 1, dt); cd.diag(a[1]); cd.triu(a, 1); cd.tril(a, -1)
+      end
+    end)
+    cd.compile = compile
+    assert(ok, err)
+    assert(#sources > 50, "only " .. #sources .. " kernels")
+    for i, src in ipairs(sources) do
+      local ok2, e = pcall(compile, src, { arch = "sm_90" })
+      assert(ok2, ("kernel %d does not compile with NVRTC: %s\n%s"):format(i, tostring(e), src))
+    end
   end)
 end)

@@ -1403,4 +1403,4 @@ internal.check_opts, internal.raise, internal.argerror, internal.typename = chec
 internal.dtype_of_name, internal.BLOCK = dtype_of_name, BLOCK
 -- for ops_numpy.lua (NumPy's other functions, on the same generators)
 internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
-internal.promote2 = promote2
+internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits

@@ -288,7 +288,11 @@ local function two_operands(x, y, opts, fname)
   check_operand(x, fname, 1)
   check_operand(y, fname, 2)
   if not is_array(x) and not is_array(y) then raise(fname .. ": at least one operand must be an Array") end
-  return ew_opts(opts, fname, 3), result_type({ x, y })
+  local r = result_type({ x, y })
+  for _, v in ipairs({ x, y }) do
+    if type(v) == "number" then internal.check_scalar_fits(v, r, fname) end   -- as NumPy 2 (NEP 50) refuses
+  end
+  return ew_opts(opts, fname, 3), r
 end
 
 -- The dtype a scalar operand is passed as (the result's, or the default of its kind).
