@@ -311,6 +311,9 @@ function cd.clip(a, lo, hi, opts)
   if lo == nil and hi == nil then argerror("clip", 2, "a_min and a_max are both nil; give at least one") end
   local o = ew_opts(opts, "clip", 4)
   local r = result_type({ a, lo, hi })
+  for _, v in ipairs({ lo, hi }) do
+    if type(v) == "number" then internal.check_scalar_fits(v, r, "clip") end
+  end
   local C = DT[r].calc
   local ins, parts = { { "x_", a } }, { fmt("%s z_ = (%s)x_;", C, C) }
   if lo ~= nil then
@@ -354,11 +357,12 @@ function cd.isclose(a, b, opts)
   check_operand(b, "isclose", 2)
   if not is_array(a) and not is_array(b) then raise("isclose: at least one operand must be an Array") end
   local o = close_opts(opts, "isclose", 3)
-  local r = result_type({ a, b })
+  local r = "float64"   -- a number operand is passed as a double (any value: the test is in doubles)
   local x, y = to_double(scalar_dtype(a, r), "x_"), to_double(scalar_dtype(b, r), "y_")
   local body = fmt("{ double x = %s, y = %s; z = x == y || ((y - y) == 0 && fabs(x - y) <= atol_ + rtol_ * fabs(y))%s; }",
     x, y, o.equal_nan and " || (x != x && y != y)" or "")
-  return ew("isclose", r .. tostring(o.equal_nan), { { "x_", a, r }, { "y_", b, r }, { "rtol_", o.rtol or 1e-5, "float64" },
+  local key = scalar_dtype(a, r) .. scalar_dtype(b, r) .. tostring(o.equal_nan)
+  return ew("isclose", key, { { "x_", a, r }, { "y_", b, r }, { "rtol_", o.rtol or 1e-5, "float64" },
     { "atol_", o.atol or 1e-8, "float64" } }, "bool", body, { stream = o.stream })
 end
 
