@@ -107,21 +107,32 @@ local function reduced_shape(shape, red, keepdims)
   return s
 end
 
--- NOTE [several axes]: a reduction over a list of axes runs as one reduction along one axis of a 2-d array: a's
--- kept axes are moved first and the reduced ones last (a transposed view), which reshape turns into
--- {kept elements, reduced elements} (a copy unless the moved view is contiguous already: it is whenever the
--- reduced axes are the last ones), reduced along axis 2; the result gets the kept axes' shape. run(x, opts) is the
+-- NOTE [several axes]: a reduction over a list of axes runs as one reduction along one axis. Neighbouring axes of
+-- a contiguous array ({2, 3} of a 4-d one) are one axis of a {before, reduced, after} view; otherwise a's kept
+-- axes are moved first and the reduced ones last (a transposed view), which reshape turns into a copy of
+-- {kept elements, reduced elements}, reduced along axis 2. The result gets the kept axes' shape. run(x, opts) is the
 -- one-axis reduction (ops.lua's). As there, a given axis answers an Array (0-d when every axis is reduced).
 local function over_axes(a, o, fname, run)
   local axes, red = axis_list(o.axis, a.ndim, fname)
-  local kept, perm = {}, {}
-  for i = 1, a.ndim do if not red[i] then kept[#kept + 1] = a.shape[i]; perm[#perm + 1] = i end end
-  for _, ax in ipairs(axes) do perm[#perm + 1] = ax end
-  local x = a.ndim > 0 and a:transpose(perm) or a
-  local nk, nr = prod(kept), 1
-  for _, ax in ipairs(axes) do nr = nr * a.shape[ax] end
-  x = x:reshape({ nk, nr })
-  local r = run(x, { axis = 2, out = o.out, stream = o.stream, ddof = o.ddof })
+  local x, axis
+  local first, last = axes[1], axes[#axes]
+  if first and last - first + 1 == #axes and a.is_contiguous then
+    -- one run of neighbouring axes of a contiguous array: {before, run, after} is a view, reduced along 2
+    local n = { 1, 1, 1 }
+    for i, d in ipairs(a.shape) do
+      local k = i < first and 1 or i > last and 3 or 2
+      n[k] = n[k] * d
+    end
+    x, axis = a:reshape(n), 2
+  else
+    local kept, perm = {}, {}
+    for i = 1, a.ndim do if not red[i] then kept[#kept + 1] = a.shape[i]; perm[#perm + 1] = i end end
+    for _, ax in ipairs(axes) do perm[#perm + 1] = ax end
+    local nr = 1
+    for _, ax in ipairs(axes) do nr = nr * a.shape[ax] end
+    x, axis = (a.ndim > 0 and a:transpose(perm) or a):reshape({ prod(kept), nr }), 2
+  end
+  local r = run(x, { axis = axis, out = o.out, stream = o.stream, ddof = o.ddof })
   if o.out ~= nil then return r end
   return r:reshape(reduced_shape(a.shape, red, o.keepdims))
 end
