@@ -205,13 +205,18 @@ helper.each_device(function(dev)
         k({ dim = 1 }, m23().T:contiguous())
       end)
 
-      it("refuses cd.copy, reshape and view to another size for views", function()
+      it("refuses cd.copy and view to another size for views; reshape copies them, as NumPy", function()
         local t, flat = m23().T, arr({ 1, 2, 3, 4, 5, 6 })
         helper.assert_error_matches(function() cd.copy(t, flat) end,
           "bad argument #1 to 'copy' (the destination is not contiguous: write a view with dst:copy_from(src))")
         helper.assert_error_matches(function() cd.copy(flat, t) end,
           "bad argument #2 to 'copy' (the source " .. NC .. ")")
-        helper.assert_error_matches(function() t:reshape(6) end, "bad argument #1 to 'reshape' (the array " .. NC .. ")")
+        local r = t:reshape(6)   -- a copy in C order of the view: {{1, 4}, {2, 5}, {3, 6}}
+        assert.are.same({ 1, 4, 2, 5, 3, 6 }, r:totable())
+        assert.is_true(r.is_contiguous)
+        r[1] = 9
+        assert.are.same(1, t[1][1])   -- not a view of t
+        assert.are.same({ { 1, 4, 2 }, { 5, 3, 6 } }, t:reshape({ 2, -1 }):totable())
         helper.assert_error_matches(function() t:view("uint8") end, "bad argument #1 to 'view' (the array " .. NC .. ")")
         assert.are.same({ { 1, 4 }, { 2, 5 }, { 3, 6 } }, t:view("uint32"):totable())
       end)

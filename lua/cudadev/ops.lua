@@ -1403,3 +1403,6 @@ end
 internal.DT, internal.kernel_for, internal.grid_for, internal.header = DT, kernel_for, grid_for, header
 internal.check_opts, internal.raise, internal.argerror, internal.typename = check_opts, raise, argerror, typename
 internal.dtype_of_name, internal.BLOCK = dtype_of_name, BLOCK
+-- for ops_numpy.lua (NumPy's other functions, on the same generators)
+internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
+internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
