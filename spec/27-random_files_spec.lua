@@ -80,6 +80,43 @@ helper.each_device(function(dev)
       helper.assert_error_matches(function() cd.random.normal(10, 0, -1) end,
         "bad argument #3 to 'normal' (standard deviation must not be negative)")
     end)
+
+    it("refuses bounds its dtype cannot hold, each dtype and both bounds", function()
+      helper.assert_error_matches(function() cd.random.randint(0, 1000, 4, "int8", D) end,
+        "bad argument #2 to 'randint' (high 1000 is out of bounds for int8 (at most 128, one past its largest value))")
+      local R = { int8 = { -128, 127 }, int16 = { -32768, 32767 }, int32 = { -2147483648, 2147483647 },
+                  uint8 = { 0, 255 }, uint16 = { 0, 65535 }, uint32 = { 0, 4294967295 } }
+      for d, r in pairs(R) do
+        helper.assert_error_matches(function() cd.random.randint(r[1] - 1, r[1] + 1, 4, d, D) end,
+          ("bad argument #1 to 'randint' (low %d is out of bounds for %s (%d..%d))"):format(r[1] - 1, d, r[1], r[2]))
+        helper.assert_error_matches(function() cd.random.randint(r[2], r[2] + 2, 4, d, D) end,
+          ("bad argument #2 to 'randint' (high %d is out of bounds for %s (at most %d, one past its largest value))")
+          :format(r[2] + 2, d, r[2] + 1))
+        local lo = cd.random.randint(r[1], r[1] + 2, 200, d, D)
+        local hi = cd.random.randint(r[2] - 1, r[2] + 1, 200, d, D)
+        assert.are.same({ r[1], r[1] + 1, r[2] - 1, r[2] }, { lo:min(), lo:max(), hi:min(), hi:max() }, d)
+      end
+      helper.assert_error_matches(function() cd.random.randint(-1, 5, 4, "uint64", D) end,
+        "bad argument #1 to 'randint' (low -1 is out of bounds for uint64 (0..9223372036854775807))")
+      helper.assert_error_matches(function() cd.random.randint(3, -3, 4, "int8", D) end,
+        "bad argument #2 to 'randint' (high (-3) must be greater than low (3))")
+    end)
+
+    it("draws across int64's and uint64's whole range and at their ends", function()
+      local mn, mx = math.mininteger, math.maxinteger
+      local cases = { { mn, mx, "int64" }, { mn, mn + 2, "int64" }, { mx - 2, mx, "int64" }, { 0, mx, "uint64" },
+                      { mx - 2, mx, "uint64" }, { 0, 2, "uint64" } }
+      for _, c in ipairs(cases) do
+        local v = cd.random.randint(c[1], c[2], 4000, c[3], D):tobytes()
+        local seen_low, seen_high = false, false
+        for i = 1, #v, 8 do
+          local x = string.unpack("<i8", v, i)
+          assert(x >= c[1] and x < c[2], ("%d outside [%d, %d) in %s"):format(x, c[1], c[2], c[3]))
+          seen_low, seen_high = seen_low or x < 0, seen_high or x > 0
+        end
+        if c[1] == mn and c[2] == mx then assert.is_true(seen_low and seen_high) end
+      end
+    end)
   end)
 
   describe("bytes and files on " .. dev, function()

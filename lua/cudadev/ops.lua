@@ -1400,4 +1400,5 @@ end
 -- for random.lua (NOTE [generated kernels])
 internal.DT, internal.kernel_for, internal.grid_for, internal.header = DT, kernel_for, grid_for, header
 internal.check_opts, internal.raise, internal.argerror, internal.typename = check_opts, raise, argerror, typename
+internal.INT_RANGE = INT_RANGE
 internal.dtype_of_name, internal.BLOCK = dtype_of_name, BLOCK
