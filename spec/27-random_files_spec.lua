@@ -173,6 +173,13 @@ helper.each_device(function(dev)
       fails(npy("{'descr': '<f8', 'fortran_order': True, 'shape': (2, 2), }", string.rep("\0", 32)),
         "it is in Fortran (column-major) order; save it from NumPy in C order (np.ascontiguousarray)")
       fails(npy("{'descr': '<f8', 'shape': (2, 2), }", ""), "its header lacks 'descr', 'fortran_order' or 'shape'")
+      -- sizes that overflow: 2^64 elements wrapped to 0 and reached reshape; 2^61 float64s are 2^64 bytes
+      fails(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }", ""),
+        "its shape {4611686018427387904, 4} has more than 2^63 - 1 elements")
+      fails(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }", ""),
+        "its shape {2305843009213693952} needs more than 2^63 - 2 bytes of data")
+      fails(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", string.rep("\0", 25)),
+        "its shape {2, 3} needs 24 bytes of data, but more follow the header")
       os.remove(path)
       helper.assert_error_contains(function() cd.load(path) end, "load: cannot open " .. path)
       helper.assert_error_matches(function() cd.save(path, {}) end, "bad argument #2 to 'save' (Array expected, got table)")
@@ -182,6 +189,29 @@ helper.each_device(function(dev)
         "bad argument #1 to 'save' (file name expected, got FILE*)")
       helper.assert_error_matches(function() cd.ones(2):tofile(io.stdout) end,
         "bad argument #2 to 'tofile' (file name expected, got FILE*)")
+    end)
+
+    it("reads no more than the header promises: a FIFO written forever is refused at once", function()
+      local path = tmp()
+      os.remove(path)
+      assert(os.execute("mkfifo " .. path))
+      -- the writer: a header promising 16 bytes, then zeros until its reader goes (SIGPIPE) or 20 s pass; slowly,
+      -- so that a load that reads to the end holds a few MiB, not the host's memory
+      local header = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", "")
+      local hpath = tmp()
+      write(hpath, header)
+      local p = io.popen(("timeout 20 sh -c 'cat %s; while head -c 65536 /dev/zero; do sleep 0.01; done' > %s " ..
+        "2>/dev/null & echo $!"):format(hpath, path))
+      local pid = p:read("l")
+      p:close()
+      local t0 = cd.now()
+      helper.assert_error_matches(function() cd.load(path) end,
+        "load: " .. path .. " is not a .npy file cudadev can read: its shape {4} needs 16 bytes of data, but more follow the header")
+      local took = cd.now() - t0
+      os.execute("kill " .. pid .. " 2>/dev/null")
+      os.remove(path)
+      os.remove(hpath)
+      assert(took < 2, took)
     end)
 
     it("writes and reads raw bytes with tofile and fromfile", function()
