@@ -625,9 +625,10 @@ local function reduction_geometry(shape, axis, keepdims, fname)
   end
   if math.type(axis) ~= "integer" then raise(fmt("bad option 'axis' to '%s' (integer expected, got %s)", fname, typename(axis))) end
   local ax = axis < 0 and nd + 1 + axis or axis
+  if nd == 0 then raise(fmt("bad option 'axis' to '%s' (axis %d is out of range: a 0-d array has no axes)", fname, axis)) end
   if ax < 1 or ax > nd then
-    raise(fmt("bad option 'axis' to '%s' (axis %d is out of range for an array of %d dimensions: 1..%d, or -1..-%d)",
-      fname, axis, nd, nd, nd))
+    raise(fmt("bad option 'axis' to '%s' (axis %d is out of range for an array of %d dimension%s: 1..%d, or -1..-%d)",
+      fname, axis, nd, nd == 1 and "" or "s", nd, nd))
   end
   local outer, inner, oshape = 1, 1, {}
   for i = 1, nd do
