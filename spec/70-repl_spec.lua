@@ -209,6 +209,14 @@ describe("luacuda -i (input from a pipe)", function()
     contains(out, "unexpected symbol near '+'")
   end)
 
+  luacuda_it("prints a library error at the prompt at its line, without cudadev's own frames", function()
+    local out = run("-i -q", "cd = require 'cudadev'\nx = cd.zeros(3) + cd.zeros(2)\n" ..
+      "local f = cd.zeros(2); f:free(); print(f:sum())\n")
+    contains(out, "> stdin:1: operator +: shapes {3} and {2} cannot be broadcast together (dimension 1 is 3 and 2)\n>")
+    contains(out, "> stdin:1: bad argument #1 to 'sum' (attempt to use a freed array)\n>")
+    assert.is_nil(out:find("[cudadev]", 1, true))
+  end)
+
   luacuda_it("shows the banner unless -q", function()
     local out = run("-i", "")
     matches(out, "^luacuda " .. cd.version:gsub("%.", "%%.") .. " %(cudadev%)")

@@ -164,7 +164,7 @@ end
 -- cd.load(path [, {device=, stream=}]) -> Array: a .npy file (NOTE [npy files])
 function cd.load(path, opts)
   check_path(path, "load", 1)
-  if opts ~= nil and type(opts) ~= "table" then argerror("load", 2, "options table expected, got " .. typename(opts)) end
+  internal.check_opts(opts, { device = true, stream = true }, "load", 2) -- (ops.lua's, there once loading is done)
   local f = open(path, "rb", "load")
   local head = f:read(8) or ""
   if #head < 8 or head:sub(1, 6) ~= MAGIC then f:close() bad(path, "it does not start with the .npy magic") end

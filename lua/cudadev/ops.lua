@@ -550,7 +550,7 @@ function cd.elementwise(in_params, out_params, body, opts)
       preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or "") })
     return unpack(r, 1, #r)
   end
-  return setmetatable(obj, { __call = call, __name = "cudadev.ElementwiseKernel",
+  return setmetatable(obj, { __call = internal.public(name, call, 1), __name = "cudadev.ElementwiseKernel",
     __tostring = function() return fmt("ElementwiseKernel(%s: %s -> %s)", name, in_params, out_params) end })
 end
 
@@ -680,6 +680,7 @@ local function run_reduction(spec)
   local o = spec.out.value
   if o == nil then o = cd.empty(oshape, spec.out.dtype, { device = dev, stream = spec.stream })
   else
+    if not is_array(o) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", fname, typename(o))) end
     if o.device ~= dev then raise(fmt("%s: output is on %s but the input on %s", fname, o.device.alias, dev.alias)) end
     if o.dtype ~= spec.out.dtype then
       raise(fmt("%s: output is %s but the result is %s", fname, o.dtype, spec.out.dtype))
@@ -798,7 +799,7 @@ function cd.reduction(in_params, out_params, map_expr, reduce_expr, post_map_exp
       identity = identity, preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or ""), axis = copts.axis,
       keepdims = copts.keepdims, stream = copts.stream }))
   end
-  return setmetatable({}, { __call = call, __name = "cudadev.ReductionKernel",
+  return setmetatable({}, { __call = internal.public(name, call, 1), __name = "cudadev.ReductionKernel",
     __tostring = function() return fmt("ReductionKernel(%s: %s -> %s)", name, in_params, out_params) end })
 end
 
