@@ -107,6 +107,10 @@ describe("errors of public functions", function()
     local _, err = check(function() local _ = bad(a) end, "broken")
     assert.are.equal("Error", cd.type(err))
     assert.are.equal(debug.getinfo(1, "S").short_src, err.where:match("^(.*):%d+$"))
+    -- called by pcall itself, it has no Lua caller: no position, as a C function's error has none
+    local ok, perr = pcall(bad, a)
+    assert.is_false(ok)
+    assert.are.same({ "Error", "" }, { cd.type(perr), perr.where })
   end)
 
   it("name the user's line for functions written in C", function()

@@ -34,11 +34,17 @@ function internal.raise(msg)
 end
 local raise = internal.raise
 
--- "file:line" of the first caller outside cudadev's Lua parts, or "" (a cudadev.Error's where)
+-- "file:line" of the first caller outside cudadev's Lua parts, or "" (a cudadev.Error's where); nil when that
+-- caller is the xpcall of another public function (NOTE [error positions]), whose own rethrow knows the line.
 local function user_where()
   local level = user_level()
   local info = level > 0 and getinfo(level, "Sl")
-  return info and info.currentline > 0 and ("%s:%d"):format(info.short_src, info.currentline) or ""
+  if not info then return "" end
+  if info.what == "C" then
+    local up = getinfo(level + 1, "S")
+    if up and up.source:sub(1, #INTERNAL) == INTERNAL then return nil end
+  end
+  return info.currentline > 0 and ("%s:%d"):format(info.short_src, info.currentline) or ""
 end
 
 -- The argument of the public call (the frame of `fn`) that is a freed Array, or nil; hidden: how many of
@@ -84,7 +90,7 @@ function internal.public(name, f, hidden)
     local e = ...
     if cd.type(e) == "Error" then
       local where = rawget(e, "where")
-      if type(where) == "string" and internal_position(where) then rawset(e, "where", user_where()) end
+      if type(where) == "string" and internal_position(where) then rawset(e, "where", user_where() or where) end
       error(e, 0)
     end
     if type(e) ~= "string" then error(e, 0) end
