@@ -200,17 +200,20 @@ helper.each_device(function(dev)
       local header = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", "")
       local hpath = tmp()
       write(hpath, header)
-      local p = io.popen(("timeout 20 sh -c 'cat %s; while head -c 65536 /dev/zero; do sleep 0.01; done' > %s " ..
-        "2>/dev/null & echo $!"):format(hpath, path))
+      -- (the FIFO is opened under timeout, so a writer whose reader never comes goes too)
+      local p = io.popen(("exec timeout 20 sh -c 'exec > %s; cat %s; while head -c 65536 /dev/zero; do sleep 0.01; done' " ..
+        "2>/dev/null & echo $!"):format(path, hpath))
       local pid = p:read("l")
       p:close()
+      finally(function()
+        os.execute("kill " .. pid .. " 2>/dev/null")
+        os.remove(path)
+        os.remove(hpath)
+      end)
       local t0 = cd.now()
       helper.assert_error_matches(function() cd.load(path) end,
         "load: " .. path .. " is not a .npy file cudadev can read: its shape {4} needs 16 bytes of data, but more follow the header")
       local took = cd.now() - t0
-      os.execute("kill " .. pid .. " 2>/dev/null")
-      os.remove(path)
-      os.remove(hpath)
       assert(took < 2, took)
     end)
 
