@@ -122,6 +122,44 @@ describe("errors of public functions", function()
       (check(function() local _ = a:transpose({ 1, 2 }) end, "transpose")))
   end)
 
+  it("name the user's line for every function of the module and every Array method given a freed array", function()
+    -- in a child (a call that succeeds may change the device or the profiler), from a chunk of one line a call,
+    -- as a script writes them: cd.NAME(freed, freed) and freed:NAME(1); any call whose error is not at its line,
+    -- names an internal chunk or not the function is printed
+    local out = helper.run_child([==[
+      local freed = cd.zeros(4, "float32", { device = "cpu" })
+      freed:free()
+      local ALIAS = { amax = "max", amin = "min" } -- (and arccos for acos: NumPy's names of one function)
+      local function check(fn, key)
+        local ok, err = pcall(fn)
+        if ok then return end
+        local text = type(err) == "string" and err or tostring(err)
+        local alias = ALIAS[key] or key:gsub("^arc", "a")
+        local function names(k) return text:find("'" .. k .. "'", 1, true) or text:find(k .. ":", 1, true) end
+        local at = ("sweep:%d: "):format(debug.getinfo(fn, "S").linedefined)
+        if text:sub(1, #at) ~= at or text:find("[cudadev]", 1, true) or text:find("cudadev%.%l+:%d")
+          or not (names(key) or names(alias)) then
+          print(key .. ": " .. text)
+        end
+      end
+      local SKIP = { detect = true, now = true, type = true, profile_start = true, profile_stop = true }
+      local lines, names = { "local check, freed, cd = ..." }, {}
+      for k, v in pairs(cd) do
+        if type(v) == "function" and k:match("^%l") and not SKIP[k] then names[#names + 1] = k end
+      end
+      table.sort(names)
+      for _, k in ipairs(names) do lines[#lines + 1] = ("check(function() local _ = cd.%s(freed, freed) end, %q)"):format(k, k) end
+      names = {}
+      for k in pairs(getmetatable(freed).methods) do if k:match("^%l") and k ~= "tostring" then names[#names + 1] = k end end
+      table.sort(names)
+      for _, k in ipairs(names) do lines[#lines + 1] = ("check(function() local _ = freed:%s(1) end, %q)"):format(k, k) end
+      assert(load(table.concat(lines, "\n"), "=sweep"))(check, freed, cd)
+      print(#lines - 1 .. " calls")
+    ]==])
+    assert.are.equal("", (out:gsub("^%d+ calls\nexit 0\n$", "")))
+    assert(tonumber(out:match("^(%d+) calls")) > 150, out)
+  end)
+
   it("say that a kernel's first argument is its launch configuration", function()
     local x = cd.zeros(4, "float32", D)
     assert.are.equal(
