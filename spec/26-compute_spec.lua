@@ -136,7 +136,7 @@ helper.each_device(function(dev)
           "bad argument #6 to 'reduction' (string or number expected, got table)")
         local sum = cd.reduction("T x", "T y", "x", "a + b", "y = a", 0)
         helper.assert_error_matches(function() sum(arr({ 1 }, "float32"), { axis = 2 }) end,
-          "bad option 'axis' to 'cdv_reduction' (axis 2 is out of range for an array of 1 dimensions: 1..1, or -1..-1)")
+          "bad option 'axis' to 'cdv_reduction' (axis 2 is out of range for an array of 1 dimension: 1..1, or -1..-1)")
         helper.assert_error_matches(function() sum(arr({ 1 }, "float32"), { axes = 1 }) end,
           "bad option 'axes' to 'cdv_reduction' (unknown option)")
       end)

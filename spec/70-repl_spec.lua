@@ -136,6 +136,11 @@ describe("luacuda (command line)", function()
     matches(err, "luacuda: %(command line%):1: boom\nstack traceback:")
     local _, _, code2 = run([[-e "os.exit(3)"]])
     assert.are.equal(3, code2)
+    -- an error of cudadev's: its traceback starts at the line the message names, not in cudadev's own frames
+    local _, err2 = run([[-e "local cd = require 'cudadev'; local x = cd.zeros(3) + cd.zeros(2)"]])
+    matches(err2, "luacuda: %(command line%):1: operator %+: shapes {3} and {2} cannot be broadcast together " ..
+      "%(dimension 1 is 3 and 2%)\nstack traceback:\n\t%(command line%):1: in main chunk")
+    assert.is_nil(err2:find("[cudadev]", 1, true))
   end)
 
   luacuda_it("rejects an unknown option with lua's usage text", function()
@@ -280,6 +285,14 @@ describe("luacuda -i (input from a pipe)", function()
     contains(out, "stdin:1: deep\nstack traceback:\n\t[C]: in function 'error'\n\tstdin:1: in function 'f'")
     assert.is_nil(out:find("cudadev.repl", 1, true))
     contains(out, "unexpected symbol near '+'")
+  end)
+
+  luacuda_it("prints a library error at the prompt at its line, without cudadev's own frames", function()
+    local out = run("-i -q", "cd = require 'cudadev'\nx = cd.zeros(3) + cd.zeros(2)\n" ..
+      "local f = cd.zeros(2); f:free(); print(f:sum())\n")
+    contains(out, "> stdin:1: operator +: shapes {3} and {2} cannot be broadcast together (dimension 1 is 3 and 2)\n>")
+    contains(out, "> stdin:1: bad argument #1 to 'sum' (attempt to use a freed array)\n>")
+    assert.is_nil(out:find("[cudadev]", 1, true))
   end)
 
   luacuda_it("shows the banner unless -q", function()

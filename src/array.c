@@ -1250,7 +1250,10 @@ static int array_transpose(lua_State *L) {
   if (given == 0) {
     for (int k = 0; k < nd; k++) perm[k] = nd - 1 - k;
   } else {
-    if (given != nd) luaL_argerror(L, 2, lua_pushfstring(L, "%d axes given for an array of %d dimensions", given, nd));
+    if (given != nd)
+      luaL_argerror(L, 2,
+                    lua_pushfstring(L, "%d %s given for an array of %d dimension%s", given,
+                                    given == 1 ? "axis" : "axes", nd, nd == 1 ? "" : "s"));
     for (int k = 0; k < nd; k++) {
       int arg = 2 + (tbl ? 0 : k);
       if (tbl) {

@@ -391,6 +391,11 @@ static void load_embedded(lua_State *L) {
     } else
       lua_setfield(L, mod + 1, f->name);
   }
+  /* NOTE [error positions] (extra.lua): the public functions written in Lua, wrapped once all are there */
+  if (lua_getfield(L, mod + 2, "wrap_public") == LUA_TFUNCTION) {
+    luaL_getmetatable(L, CDV_ARRAY);
+    lua_call(L, 1, 0);
+  }
   lua_settop(L, mod);
 }
 

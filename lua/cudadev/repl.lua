@@ -181,17 +181,27 @@ local function format_compile_log(err, out)
   end
 end
 
--- The frames of a traceback down to the REPL machinery (host.call); nil when they say nothing the message
--- does not: no Lua function of the user's besides the line typed at the prompt.
+-- The frames of a traceback down to the REPL machinery (host.call), less cudadev's own Lua frames (with the
+-- error() call above them and the tail calls below: NOTE [error positions] put the message at the user's
+-- line); nil when they say nothing the message does not: no Lua function of the user's besides the line typed
+-- at the prompt.
 local function user_traceback(tb)
   if type(tb) ~= "string" then return nil end
-  local keep, useful = {}, false
+  local keep, useful, after_internal = {}, false, false
   for l in tb:gmatch("[^\n]+") do
     if l:find("cudadev.repl", 1, true) or l:match("^%s*%[C%]: in field 'call'") or l:match("^%s*%[C%]: in %?$") then
       break
     end
+    local internal = l:match("^%s*%[cudadev%] cudadev%.") ~= nil
+    if internal and #keep > 0 and keep[#keep]:match("^%s*%[C%]: in function 'error'$") then keep[#keep] = nil end
+    if internal or (after_internal and l:match("^%s*%(%.%.%.tail calls%.%.%.%)$")) then
+      after_internal = internal
+      goto next
+    end
+    after_internal = false
     keep[#keep + 1] = l
     if #keep > 1 and not (l:match("^%s*stdin:%d+: in main chunk$") or l:match("^%s*%[C%]:")) then useful = true end
+    ::next::
   end
   return useful and concat(keep, "\n") or nil
 end
