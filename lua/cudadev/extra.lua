@@ -69,8 +69,16 @@ local function internal_position(s) return s:sub(1, #INTERNAL - 1) == INTERNAL:s
 
 -- An error raised under the public function `name` (the closure fn), in the words of that function.
 local function reword(e, name, fn, hidden)
-  if type(e) ~= "string" or not internal_position(e) then return e end
+  if type(e) ~= "string" then return e end
+  -- another public function that this one called (allclose's isclose, flatten's copy) left its freed-array
+  -- error without a position, for the outermost call to place: it names this one's argument if it is one of them
+  local nested = not internal_position(e) and e:match("^bad argument #%d+ to '[^']*' %(attempt to use a freed array%)$")
+  if not internal_position(e) and not nested then return e end
   local rest = e:match("^%[cudadev%] [^:]*:%d+: (.*)$") or e
+  if nested then
+    local n = freed_argument(fn, hidden)
+    return n and ("bad argument #%d to '%s' (attempt to use a freed array)"):format(n, name) or e
+  end
   if rest:find("%(attempt to use a freed array%)$") then
     local n = freed_argument(fn, hidden)
     if n then return ("bad argument #%d to '%s' (attempt to use a freed array)"):format(n, name) end
