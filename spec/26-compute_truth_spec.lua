@@ -96,6 +96,22 @@ helper.each_device(function(dev)
       assert_values(cd.hypot(arr({ 3 }, "uint16"), 4), { 5 })
     end)
 
+    it("keeps the dtype of integer and bool arrays in floor, ceil and trunc (NumPy 2.1)", function()
+      for _, f in ipairs({ "floor", "ceil", "trunc" }) do
+        for _, d in ipairs(INTS) do
+          local r = cd[f](arr({ 3, 0, 100 }, d))
+          assert.are.equal(d, r.dtype, f .. " of " .. d)
+          assert_values(r, { 3, 0, 100 }, nil, f .. " of " .. d)
+        end
+        assert_values(cd[f](arr({ -7, 5 }, "int64")), { -7, 5 })
+        local b = cd[f](arr({ true, false }, "bool"))
+        assert.are.equal("bool", b.dtype)
+        assert.are.same({ true, false }, b:totable())
+      end
+      assert_values(cd.floor(arr({ -1.5, 2.5 }, "float32")), { -2, 2 })
+      assert.are.equal("float16", cd.rint(arr({ 1 }, "int8")).dtype)   -- rint still gives floats, as in NumPy
+    end)
+
     it("compares with Lua integers outside the dtype exactly, as NumPy 2 does", function()
       local u = arr({ 0, 200, 255 }, "uint8")
       assert.are.same({ true, true, true }, u:lt(256):totable())
@@ -118,6 +134,15 @@ helper.each_device(function(dev)
       assert.are.same({ false, true, false }, u:eq(200):totable())
       -- arithmetic with such an integer is still an error
       helper.assert_error_matches(function() return u + 256 end, "operator +: Lua integer 256 is out of bounds for uint8")
+    end)
+
+    it("refuses the sign of bool arrays and squares bool into int8, as NumPy", function()
+      helper.assert_error_matches(function() return cd.sign(arr({ true }, "bool")) end,
+        "sign: bool arrays have no sign (NumPy refuses them too); convert with a:astype(\"int8\")")
+      assert_values(cd.sign(arr({ -3, 0, 5 }, "int8")), { -1, 0, 1 })
+      local s = cd.square(arr({ true, false }, "bool"))
+      assert.are.equal("int8", s.dtype)
+      assert_values(s, { 1, 0 })
     end)
 
     it("rebuilds arrays from totable() as NumPy's array(a.tolist()) does, 0 extents included", function()

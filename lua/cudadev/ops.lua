@@ -1094,14 +1094,23 @@ for _, key in ipairs({ "add", "sub", "mul", "div", "floordiv", "mod", "pow", "ba
 end
 
 -- ------------------------------------------------------------------------------------------ unary functions
--- name = {C function for float, for double, result rule}; results of integer inputs are floats as in NumPy
--- (bool and 8-bit integers give float16, 16-bit float32, wider float64).
-local function float_result(d) return DT[d].kind == "f" and d or promote2(d, "float16") end
+-- Each unary operation's rules, one place for every implementation of it (as BIN's): result(d) gives the result
+-- dtype of an input of dtype d; the expression expr(C, W, d) of x is computed in C, the result's calculation type
+-- (the input's for a bool result), W being d's wrapping type; refuse(d) gives a message when the operation is not
+-- defined for d. Results of integer inputs of the float functions are floats as in NumPy (bool and 8-bit integers
+-- give float16, 16-bit float32, wider float64); floor, ceil and trunc of integers and bool keep the dtype, as
+-- NumPy 2.1 and the Array API standard do.
 local MATH = {}
 for _, f in ipairs({ "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin", "cos", "tan",
-                     "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "floor", "ceil",
-                     "trunc", "rint", "erf", "erfc" }) do
+                     "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "rint", "erf",
+                     "erfc" }) do
   MATH[f] = { result = float_result, expr = function(C) return fmt("%s%s(x)", f, C == "float" and "f" or "") end }
+end
+for _, f in ipairs({ "floor", "ceil", "trunc" }) do
+  MATH[f] = { result = same, expr = function(C, _, d)
+    if DT[d].kind ~= "f" then return "x" end
+    return fmt("%s%s(x)", f, C == "float" and "f" or "")
+  end }
 end
 local NUMPY_NAMES = { arcsin = "asin", arccos = "acos", arctan = "atan", arcsinh = "asinh", arccosh = "acosh",
                       arctanh = "atanh" }
@@ -1113,12 +1122,17 @@ end }
 MATH.negative = { result = same, expr = function(C, W, d)
   if DT[d].kind == "f" then return "-x" end
   return fmt("(%s)(0 - (%s)x)", C, W)
+end, refuse = function(d)
+  if d == "bool" then return "the unary minus is not supported for bool arrays; use cd.logical_not" end
 end }
 MATH.sign = { result = same, expr = function(C, W, d)
   if DT[d].kind == "u" then return "x > 0" end
   return "x != x ? x : (x > 0) - (x < 0)"
+end, refuse = function(d)
+  if d == "bool" then return "bool arrays have no sign (NumPy refuses them too); convert with a:astype(\"int8\")" end
 end }
-MATH.square = { result = same, expr = function(C, W, d)
+-- bool squares in int8, as NumPy's square has no bool loop
+MATH.square = { result = function(d) return d == "bool" and "int8" or d end, expr = function(C, W, d)
   return W and fmt("(%s)x * (%s)x", W, W) or "x * x"
 end }
 MATH.isnan = { result = to_bool, expr = function(_, _, d) return DT[d].kind == "f" and "x != x" or "false" end }
@@ -1131,9 +1145,8 @@ MATH.logical_not = { result = to_bool, expr = function() return "!x" end }
 local function unary(name, spec, x, out, stream)
   if not is_array(x) then argerror(name, 1, "Array expected, got " .. typename(x), 1) end
   local d = x.dtype
-  if name == "negative" and d == "bool" then
-    raise("negative: the unary minus is not supported for bool arrays; use cd.logical_not")
-  end
+  local why = spec.refuse and spec.refuse(d)
+  if why then raise(fmt("%s: %s", name, why)) end
   local res = spec.result(d)
   local odt = res
   if out ~= nil then
