@@ -145,6 +145,22 @@ helper.each_device(function(dev)
       assert_values(s, { 1, 0 })
     end)
 
+    it("answers a uint64 max, min, sum exactly: the Lua integer of the 64 bits", function()
+      local a = arr({ 2 ^ 63 + 4096, 1, 2 ^ 64 - 2048 }, "uint64")
+      for _ = 1, 2 do   -- the general path, then the kept kernels' (NOTE [reduction fast path])
+        assert.are.equal(-2048, a:max())
+        assert.are.equal(1, a:min())
+        assert.are.equal(math.mininteger + 4096 - 2048 + 1, a:sum())
+      end
+      assert.is_true(math.ult(a:min(), a:max()))
+      assert.are.equal("fffffffffffff800", ("%x"):format(a:max()))
+      assert.are.equal(7, arr({ 5, 7 }, "uint64"):max())
+      assert.are.equal(math.maxinteger, arr({ math.maxinteger, 0 }, "uint64"):max())
+      -- as an Array, the value stays uint64
+      local m = a:max({ keepdims = true })
+      assert.are.equal("uint64", m.dtype)
+    end)
+
     it("rebuilds arrays from totable() as NumPy's array(a.tolist()) does, 0 extents included", function()
       -- NumPy: np.array(np.zeros((2, 0)).tolist()).shape is (2, 0); (0, 3) gives (0,) and (2, 0, 3) gives (2, 0),
       -- a nested list having no row to tell the later extents; a:reshape(shape) gives them back

@@ -1233,6 +1233,14 @@ local function reduce_opts(v, fname)
   return check_opts(v, { axis = true, keepdims = true, out = true, stream = true }, fname, 2)
 end
 
+-- The Lua value of a reduction's 0-d result. A uint64 answer is the Lua integer with its 64 bits, exact, as
+-- string.unpack("J") gives one: above 2^63 - 1 that integer is negative (math.ult compares it as unsigned,
+-- ("%x"):format shows it), where a[i] gives the nearest float; any other dtype, its element.
+local function lua_value(res)
+  if res.dtype == "uint64" then return res:view("int64")[1] end
+  return res[1]
+end
+
 -- Runs a built-in reduction of a; with no axis and no out/keepdims the answer is a Lua value.
 local function reduce(a, o, fname, r)
   if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a), 1) end
@@ -1244,7 +1252,7 @@ local function reduce(a, o, fname, r)
     ins = { { name = "x", dtype = a.dtype, value = a } }, out = { name = "y", dtype = r.out, value = o.out },
     rtype = r.rtype, map_expr = r.map, reduce_expr = r.reduce, post_map = r.post, identity = r.identity,
     preamble = r.preamble, axis = o.axis, keepdims = o.keepdims, stream = o.stream })
-  if o.axis == nil and o.out == nil and not o.keepdims then return res[1], p1, p2 end
+  if o.axis == nil and o.out == nil and not o.keepdims then return lua_value(res), p1, p2 end
   return res, p1, p2
 end
 
@@ -1278,7 +1286,7 @@ local function fast_reduce(kept, a, v)
   f.p1({ grid = nsplit, block = RBLOCK }, a, o, part, K, 1, nsplit, nsplit == 1 and 1 or 0)
   if nsplit > 1 then f.p2({ grid = 1, block = RBLOCK }, part, o, K, nsplit) end
   if out ~= nil then return o end
-  return o[1]
+  return lua_value(o)
 end
 
 -- A reduction method: make(dtype, opts) gives the reduction's description for reduce().
