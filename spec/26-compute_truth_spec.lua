@@ -136,6 +136,21 @@ helper.each_device(function(dev)
       helper.assert_error_matches(function() return u + 256 end, "operator +: Lua integer 256 is out of bounds for uint8")
     end)
 
+    it("compares a signed integer array with a uint64 one exactly, as NumPy 1.25 and later do", function()
+      -- promoted to float64, 2^63 - 1 and 2^63 compared equal
+      local a = arr({ math.maxinteger, -1, 5, math.mininteger }, "int64")
+      local b = arr({ 2 ^ 63, 2 ^ 64 - 2048, 5, 0 }, "uint64")
+      assert.are.same({ false, false, true, false }, a:eq(b):totable())
+      assert.are.same({ true, true, false, true }, cd.not_equal(b, a):totable())
+      assert.are.same({ true, true, false, true }, a:lt(b):totable())
+      assert.are.same({ true, true, true, true }, a:le(b):totable())
+      assert.are.same({ true, true, false, true }, b:gt(a):totable())
+      assert.are.same({ false, false, true, false }, a:ge(b):totable())
+      assert.are.same({ true, false }, arr({ -1, 3 }, "int8"):lt(arr({ 0, 2 }, "uint64")):totable())
+      -- arithmetic still promotes to float64, as NumPy's
+      assert.are.equal("float64", (a + b).dtype)
+    end)
+
     it("refuses the sign of bool arrays and squares bool into int8, as NumPy", function()
       helper.assert_error_matches(function() return cd.sign(arr({ true }, "bool")) end,
         "sign: bool arrays have no sign (NumPy refuses them too); convert with a:astype(\"int8\")")
@@ -219,6 +234,7 @@ describe("computing like NumPy 2: generated kernels under NVRTC", function()
           pcall(x.lt, x, d == "uint64" and -1 or 1 << 40)
         end
         pcall(cd.arctan2, x, cd.ones(2, "int8", { device = "cpu" }))
+        pcall(x.lt, x, cd.ones(2, "uint64", { device = "cpu" }))
         pcall(x.max, x)
       end
     end)
