@@ -39,14 +39,13 @@ helper.each_device(function(dev)
       assert_values(arr({ 1, 7 }, "int32") / 2, { 0.5, 3.5 })
       assert_values(7 / arr({ 2, -4 }, "int8"), { 3.5, -1.75 })
       assert_values(cd.divide(arr({ 1, -1, 0 }, "int32"), arr({ 0, 0, 0 }, "int32")), { inf, -inf, nan })
-      -- every integer dtype, by itself and by one other (bool included)
+      -- every integer dtype, by another (bool included; the NVRTC test below compiles every dtype by itself)
       local others = { "bool", "int8", "uint16", "int32", "uint64", "int64", "uint8", "int16" }
       for i, a in ipairs(INTS) do
-        for _, b in ipairs({ a, others[i] }) do
-          local r = arr({ 3, 0, 1 }, a) / arr({ 2, 1, 0 }, b == "bool" and "int8" or b):astype(b)
-          assert.are.equal("float64", r.dtype, a .. " / " .. b)
-          assert_values(r, { b == "bool" and 3 or 1.5, 0, inf }, nil, a .. " / " .. b)
-        end
+        local b = others[i]
+        local r = arr({ 3, 0, 1 }, a) / arr({ 2, 1, 0 }, b == "bool" and "int8" or b):astype(b)
+        assert.are.equal("float64", r.dtype, a .. " / " .. b)
+        assert_values(r, { b == "bool" and 3 or 1.5, 0, inf }, nil, a .. " / " .. b)
       end
       -- beyond 2^53 the operands are rounded to float64 first, as NumPy does
       assert_values(arr({ math.maxinteger }, "int64") / arr({ 1 }, "int64"), { 2 ^ 63 })
@@ -76,11 +75,9 @@ helper.each_device(function(dev)
     end)
 
     it("gives arctan2 and hypot of integers the float NumPy gives, on every device", function()
-      local cases = { { "int8", "int8", "float16" }, { "uint8", "uint8", "float16" }, { "bool", "bool", "float16" },
-                      { "int8", "uint8", "float16" }, { "int8", "int16", "float32" }, { "int16", "int16", "float32" },
+      local cases = { { "int8", "int8", "float16" }, { "bool", "bool", "float16" }, { "int8", "uint8", "float16" },
                       { "uint16", "int8", "float32" }, { "int32", "int32", "float64" }, { "int64", "uint64", "float64" },
-                      { "int8", "float16", "float16" }, { "int16", "float16", "float32" }, { "uint8", "float32", "float32" },
-                      { "float32", "float64", "float64" } }
+                      { "int16", "float16", "float32" }, { "float32", "float64", "float64" } }
       for _, c in ipairs(cases) do
         local x, y = arr({ 1, 0, 1 }, c[1] == "bool" and "int8" or c[1]):astype(c[1]), arr({ 1, 1, 0 }, c[2] == "bool" and "int8" or c[2]):astype(c[2])
         local t, h = cd.arctan2(x, y), cd.hypot(x, y)
@@ -97,8 +94,9 @@ helper.each_device(function(dev)
     end)
 
     it("keeps the dtype of integer and bool arrays in floor, ceil and trunc (NumPy 2.1)", function()
-      for _, f in ipairs({ "floor", "ceil", "trunc" }) do
-        for _, d in ipairs(INTS) do
+      for i, f in ipairs({ "floor", "ceil", "trunc" }) do
+        for j = i, #INTS, 3 do   -- each integer dtype through one of the three
+          local d = INTS[j]
           local r = cd[f](arr({ 3, 0, 100 }, d))
           assert.are.equal(d, r.dtype, f .. " of " .. d)
           assert_values(r, { 3, 0, 100 }, nil, f .. " of " .. d)
