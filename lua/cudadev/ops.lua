@@ -550,7 +550,7 @@ function cd.elementwise(in_params, out_params, body, opts)
       preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or "") })
     return unpack(r, 1, #r)
   end
-  return setmetatable(obj, { __call = call, __name = "cudadev.ElementwiseKernel",
+  return setmetatable(obj, { __call = internal.public(name, call, 1), __name = "cudadev.ElementwiseKernel",
     __tostring = function() return fmt("ElementwiseKernel(%s: %s -> %s)", name, in_params, out_params) end })
 end
 
@@ -625,9 +625,10 @@ local function reduction_geometry(shape, axis, keepdims, fname)
   end
   if math.type(axis) ~= "integer" then raise(fmt("bad option 'axis' to '%s' (integer expected, got %s)", fname, typename(axis))) end
   local ax = axis < 0 and nd + 1 + axis or axis
+  if nd == 0 then raise(fmt("bad option 'axis' to '%s' (axis %d is out of range: a 0-d array has no axes)", fname, axis)) end
   if ax < 1 or ax > nd then
-    raise(fmt("bad option 'axis' to '%s' (axis %d is out of range for an array of %d dimensions: 1..%d, or -1..-%d)",
-      fname, axis, nd, nd, nd))
+    raise(fmt("bad option 'axis' to '%s' (axis %d is out of range for an array of %d dimension%s: 1..%d, or -1..-%d)",
+      fname, axis, nd, nd == 1 and "" or "s", nd, nd))
   end
   local outer, inner, oshape = 1, 1, {}
   for i = 1, nd do
@@ -679,6 +680,7 @@ local function run_reduction(spec)
   local o = spec.out.value
   if o == nil then o = cd.empty(oshape, spec.out.dtype, { device = dev, stream = spec.stream })
   else
+    if not is_array(o) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", fname, typename(o))) end
     if o.device ~= dev then raise(fmt("%s: output is on %s but the input on %s", fname, o.device.alias, dev.alias)) end
     if o.dtype ~= spec.out.dtype then
       raise(fmt("%s: output is %s but the result is %s", fname, o.dtype, spec.out.dtype))
@@ -797,7 +799,7 @@ function cd.reduction(in_params, out_params, map_expr, reduce_expr, post_map_exp
       identity = identity, preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or ""), axis = copts.axis,
       keepdims = copts.keepdims, stream = copts.stream }))
   end
-  return setmetatable({}, { __call = call, __name = "cudadev.ReductionKernel",
+  return setmetatable({}, { __call = internal.public(name, call, 1), __name = "cudadev.ReductionKernel",
     __tostring = function() return fmt("ReductionKernel(%s: %s -> %s)", name, in_params, out_params) end })
 end
 
@@ -1109,6 +1111,8 @@ for _, key in ipairs({ "add", "sub", "mul", "div", "floordiv", "mod", "pow", "ba
     binary(op, a, b, a, opts.stream, mname)
     return a
   end
+  -- the same under the function's name, as PyTorch users write it (a:subtract_, a:remainder_, a:bitwise_and_)
+  if FNAMES[key] ~= key then methods[FNAMES[key] .. "_"] = methods[mname] end
 end
 
 -- ------------------------------------------------------------------------------------------ unary functions
@@ -1503,4 +1507,8 @@ end
 -- for random.lua (NOTE [generated kernels])
 internal.DT, internal.kernel_for, internal.grid_for, internal.header = DT, kernel_for, grid_for, header
 internal.check_opts, internal.raise, internal.argerror, internal.typename = check_opts, raise, argerror, typename
+internal.INT_RANGE = INT_RANGE
 internal.dtype_of_name, internal.BLOCK = dtype_of_name, BLOCK
+-- for ops_numpy.lua (NumPy's other functions, on the same generators)
+internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
+internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
