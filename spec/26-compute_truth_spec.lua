@@ -91,6 +91,12 @@ helper.each_device(function(dev)
       assert.are.equal("float64", cd.arctan2(arr({ 1 }, "int8"), 3.0).dtype)
       assert.are.equal("float32", cd.hypot(arr({ 3 }, "uint16"), 4).dtype)
       assert_values(cd.hypot(arr({ 3 }, "uint16"), 4), { 5 })
+      -- copysign's float is found the same way
+      local c = cd.copysign(arr({ 3, 2 }, "int8"), arr({ 1, 0 }, "uint8"))
+      assert.are.equal("float16", c.dtype)
+      assert_values(c, { 3, 2 })
+      assert.are.equal("float32", cd.copysign(arr({ 3 }, "int8"), arr({ 1 }, "int16")).dtype)
+      assert.are.equal("float64", cd.copysign(arr({ 3 }, "int8"), -2.0).dtype)
     end)
 
     it("keeps the dtype of integer and bool arrays in floor, ceil and trunc (NumPy 2.1)", function()
@@ -224,7 +230,7 @@ describe("computing like NumPy 2: generated kernels under NVRTC", function()
                     "float32", "float64" }
       for _, d in ipairs(dts) do
         local x = cd.ones(2, d, { device = "cpu" })
-        for _, f in ipairs({ "arctan2", "hypot", "divide", "floor_divide", "remainder", "power" }) do
+        for _, f in ipairs({ "arctan2", "hypot", "divide", "floor_divide", "remainder", "power", "copysign", "fmod" }) do
           assert(pcall(cd[f], x, x) == false)
         end
         for _, f in ipairs({ "floor", "ceil", "trunc", "sign", "square" }) do pcall(cd[f], x) end
@@ -232,13 +238,14 @@ describe("computing like NumPy 2: generated kernels under NVRTC", function()
           pcall(x.lt, x, d == "uint64" and -1 or 1 << 40)
         end
         pcall(cd.arctan2, x, cd.ones(2, "int8", { device = "cpu" }))
+        pcall(cd.copysign, x, cd.ones(2, "uint8", { device = "cpu" }))
         pcall(x.lt, x, cd.ones(2, "uint64", { device = "cpu" }))
         pcall(x.max, x)
       end
     end)
     cd.compile = real
     assert(ok or err == STOP, err)
-    assert(#srcs >= 12 * 6, "only " .. #srcs .. " sources caught")
+    assert(#srcs >= 12 * 8, "only " .. #srcs .. " sources caught")
     for _, s in ipairs(srcs) do
       local cok, cerr = pcall(cd.compile, s[2], { arch = "sm_90", name = s[1] })
       assert(cok, tostring(cerr))

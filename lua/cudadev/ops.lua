@@ -1509,6 +1509,7 @@ internal.DT, internal.kernel_for, internal.grid_for, internal.header = DT, kerne
 internal.check_opts, internal.raise, internal.argerror, internal.typename = check_opts, raise, argerror, typename
 internal.INT_RANGE = INT_RANGE
 internal.dtype_of_name, internal.BLOCK = dtype_of_name, BLOCK
+internal.float_result, internal.float_pair = float_result, float_pair   -- ops_numpy.lua: NumPy's float results
 -- for ops_numpy.lua (NumPy's other functions, on the same generators)
 internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
 internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
