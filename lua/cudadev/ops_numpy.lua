@@ -16,7 +16,6 @@ local fmt, concat = string.format, table.concat
 local DT, raise, argerror, typename = internal.DT, internal.raise, internal.argerror, internal.typename
 local check_opts, dtype_of_name, prod = internal.check_opts, internal.dtype_of_name, internal.shape_size
 local run_elementwise, run_reduction, result_type = internal.run_elementwise, internal.run_reduction, internal.result_type
-local promote2 = internal.promote2
 local as_strided = array_mt.__as_strided
 
 local function is_array(v) return cd.type(v) == "Array" end
@@ -40,8 +39,9 @@ local function to_double(d, x) return d == "float16" and fmt("(double)(float)%s"
 local function from_double(d, e) return d == "float16" and fmt("(__half)(float)(%s)", e) or fmt("(%s)(%s)", DT[d].ctype, e) end
 
 -- A float result dtype for d (NumPy's: floats stay, bool and 8-bit integers give float16, 16-bit float32, others
--- float64), as ops.lua's math functions.
-local function float_result(d) return DT[d].kind == "f" and d or promote2(d, "float16") end
+-- float64), and of two operands' dtypes (the smallest float both of theirs convert to), as ops.lua's math
+-- functions and arctan2 have them.
+local float_result, float_pair = internal.float_result, internal.float_pair
 
 -- ------------------------------------------------------------------------------------------ axes
 -- Runs the reduction r ({out=, rtype=, map=, reduce=, post=, identity=, preamble=, empty_error=}, ops.lua's
@@ -442,7 +442,7 @@ end
 local function binary_float(fname, make)
   cd[fname] = function(x, y, opts)
     local o, r = two_operands(x, y, opts, fname)
-    local res, body, pre = make(r)
+    local res, body, pre = make(r, scalar_dtype(x, r), scalar_dtype(y, r))
     local odt = o.out and o.out.dtype or res
     return ew(fname, r .. odt, { { "x_", x, r }, { "y_", y, r } }, odt, fmt("z = (%s)(%s)", DT[odt].ctype, body), o, pre)
   end
@@ -462,8 +462,8 @@ binary_float("fmod", function(r)
 end)
 
 -- cd.copysign(x, y [, {out=, stream=}]): |x| with the sign of y (of its sign bit: -0.0 counts), a float
-binary_float("copysign", function(r)
-  local res = float_result(r)
+binary_float("copysign", function(r, da, db)
+  local res = float_pair(r, da, db)   -- copysign(int8, uint8) is float16, as NumPy finds its loop
   local C = DT[res].calc
   return res, fmt("copysign%s((%s)%s, (%s)%s)", C == "float" and "f" or "", C, r == "float16" and "(float)x_" or "x_", C,
     r == "float16" and "(float)y_" or "y_")
