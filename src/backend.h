@@ -352,6 +352,7 @@ void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, cha
                           size_t nmiss);
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n); /* cd._selftest.disk_cache */
 void cdv_cpu_cache_dir_used(char *out, size_t n); /* the cpu kernel cache's directory, "" before a compile */
+void cdv_cpu_cache_forget(void); /* drop the in-memory memo, failures included (disk entries stay) */
 void cdv_cache_refusal(char *out, size_t n); /* (see NOTE [cache trust]) the last directory refused, "" if none */
 int cdv_cache_trust_selftest(const char *dir, char *why, size_t n); /* cd._selftest.cache_trust */
 

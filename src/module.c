@@ -784,6 +784,7 @@ static int l_cache_trust_selftest(lua_State *L) {
 /* Drops the in-memory cache; modules still held by Module values stay loaded until collected. */
 static int l_clear_kernel_cache(lua_State *L) {
   (void)L;
+  cdv_cpu_cache_forget(); /* its objects by key, and the failures it remembers (NOTE [failed compiles]) */
   pthread_mutex_lock(&cache_lock);
   cdv_module_t *m = cache;
   cache = NULL;
