@@ -921,18 +921,18 @@ static int cpu_occupancy(cdv_device *d, void *fn, int block, size_t shared, int 
 }
 
 static int cpu_launch(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                      void *stream, void **args, cdv_err *e) {
+                      void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e) {
   (void)d;
   if (check_stream(stream, e)) return -1;
-  return cdv_cpu_launch(fn, grid, block, shared, args, 0, e);
+  return cdv_cpu_launch(fn, grid, block, shared, args, 0, opts, e);
 }
 
 /* NOTE [cpu grid sync] (cpu_run.c): every block on a worker thread of its own */
 static int cpu_launch_cooperative(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
-                                  unsigned shared, void *stream, void **args, cdv_err *e) {
+                                  unsigned shared, void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e) {
   (void)d;
   if (check_stream(stream, e)) return -1;
-  return cdv_cpu_launch(fn, grid, block, shared, args, 1, e);
+  return cdv_cpu_launch(fn, grid, block, shared, args, 1, opts, e);
 }
 
 /* The occupancy model (cpu_occupancy) on every worker thread, within what cdv_cpu_coop_max allows. */

@@ -751,19 +751,19 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
  * ETIMEDOUT. (Being in its own group, the compiler does not see a terminal's Ctrl-C: the deadline ends it.) */
 #define DEFAULT_TIMEOUT 300.0
 
-/* The deadline in seconds (0: none), or -1 with *e for a value that is not a number of seconds. */
-static double compile_timeout(cdv_err *e) {
-  const char *v = getenv("CUDADEV_COMPILE_TIMEOUT");
-  if (!v || !*v) return DEFAULT_TIMEOUT;
+double cdv_cpu_env_seconds(const char *var, double dflt, const char *api, cdv_err *e) {
+  const char *v = getenv(var);
+  if (!v || !*v) return dflt;
   char *end;
   double t = strtod(v, &end);
   if (end == v || *end || !(t >= 0 && t <= 1e9)) /* also refuses NaN */
-    return cdv_fail(e, "cpu.compile", EINVAL, "EINVAL",
-                    "CUDADEV_COMPILE_TIMEOUT must be a number of seconds "
-                    "(0 for no limit), not '%s'",
-                    v),
-           -1;
+    return cdv_fail(e, api, EINVAL, "EINVAL", "%s must be a number of seconds (0 for no limit), not '%s'", var, v), -1;
   return t;
+}
+
+/* The deadline in seconds (0: none), or -1 with *e for a value that is not a number of seconds. */
+static double compile_timeout(cdv_err *e) {
+  return cdv_cpu_env_seconds("CUDADEV_COMPILE_TIMEOUT", DEFAULT_TIMEOUT, "cpu.compile", e);
 }
 
 static double now_s(void) {

@@ -48,6 +48,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -112,6 +113,8 @@ typedef struct launch {
   const cdv_cpu_func *plain; /* the kernel when fn is its fast path: NOTE [naming the thread] */
   int retrack; /* this launch re-runs a block to name its thread: quiet, with a time limit */
   status *result; /* where run_forked leaves a copy of the final status, or NULL */
+  double timeout; /* seconds a contained launch may run, 0 for no limit: NOTE [launch time limit] */
+  const cdv_launch_opts *opts; /* the host's (NULL: the defaults), read by the host only */
 } launch;
 
 typedef struct worker worker;
@@ -1110,6 +1113,36 @@ static void *child_thread(void *arg) {
   return NULL;
 }
 
+/* NOTE [launch time limit]: a contained launch may have a time limit (the launch's timeout, else its
+ * module's cd.compile timeout, else $CUDADEV_CPU_TIMEOUT; resolved in cdv_cpu_launch). The process that runs
+ * it (the launch worker or a child of its own) arms ITIMER_REAL with it and disarms it when the blocks are
+ * done, before it says so; SIGALRM's default action then ends that process wherever a kernel is (a loop that
+ * never ends, a deadlock of its own making), as a fault would: the host sees it end by SIGALRM, reports the
+ * limit, and the next launch forks a fresh worker. The process, not the host, keeps the time: the host
+ * waits as before (a spin, then a blocking read), with no clock of its own to poll. An in-process launch
+ * (CUDADEV_CPU_FORK=0, or one whose arguments keep it in the process: NOTE [fault containment]) has no time
+ * limit: its blocks run on the host's threads, and stopping them where they are could leave a lock of the
+ * host's held (stdio's, malloc's) for ever after. cdv_cpu_interrupt() can still stop it, at that risk. */
+static void limit_arm(double seconds) {
+  sigset_t alrm;
+  sigemptyset(&alrm);
+  sigaddset(&alrm, SIGALRM);
+  signal(SIGALRM, SIG_DFL); /* child_signals did so too; the worker's host may have had its own */
+  pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  it.it_value.tv_sec = (time_t)seconds;
+  it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
+  if (!it.it_value.tv_sec && !it.it_value.tv_usec) it.it_value.tv_usec = 1;
+  setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void limit_disarm(void) {
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  setitimer(ITIMER_REAL, &it, NULL);
+}
+
 __attribute__((noreturn)) static void child_main(launch *L, int nw) {
 #ifdef __linux__
   prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the launching thread */
@@ -1123,6 +1156,8 @@ __attribute__((noreturn)) static void child_main(launch *L, int nw) {
     int fd = open("/dev/null", O_WRONLY);
     if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
     alarm(RETRACK_SECONDS);
+  } else if (L->timeout > 0) {
+    limit_arm(L->timeout); /* NOTE [launch time limit] */
   }
   pthread_t th[MAX_WORKERS];
   int started = 1;
@@ -1285,6 +1320,13 @@ static int launch_error(const launch *L, const status *st, int signo, cdv_err *e
 
 /* The error of a launch whose process ended before it finished: waited (its wait status ws is known) or not. */
 static int ended_error(const launch *L, const status *st, int waited, int ws, cdv_err *e) {
+  if (waited && WIFSIGNALED(ws) && WTERMSIG(ws) == SIGALRM && L->timeout > 0 && !st->claimed) {
+    cdv_fail(e, "cpu.launch", 702, "CUDA_ERROR_LAUNCH_TIMEOUT",
+             "kernel '%s' ran past its time limit of %g s on the cpu device and was stopped (the launch's timeout, "
+             "else cd.compile's, else CUDADEV_CPU_TIMEOUT)",
+             L->fn->name, L->timeout); /* NOTE [launch time limit] */
+    return -1;
+  }
   if (waited && WIFEXITED(ws) && WEXITSTATUS(ws) != EXIT_FAILED && !st->claimed)
     return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
                     "kernel '%s' ended the launch process "
@@ -1558,10 +1600,12 @@ static void lw_serve(lw_page *pg) {
     fflush(NULL);
     _exit(EXIT_FAILED);
   }
+  if (L.timeout > 0) limit_arm(L.timeout); /* NOTE [launch time limit] */
   if (L.nworkers > 1 && !under_asan()) /* one thread takes every block (NOTE [forks under ASan]) */
     run_pool(&L, L.nworkers);
   else
     worker_run(&L, 0);
+  if (L.timeout > 0) limit_disarm();
   fflush(NULL);
   L.st->done = 1;
 }
@@ -1796,9 +1840,26 @@ int cdv_cpu_coop_max(unsigned nthreads) {
   return n;
 }
 
+/* (see NOTE [launch time limit]) $CUDADEV_CPU_TIMEOUT, read once; -1 with *e when it is not a number */
+static pthread_once_t timeout_once = PTHREAD_ONCE_INIT;
+static double env_timeout;
+static cdv_err env_timeout_err;
+static void read_env_timeout(void) {
+  env_timeout = cdv_cpu_env_seconds("CUDADEV_CPU_TIMEOUT", 0, "cpu.launch", &env_timeout_err);
+}
+
+static double launch_timeout(const cdv_launch_opts *opts, cdv_err *e) {
+  if (opts && opts->timeout >= 0) return opts->timeout;
+  pthread_once(&timeout_once, read_env_timeout);
+  if (env_timeout < 0) *e = env_timeout_err;
+  return env_timeout;
+}
+
 int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared, void **args,
-                   int cooperative, cdv_err *e) {
+                   int cooperative, const cdv_launch_opts *opts, cdv_err *e) {
   if (check_config(f, grid, block, shared, e)) return -1;
+  double timeout = launch_timeout(opts, e);
+  if (timeout < 0) return -1;
   uint64_t nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
   if (cooperative && nblocks > (uint64_t)cdv_cpu_coop_max(block[0] * block[1] * block[2]))
     return cdv_fail(e, "cpu.launch", 720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
@@ -1808,6 +1869,8 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   launch L;
   memset(&L, 0, sizeof L);
   L.fn = f;
+  L.timeout = timeout;
+  L.opts = opts;
   cdv_cpu_func fast; /* NOTE [fast paths] in cpu_compile.c: when the block's per-thread arrays fit its stack */
   uint64_t nth = (uint64_t)block[0] * block[1] * block[2];
   if (f->fis && !cooperative && f->fis_row <= CDV_CPU_FIS_STACK && f->fis_row * nth <= CDV_CPU_FIS_STACK) {
