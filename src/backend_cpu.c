@@ -464,11 +464,10 @@ int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len) {
   return rc;
 }
 
-/* Where addr is relative to the nearest array (within a MiB), for a fault's message; "" when none is near. */
-void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
-  uintptr_t best = (uintptr_t)1 << 20, lo = 0, hi = 0;
-  int small = 0;
-  out[0] = 0;
+/* The array nearest addr (within a MiB): [*lo, *hi), *small when it is a small array's block; 0 when none. */
+int cdv_cpu_alloc_near(uintptr_t addr, uintptr_t *lo, uintptr_t *hi, int *small) {
+  uintptr_t best = (uintptr_t)1 << 20;
+  *lo = *hi = 0, *small = 0;
   pthread_mutex_lock(&allocs_lock);
   for (size_t k = 0; k < allocs.cap; k++) {
     const alloc *a = &allocs.v[k];
@@ -484,10 +483,18 @@ void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
       b = first + i * size, e = b + size, sz = size, sm = 1;
     }
     uintptr_t dist = addr < b ? b - addr : addr >= e ? addr - e + 1 : 0;
-    if (dist < best || (dist == 0 && best == 0)) best = dist, lo = b, hi = b + sz, small = sm;
+    if (dist < best || (dist == 0 && best == 0)) best = dist, *lo = b, *hi = b + sz, *small = sm;
   }
   pthread_mutex_unlock(&allocs_lock);
-  if (!hi) return;
+  return *hi != 0;
+}
+
+/* Where addr is relative to the nearest array (within a MiB), for a fault's message; "" when none is near. */
+void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
+  uintptr_t lo, hi;
+  int small;
+  out[0] = 0;
+  if (!cdv_cpu_alloc_near(addr, &lo, &hi, &small)) return;
   const char *what = small ? "the small array" : "the array";
   if (addr < lo)
     snprintf(out, n, ", %lu bytes before %s at 0x%lx (%lu bytes)", (unsigned long)(lo - addr), what, (unsigned long)lo,

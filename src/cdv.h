@@ -193,6 +193,7 @@ void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
 /* (see NOTE [class registration]) the metatable tname (left on the stack) with meta, and methods behind index */
 void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction index);
 const char *cdv_typename(lua_State *L, int idx); /* __name of its metatable, else the basic type */
+const char *cdv_value_text(lua_State *L, int idx); /* luaL_tolstring, without addresses in a sandbox (pushed) */
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why); /* raises */
 int cdv_self_error(lua_State *L, int arg, const char *why); /* raises; NOTE [self errors] */
 

@@ -114,6 +114,7 @@ typedef struct cdv_cpu_func {
 int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len);
 /* ", N bytes past the end of the array at 0x... (M bytes)" for a fault at addr, or "" when no array is near */
 void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n);
+int cdv_cpu_alloc_near(uintptr_t addr, uintptr_t *lo, uintptr_t *hi, int *small); /* the array addr is nearest */
 
 /* ---------------------------------------------------------------- cpu_object.c */
 /* 0 when the object at path may be loaded: NOTE [no static initialisers], NOTE [static shared limit] */

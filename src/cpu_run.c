@@ -1219,8 +1219,46 @@ static int reported_error(const char *k, const status *st, const char *where, cd
   }
 }
 
+/* NOTE [faults without addresses]: a sandboxed state's error texts carry no address (a host that shows them
+ * to its users would show its memory layout): a fault names the kernel's parameter whose array it is nearest
+ * and the offset from what that parameter points to, " at byte offset 4400 of parameter 'x' (4096 bytes
+ * long)" (its bytes from there to the end of its array), or says that no argument's array is near. Parameters
+ * are matched by their pointer values (the object's list of parameters says which are pointers); the
+ * closest one at or below the fault wins, so a view names itself. */
+static int fault_param(const launch *L, uintptr_t addr, uintptr_t lo, uintptr_t hi, uintptr_t *at) {
+  const cdv_cpu_sig *sig = L->fn->sig;
+  int best = -1;
+  for (unsigned i = 0; sig && L->args && i < sig->n; i++) {
+    uintptr_t p;
+    if (!CDV_CPU_PARAM_PTR(sig->w[i]) || !L->args[i]) continue;
+    memcpy(&p, L->args[i], sizeof p);
+    if (p < lo || p >= hi) continue;
+    int closer = best < 0 || (p <= addr ? *at > addr || p > *at : *at > addr && p < *at);
+    if (closer) best = (int)i, *at = p;
+  }
+  return best;
+}
+
+static void fault_place_sandboxed(const launch *L, uintptr_t addr, char *out, size_t n) {
+  uintptr_t lo, hi, p = 0;
+  int small, i = cdv_cpu_alloc_near(addr, &lo, &hi, &small) ? fault_param(L, addr, lo, hi, &p) : -2;
+  const cdv_launch_opts *o = L->opts;
+  if (i == -2) {
+    snprintf(out, n, " away from every array");
+  } else if (i < 0) {
+    snprintf(out, n, " near an array that is not one of its arguments");
+  } else if (i < o->nparams && o->param_names && o->param_names[i][0]) {
+    snprintf(out, n, " at byte offset %lld of parameter '%s' (%llu bytes long)", (long long)(addr - p),
+             o->param_names[i], (unsigned long long)(hi - p));
+  } else {
+    snprintf(out, n, " at byte offset %lld of parameter %d (%llu bytes long)", (long long)(addr - p), i + 1,
+             (unsigned long long)(hi - p));
+  }
+}
+
 /* A signal that ended the child: what the fault handler saw, if it ran. */
-static int signal_error(const char *k, const status *st, int sig, const char *where, cdv_err *e) {
+static int signal_error(const launch *L, const status *st, int sig, const char *where, cdv_err *e) {
+  const char *k = L->fn->name;
   if (sig == SIGINT && !st->claimed)
     return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
                     "kernel '%s' was interrupted (SIGINT) before "
@@ -1235,7 +1273,9 @@ static int signal_error(const char *k, const status *st, int sig, const char *wh
   const char *t = signal_text(sig);
   if (!t) snprintf(sigbuf, sizeof sigbuf, "signal %d", sig), t = sigbuf;
   int addr = st->claimed && (sig == SIGSEGV || sig == SIGBUS);
-  if (addr) { /* and where that is relative to the nearest array (NOTE [cpu memory] in backend_cpu.c) */
+  if (addr && L->opts && L->opts->sandbox) { /* NOTE [faults without addresses] */
+    fault_place_sandboxed(L, st->addr, at, sizeof at);
+  } else if (addr) { /* and where that is relative to the nearest array (NOTE [cpu memory] in backend_cpu.c) */
     char near[150];
     cdv_cpu_alloc_describe(st->addr, near, sizeof near);
     snprintf(at, sizeof at, " at address 0x%lx%s", (unsigned long)st->addr, near);
@@ -1308,7 +1348,7 @@ static int launch_error(const launch *L, const status *st, int signo, cdv_err *e
   if (st->claimed && st->kind != CDV_CPU_FAIL_SIGNAL)
     rc = reported_error(L->fn->name, st, where, e);
   else if (sig)
-    rc = signal_error(L->fn->name, st, sig, where, e);
+    rc = signal_error(L, st, sig, where, e);
   else
     rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
                   "kernel '%s' ended the cpu device's launch "

@@ -19,7 +19,7 @@
 double cdv_seconds(lua_State *L, int idx, const char *key) {
   double t = lua_tonumber(L, idx);
   if (lua_type(L, idx) == LUA_TNUMBER && t >= 0 && t <= 1e9) return t; /* also refuses NaN */
-  const char *got = luaL_tolstring(L, idx, NULL);
+  const char *got = cdv_value_text(L, idx);
   if (key)
     lua_pushfstring(L, "'%s' must be a number of seconds from 0 (no limit) to 1e9, got %s", key, got);
   else
@@ -60,7 +60,7 @@ static void dims(lua_State *L, const char *kname, int idx, const char *key, uint
   }
   cdv_launch_config_error(
       L, kname,
-      lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, luaL_tolstring(L, idx, NULL)));
+      lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, cdv_value_text(L, idx)));
 }
 
 /* The table at idx into *c. Keys are compared as pointers (NOTE [launch keys]). */
@@ -112,7 +112,7 @@ static void parse(lua_State *L, int idx, const cdv_state *st, const char *kname,
                               lua_pushfstring(L,
                                               "unknown key '%s' (expected grid, block, dim, shared, "
                                               "stream, device, cooperative, timeout)",
-                                              luaL_tolstring(L, -2, NULL)));
+                                              cdv_value_text(L, -2)));
     }
     lua_settop(L, v - 1);
   }
@@ -239,7 +239,7 @@ static int config_tostring(lua_State *L) {
   if (c->stream) {
     luaL_addstring(&b, ", stream=");
     lua_getiuservalue(L, 1, 1);
-    luaL_tolstring(L, -1, NULL);
+    cdv_value_text(L, -1);
     lua_remove(L, -2);
     luaL_addvalue(&b);
   }

@@ -158,7 +158,7 @@ static int parse_arch(lua_State *L, int o) {
     arch = -1;
   if (arch < 0 || (t != LUA_TNIL && (arch < 10 || arch > 1000)))
     luaL_error(L, "bad option 'arch' to 'compile' (expected \"sm_XY\" or an integer such as 90, got %s)",
-               luaL_tolstring(L, -1, NULL));
+               cdv_value_text(L, -1));
   lua_pop(L, 1);
   return arch;
 }
