@@ -247,6 +247,20 @@ describe("a cpu kernel cache directory that cannot be used", function()
       .. "Not a directory"):format(base)), victim(env(base, "CUDADEV_CACHE_DIR=" .. sh(base .. "/file/cache"))))
   end))
 
+  -- a full file system: a 16 KiB tmpfs, mounted in a user and mount namespace of the child's own (unshare -rm)
+  local full_why = os.execute("unshare -rm true 2>/dev/null") ~= true and "unshare -rm does not run here"
+  local full_it = full_why and function(name) pending(("%s (%s)"):format(name, full_why)) end or it
+  full_it("because its file system is full (ENOSPC)", with_base(function(base)
+    prepare(base)
+    run(("mkdir -m 0700 %s"):format(sh(base .. "/cache")))
+    local out = victim(("unshare -rm sh -c %s"):format(sh(("mount -t tmpfs -o size=16k,mode=0700 tmpfs %s && exec env %s "
+      .. "lua5.4 \"$1\""):format(sh(base .. "/cache"), env(base, "CUDADEV_CACHE_DIR=" .. sh(base .. "/cache"))))))
+    local tmp = out:match("cannot write the sources into '" .. base:gsub("%p", "%%%0") .. "/cache/cpu/(tmp%-%x+%-%w+)'")
+    assert.is_truthy(tmp, out)
+    assert.are.equal(victim_out(private(base), nil, ("cannot write the sources into '%s/cache/cpu/%s': No space left on "
+      .. "device"):format(base, tmp)), out)
+  end))
+
   -- a directory nobody can make anything in, root included (sysfs): the build in it fails, the private one works
   local sys_why = not exists("/sys/devices/system/cpu") and "no /sys/devices/system/cpu (sysfs) here"
   local sys_it = sys_why and function(name) pending(("%s (%s)"):format(name, sys_why)) end or it
