@@ -1095,6 +1095,7 @@ static void child_signals(void) {
   /* interrupting the host (Ctrl-C) also ends the launch; the host's own handlers are for the host */
   static const int dfl[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
   for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++) signal(dfl[i], dfl[i] == SIGPIPE ? SIG_IGN : SIG_DFL);
+  sigaddset(&unblock, SIGALRM); /* NOTE [launch time limit]: its default action ends the process */
   pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
 }
 
@@ -1123,12 +1124,7 @@ static void *child_thread(void *arg) {
  * (CUDADEV_CPU_FORK=0, or one whose arguments keep it in the process: NOTE [fault containment]) has no time
  * limit: its blocks run on the host's threads, and stopping them where they are could leave a lock of the
  * host's held (stdio's, malloc's) for ever after. cdv_cpu_interrupt() can still stop it, at that risk. */
-static void limit_arm(double seconds) {
-  sigset_t alrm;
-  sigemptyset(&alrm);
-  sigaddset(&alrm, SIGALRM);
-  signal(SIGALRM, SIG_DFL); /* child_signals did so too; the worker's host may have had its own */
-  pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
+static void limit_arm(double seconds) { /* child_signals made SIGALRM's action the default, unblocked */
   struct itimerval it;
   memset(&it, 0, sizeof it);
   it.it_value.tv_sec = (time_t)seconds;
