@@ -855,7 +855,8 @@ static int cuda_occupancy(cdv_device *d, void *fn, int block, size_t shared, int
 
 /* cuLaunchKernel with the arguments as an array of pointers to each value (no `extra`). */
 static int cuda_launch(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                       void *stream, void **args, cdv_err *e) {
+                       void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e) {
+  (void)opts; /* NOTE [launch limits] */
   return cuda_activate(d, e) ? -1
                              : CDV_CU(e, cuLaunchKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1],
                                       block[2], shared, (CUstream)stream, args, NULL);
@@ -863,7 +864,9 @@ static int cuda_launch(cdv_device *d, void *fn, const unsigned grid[3], const un
 
 /* cuLaunchCooperativeKernel: every block resident at once (NOTE [cooperative launch] in cdv.h) */
 static int cuda_launch_cooperative(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
-                                   unsigned shared, void *stream, void **args, cdv_err *e) {
+                                   unsigned shared, void *stream, void **args, const cdv_launch_opts *opts,
+                                   cdv_err *e) {
+  (void)opts; /* NOTE [launch limits] */
   return cuda_activate(d, e) ? -1
                              : CDV_CU(e, cuLaunchCooperativeKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0],
                                       block[1], block[2], shared, (CUstream)stream, args);
