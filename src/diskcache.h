@@ -95,6 +95,9 @@ typedef struct cdv_incscan {
 } cdv_incscan;
 
 int cdv_header_index(const cdv_compile_req *req, const char *name); /* the request's header of that name, or -1 */
+/* the directories NVRTC searches for the request before the toolkit's: its -I and --include-path options, then its
+ * include_paths (cuda_cache.c) */
+void cdv_cuda_include_dirs(const cdv_compile_req *req, cdv_strlist *dirs);
 
 /* Resolve each include of incs (from a file in dir; NULL: look only on the include directories) as the
  * compilers do, a quoted one next to the including file first, and read each file found once into the key,
