@@ -233,17 +233,7 @@ static int hash_includes(cdv_sha256 *s, const cdv_compile_req *req) {
     const char *h = req->header_srcs[i];
     scan_text_includes(&is, dir, req->header_names[i], h, strlen(h));
   }
-  /* NOTE [nvrtc standard headers]: which of ours NVRTC is given (a file of that name on an include path hides
-   * one), and the files on those paths that ours include (<cstdio> includes <stdio.h>, which may be the caller's) */
-  const char **names = NULL, **srcs = NULL;
-  int nh = cdv_nvrtc_std_headers(req, &names, &srcs);
-  if (nh < 0) is.incomplete = 1;
-  for (int i = req->nheaders; i < nh; i++) {
-    cdv_sha256_str(s, names[i]);
-    scan_text_includes(&is, dir, names[i], srcs[i], strlen(srcs[i]));
-  }
-  free(names);
-  free(srcs);
+  cdv_nvrtc_std_key(req, &dirs, &is, s); /* NOTE [nvrtc standard headers] */
   int rc = is.incomplete || is.special[0] ? -1 : 0;
   cdv_sl_free(&is.seen);
   cdv_sl_free(&dirs);
@@ -257,9 +247,7 @@ static int hash_request(cdv_sha256 *s, const cdv_compile_req *req) {
   cdv_sha256_str(s, misc);
   cdv_sha256_str(s, cdv_nvrtc_toolkit_include(0)); /* NOTE [toolkit includes] */
   cdv_sha256_str(s, cdv_nvrtc_toolkit_include(1));
-  size_t std_len;
-  const char *std_text = cdv_nvrtc_std_text(&std_len); /* NOTE [nvrtc standard headers] */
-  hash_bytes(s, std_text, std_len);
+  cdv_sha256_str(s, cdv_nvrtc_std_digest()); /* NOTE [nvrtc standard headers] */
   cdv_sha256_str(s, req->name ? req->name : "kernel.cu");
   hash_bytes(s, req->source, req->source_len);
   hash_list(s, "options", req->nopts, req->opts);
