@@ -11,8 +11,8 @@
  * a name is given only when the request has no header of that name and no -I option, include_paths entry
  * or toolkit folder holds a file of that name, so what the caller supplies keeps precedence, also where one
  * of ours includes it (<cstdio> includes <stdio.h>). The disk cache's key (NOTE [cuda kernel cache]) holds the
- * whole text (its first lines carry a version), the names given, and the files on the caller's include paths
- * that they include. The cpu device never uses them: g++ reads the system's headers.
+ * SHA-256 of the whole text (its first lines carry a version), the names given, and the files on the caller's
+ * include paths that they include. The cpu device never uses them: g++ reads the system's headers.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
