@@ -301,6 +301,11 @@ int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch,
 int cdv_cuda_driver_version(void); /* cuDriverGetVersion, 0 without a driver */
 int cdv_nvrtc_version(int *major, int *minor); /* 0 on success */
 const char *cdv_nvrtc_toolkit_include(int which); /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
+/* NOTE [nvrtc standard headers] (nvrtc_std.c): the request's headers followed by the standard ones it may use,
+ * in two arrays the caller frees (not their strings); the count, or -1 when out of memory. The SHA-256 of their
+ * text (hex), for the cache key. */
+int cdv_nvrtc_std_headers(const cdv_compile_req *req, const char ***names, const char ***srcs);
+const char *cdv_nvrtc_std_digest(void);
 int cdv_cuda_is_sticky(int curesult); /* NOTE [sticky faults] */
 /* the CUDA backend's attribute, reset and stream_of operations, also callable directly (tests/) */
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
