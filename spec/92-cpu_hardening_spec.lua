@@ -162,6 +162,96 @@ describe("out-of-bounds accesses on the cpu device", function()
   end)
 end)
 
+describe("a store past an array's end, seen by the canary after it (NOTE [tail canary])", function()
+  local m
+  local KIND = { f32 = "float", f64 = "double", i8 = "signed char" }
+  before_each(function()
+    local src = {}
+    for dt, ctype in pairs(KIND) do
+      src[#src + 1] = ('extern "C" __global__ void st_%s(%s *x, long long i) { x[i] = 0; }'):format(dt, ctype)
+    end
+    m = m or cd.compile(table.concat(src, "\n"), CPU)
+  end)
+  teardown(function() m = nil end)
+
+  local function message(k, bytes, first, last)
+    return ("kernel '%s' wrote past the end of argument #1 ('x', an array of %d bytes): bytes %d to %d past its "
+      .. "end changed (seen after the launch, in the canary kept there; which thread wrote is not known)")
+      :format(k, bytes, first, last)
+  end
+
+  -- the bytes an array of n bytes has after it: its block (the block cache's class of n, 512-byte steps, or of
+  -- n + 16 when that would leave fewer than 16 in a slab block; a slab block is 256 << k, up to 2048 bytes, else
+  -- the array's pages end there, at a guard page), at most 1024 of them
+  local function slack(n)
+    local class = (n + 511) // 512 * 512
+    if class <= 2048 and class - n < 16 then class = (n + 16 + 511) // 512 * 512 end
+    local block = class
+    if class <= 2048 then block = 256; while block < class do block = block * 2 end end
+    return math.min(block - n, 1024)
+  end
+
+  local GUARD = "^kernel 'st_%s' crashed on the cpu device: SIGSEGV %%(segmentation fault%%) at address 0x%%x+, 0 bytes "
+    .. "past the end of the array at 0x%%x+ %%(%d bytes%%) %%(block %%(0,0,0%%), thread %%(0,0,0%%)%%)$"
+
+  it("one element past the end is an error naming the argument, every size from 1 to 4097 (f32, f64, i8)", function()
+    local forking = os.getenv("CUDADEV_CPU_FORK") ~= "0"
+    for _, dt in ipairs({ "f32", "f64", "i8" }) do
+      local size = dt == "f32" and 4 or dt == "f64" and 8 or 1
+      local k = m["st_" .. dt]
+      for n = 1, 4097 do
+        local bytes = n * size
+        if slack(bytes) > 0 or forking then -- else its guard page faults, which would end this process
+          local a = cd.full(n, 1, dt, CPU)
+          local ok, err = pcall(k, { dim = 1 }, a, n)
+          assert.is_false(ok, ("%s n = %d: the store past the end went unseen"):format(dt, n))
+          assert.are.equal("CUDA_ERROR_ILLEGAL_ADDRESS", err.name)
+          if slack(bytes) == 0 then -- the array ends at its guard page
+            assert.is_truthy(err.message:find(GUARD:format(dt, bytes)), err.message)
+          elseif err.message ~= message("st_" .. dt, bytes, 0, size - 1) then
+            assert.are.equal(message("st_" .. dt, bytes, 0, size - 1), err.message)
+          end
+          assert.is_true(pcall(k, { dim = 1 }, a, n - 1), "the next launch is clean") -- the canary was rewritten
+          assert.are.equal(0, a[n])
+          if n > 1 then assert.are.equal(1, a[n - 1]) end
+          a:free()
+        end
+      end
+    end
+  end)
+
+  it("a store that starts anywhere in the bytes after the end is caught", function()
+    for _, n in ipairs({ 1, 100, 496, 497, 512, 1000, 2032, 2048, 3000, 4096 }) do
+      local a = cd.full(n, 1, "i8", CPU)
+      for j = n, n + slack(n) - 1 do
+        local ok, err = pcall(m.st_i8, { dim = 1 }, a, j)
+        assert.is_false(ok, ("n = %d, a store at %d went unseen"):format(n, j))
+        assert.are.equal(message("st_i8", n, j - n, j - n), err.message)
+      end
+      assert.is_true(pcall(m.st_i8, { dim = 1 }, a, 0))
+      a:free()
+    end
+  end)
+
+  fork_it("past the bytes after a big array's end, its guard page faults", function()
+    local a = cd.full(1000, 1, "f32", CPU) -- 4000 bytes in a block of 4096 at the end of its pages
+    local ok, err = pcall(m.st_f32, { dim = 1 }, a, 1024)
+    assert.is_false(ok)
+    assert.are.equal("CUDA_ERROR_ILLEGAL_ADDRESS", err.name)
+    assert.is_truthy(err.message:find("SIGSEGV", 1, true), err.message)
+    assert.is_true(pcall(m.st_f32, { dim = 1 }, a, 999), "the canary of a failed launch was written again")
+  end)
+
+  it("a view's end is its array's: a store past a view that ends inside the array is not seen", function()
+    local a = cd.full(1000, 1, "f32", CPU)
+    assert.is_true(pcall(m.st_f32, { dim = 1 }, a:slice(1, 500), 500))
+    assert.are.equal(0, a[501])
+    local ok, err = pcall(m.st_f32, { dim = 1 }, a:slice(501, 1000), 500)
+    assert.is_false(ok)
+    assert.are.equal(message("st_f32", 4000, 0, 3), err.message)
+  end)
+end)
+
 describe("many arrays on the cpu device", function()
   it("a million live small arrays fit (pooled: a few hundred mappings, not one each)", function()
     local out = helper.run_child([[

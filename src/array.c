@@ -235,7 +235,7 @@ static void gc_pressure(lua_State *L, cdv_state *st, size_t bytes) {
 static int mem_alloc(cdv_state *st, cdv_device *d, int kind, size_t bytes, void *stream, void **ptr, cdv_err *e) {
   if (kind == CDV_MEM_PINNED) return cdv_pinned_alloc(d, bytes, ptr, e);
   if (kind != CDV_MEM_DEVICE) return d->be->mem_alloc(d, bytes, kind, stream, ptr, e);
-  size_t c = cdv_block_class(bytes);
+  size_t c = cdv_array_class(d, bytes);
   if ((*ptr = cdv_block_take(st, d, c, stream)) != NULL) return 0;
   return d->be->mem_alloc(d, c, kind, stream, ptr, e);
 }
@@ -274,6 +274,11 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
   b->quota = quota;
   b->charged = charged;
   b->owner = st;
+  if (d->be->mem_slack != NULL && b->ptr != NULL) { /* NOTE [tail canary] */
+    size_t slack = d->be->mem_slack(d, b->ptr, bytes);
+    b->slack = slack < CDV_CANARY_MAX ? slack : CDV_CANARY_MAX;
+    cdv_canary_fill(b);
+  }
   cdv_state_ref(st); /* (see NOTE [state record]) the block counts against it until freed */
   st->live_arrays++;
   if (quota != NULL) quota->quota_used += charged;
@@ -333,7 +338,7 @@ static int block_unref(cdv_block *b, cdv_err *e) {
     if (rc == 0 && b->kind == CDV_MEM_PINNED)
       cdv_pinned_free(d, b->ptr, b->bytes); /* idle now: reusable */
     else if (rc == 0 && b->kind == CDV_MEM_DEVICE && b->generation == d->generation) /* NOTE [block cache] */
-      rc = cdv_block_put(b->owner, d, b->ptr, cdv_block_class(b->bytes), stream, e);
+      rc = cdv_block_put(b->owner, d, b->ptr, cdv_array_class(d, b->bytes), stream, e);
     else if (rc == 0)
       rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
   }

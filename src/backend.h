@@ -178,6 +178,11 @@ struct cdv_backend {
    * (its DMA engines read and write only page-locked memory); 0 when its copies are host memcpys.
    * NOTE [staged copies] in staging.c. */
   int stage_pageable;
+  /* (see NOTE [tail canary] in memory.c) tail_room: the bytes an array must leave free at the end of a block of
+   * the block cache's class cls (NULL: none); mem_slack: how many bytes after an array of `bytes` at ptr belong to its allocation (0 when
+   * the memory is not this backend's); NULL: the device keeps no canary */
+  size_t (*tail_room)(size_t cls);
+  size_t (*mem_slack)(cdv_device *d, const void *ptr, size_t bytes);
   int (*activate)(cdv_device *d, cdv_err *e); /* create/make current the context */
   int (*synchronize)(cdv_device *d, cdv_err *e);
   int (*mem_info)(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err *e);

@@ -464,6 +464,27 @@ int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len) {
   return rc;
 }
 
+/* Room for one element of the largest size after an array that lives in the pool, where the next block is
+ * another array's (NOTE [tail canary] in memory.c); an array of its own mapping ends at its guard page. */
+static size_t cpu_tail_room(size_t cls) { return cls <= SMALL_MAX ? BIG_ALIGN : 0; }
+
+/* The bytes after an array of `bytes` at ptr that its allocation holds (its canary: NOTE [tail canary] in
+ * memory.c); 0 when ptr does not start an allocation of ours. */
+static size_t cpu_mem_slack(cdv_device *d, const void *ptr, size_t bytes) {
+  (void)d;
+  unsigned i;
+  const char *end = NULL;
+  pthread_mutex_lock(&allocs_lock);
+  slab *s = block_of(ptr, &i, 1);
+  const alloc *a = s ? NULL : alloc_find(ptr);
+  if (s)
+    end = block_at(s, i) + ((size_t)ALIGN << s->cls);
+  else if (a && a->kind != KIND_SLAB)
+    end = (const char *)a->p + a->len;
+  pthread_mutex_unlock(&allocs_lock);
+  return end && (size_t)(end - (const char *)ptr) > bytes ? (size_t)(end - (const char *)ptr) - bytes : 0;
+}
+
 /* The array nearest addr (within a MiB): [*lo, *hi), *small when it is a small array's block; 0 when none. */
 int cdv_cpu_alloc_near(uintptr_t addr, uintptr_t *lo, uintptr_t *hi, int *small) {
   uintptr_t best = (uintptr_t)1 << 20;
@@ -968,6 +989,8 @@ static int cpu_mem_advise(cdv_device *d, void *ptr, size_t bytes, int advice, cd
 const cdv_backend cdv_backend_cpu = {
     .kind = "cpu",
     .host_memory = 1, /* NOTE [backend properties] */
+    .tail_room = cpu_tail_room, /* NOTE [tail canary] in memory.c */
+    .mem_slack = cpu_mem_slack,
     .done_when_queued = 1,
     .native_code = 1,
     .stage_pageable = 0,

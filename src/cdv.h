@@ -144,6 +144,7 @@ typedef struct cdv_block {
   cdv_state *quota; /* the state whose quota counts the block (NULL: none); NOTE [state limits] */
   size_t charged; /* what the quota counts for it: what the allocation really holds (cdv_footprint) */
   cdv_state *owner; /* the state that allocated it, whose cache keeps it when freed (NOTE [block cache]) */
+  size_t slack; /* bytes of canary after its last byte (NOTE [tail canary]; 0: none) */
 } cdv_block;
 
 #define CDV_MAXDIM 8
@@ -354,6 +355,10 @@ void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks); /* array.c repor
  * a freed block (giving the oldest back when full); release gives back those of d (NULL: every device's) freed
  * on one stream, or all of them (freed, or forgotten when their context is gone). */
 size_t cdv_block_class(size_t bytes);
+size_t cdv_array_class(const cdv_device *d, size_t bytes); /* with room for d's canary: NOTE [tail canary] */
+#define CDV_CANARY_MAX 1024 /* the most bytes of canary after an array (NOTE [tail canary]) */
+void cdv_canary_fill(cdv_block *b);
+int cdv_canary_check(cdv_block *b, size_t *first, size_t *last);
 void *cdv_block_take(cdv_state *st, cdv_device *d, size_t bytes, void *stream);
 int cdv_block_put(cdv_state *st, cdv_device *d, void *ptr, size_t bytes, void *stream, cdv_err *e);
 int cdv_block_release(cdv_state *st, cdv_device *d, void *stream, int all, cdv_err *e);

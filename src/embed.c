@@ -118,7 +118,9 @@ CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *o) {
  * and the cpu device maps whole pages for it. */
 size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
   if (bytes == 0) return 0;
-  size_t c = kind == CDV_MEM_PINNED ? cdv_pinned_class(bytes) : kind == CDV_MEM_DEVICE ? cdv_block_class(bytes) : bytes;
+  size_t c = kind == CDV_MEM_PINNED   ? cdv_pinned_class(bytes)
+             : kind == CDV_MEM_DEVICE ? cdv_array_class(d, bytes)
+                                      : bytes;
   if (c < bytes) return SIZE_MAX; /* no class holds it: the allocation fails anyway */
   if (d->be->host_memory || kind == CDV_MEM_PINNED) { /* NOTE [backend properties] */
     static size_t pg; /* a benign race: every thread writes the same value */
