@@ -1401,3 +1401,4 @@ end
 internal.DT, internal.kernel_for, internal.grid_for, internal.header = DT, kernel_for, grid_for, header
 internal.check_opts, internal.raise, internal.argerror, internal.typename = check_opts, raise, argerror, typename
 internal.dtype_of_name, internal.BLOCK = dtype_of_name, BLOCK
+internal.sum_dtype, internal.result_type, internal.hash = sum_dtype, result_type, hash   -- sorting.lua
