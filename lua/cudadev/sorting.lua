@@ -228,7 +228,8 @@ end
 -- payload's index / K), in more passes: being stable, the second order keeps the first within a row.
 local RADIX = [==[
 #define BLOCK 256
-#define ITEMS 8
+#define ITEMS NITEMS
+#define PAYLOAD HASPAY
 #define TILE (BLOCK * ITEMS)
 typedef KTYPE KT;
 #define SIGN ((KT)((KT)1 << (BITS - 1)))
@@ -275,7 +276,7 @@ extern "C" __global__ void NAME_hist(const KT *kin, const long long *pin, unsign
 extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long *pin, long long *pout,
                                         const unsigned *offs, long long n, int shift, long long K, int mode, int nblk) {
   __shared__ KT sk[TILE];
-  __shared__ long long sp[TILE];
+  __shared__ long long sp[PAYLOAD ? TILE : 1];  // a sort of one row carries no payload
   __shared__ unsigned wh[BLOCK / 32][256];  // per warp and digit: the count, then the earlier warps' count
   __shared__ unsigned bs[256];              // per digit: the block's elements of smaller digits
   __shared__ unsigned go[256];              // per digit: the block's first position in the output
@@ -336,7 +337,7 @@ extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long
     if (wbase + j * 32 + lane < n) {
       unsigned lp = bs[d[j]] + wh[warp][d[j]] + r[j];
       sk[lp] = k[j];
-      sp[lp] = p[j];
+      if (PAYLOAD) sp[lp] = p[j];
     }
   }
   __syncthreads();
@@ -345,7 +346,7 @@ extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long
     int lp = j * BLOCK + tid;
     if (lp < m) {
       KT kk = sk[lp];
-      long long pp = sp[lp];
+      long long pp = PAYLOAD ? sp[lp] : 0;
       unsigned dd = cdv_digit(kk, pp, mode, shift, K);
       long long g = (long long)go[dd] + (lp - (long long)bs[dd]);
       if (kout) kout[g] = (mode & 2) ? cdv_inv(kk) : kk;
@@ -354,7 +355,8 @@ extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long
   }
 }
 ]==]
-local RTILE = 256 * 8
+-- elements a thread ranks: 16 without a payload, 8 with one (the shared memory of 2048 int64 payloads and keys)
+local function radix_items(payload) return payload and 8 or 16 end
 
 -- the key transforms of a dtype's kind, as C statements over KT u / KT k
 local function transforms(kind)
@@ -370,13 +372,14 @@ end
 
 local EXPMASK = { [2] = "(KT)0x7c00u", [4] = "(KT)0x7f800000u", [8] = "(KT)0x7ff0000000000000ull" }
 
-local function radix_kernels(dev, dtype)
+local function radix_kernels(dev, dtype, payload)
   local T = DT[dtype]
-  local key = "radix|" .. T.kind .. T.size
-  local name = "cdv_radix_" .. T.kind .. T.size
+  local name = "cdv_radix_" .. T.kind .. T.size .. (payload and "p" or "")
+  local key = "radix|" .. name
   local function build()
     local fwd, inv = transforms(T.kind)
     local src = RADIX:gsub("KTYPE", UINT[T.size]):gsub("BITS", tostring(T.size * 8)):gsub("FWD", fwd)
+      :gsub("NITEMS", tostring(radix_items(payload))):gsub("HASPAY", payload and "1" or "0")
       :gsub("INV", inv):gsub("EXPMASK", EXPMASK[T.size] or "0"):gsub("NAME", name)
     return src
   end
@@ -405,9 +408,10 @@ local function radix_sort(b, K, positions)
     while (nrows - 1) >> s > 0 do passes[#passes + 1] = { shift = s, row = true }; s = s + 8 end
   end
   local payload = positions or nrows > 1
-  local ks = radix_kernels(dev, b.dtype)
+  local ks = radix_kernels(dev, b.dtype, payload)
   local sk = scan_kernels(dev, OFFS)
-  local nblk = (n + RTILE - 1) // RTILE
+  local tile = 256 * radix_items(payload)
+  local nblk = (n + tile - 1) // tile
   local counts = cd.empty(256 * nblk, "uint32", { device = dev })
   local kin, pin = x, nil
   local kbuf, pbuf = {}, {}
