@@ -244,6 +244,8 @@ helper.each_device(function(dev)
         "bad argument #1 to 'concatenate' (array 2 has shape {1, 3}, array 1 {1, 2}: all but axis 1 must match)")
       helper.assert_error_matches(function() cd.concatenate({ arr({ 1 }), 5 }) end,
         "bad argument #1 to 'concatenate' (element 2 is number, not an Array)")
+      helper.assert_error_matches(function() cd.stack({ nil, arr({ 1 }) }) end,
+        "bad argument #1 to 'stack' (element 1 is nil, not an Array)")
       helper.assert_error_matches(function() cd.stack({ arr({ 1 }), arr({ 1, 2 }) }) end,
         "bad argument #1 to 'stack' (array 2 has shape {2}, array 1 {1}: stacked arrays must have one shape)")
       helper.assert_error_matches(function() cd.split(cd.arange(10, "int32", { device = dev }), 3) end,
@@ -396,6 +398,7 @@ helper.each_device(function(dev)
       assert.is_true(cd.full({}, true, "bool", { device = dev }):item())
       helper.assert_error_matches(function() arr({ 1, 2 }):item() end,
         "bad argument #1 to 'item' (can only convert an array of size 1 to a Lua value, not 2)")
+      helper.assert_error_matches(function() arr({ 1, 2 }):item(3) end, "bad argument #2 to 'item' (position 3 out of range 1..2)")
     end)
   end)
 end)

@@ -436,33 +436,23 @@ local function radix_sort(b, K, positions)
   return out
 end
 
--- sort and argsort's shared front: (a, axis) -> the sorted rows and the permutation to undo
-local function sort_front(a, axis, fname)
+-- sort (positions false) and argsort (true) of a along axis (default the last), a 0-d array as one element
+local function sorted(a, axis, fname, positions)
   check_array(a, fname, 1)
   if a.ndim == 0 then
-    if axis ~= nil and axis ~= -1 then check_axis(axis, 0, fname, 2) end
-    return a:reshape({ 1 }), nil, 1, true
+    if axis ~= nil then check_axis(axis, 1, fname, 2) end
+    return radix_sort(a:reshape({ 1 }), 1, positions):reshape({})
   end
   local ax = axis == nil and a.ndim or check_axis(axis, a.ndim, fname, 2)
   local b, perm = axis_last(a, ax)
-  return b, perm, a.shape[ax]
+  return axis_back(radix_sort(b, a.shape[ax], positions), perm)
 end
 
 -- cd.sort(a [, axis]) -> a sorted copy of a along axis (default the last), NaNs last (NumPy's np.sort)
-function cd.sort(a, axis)
-  local b, perm, K, scalar = sort_front(a, axis, "sort")
-  local r = radix_sort(b, K, false)
-  if scalar then return r:reshape({}) end
-  return axis_back(r, perm)
-end
+function cd.sort(a, axis) return sorted(a, axis, "sort", false) end
 
 -- cd.argsort(a [, axis]) -> the 1-based positions that sort a along axis, stably (int64)
-function cd.argsort(a, axis)
-  local b, perm, K, scalar = sort_front(a, axis, "argsort")
-  local r = radix_sort(b, K, true)
-  if scalar then return r:reshape({}) end
-  return axis_back(r, perm)
-end
+function cd.argsort(a, axis) return sorted(a, axis, "argsort", true) end
 methods.argsort = cd.argsort
 
 -- a:sort([axis]): sorts a in place (NumPy's ndarray.sort); returns a
@@ -523,7 +513,8 @@ local function check_list(list, fname)
   if type(list) ~= "table" or is_array(list) then argerror(fname, 1, "table of Arrays expected, got " .. typename(list), 1) end
   if #list == 0 then argerror(fname, 1, "need at least one array", 1) end
   local dev
-  for i, v in ipairs(list) do
+  for i = 1, #list do   -- not ipairs: a hole ({nil, a}) is an element that is not an Array
+    local v = list[i]
     if not is_array(v) then argerror(fname, 1, fmt("element %d is %s, not an Array", i, typename(v)), 1) end
     dev = dev or v.device
     if v.device ~= dev then
@@ -890,6 +881,7 @@ function methods.item(a, i)
     i = 1
   end
   if math.type(i) ~= "integer" then argerror("item", 2, "integer position expected, got " .. typename(i), 1) end
+  if i == 0 or i > a.size or i < -a.size then argerror("item", 2, fmt("position %d out of range 1..%d", i, a.size), 1) end
   local flat = a:contiguous():reshape({ a.size })
   return flat[i]
 end
@@ -910,17 +902,22 @@ local function mask_positions(a, mask, fname)
   return compact(mask:contiguous()), rest
 end
 
+-- an index Array that is not a mask: of integers, into an array with positions
+local function check_index(a, key, fname, instead)
+  local k = DT[key.dtype].kind
+  if k ~= "i" and k ~= "u" then
+    raise(fmt("bad argument #2 to '%s' (an index Array must be of integers or bool, not %s)", fname, key.dtype))
+  end
+  if a.ndim == 0 then raise(fmt("bad argument #1 to '%s' (a 0-d array has no positions: use %s)", fname, instead)) end
+end
+
 -- array.c's NOTE [array indices]: a[idx] and a[mask]
 rawset(array_mt, "__views_index", function(a, key)
   if key.dtype == "bool" then
     local pos, rest = mask_positions(a, key, "index")
     return take(a:contiguous():reshape(rest), pos, 1, "index")
   end
-  local k = DT[key.dtype].kind
-  if k ~= "i" and k ~= "u" then
-    raise(fmt("bad argument #2 to 'index' (an index Array must be of integers or bool, not %s)", key.dtype))
-  end
-  if a.ndim == 0 then raise("bad argument #1 to 'index' (a 0-d array has no positions: use a:item())") end
+  check_index(a, key, "index", "a:item()")
   return take(a, key, 1, "index")
 end)
 
@@ -932,11 +929,7 @@ rawset(array_mt, "__views_setindex", function(a, key, v)
     pos, rest = mask_positions(a, key, "newindex")
     target = a.is_contiguous and a:reshape(rest) or nil
   else
-    local k = DT[key.dtype].kind
-    if k ~= "i" and k ~= "u" then
-      raise(fmt("bad argument #2 to 'newindex' (an index Array must be of integers or bool, not %s)", key.dtype))
-    end
-    if a.ndim == 0 then raise("bad argument #1 to 'newindex' (a 0-d array has no positions: use a:fill(v))") end
+    check_index(a, key, "newindex", "a:fill(v)")
     pos, target = check_positions(key, "newindex", 2), a.is_contiguous and a or nil
   end
   if target == nil then raise("bad argument #1 to 'newindex' (assigning through an index Array needs a contiguous array)") end
