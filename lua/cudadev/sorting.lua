@@ -55,11 +55,12 @@ local function axis_back(r, perm)
 end
 
 -- ------------------------------------------------------------------------------------------ scans
--- NOTE [scan passes]: an inclusive or exclusive scan along rows of K contiguous elements in three passes: _up
--- reduces each tile of ST elements, the tiles' sums are scanned (by the same three passes, recursively, until a
--- row is one tile), and _down scans each tile from its offset. A tile is loaded into shared memory in coalesced
--- order, each thread scans ST / SB consecutive elements, and a block scan of the threads' totals joins them.
--- cumsum, cumprod, the radix sort's digit offsets and the compactions (a[mask], nonzero, unique) are built on it.
+-- NOTE [scan passes]: an inclusive or exclusive scan along rows of K contiguous elements, by tiles of ST: a
+-- tile is loaded into shared memory in coalesced order, each thread scans ST / SB consecutive elements, and a
+-- block scan of the threads' totals joins them. _one scans in one pass, each tile finding its offset from the
+-- tiles before it (NOTE [scan look-back]). A compaction (a[mask], nonzero, unique) needs its count before its
+-- output exists: _up sums each tile, the sums are scanned (by _one) and _pick writes each picked element at its
+-- position. cumsum, cumprod and the radix sort's digit offsets are _one.
 local SB, SI = 256, 8
 local ST = SB * SI
 
@@ -105,11 +106,11 @@ extern "C" __global__ void %s_up(const TI *x, ACC *sums, long long K, long long 
   if (threadIdx.x == 0) sums[blockIdx.x] = tot;
 }
 
-// Loads tile blockIdx.x of x into s (mapped; the identity past the row) and scans it exclusively from the
-// tile's offset; returns the tile's first element's index and its element count.
-__device__ void cdv_tile(const TI *x, ACC *s, ACC *buf, const ACC *offs, long long K, long long tiles,
-                         long long *base, long long *m) {
-  long long row = blockIdx.x / tiles, t0 = (blockIdx.x %% tiles) * ST;
+// Loads tile b of x into s (mapped; the identity past the row); returns the exclusive scan of the threads'
+// totals at this thread, *tot the tile's total, *base the tile's first element's index and *m its count.
+__device__ ACC cdv_load(const TI *x, ACC *s, ACC *buf, long long b, long long K, long long tiles, ACC *tot,
+                        long long *base, long long *m) {
+  long long row = b / tiles, t0 = (b %% tiles) * ST;
   *base = row * K + t0;
   *m = K - t0 < ST ? K - t0 : ST;
   for (int j = 0; j < SI; j++) {
@@ -117,10 +118,13 @@ __device__ void cdv_tile(const TI *x, ACC *s, ACC *buf, const ACC *offs, long lo
     s[l] = l < *m ? cdv_map(x[*base + l]) : (ACC)(%s);
   }
   __syncthreads();
-  ACC a = (ACC)(%s), tot;
+  ACC a = (ACC)(%s);
   for (int j = 0; j < SI; j++) a = cdv_op(a, s[threadIdx.x * SI + j]);
-  ACC pre = cdv_block_excl(a, buf, &tot);
-  if (offs) pre = cdv_op(offs[blockIdx.x], pre);
+  return cdv_block_excl(a, buf, tot);
+}
+
+// Turns this thread's elements of s into their exclusive scan from pre.
+__device__ void cdv_rescan(ACC *s, ACC pre) {
   for (int j = 0; j < SI; j++) {
     ACC v = s[threadIdx.x * SI + j];
     s[threadIdx.x * SI + j] = pre;
@@ -129,23 +133,62 @@ __device__ void cdv_tile(const TI *x, ACC *s, ACC *buf, const ACC *offs, long lo
   __syncthreads();
 }
 
-extern "C" __global__ void %s_down(const TI *x, TO *out, const ACC *offs, long long K, long long tiles, int excl) {
+// NOTE [scan look-back]: one pass. Tiles are taken in order from *ticket, so every tile before a block's was
+// taken by a block that is running; a tile publishes its total (flag 1), then looks back over the tiles before
+// it in its row, adding totals until one has published its inclusive prefix (flag 2, which the row's first
+// tile does at once), and publishes its own. Values are written before their flag, with a fence between, and
+// read after it, as the CUDA guide's threadFenceReduction sample orders them; 2n traffic where _up and _down
+// read the input twice.
+extern "C" __global__ void %s_one(const TI *x, TO *out, ACC *part, int *flag, unsigned *ticket, long long K,
+                                  long long tiles, int excl) {
   __shared__ ACC s[ST];
   __shared__ ACC buf[SB];
-  long long base, m;
-  cdv_tile(x, s, buf, offs, K, tiles, &base, &m);
+  __shared__ unsigned tk;
+  __shared__ ACC pre_s;
+  if (threadIdx.x == 0) tk = atomicAdd(ticket, 1u);
+  __syncthreads();
+  long long b = tk, base, m;
+  ACC tot, pre = cdv_load(x, s, buf, b, K, tiles, &tot, &base, &m);
+  if (threadIdx.x == 0) {
+    volatile ACC *vp = part;
+    volatile int *vf = flag;
+    ACC p = (ACC)(%s);
+    if (b %% tiles != 0) {
+      vp[2 * b] = tot;
+      __threadfence();
+      vf[b] = 1;
+      for (long long j = b - 1;; j--) {
+        int f;
+        while ((f = vf[j]) == 0) {
+        }
+        __threadfence();
+        if (f == 2) {
+          p = cdv_op(vp[2 * j + 1], p);
+          break;
+        }
+        p = cdv_op(vp[2 * j], p);
+      }
+    }
+    vp[2 * b + 1] = cdv_op(p, tot);
+    __threadfence();
+    vf[b] = 2;
+    pre_s = p;
+  }
+  __syncthreads();
+  cdv_rescan(s, cdv_op(pre_s, pre));
   for (int j = 0; j < SI; j++) {
     int l = j * SB + threadIdx.x;
     if (l < m) out[base + l] = (TO)(excl ? s[l] : cdv_op(s[l], cdv_map(x[base + l])));
   }
 }
 
-]==], name, s.ident, s.ident, s.ident, name), s.val and fmt([==[
+]==], name, s.ident, s.ident, s.ident, name, s.ident), s.val and fmt([==[
 extern "C" __global__ void %s_pick(const TI *x, const TV *v, TV *out, const ACC *offs, long long K, long long tiles) {
   __shared__ ACC s[ST];
   __shared__ ACC buf[SB];
   long long base, m;
-  cdv_tile(x, s, buf, offs, K, tiles, &base, &m);
+  ACC tot, pre = cdv_load(x, s, buf, blockIdx.x, K, tiles, &tot, &base, &m);
+  cdv_rescan(s, cdv_op(offs[blockIdx.x], pre));
   for (int j = 0; j < SI; j++) {
     long long l = j * SB + threadIdx.x, i = base + l;
     if (l < m && cdv_map(x[i])) out[s[l]] = %s;
@@ -158,7 +201,7 @@ end
 local function scan_kernels(dev, s)
   local key = concat({ "scan", s.ti, s.acc, s.to, s.tv or "", s.op, s.ident, s.map, s.val or "" }, "|")
   local m = {}
-  for _, part in ipairs({ "up", "down", s.val and "pick" }) do
+  for _, part in ipairs({ "one", s.val and "up", s.val and "pick" }) do
     m[part] = kernel_for(dev, key .. "|" .. part, function()
       local name = "cdv_scan_" .. hash(key)
       return scan_source(name, s), name .. "_" .. part
@@ -172,18 +215,13 @@ local function sums_spec(acc, dtype)
   return { ti = acc, acc = acc, to = acc, op = "a + b", ident = "0", map = "x", dtypes = { dtype } }
 end
 
--- Scans the rows (nrows of K) of the contiguous x into out (either may be the other) per s (NOTE [scan
--- passes]); excl: exclusive. ks: s's kernels; sums_ks: the kernels that scan s's tile sums.
-local function scan_rows(dev, ks, sums_ks, x, out, K, nrows, excl, acc_dtype)
-  local tiles = (K + ST - 1) // ST
-  if tiles <= 1 then
-    ks.down({ grid = nrows, block = SB }, x, out, nil, K, 1, excl and 1 or 0)
-    return
-  end
-  local sums = cd.empty(nrows * tiles, acc_dtype, { device = dev })
-  ks.up({ grid = nrows * tiles, block = SB }, x, sums, K, tiles)
-  scan_rows(dev, sums_ks, sums_ks, sums, sums, tiles, nrows, true, acc_dtype)
-  ks.down({ grid = nrows * tiles, block = SB }, x, out, sums, K, tiles, excl and 1 or 0)
+-- Scans the rows (nrows of K) of the contiguous x into out (either may be the other) with s's kernels ks
+-- (NOTE [scan look-back]); excl: exclusive; acc_dtype: the dtype of s.acc.
+local function scan_rows(dev, ks, x, out, K, nrows, excl, acc_dtype)
+  local nt = nrows * ((K + ST - 1) // ST)
+  local part = cd.empty(2 * nt, acc_dtype, { device = dev })
+  local flag = cd.zeros(nt + 1, "int32", { device = dev })   -- the last one: the ticket
+  ks.one({ grid = nt, block = SB }, x, out, part, flag, flag:slice(nt + 1, nt + 1), K, nt // nrows, excl and 1 or 0)
 end
 
 -- The C expression of x (of dtype d) converted to the C type C (float16 through float).
@@ -207,8 +245,7 @@ local function compact(x, v)
   -- one more sum, zero: after the exclusive scan it is the count
   local sums = cd.zeros(tiles + 1, "int64", { device = dev })
   ks.up({ grid = tiles, block = SB }, x, sums, n, tiles)
-  local sk = scan_kernels(dev, sums_spec("long long", "int64"))
-  scan_rows(dev, sk, sk, sums, sums, tiles + 1, 1, true, "int64")
+  scan_rows(dev, scan_kernels(dev, sums_spec("long long", "int64")), sums, sums, tiles + 1, 1, true, "int64")
   local count = sums[tiles + 1]
   local out = cd.empty(count, vd, { device = dev })
   if count > 0 then ks.pick({ grid = tiles, block = SB }, x, v, out, sums, n, tiles) end
@@ -429,7 +466,7 @@ local function radix_sort(b, K, positions)
       if payload then pbuf[slot] = pbuf[slot] or cd.empty(n, "int64", { device = dev }); pout = pbuf[slot] end
     end
     ks.hist({ grid = nblk, block = 256 }, kin, pin, counts, n, ps.shift, K, mode, nblk)
-    scan_rows(dev, sk, sk, counts, counts, 256 * nblk, 1, true, "uint32")
+    scan_rows(dev, sk, counts, counts, 256 * nblk, 1, true, "uint32")
     ks.scatter({ grid = nblk, block = 256 }, kin, kout, pin, pout, counts, n, ps.shift, K, mode, nblk)
     kin, pin = kout or kin, pout
   end
@@ -495,9 +532,7 @@ local function cumulative(fname, op, ident)
       local expr = W and fmt("(%s)((%s)a %s (%s)b)", A, W, op, W) or fmt("a %s b", op)
       local s = { ti = DT[a.dtype].ctype, acc = A, to = DT[od].ctype, op = expr, ident = ident, map = convert(a.dtype, A),
         dtypes = { a.dtype, od } }
-      local sums_ks = scan_kernels(a.device, { ti = A, acc = A, to = A, op = expr, ident = ident, map = "x",
-        dtypes = { acc } })
-      scan_rows(a.device, scan_kernels(a.device, s), sums_ks, b, out, K, b.size // K, false, acc)
+      scan_rows(a.device, scan_kernels(a.device, s), b, out, K, b.size // K, false, acc)
     end
     if o.axis == nil then return out end
     if a.ndim == 0 then return out end
