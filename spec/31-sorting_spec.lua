@@ -197,7 +197,7 @@ helper.each_device(function(dev)
         "bad option 'dtype' to 'cumsum' (unknown dtype float8)")
     end)
 
-    it("scan more tiles than one tile of tile sums holds (two levels of sums)", function()
+    it("scan a row of more than 2048 tiles (a long look-back chain)", function()
       local n = 2048 * 2048 + 3000
       local c = cd.cumsum(cd.ones(n, "int32", { device = dev }))
       assert.are.equal(n, c[-1])
