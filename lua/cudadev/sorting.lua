@@ -946,7 +946,7 @@ local function check_index(a, key, fname, instead)
   if a.ndim == 0 then raise(fmt("bad argument #1 to '%s' (a 0-d array has no positions: use %s)", fname, instead)) end
 end
 
--- array.c's NOTE [array indices]: a[idx] and a[mask]
+-- a[idx] and a[mask], which array.c calls (NOTE [array indices])
 rawset(array_mt, "__views_index", function(a, key)
   if key.dtype == "bool" then
     local pos, rest = mask_positions(a, key, "index")
