@@ -256,9 +256,10 @@ end
 -- NOTE [radix sort]: sort and argsort are a least-significant-digit radix sort, 8 bits a pass, of the elements'
 -- bits turned into unsigned keys that order as the values do (floats: the sign bit flipped, negative ones'
 -- other bits too; every NaN one key above +inf, so NaNs come last, in their order; argsort's keys make -0.0 and
--- 0.0 one, so that it is stable as NumPy's stable sort). Each pass: _hist counts each tile's digits, the counts
--- (digit-major) are scanned exclusively (NOTE [scan passes]) into each tile's first position per digit, and
--- _scatter ranks each tile's elements stably (per warp, by ballots over the digit's bits, warps in order),
+-- 0.0 one, so that it is stable as NumPy's stable sort). _hist counts the digits of every pass at once, and
+-- their scans (NOTE [scan passes]) are each digit's first position; then each pass is one _scatter, whose
+-- tiles find their first position per digit from the tiles before them (NOTE [radix look-back]), and which
+-- ranks each tile's elements stably (per warp, by ballots over the digit's bits, warps in order),
 -- orders them by digit in shared memory and writes each digit's run at its position, coalesced. The first pass
 -- turns elements into keys and the last turns keys back (sort) or writes positions (argsort). Rows (a sort
 -- along an axis of an N-d array, moved last) are sorted by their values, then by their row numbers (the
@@ -286,42 +287,40 @@ __device__ __forceinline__ unsigned cdv_digit(KT k, long long p, int mode, int s
 // modes: 1 first pass (keys from elements, payload from positions), 2 last pass (elements from keys), 4 the
 // digit from the payload's row, 8 read keys, 16 read the payload, 32 write positions (p % K + 1), 64 merge zeros;
 // a null kout or pout is not written
-extern "C" __global__ void NAME_hist(const KT *kin, const long long *pin, unsigned *counts, long long n, int shift,
-                                     long long K, int mode, int nblk) {
-  __shared__ unsigned h[256];
-  h[threadIdx.x] = 0;
+// The digit counts of every pass at once (keys from elements, row numbers from positions), added into gh.
+extern "C" __global__ void NAME_hist(const KT *kin, unsigned *gh, long long n, long long K, int nkey, int nrow,
+                                     int merge) {
+  __shared__ unsigned h[12][256];
+  for (int q = 0; q < nkey + nrow; q++) h[q][threadIdx.x] = 0;
   __syncthreads();
-  long long base = (long long)blockIdx.x * TILE;
-  for (int j = 0; j < ITEMS; j++) {
-    long long i = base + j * BLOCK + threadIdx.x;
-    if (i < n) {
-      KT k = 0;
-      long long p = i;
-      if (mode & 4) {
-        if (!(mode & 1)) p = pin[i];
-      } else {
-        k = kin[i];
-        if (mode & 1) k = cdv_fwd(k, mode & 64);
-      }
-      atomicAdd(&h[cdv_digit(k, p, mode, shift, K)], 1u);
-    }
+  for (long long i = (long long)blockIdx.x * BLOCK + threadIdx.x; i < n; i += (long long)BLOCK * gridDim.x) {
+    KT k = cdv_fwd(kin[i], merge);
+    for (int q = 0; q < nkey; q++) atomicAdd(&h[q][(unsigned)(k >> (8 * q)) & 255u], 1u);
+    unsigned long long row = (unsigned long long)(i / K);
+    for (int q = 0; q < nrow; q++) atomicAdd(&h[nkey + q][(unsigned)(row >> (8 * q)) & 255u], 1u);
   }
   __syncthreads();
-  counts[(long long)threadIdx.x * nblk + blockIdx.x] = h[threadIdx.x];
+  for (int q = 0; q < nkey + nrow; q++) {
+    unsigned c = h[q][threadIdx.x];
+    if (c) atomicAdd(&gh[q * 256 + threadIdx.x], c);
+  }
 }
 
 extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long *pin, long long *pout,
-                                        const unsigned *offs, long long n, int shift, long long K, int mode, int nblk) {
+                                        const unsigned *starts, unsigned long long *status, unsigned *ticket,
+                                        long long n, int shift, long long K, int mode) {
   __shared__ KT sk[TILE];
   __shared__ long long sp[PAYLOAD ? TILE : 1];  // a sort of one row carries no payload
   __shared__ unsigned wh[BLOCK / 32][256];  // per warp and digit: the count, then the earlier warps' count
   __shared__ unsigned bs[256];              // per digit: the block's elements of smaller digits
   __shared__ unsigned go[256];              // per digit: the block's first position in the output
+  __shared__ unsigned tk;
   int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  if (tid == 0) tk = atomicAdd(ticket, 1u);
   for (int w = 0; w < BLOCK / 32; w++) wh[w][tid] = 0;
-  go[tid] = offs[(long long)tid * nblk + blockIdx.x];
   __syncthreads();
-  long long wbase = (long long)blockIdx.x * TILE + (long long)warp * 32 * ITEMS;
+  long long blk = tk;   // tiles in the order blocks start: NOTE [radix look-back]
+  long long wbase = blk * TILE + (long long)warp * 32 * ITEMS;
   KT k[ITEMS];
   long long p[ITEMS];
   unsigned r[ITEMS], d[ITEMS];
@@ -359,6 +358,25 @@ extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long
     s += c;
   }
   bs[tid] = s;
+  // NOTE [radix look-back]: a tile's first position per digit is the digit's start plus the digit's count in the
+  // tiles before it, which each tile publishes as soon as it knows it, flag and value in one 64-bit word (bit 62:
+  // the tile's own count, bit 63: the count of it and every tile before it); the thread of each digit adds the
+  // words before its tile's until an inclusive one (tile 0's is). Tiles go in ticket order, so every tile before
+  // a block's belongs to a running block (NOTE [scan look-back]).
+  volatile unsigned long long *vs = status;
+  unsigned long long before = 0;
+  if (blk > 0) {
+    vs[blk * 256 + tid] = (1ull << 62) | s;
+    for (long long j = blk - 1;; j--) {
+      unsigned long long w;
+      while ((w = vs[j * 256 + tid]) == 0) {
+      }
+      before += w & ((1ull << 62) - 1);
+      if (w >> 63) break;
+    }
+  }
+  vs[blk * 256 + tid] = (1ull << 63) | (before + s);
+  go[tid] = starts[tid] + (unsigned)before;
   __syncthreads();
   for (int o = 1; o < 256; o <<= 1) {
     unsigned u = tid >= o ? bs[tid - o] : 0;
@@ -378,7 +396,7 @@ extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long
     }
   }
   __syncthreads();
-  long long m = n - (long long)blockIdx.x * TILE;
+  long long m = n - blk * TILE;
   for (int j = 0; j < ITEMS; j++) {
     int lp = j * BLOCK + tid;
     if (lp < m) {
@@ -448,8 +466,13 @@ local function radix_sort(b, K, positions)
   local ks = radix_kernels(dev, b.dtype, payload)
   local sk = scan_kernels(dev, OFFS)
   local tile = 256 * radix_items(payload)
-  local nblk = (n + tile - 1) // tile
-  local counts = cd.empty(256 * nblk, "uint32", { device = dev })
+  local nblk, np, nkey = (n + tile - 1) // tile, #passes, T.size
+  -- every pass's digit starts at once, then each pass's tiles find their offsets (NOTE [radix look-back])
+  local starts = cd.zeros(256 * np, "uint32", { device = dev })
+  ks.hist({ grid = grid_for(dev, n), block = 256 }, x, starts, n, K, nkey, np - nkey, positions and 1 or 0)
+  scan_rows(dev, sk, starts, starts, 256, np, true, "uint32")
+  local status = cd.zeros(256 * nblk * np, "uint64", { device = dev })
+  local tickets = cd.zeros(np, "uint32", { device = dev })
   local kin, pin = x, nil
   local kbuf, pbuf = {}, {}
   for i, ps in ipairs(passes) do
@@ -465,9 +488,8 @@ local function radix_sort(b, K, positions)
       if move_keys then kbuf[slot] = kbuf[slot] or cd.empty(n, ut, { device = dev }); kout = kbuf[slot] end
       if payload then pbuf[slot] = pbuf[slot] or cd.empty(n, "int64", { device = dev }); pout = pbuf[slot] end
     end
-    ks.hist({ grid = nblk, block = 256 }, kin, pin, counts, n, ps.shift, K, mode, nblk)
-    scan_rows(dev, sk, counts, counts, 256 * nblk, 1, true, "uint32")
-    ks.scatter({ grid = nblk, block = 256 }, kin, kout, pin, pout, counts, n, ps.shift, K, mode, nblk)
+    ks.scatter({ grid = nblk, block = 256 }, kin, kout, pin, pout, starts:slice(256 * i - 255, 256 * i),
+      status:slice(256 * nblk * (i - 1) + 1, 256 * nblk * i), tickets:slice(i, i), n, ps.shift, K, mode)
     kin, pin = kout or kin, pout
   end
   return out
