@@ -80,7 +80,7 @@ ratio_row(("cd.sort of %d float32"):format(ns), timed(function() return cd.sort(
 ratio_row(("cd.argsort of %d float32"):format(ns), timed(function() return cd.argsort(u) end), peers.cupy_argsort, 0.9)
 local big = cd.random.uniform(n, "float32")
 local cs = cd.cumsum(a)
-assert(math.abs(cs[n] - expect) <= 1e-3 * expect, "cd.cumsum is wrong")
+assert(math.abs(cs[n] - expect) <= 1e-2 * expect, "cd.cumsum is wrong")   -- float32 sums of 2^26
 ratio_row("cd.cumsum", timed(function() return cd.cumsum(big) end), peers.cupy_cumsum, 0.9)
 local mask = big:gt(0.5)
 assert(big[mask].size == cd.count_nonzero(mask), "a[mask] is wrong")
