@@ -64,7 +64,17 @@ end
 local SB, SI = 256, 8
 local ST = SB * SI
 
-local SCAN_COMMON = [==[
+-- A look-back's wait (NOTE [scan look-back]) sleeps between reads, as CUB's does: on the cpu device the tile
+-- it waits for may be on a worker the system has paused, which a busy loop would keep waiting.
+local BACKOFF = [==[
+#if __CUDA_ARCH__ >= 700
+#define CDV_BACKOFF() __nanosleep(64)
+#else
+#define CDV_BACKOFF() ((void)0)
+#endif
+]==]
+
+local SCAN_COMMON = BACKOFF .. [==[
 #define SB 256
 #define SI 8
 #define ST (SB * SI)
@@ -159,8 +169,7 @@ extern "C" __global__ void %s_one(const TI *x, TO *out, ACC *part, int *flag, un
       vf[b] = 1;
       for (long long j = b - 1;; j--) {
         int f;
-        while ((f = vf[j]) == 0) {
-        }
+        while ((f = vf[j]) == 0) CDV_BACKOFF();
         __threadfence();
         if (f == 2) {
           p = cdv_op(vp[2 * j + 1], p);
@@ -264,7 +273,7 @@ end
 -- turns elements into keys and the last turns keys back (sort) or writes positions (argsort). Rows (a sort
 -- along an axis of an N-d array, moved last) are sorted by their values, then by their row numbers (the
 -- payload's index / K), in more passes: being stable, the second order keeps the first within a row.
-local RADIX = [==[
+local RADIX = BACKOFF .. [==[
 #define BLOCK 256
 #define ITEMS NITEMS
 #define PAYLOAD HASPAY
@@ -369,8 +378,7 @@ extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long
     vs[blk * 256 + tid] = (1ull << 62) | s;
     for (long long j = blk - 1;; j--) {
       unsigned long long w;
-      while ((w = vs[j * 256 + tid]) == 0) {
-      }
+      while ((w = vs[j * 256 + tid]) == 0) CDV_BACKOFF();
       before += w & ((1ull << 62) - 1);
       if (w >> 63) break;
     }
