@@ -61,6 +61,16 @@ function helper.each_device(fn)
   for _, dev in ipairs(helper.devices) do fn(dev) end
 end
 
+-- n deterministic values in [-1, 1) from seed (a small LCG: the same on every run and device).
+function helper.lcg_values(n, seed)
+  local t, x = {}, seed
+  for i = 1, n do
+    x = (x * 1103515245 + 12345) % 2147483648
+    t[i] = x / 1073741824 - 1
+  end
+  return t
+end
+
 -- The text of "no device 'SPEC' (...)" for a string of no spec form ("gpu", "CPU", "nope"), with the device it
 -- guesses when there is one (NOTE [device specs] in src/device.c).
 function helper.unknown_device_text(spec, guess)
@@ -73,6 +83,14 @@ function helper.unknown_device_text(spec, guess)
     table.concat(names, ", "), cd.device_count() > 0 and '"cuda" is the current CUDA device'
       or "no CUDA device, cd.is_available() says why")
 end
+
+-- an Array's values as one flat Lua table, in C order (a:totable() unnested)
+local function flat(t, out)
+  if type(t) ~= "table" then out[#out + 1] = t return out end
+  for _, v in ipairs(t) do flat(v, out) end
+  return out
+end
+function helper.values(a) return flat(a:totable(), {}) end
 
 -- `s` as one word for /bin/sh, in single quotes
 function helper.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
