@@ -1548,11 +1548,28 @@ static int array_astype(lua_State *L) {
 
 /* ------------------------------------------------------------ element access */
 
+/* NOTE [array indices]: a[i] takes a number (1-based; negative counts from the end, as a:slice does: a[-1] is
+ * the last element) here, and an integer or bool Array in Lua (sorting.lua's __views_index and
+ * __views_setindex: a gather, a mask selection, a scatter); a table is refused with the forms that work, where
+ * it used to read as an out-of-range index. */
+static int index_key(lua_State *L, int nargs) {
+  int t = lua_type(L, 2);
+  if (t == LUA_TTABLE)
+    return luaL_argerror(L, 2, "a table is not an index (use a number, an integer or bool Array, or a:slice(i, j))");
+  if (t != LUA_TUSERDATA || luaL_testudata(L, 2, CDV_ARRAY) == NULL) return 0;
+  call_views(L, nargs == 2 ? "__views_index" : "__views_setindex", nargs, nargs == 2 ? 1 : 0);
+  return 1;
+}
+
+/* A position i of n as a 0-based offset: negative from the end; out of range stays out of range. */
+static lua_Integer from_end(lua_Integer i, int64_t n) { return i < 0 && i >= -n ? i + n + 1 : i; }
+
 /* Element i (1-based) of a 1-d array, or row i of an N-d array as a view. */
 static int array_get(lua_State *L, cdv_array *a) {
+  if (index_key(L, 2)) return 1;
   int isint;
-  lua_Integer i = lua_tointegerx(L, 2, &isint);
   int64_t n = a->ndim ? a->shape[0] : 1;
+  lua_Integer i = from_end(lua_tointegerx(L, 2, &isint), n);
   if (!isint || i < 1 || i > n)
     return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", cdv_value_text(L, 2), n));
   size_t is = cdv_dtypes[a->dtype].size;
@@ -1581,12 +1598,14 @@ static int array_get(lua_State *L, cdv_array *a) {
 
 static int array_newindex(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
+  lua_settop(L, 3);
+  if (index_key(L, 3)) return 0;
   if (lua_type(L, 2) != LUA_TNUMBER)
     return luaL_error(L, "cannot assign to field '%s' of an Array", cdv_value_text(L, 2));
   int isint;
-  lua_Integer i = lua_tointegerx(L, 2, &isint);
   if (a->ndim > 1) return luaL_error(L, "cannot assign a row of a %d-d array (use a[i]:fill(v) or copy_from)", a->ndim);
   int64_t n = a->ndim ? a->shape[0] : 1;
+  lua_Integer i = from_end(lua_tointegerx(L, 2, &isint), n);
   if (!isint || i < 1 || i > n)
     return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", cdv_value_text(L, 2), n));
   uint64_t v = 0;
