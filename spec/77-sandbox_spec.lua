@@ -361,7 +361,8 @@ return tostring(err)
     for _, c in ipairs({
       { "cd.launch_config{ [{}] = 1 }", "bad argument #1 to 'launch_config' (unknown key 'table' (expected grid, block, "
         .. "dim, shared, stream, device, cooperative, timeout))" },
-      { "local a = cd.zeros(4, 'i32', { device = 'cpu' }) a[{}] = 1", "cannot assign to field 'table' of an Array" },
+      { "local a = cd.zeros(4, 'i32', { device = 'cpu' }) a[{}] = 1", "bad argument #2 to 'newindex' (a table is not "
+        .. "an index (use a number, an integer or bool Array, or a:slice(i, j)))" },
       { "local a = cd.zeros(4, 'i32', { device = 'cpu' }) return a[print]",
         "bad argument #2 to 'index' (index function out of range 1..4)" },
       { "cd.zeros({ {} }, 'i32', { device = 'cpu' })",
