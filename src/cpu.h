@@ -124,6 +124,10 @@ int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e);
 int cdv_cpu_cache_verify(const char *path, cdv_err *e); /* 0 when the cached object is whole */
 void cdv_cpu_cache_forget(void); /* drop the in-memory memo (disk entries stay) */
 
+/* ---------------------------------------------------------------- cpu_loops.c (NOTE [cpu loops]) */
+int cdv_cpu_loop(cdv_device *d, const cdv_loop *l, void *stream, cdv_err *e);
+int cdv_cpu_reduce(cdv_device *d, const cdv_reduce *r, void *stream, cdv_err *e);
+
 /* ---------------------------------------------------------------- cpu_run.c */
 int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared, void **args,
                    int cooperative, cdv_err *e);
