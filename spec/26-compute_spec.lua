@@ -4,14 +4,7 @@
 local helper = require "spec.helper"
 local cd = require "cudadev"
 
-local function flat(t, out)
-  out = out or {}
-  if type(t) ~= "table" then out[#out + 1] = t return out end
-  for _, v in ipairs(t) do flat(v, out) end
-  return out
-end
-
-local function values(a) return flat(a:totable()) end
+local values = helper.values
 
 local function close(x, y, tol)
   if x ~= x then return y ~= y end

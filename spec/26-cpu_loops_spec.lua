@@ -51,8 +51,9 @@ local function same(what, f)
     assert.are.equal(helper.error_text(r2), helper.error_text(r1), what)
     return
   end
-  if cd.type(r1) ~= "Array" then
-    assert.are.equal(string.pack("n", r2), string.pack("n", r1), what)
+  if cd.type(r1) ~= "Array" then   -- a Lua value: a number's bits, or a boolean
+    local function bits(v) return type(v) == "number" and string.pack("n", v) .. math.type(v) or tostring(v) end
+    assert.are.equal(bits(r2), bits(r1), what)
     return
   end
   assert.are.equal(r2.dtype, r1.dtype, what)
@@ -215,7 +216,7 @@ describe("the cpu loops against the generated kernels", function()
   it("reductions: each dtype, whole and along each axis, with the kernels' order of folding", function()
     for _, d in ipairs({ "bool", "int8", "uint16", "int32", "int64", "uint64", "float16", "float32", "float64" }) do
       local x = pairs_of(d, d)
-      local m = x:reshape({ #x // 4, 4 })
+      local m = x:slice(1, #x // 4 * 4):reshape({ #x // 4, 4 })
       for _, r in ipairs(REDUCTIONS) do
         same(r .. " " .. d, function() return x[r](x) end)
         same(r .. " axis 1 " .. d, function() return m[r](m, 1) end)

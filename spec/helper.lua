@@ -74,6 +74,14 @@ function helper.unknown_device_text(spec, guess)
       or "no CUDA device, cd.is_available() says why")
 end
 
+-- an Array's values as one flat Lua table, in C order (a:totable() unnested)
+local function flat(t, out)
+  if type(t) ~= "table" then out[#out + 1] = t return out end
+  for _, v in ipairs(t) do flat(v, out) end
+  return out
+end
+function helper.values(a) return flat(a:totable(), {}) end
+
 -- `s` as one word for /bin/sh, in single quotes
 function helper.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 

@@ -215,17 +215,41 @@ OP2(mul_b, bool, bool, x &&y)
 
 UINTS(I_SAME, floordiv, y == 0 ? 0 : x / y)
 SINTS(I_SAME, floordiv, y == 0 ? 0 : y == -1 ? (T)((W)0 - (W)x) : (x / y - ((x % y != 0) && ((x < 0) != (y < 0)))))
-OP2(floordiv_f, float, float, floorf(x / y))
-OP2(floordiv_d, double, double, floor(x / y))
 UINTS(I_SAME, mod, y == 0 ? 0 : x % y)
 SINTS(I_SAME, mod, (y == 0 || y == -1) ? 0 : ((x % y != 0) && ((x % y < 0) != (y < 0))) ? x % y + y : x % y)
-#define FMOD(s, T, L, name, unused)                      \
-  static inline T fmod_##s(T x, T y) {                   \
-    T r = FN(fmod, L)(x, y);                             \
-    return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r; \
-  }                                                      \
-  OP2(mod_##s, T, T, fmod_##s(x, y))
-FLOATS(FMOD, , )
+/* float // and %: ops.lua's _cdv_divmod (NumPy's npy_divmod) */
+#define DIVMOD(s, T, L, name, unused)                \
+  static inline T divmod_##s(T x, T y, T *mod) {     \
+    T m = FN(fmod, L)(x, y);                         \
+    if (!y) {                                        \
+      *mod = m;                                      \
+      return x / y;                                  \
+    }                                                \
+    T d = (x - m) / y;                               \
+    if (m) {                                         \
+      if ((y < 0) != (m < 0)) {                      \
+        m += y;                                      \
+        d -= 1;                                      \
+      }                                              \
+    } else                                           \
+      m = FN(copysign, L)((T)0, y);                  \
+    T q;                                             \
+    if (d) {                                         \
+      q = FN(floor, L)(d);                           \
+      if (d - q > (T)0.5) q += 1;                    \
+    } else                                           \
+      q = FN(copysign, L)((T)0, x / y);              \
+    *mod = m;                                        \
+    return q;                                        \
+  }                                                  \
+  static inline T remainder_##s(T x, T y) {          \
+    T m;                                             \
+    divmod_##s(x, y, &m);                            \
+    return m;                                        \
+  }                                                  \
+  OP2(floordiv_##s, T, T, divmod_##s(x, y, &(T){0})) \
+  OP2(mod_##s, T, T, remainder_##s(x, y))
+FLOATS(DIVMOD, , )
 /* _cdv_ipow of ops.lua's HELPERS, in the wrapping type where T's products overflow */
 #define IPOW(s, T, W, name, unused)                                        \
   static inline T ipow_##s(T x, T y) {                                     \
@@ -281,14 +305,15 @@ CMP(b, bool, )
 
 /* unary: x = a[i] */
 #define FUNARY(s, T, L, name, unused) OP2(name##_##s, T, T, FN(name, L)(x))
-#define MATH_FNS(M, s, T, L)                                                                                          \
-  M(s, T, L, exp, )                                                                                                   \
-  M(s, T, L, exp2, )                                                                                                  \
-  M(s, T, L, expm1, ) M(s, T, L, log, ) M(s, T, L, log2, ) M(s, T, L, log10, ) M(s, T, L, log1p, ) M(s, T, L, sqrt, ) \
-      M(s, T, L, cbrt, ) M(s, T, L, sin, ) M(s, T, L, cos, ) M(s, T, L, tan, ) M(s, T, L, asin, ) M(s, T, L, acos, )  \
-          M(s, T, L, atan, ) M(s, T, L, sinh, ) M(s, T, L, cosh, ) M(s, T, L, tanh, ) M(s, T, L, asinh, )             \
-              M(s, T, L, acosh, ) M(s, T, L, atanh, ) M(s, T, L, floor, ) M(s, T, L, ceil, ) M(s, T, L, trunc, )      \
-                  M(s, T, L, rint, ) M(s, T, L, erf, ) M(s, T, L, erfc, )
+#define MATH_FNS(M, s, T, L)                                                                                         \
+  M(s, T, L, exp, )                                                                                                  \
+  M(s, T, L, exp2, )                                                                                                 \
+  M(s, T, L, expm1, )                                                                                                \
+  M(s, T, L, log, ) M(s, T, L, log2, ) M(s, T, L, log10, ) M(s, T, L, log1p, ) M(s, T, L, sqrt, ) M(s, T, L, cbrt, ) \
+      M(s, T, L, sin, ) M(s, T, L, cos, ) M(s, T, L, tan, ) M(s, T, L, asin, ) M(s, T, L, acos, ) M(s, T, L, atan, ) \
+          M(s, T, L, sinh, ) M(s, T, L, cosh, ) M(s, T, L, tanh, ) M(s, T, L, asinh, ) M(s, T, L, acosh, )           \
+              M(s, T, L, atanh, ) M(s, T, L, floor, ) M(s, T, L, ceil, ) M(s, T, L, trunc, ) M(s, T, L, rint, )      \
+                  M(s, T, L, erf, ) M(s, T, L, erfc, )
 MATH_FNS(FUNARY, f, float, f)
 MATH_FNS(FUNARY, d, double, )
 #define FUN_OTHER(s, T, L, unused1, unused2)            \
@@ -326,6 +351,10 @@ OP2(isinf_b, bool, bool, false)
 OP2(isfinite_b, bool, bool, true)
 OP2(logical_not_b, bool, bool, !x)
 OP2(invert_b, bool, bool, !x)
+/* floor, ceil and trunc of integers and bool keep the value */
+#define KEEP(s, T, ...) OP2(keep_##s, T, T, x)
+INTS(KEEP, )
+KEEP(b, bool, )
 
 /* where: a the condition (bool), b and c the values in the calc type */
 #define WHERE(s, T, ...)                                                                                 \
@@ -392,9 +421,9 @@ static const op_fn ops[CDV_LOOP_NOPS][CDV_NDTYPES] = {
     FLT(ASINH, asinh),
     FLT(ACOSH, acosh),
     FLT(ATANH, atanh),
-    FLT(FLOOR, floor),
-    FLT(CEIL, ceil),
-    FLT(TRUNC, trunc),
+    CALC_ROW(FLOOR, keep_i, keep_u, keep_l, keep_q, floor_f, floor_d, keep_b),
+    CALC_ROW(CEIL, keep_i, keep_u, keep_l, keep_q, ceil_f, ceil_d, keep_b),
+    CALC_ROW(TRUNC, keep_i, keep_u, keep_l, keep_q, trunc_f, trunc_d, keep_b),
     FLT(RINT, rint),
     FLT(ERF, erf),
     FLT(ERFC, erfc),

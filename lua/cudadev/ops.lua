@@ -828,13 +828,38 @@ local function wrap_type(d)
   if T.kind == "i" or T.kind == "u" then return T.size == 8 and "unsigned long long" or "unsigned int" end
 end
 
--- Each binary operation: its result dtype from the promoted one, and its C expression of x and y (already
--- converted to the calculation type C of the promoted dtype R; W is R's wrapping type, nil for floats/bool).
+-- Each binary operation's rules, one place for every implementation of it (the generated kernels here, and any
+-- precompiled loop, which must give the same answers). Of the promoted dtype r (result_type of the operands)
+-- and the operands' own dtypes da, db (a Lua number's is r):
+--   result(r, da, db): the result dtype;
+--   compute(r, da, db): the dtype both operands are converted to, and the expression computed in (its C
+--     calculation type: float16 in float), when it is not r: true division computes in the result's float type,
+--     not in the integers (C's truncating quotient, and a trap for a zero divisor);
+--   expr(c, W): the C expression of x and y, already of compute dtype c's calculation type (W: c's wrapping
+--     type, nil for floats and bool);
+--   bool_as: the dtype r becomes when it is bool (NumPy's loops for these start at int8);
+--   refuse(r): a message when the operation is not defined for r;
+--   exact_scalars: a Lua integer outside r's range is compared exactly (NOTE [exact comparisons]) instead of
+--     raising.
 local BIN = {}
-local function bin(name, sym, result, expr) BIN[name] = { name = name, sym = sym, result = result, expr = expr } end
+local function bin(name, sym, result, expr, more)
+  local op = { name = name, sym = sym, result = result, expr = expr }
+  for k, v in pairs(more or {}) do op[k] = v end
+  BIN[name] = op
+end
 local function same(r) return r end
-local function float_of(r) return DT[r].kind == "f" and r or "float64" end
 local function to_bool() return "bool" end
+-- true division: float64 for integers and bool, whatever their size (NumPy's true_divide)
+local function true_div(r) return DT[r].kind == "f" and r or "float64" end
+-- the float of an integer, as NumPy's unary and binary float functions find their loops: bool and 8-bit
+-- integers float16, 16-bit float32, wider float64 (a float stays)
+local function float_result(d) return DT[d].kind == "f" and d or promote2(d, "float16") end
+-- a binary float function: the smallest float both operands' floats convert to (arctan2 of int8 and uint8 is
+-- float16, though int8 + uint8 is int16)
+local function float_pair(_, da, db) return promote2(float_result(da), float_result(db)) end
+local function int_only(r)
+  if DT[r].kind == "f" then return "bitwise operations take integer or bool arrays, not " .. r end
+end
 
 bin("add", "+", same, function(r, W)
   if r == "bool" then return "x || y" end
@@ -842,61 +867,90 @@ bin("add", "+", same, function(r, W)
 end)
 bin("sub", "-", same, function(r, W)
   return W and fmt("(%s)x - (%s)y", W, W) or "x - y"
-end)
+end, { refuse = function(r)
+  if r == "bool" then return "boolean subtract is not supported; use bxor (~) or a:astype(\"int8\") first" end
+end })
 bin("mul", "*", same, function(r, W)
   if r == "bool" then return "x && y" end
   return W and fmt("(%s)x * (%s)y", W, W) or "x * y"
 end)
-bin("div", "/", float_of, function() return "x / y" end)
-bin("floordiv", "//", same, function(r)
+bin("div", "/", true_div, function() return "x / y" end, { compute = true_div })
+bin("floordiv", "//", same, function(r, W)
   local K = DT[r].kind
-  if K == "f" then return "floor(x / y)" end
+  if K == "f" then return "_cdv_floordiv(x, y)" end
   if K == "u" then return "y == 0 ? 0 : x / y" end
   -- floor, not C's truncation; a zero divisor gives 0 (NumPy's answer) and MIN // -1 wraps, instead of a trap
-  return "y == 0 ? 0 : y == -1 ? 0 - x : (x / y - ((x % y != 0) && ((x < 0) != (y < 0))))"
-end)
+  return fmt("y == 0 ? 0 : y == -1 ? (%s)0 - (%s)x : (x / y - ((x %% y != 0) && ((x < 0) != (y < 0))))", W, W)
+end, { bool_as = "int8" })
 bin("mod", "%", same, function(r)
   local K = DT[r].kind
-  if K == "f" then return "_cdv_fmod(x, y)" end
+  if K == "f" then return "_cdv_remainder(x, y)" end
   if K == "u" then return "y == 0 ? 0 : x % y" end
   return "(y == 0 || y == -1) ? 0 : ((x % y != 0) && ((x % y < 0) != (y < 0))) ? x % y + y : x % y"
-end)
-bin("pow", "^", same, function(r)
+end, { bool_as = "int8" })
+bin("pow", "^", same, function(r, W)
   if DT[r].kind == "f" then return "pow(x, y)" end
-  return "_cdv_ipow(x, y)"
-end)
+  return fmt("_cdv_ipow<%s, %s>(x, y)", DT[r].calc, W)
+end, { bool_as = "int8" })
 bin("minimum", nil, same, function(r)
   return DT[r].kind == "f" and "(x != x || x < y) ? x : y" or "x < y ? x : y"
 end)
 bin("maximum", nil, same, function(r)
   return DT[r].kind == "f" and "(x != x || x > y) ? x : y" or "x > y ? x : y"
 end)
-bin("atan2", nil, float_of, function() return "atan2(x, y)" end)
-bin("hypot", nil, float_of, function() return "hypot(x, y)" end)
-bin("band", "&", same, function(r) return r == "bool" and "x && y" or "x & y" end)
-bin("bor", "|", same, function(r) return r == "bool" and "x || y" or "x | y" end)
-bin("bxor", "~", same, function(r) return r == "bool" and "x != y" or "x ^ y" end)
+bin("atan2", nil, float_pair, function() return "atan2(x, y)" end, { compute = float_pair })
+bin("hypot", nil, float_pair, function() return "hypot(x, y)" end, { compute = float_pair })
+bin("band", "&", same, function(r) return r == "bool" and "x && y" or "x & y" end, { refuse = int_only })
+bin("bor", "|", same, function(r) return r == "bool" and "x || y" or "x | y" end, { refuse = int_only })
+bin("bxor", "~", same, function(r) return r == "bool" and "x != y" or "x ^ y" end, { refuse = int_only })
 bin("shl", "<<", same, function(r, W)
   return fmt("(y < 0 || y >= %d) ? 0 : (%s)x << y", DT[r].size * 8, W or "unsigned int")
-end)
+end, { refuse = int_only, bool_as = "int8" })
 bin("shr", ">>", same, function(r)
   return fmt("(y < 0 || y >= %d) ? (x < 0 ? -1 : 0) : x >> y", DT[r].size * 8)
-end)
+end, { refuse = int_only, bool_as = "int8" })
 for _, c in ipairs({ { "eq", "==" }, { "ne", "!=" }, { "lt", "<" }, { "le", "<=" }, { "gt", ">" }, { "ge", ">=" } }) do
-  bin(c[1], nil, to_bool, function() return "x " .. c[2] .. " y" end)
+  bin(c[1], nil, to_bool, function() return "x " .. c[2] .. " y" end, { exact_scalars = true })
 end
 
--- helpers the expressions use, in every kernel that needs them
+-- NOTE [exact comparisons]: NumPy 2 compares an integer array with a Python integer outside its dtype's range
+-- exactly (uint8 < 256 is true everywhere, uint8 == -1 false), where arithmetic raises. Here such a comparison
+-- is computed in a dtype that holds both: int64 (every Lua integer, and every value of the integer dtypes up to
+-- 32 bits), or for uint64, whose only out-of-range Lua integers are negative, float64 (the conversion keeps every
+-- uint64 value non-negative and every negative integer negative, which is all the comparison needs).
+local function wide_compare(r) return r == "uint64" and "float64" or "int64" end
+
+-- helpers the expressions use, in every kernel that needs them. _cdv_divmod is NumPy's npy_divmod: the
+-- quotient from (x - fmod(x, y)) / y snapped to an integer, not floor(x / y), whose rounding gives 10 for
+-- 1 // 0.1 (NumPy and Python: 9); an infinite x gives NaN, a zero remainder takes the divisor's sign.
 local HELPERS = [[
-template <typename T> __device__ __forceinline__ T _cdv_fmod(T x, T y) {
-  T r = fmod(x, y);
-  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+template <typename T> __device__ __forceinline__ T _cdv_divmod(T x, T y, T *mod) {
+  T m = fmod(x, y);
+  if (!y) { *mod = m; return x / y; }
+  T d = (x - m) / y;
+  if (m) {
+    if ((y < 0) != (m < 0)) { m += y; d -= 1; }
+  } else {
+    m = copysign((T)0, y);
+  }
+  T q;
+  if (d) {
+    q = floor(d);
+    if (d - q > (T)0.5) q += 1;
+  } else {
+    q = copysign((T)0, x / y);
+  }
+  *mod = m;
+  return q;
 }
-template <typename T> __device__ __forceinline__ T _cdv_ipow(T x, T y) {
+template <typename T> __device__ __forceinline__ T _cdv_floordiv(T x, T y) { T m; return _cdv_divmod(x, y, &m); }
+template <typename T> __device__ __forceinline__ T _cdv_remainder(T x, T y) { T m; _cdv_divmod(x, y, &m); return m; }
+// integer powers multiply in the unsigned twin W: signed overflow is undefined in C
+template <typename T, typename W> __device__ __forceinline__ T _cdv_ipow(T x, T y) {
   if (y < 0) return x == 1 ? 1 : x == (T)-1 ? ((y & 1) ? (T)-1 : 1) : 0;
-  T r = 1;
-  for (; y; y >>= 1, x = (T)(x * x)) if (y & 1) r = (T)(r * x);
-  return r;
+  W r = 1, b = (W)x;
+  for (; y; y >>= 1, b = b * b) if (y & 1) r = r * b;
+  return (T)r;
 }
 ]]
 
@@ -906,11 +960,18 @@ local INT_RANGE = {
 }
 
 -- A Lua number given for an integer dtype must fit it (NumPy 2 raises the same way).
-local function check_scalar_fits(v, d, fname)
+local function scalar_fits(v, d)
   local r = INT_RANGE[d]
-  if r and math.type(v) == "integer" and (v < r[1] or v > r[2]) then
-    raise(fmt("%s: Lua integer %d is out of bounds for %s", fname, v, d))
-  end
+  return not (r and math.type(v) == "integer" and (v < r[1] or v > r[2]))
+end
+
+local function scalar_fits_all(vs, d)
+  for _, v in ipairs(vs) do if not is_array(v) and not scalar_fits(v, d) then return false end end
+  return true
+end
+
+local function check_scalar_fits(v, d, fname)
+  if not scalar_fits(v, d) then raise(fmt("%s: Lua integer %d is out of bounds for %s", fname, v, d)) end
 end
 
 -- Kinds ordered for in-place casting (NumPy's same_kind): a result may be stored into an array of its kind
@@ -964,16 +1025,17 @@ local function binary(op, x, y, out, stream, fname)
     raise(fmt("%s: at least one operand must be an Array", fname))
   end
   local r = result_type({ x, y })
-  if op.name == "sub" and r == "bool" then
-    raise(fmt("%s: boolean subtract is not supported; use bxor (~) or a:astype(\"int8\") first", fname))
+  if r == "bool" and op.bool_as then r = op.bool_as end
+  local why = op.refuse and op.refuse(r)
+  if why then raise(fmt("%s: %s", fname, why)) end
+  local da, db = is_array(x) and x.dtype or r, is_array(y) and y.dtype or r
+  local cdt = op.compute and op.compute(r, da, db) or r
+  for _, v in ipairs({ x, y }) do
+    if not is_array(v) then
+      if op.exact_scalars and not scalar_fits(v, r) then cdt = wide_compare(r) else check_scalar_fits(v, r, fname) end
+    end
   end
-  if (op.name == "floordiv" or op.name == "mod" or op.name == "pow") and r == "bool" then r = "int8" end
-  if (op.name:match("^b") or op.name == "shl" or op.name == "shr") and DT[r].kind == "f" then
-    raise(fmt("%s: bitwise operations take integer or bool arrays, not %s", fname, r))
-  end
-  if (op.name == "shl" or op.name == "shr") and r == "bool" then r = "int8" end
-  for _, v in ipairs({ x, y }) do if not is_array(v) then check_scalar_fits(v, r, fname) end end
-  local res = op.result(r)
+  local res = op.result(r, da, db)
   local odt = res
   if out ~= nil then
     if not is_array(out) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", fname, typename(out))) end
@@ -983,21 +1045,23 @@ local function binary(op, x, y, out, stream, fname)
     end
     odt = out.dtype
   end
-  local C = DT[r].calc
-  -- the operands in the promoted dtype's calculation type (scalars arrive in the promoted dtype itself)
+  local C = DT[cdt].calc
+  -- the operands in the compute dtype's calculation type (scalars arrive in the promoted dtype itself, or in the
+  -- compute dtype where they do not fit the promoted one: NOTE [exact comparisons])
+  local sdt = scalar_fits_all({ x, y }, r) and r or cdt
   local ins = {
-    { name = "x", dtype = is_array(x) and x.dtype or r, value = x },
-    { name = "y", dtype = is_array(y) and y.dtype or r, value = y },
+    { name = "x", dtype = is_array(x) and x.dtype or sdt, value = x },
+    { name = "y", dtype = is_array(y) and y.dtype or sdt, value = y },
   }
-  local expr = op.expr(r, wrap_type(r))
+  local expr = op.expr(cdt, wrap_type(cdt))
   local body = fmt("{ const %s x = (%s)x_; const %s y = (%s)y_; z = (%s)(%s)(%s); }", C, C, C, C, DT[odt].ctype,
     DT[res].calc, expr)
   -- the generator names inputs by parameter: x_ and y_ are the raw operands
   ins[1].name, ins[2].name = "x_", "y_"
-  local lp = { op = op.name, calc = dtype_of_name(C), res = dtype_of_name(DT[res].calc), bits = DT[r].size * 8 }
+  local lp = { op = op.name, calc = dtype_of_name(C), res = dtype_of_name(DT[res].calc), bits = DT[cdt].size * 8 }
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
     outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
-    key = "bin:" .. op.name .. ":" .. r .. ":" .. odt, stream = stream, loop = lp })
+    key = "bin:" .. op.name .. ":" .. r .. ":" .. cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
   -- the kernel of contiguous operands of one shape (its arguments are x, y, z, n), or the loop that ran instead
   -- of one: NOTE [binary fast path]
   if both and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) and o[1].size > 0 then
@@ -1057,14 +1121,23 @@ for _, key in ipairs({ "add", "sub", "mul", "div", "floordiv", "mod", "pow", "ba
 end
 
 -- ------------------------------------------------------------------------------------------ unary functions
--- name = {C function for float, for double, result rule}; results of integer inputs are floats as in NumPy
--- (bool and 8-bit integers give float16, 16-bit float32, wider float64).
-local function float_result(d) return DT[d].kind == "f" and d or promote2(d, "float16") end
+-- Each unary operation's rules, one place for every implementation of it (as BIN's): result(d) gives the result
+-- dtype of an input of dtype d; the expression expr(C, W, d) of x is computed in C, the result's calculation type
+-- (the input's for a bool result), W being d's wrapping type; refuse(d) gives a message when the operation is not
+-- defined for d. Results of integer inputs of the float functions are floats as in NumPy (bool and 8-bit integers
+-- give float16, 16-bit float32, wider float64); floor, ceil and trunc of integers and bool keep the dtype, as
+-- NumPy 2.1 and the Array API standard do.
 local MATH = {}
 for _, f in ipairs({ "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin", "cos", "tan",
-                     "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "floor", "ceil",
-                     "trunc", "rint", "erf", "erfc" }) do
+                     "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "rint", "erf",
+                     "erfc" }) do
   MATH[f] = { result = float_result, expr = function(C) return fmt("%s%s(x)", f, C == "float" and "f" or "") end }
+end
+for _, f in ipairs({ "floor", "ceil", "trunc" }) do
+  MATH[f] = { result = same, expr = function(C, _, d)
+    if DT[d].kind ~= "f" then return "x" end
+    return fmt("%s%s(x)", f, C == "float" and "f" or "")
+  end }
 end
 local NUMPY_NAMES = { arcsin = "asin", arccos = "acos", arctan = "atan", arcsinh = "asinh", arccosh = "acosh",
                       arctanh = "atanh" }
@@ -1076,12 +1149,17 @@ end }
 MATH.negative = { result = same, expr = function(C, W, d)
   if DT[d].kind == "f" then return "-x" end
   return fmt("(%s)(0 - (%s)x)", C, W)
+end, refuse = function(d)
+  if d == "bool" then return "the unary minus is not supported for bool arrays; use cd.logical_not" end
 end }
 MATH.sign = { result = same, expr = function(C, W, d)
   if DT[d].kind == "u" then return "x > 0" end
   return "x != x ? x : (x > 0) - (x < 0)"
+end, refuse = function(d)
+  if d == "bool" then return "bool arrays have no sign (NumPy refuses them too); convert with a:astype(\"int8\")" end
 end }
-MATH.square = { result = same, expr = function(C, W, d)
+-- bool squares in int8, as NumPy's square has no bool loop
+MATH.square = { result = function(d) return d == "bool" and "int8" or d end, expr = function(C, W, d)
   return W and fmt("(%s)x * (%s)x", W, W) or "x * x"
 end }
 MATH.isnan = { result = to_bool, expr = function(_, _, d) return DT[d].kind == "f" and "x != x" or "false" end }
@@ -1094,9 +1172,8 @@ MATH.logical_not = { result = to_bool, expr = function() return "!x" end }
 local function unary(name, spec, x, out, stream)
   if not is_array(x) then argerror(name, 1, "Array expected, got " .. typename(x), 1) end
   local d = x.dtype
-  if name == "negative" and d == "bool" then
-    raise("negative: the unary minus is not supported for bool arrays; use cd.logical_not")
-  end
+  local why = spec.refuse and spec.refuse(d)
+  if why then raise(fmt("%s: %s", name, why)) end
   local res = spec.result(d)
   local odt = res
   if out ~= nil then
@@ -1185,6 +1262,14 @@ local function reduce_opts(v, fname)
   return check_opts(v, { axis = true, keepdims = true, out = true, stream = true }, fname, 2)
 end
 
+-- The Lua value of a reduction's 0-d result. A uint64 answer is the Lua integer with its 64 bits, exact, as
+-- string.unpack("J") gives one: above 2^63 - 1 that integer is negative (math.ult compares it as unsigned,
+-- ("%x"):format shows it), where a[i] gives the nearest float; any other dtype, its element.
+local function lua_value(res)
+  if res.dtype == "uint64" then return res:view("int64")[1] end
+  return res[1]
+end
+
 -- Runs a built-in reduction of a; with no axis and no out/keepdims the answer is a Lua value.
 local function reduce(a, o, fname, r)
   if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a), 1) end
@@ -1197,7 +1282,7 @@ local function reduce(a, o, fname, r)
     rtype = r.rtype, map_expr = r.map, reduce_expr = r.reduce, post_map = r.post, identity = r.identity,
     preamble = r.preamble, axis = o.axis, keepdims = o.keepdims, stream = o.stream,
     loop = { op = fname, acc = r.acc or r.rtype.dtype } })
-  if o.axis == nil and o.out == nil and not o.keepdims then return res[1], p1, p2 end
+  if o.axis == nil and o.out == nil and not o.keepdims then return lua_value(res), p1, p2 end
   return res, p1, p2
 end
 
@@ -1231,7 +1316,7 @@ local function fast_reduce(kept, a, v)
   f.p1({ grid = nsplit, block = RBLOCK }, a, o, part, K, 1, nsplit, nsplit == 1 and 1 or 0)
   if nsplit > 1 then f.p2({ grid = 1, block = RBLOCK }, part, o, K, nsplit) end
   if out ~= nil then return o end
-  return o[1]
+  return lua_value(o)
 end
 
 -- A reduction method: make(dtype, opts) gives the reduction's description for reduce().
