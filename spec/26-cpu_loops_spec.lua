@@ -120,6 +120,11 @@ describe("the cpu device's built-in operations", function()
     local ok2, err = cd._sandbox([[return cd.elementwise('float32 x', 'float32 y', 'y = x + 1')(cd.ones(2, 'f32', {device = 'cpu'}))]])
     assert.is_false(ok2)
     assert.truthy(tostring(err):find("sandbox", 1, true))
+    -- nor may a script turn the process's loops off
+    local ok3, err3 = cd._sandbox("return cd._cpu_loops(false)")
+    assert.is_false(ok3)
+    assert.are.equal("_cpu_loops is not available in this sandbox", (tostring(err3):gsub("^sandboxed:%d+: ", "")))
+    assert.is_true(cd._cpu_loops())
   end)
 
   it("each of them, on every dtype, strided and broadcast, compile nothing", function()

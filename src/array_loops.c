@@ -19,14 +19,16 @@ _Static_assert(CDV_LOOP_MAXDIM == CDV_MAXDIM, "a loop's operand has a stride per
 static const char *const loop_names[] = {CDV_LOOP_OPS(NAME) NULL};
 static const char *const red_names[] = {CDV_RED_OPS(NAME) NULL};
 
-static int loops_on = -1; /* -1: not yet read from CUDADEV_CPU_LOOPS */
+static int loops_on = -1; /* -1: not yet read from CUDADEV_CPU_LOOPS; the process's (states on other threads read it) */
 
 static int enabled(void) {
-  if (loops_on < 0) {
+  int on = __atomic_load_n(&loops_on, __ATOMIC_RELAXED);
+  if (on < 0) {
     const char *v = getenv("CUDADEV_CPU_LOOPS");
-    loops_on = !(v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0));
+    on = !(v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0));
+    __atomic_store_n(&loops_on, on, __ATOMIC_RELAXED);
   }
-  return loops_on;
+  return on;
 }
 
 /* An Array of d's memory that host code may touch now; NULL when it is not (the caller compiles instead). */
@@ -110,6 +112,7 @@ static int array_reduce(lua_State *L) {
   r.acc = (cdv_dtype)cdv_check_dtype(L, 2, CDV_F32);
   cdv_array *x = cdv_check_array(L, 3), *out = cdv_check_array(L, 4);
   cdv_device *d = x->block->dev;
+  if (!enabled() || d->be->reduce == NULL) return lua_pushboolean(L, 0), 1;
   r.outer = luaL_checkinteger(L, 5), r.K = luaL_checkinteger(L, 6), r.inner = luaL_checkinteger(L, 7);
   r.nsplit = luaL_checkinteger(L, 8);
   int64_t n, nout;
@@ -118,8 +121,7 @@ static int array_reduce(lua_State *L) {
       !cdv_array_contiguous(out))
     return luaL_error(L, "__reduce: the geometry does not match the arrays");
   int arg = r.op == CDV_RED_ARGMIN || r.op == CDV_RED_ARGMAX;
-  if (!enabled() || d->be->reduce == NULL || (arg && out->dtype != CDV_I64) || host_array(L, 3, d) == NULL ||
-      host_array(L, 4, d) == NULL)
+  if ((arg && out->dtype != CDV_I64) || host_array(L, 3, d) == NULL || host_array(L, 4, d) == NULL)
     return lua_pushboolean(L, 0), 1;
   r.in = x->dtype, r.out = out->dtype, r.x = x->data, r.y = out->data;
   cdv_err e;
@@ -129,10 +131,12 @@ static int array_reduce(lua_State *L) {
   return 1;
 }
 
-/* cd._cpu_loops([on]) -> whether loops were on: false sends every built-in operation to the generated kernels */
+/* cd._cpu_loops([on]) -> whether loops were on: false sends every built-in operation to the generated kernels.
+ * The switch is the process's: a sandboxed script may not turn it (its neighbours' operations would compile). */
 static int l_cpu_loops(lua_State *L) {
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "_cpu_loops is not available in this sandbox");
   int was = enabled();
-  if (!lua_isnoneornil(L, 1)) loops_on = lua_toboolean(L, 1);
+  if (!lua_isnoneornil(L, 1)) __atomic_store_n(&loops_on, lua_toboolean(L, 1), __ATOMIC_RELAXED);
   lua_pushboolean(L, was);
   return 1;
 }

@@ -77,7 +77,7 @@ static float h2f(uint16_t h) {
 }
 
 /* ---------------------------------------------------------------- casts: one loop per dtype pair */
-/* The C type of each dtype (float16 as its bits), as an X-macro: X(dtype, type, load as float or itself) */
+/* The C type of each dtype but float16 (its bits, converted through float), as an X-macro: X(dtype, type) */
 #define DTYPES(X)      \
   X(CDV_F32, float)    \
   X(CDV_F64, double)   \
@@ -113,7 +113,6 @@ typedef uint16_t half_bits;
 typedef bool cbool; /* bool is a macro: not for names made with ## */
 #define PLAIN(v) (v)
 #define TO_HALF(v) f2h((float)(v))
-#define FROM_HALF(v) h2f(v)
 #define HALF_TO_HALF(v) (v)
 
 #define CAST_FROM(FROM_DT, FROM) \
@@ -305,15 +304,15 @@ CMP(b, bool, )
 
 /* unary: x = a[i] */
 #define FUNARY(s, T, L, name, unused) OP2(name##_##s, T, T, FN(name, L)(x))
-#define MATH_FNS(M, s, T, L)                                                                                         \
-  M(s, T, L, exp, )                                                                                                  \
-  M(s, T, L, exp2, )                                                                                                 \
-  M(s, T, L, expm1, )                                                                                                \
-  M(s, T, L, log, ) M(s, T, L, log2, ) M(s, T, L, log10, ) M(s, T, L, log1p, ) M(s, T, L, sqrt, ) M(s, T, L, cbrt, ) \
-      M(s, T, L, sin, ) M(s, T, L, cos, ) M(s, T, L, tan, ) M(s, T, L, asin, ) M(s, T, L, acos, ) M(s, T, L, atan, ) \
-          M(s, T, L, sinh, ) M(s, T, L, cosh, ) M(s, T, L, tanh, ) M(s, T, L, asinh, ) M(s, T, L, acosh, )           \
-              M(s, T, L, atanh, ) M(s, T, L, floor, ) M(s, T, L, ceil, ) M(s, T, L, trunc, ) M(s, T, L, rint, )      \
-                  M(s, T, L, erf, ) M(s, T, L, erfc, )
+/* clang-format off */
+#define MATH_FNS(M, s, T, L)                                                                                  \
+  M(s, T, L, exp, ) M(s, T, L, exp2, ) M(s, T, L, expm1, ) M(s, T, L, log, ) M(s, T, L, log2, )            \
+  M(s, T, L, log10, ) M(s, T, L, log1p, ) M(s, T, L, sqrt, ) M(s, T, L, cbrt, ) M(s, T, L, sin, )           \
+  M(s, T, L, cos, ) M(s, T, L, tan, ) M(s, T, L, asin, ) M(s, T, L, acos, ) M(s, T, L, atan, )              \
+  M(s, T, L, sinh, ) M(s, T, L, cosh, ) M(s, T, L, tanh, ) M(s, T, L, asinh, ) M(s, T, L, acosh, )          \
+  M(s, T, L, atanh, ) M(s, T, L, floor, ) M(s, T, L, ceil, ) M(s, T, L, trunc, ) M(s, T, L, rint, )         \
+  M(s, T, L, erf, ) M(s, T, L, erfc, )
+/* clang-format on */
 MATH_FNS(FUNARY, f, float, f)
 MATH_FNS(FUNARY, d, double, )
 #define FUN_OTHER(s, T, L, unused1, unused2)            \
