@@ -137,7 +137,13 @@ describe("the cpu device's built-in operations", function()
       local row = cd.ones({ 2 }, dx, { device = "cpu" })   -- broadcast along x's first axis
       for _, dy in ipairs(dts) do
         local y = cd.ones({ 3, 2 }, dy, { device = "cpu" })
-        for _, f in ipairs(BINARY) do pcall(cd[f], x, y) end
+        -- a signed integer array compared with a uint64 one is exact in a kernel of its own (doc/cpu-device.md)
+        local mixed = (dx == "uint64" and dy:match("^int")) or (dy == "uint64" and dx:match("^int"))
+        for _, f in ipairs(BINARY) do
+          if not (mixed and f:match("equal$") or mixed and f:match("^less") or mixed and f:match("^greater")) then
+            pcall(cd[f], x, y)
+          end
+        end
         pcall(cd.where, y, x, row)
         pcall(function() return x:astype(dy):copy() end)
       end

@@ -1078,7 +1078,10 @@ local function binary(op, x, y, out, stream, fname)
     DT[res].calc, expr)
   -- the generator names inputs by parameter: x_ and y_ are the raw operands
   ins[1].name, ins[2].name = "x_", "y_"
-  local lp = { op = op.name, calc = dtype_of_name(C), res = dtype_of_name(DT[res].calc), bits = DT[cdt].size * 8 }
+  -- (NOTE [cpu loops]) the loops convert both operands to one calc type: a signed and a uint64 array compared
+  -- exactly (_cdv_cmp) is the generated kernel's
+  local lp = xC == yC and { op = op.name, calc = dtype_of_name(C), res = dtype_of_name(DT[res].calc),
+    bits = DT[cdt].size * 8 } or nil
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
     outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
     key = "bin:" .. op.name .. ":" .. r .. ":" .. cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
