@@ -1,7 +1,8 @@
 /*
  * array_loops.c: ops.lua's way to a backend's built-in loops (NOTE [cpu loops] in cpu_loops.c), as two fields of
  * the Array metatable, out of a sandboxed script's reach (NOTE [protected metatables]):
- *   __loop(op, calc, res, bits, out, x, xdtype [, y, ydtype [, c, cdtype]]) -> true, or false: compile it
+ *   __loop(op, calc, calc2, res, bits, out, x, xdtype [, y, ydtype [, c, cdtype]]) -> true, or false: compile it
+ *     (calc2: the calc type of y when it is not calc's, nil otherwise)
  *   __reduce(op, acc, x, out, outer, K, inner, nsplit) -> true, or false: compile it
  * An operand is an Array (broadcast to out's shape) or a number or boolean, passed to the loop as one element of
  * the given dtype, converted as a kernel's scalar parameter is (kernel.c). Both answer false when the device's
@@ -84,19 +85,20 @@ static int array_loop(lua_State *L) {
   memset(&l, 0, sizeof l);
   l.op = luaL_checkoption(L, 1, NULL, loop_names);
   l.calc = (cdv_dtype)cdv_check_dtype(L, 2, CDV_F32);
-  l.res = (cdv_dtype)cdv_check_dtype(L, 3, CDV_F32);
-  l.bits = (int)luaL_checkinteger(L, 4);
-  cdv_array *out = cdv_check_array(L, 5);
+  l.calc2 = lua_isnil(L, 3) ? l.calc : (cdv_dtype)cdv_check_dtype(L, 3, CDV_F32);
+  l.res = (cdv_dtype)cdv_check_dtype(L, 4, CDV_F32);
+  l.bits = (int)luaL_checkinteger(L, 5);
+  cdv_array *out = cdv_check_array(L, 6);
   cdv_device *d = out->block->dev;
-  if (!enabled() || d->be->loop == NULL || host_array(L, 5, d) == NULL) return lua_pushboolean(L, 0), 1;
+  if (!enabled() || d->be->loop == NULL || host_array(L, 6, d) == NULL) return lua_pushboolean(L, 0), 1;
   l.nd = out->ndim;
   memcpy(l.shape, out->shape, sizeof l.shape);
   l.out.dtype = out->dtype;
   l.out.data = out->data;
   for (int i = 0; i < out->ndim; i++) l.out.stride[i] = out->shape[i] == 1 ? 0 : out->strides[i];
   _Alignas(8) char scalars[3][8];
-  for (l.nin = 0; l.nin < 3 && !lua_isnoneornil(L, 6 + 2 * l.nin); l.nin++)
-    if (!operand(L, 6 + 2 * l.nin, out, &l.in[l.nin], scalars[l.nin])) return lua_pushboolean(L, 0), 1;
+  for (l.nin = 0; l.nin < 3 && !lua_isnoneornil(L, 7 + 2 * l.nin); l.nin++)
+    if (!operand(L, 7 + 2 * l.nin, out, &l.in[l.nin], scalars[l.nin])) return lua_pushboolean(L, 0), 1;
   if (l.nin == 0 || (l.op == CDV_LOOP_WHERE) != (l.nin == 3) || (l.nin == 3 && l.op != CDV_LOOP_WHERE))
     return luaL_error(L, "__loop: %d operands for '%s'", l.nin, loop_names[l.op]);
   cdv_err e;

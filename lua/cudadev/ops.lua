@@ -377,7 +377,7 @@ local function run_loop(lp, dev, stream, out, ins)
   if stream ~= nil and stream.device ~= dev then return false end
   local a = {}
   for i, p in ipairs(ins) do a[2 * i - 1], a[2 * i] = p.value, p.dtype end
-  return loop_c(lp.op, lp.calc, lp.res, lp.bits or 0, out, unpack(a, 1, 2 * #ins))
+  return loop_c(lp.op, lp.calc, lp.calc2, lp.res, lp.bits or 0, out, unpack(a, 1, 2 * #ins))
 end
 
 -- Runs an elementwise operation. spec: {name=, ins = {{name=, dtype=, value=, raw=}}, outs = {{name=, dtype=,
@@ -1020,7 +1020,7 @@ local function fast_binary(op, x, y)
   if n == 0 then return o end
   if f.loop then
     local lp = f.loop
-    if loop_c(lp.op, lp.calc, lp.res, lp.bits, o, x, x.dtype, y, y.dtype) then return o end
+    if loop_c(lp.op, lp.calc, lp.calc2, lp.res, lp.bits, o, x, x.dtype, y, y.dtype) then return o end
     return nil   -- loops turned off since: the general path
   end
   f.k({ grid = grid_for(dev, n), block = BLOCK }, x, y, o, n)
@@ -1078,10 +1078,9 @@ local function binary(op, x, y, out, stream, fname)
     DT[res].calc, expr)
   -- the generator names inputs by parameter: x_ and y_ are the raw operands
   ins[1].name, ins[2].name = "x_", "y_"
-  -- (NOTE [cpu loops]) the loops convert both operands to one calc type: a signed and a uint64 array compared
-  -- exactly (_cdv_cmp) is the generated kernel's
-  local lp = xC == yC and { op = op.name, calc = dtype_of_name(C), res = dtype_of_name(DT[res].calc),
-    bits = DT[cdt].size * 8 } or nil
+  -- NOTE [cpu loops]: y's calc type is given apart where it is not x's (a signed and a uint64 array compared)
+  local lp = { op = op.name, calc = dtype_of_name(xC), calc2 = xC ~= yC and dtype_of_name(yC) or nil,
+    res = dtype_of_name(DT[res].calc), bits = DT[cdt].size * 8 }
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
     outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
     key = "bin:" .. op.name .. ":" .. r .. ":" .. cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
