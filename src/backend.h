@@ -150,6 +150,53 @@ typedef struct cdv_func_info {
   const char *cpu_path; /* the cpu device's "loop" or "fibers" (NOTE [kernel paths]); NULL elsewhere */
 } cdv_func_info;
 
+/* ---------------------------------------------------------------- built-in loops (NOTE [cpu loops]) */
+/* The operations of ops.lua a backend may run without a compile: elementwise (x = in[0], y = in[1]; where: the
+ * condition, x, y) and reductions. X(NAME, name): name is ops.lua's. */
+/* clang-format off */
+#define CDV_LOOP_OPS(X)                                                                                          \
+  X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(FLOORDIV, floordiv) X(MOD, mod) X(POW, pow)              \
+  X(MINIMUM, minimum) X(MAXIMUM, maximum) X(ATAN2, atan2) X(HYPOT, hypot) X(BAND, band) X(BOR, bor)        \
+  X(BXOR, bxor) X(SHL, shl) X(SHR, shr) X(EQ, eq) X(NE, ne) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge)        \
+  X(EXP, exp) X(EXP2, exp2) X(EXPM1, expm1) X(LOG, log) X(LOG2, log2) X(LOG10, log10) X(LOG1P, log1p)     \
+  X(SQRT, sqrt) X(CBRT, cbrt) X(SIN, sin) X(COS, cos) X(TAN, tan) X(ASIN, asin) X(ACOS, acos)             \
+  X(ATAN, atan) X(SINH, sinh) X(COSH, cosh) X(TANH, tanh) X(ASINH, asinh) X(ACOSH, acosh)                 \
+  X(ATANH, atanh) X(FLOOR, floor) X(CEIL, ceil) X(TRUNC, trunc) X(RINT, rint) X(ERF, erf) X(ERFC, erfc)   \
+  X(ABS, abs) X(NEGATIVE, negative) X(SIGN, sign) X(SQUARE, square) X(ISNAN, isnan) X(ISINF, isinf)       \
+  X(ISFINITE, isfinite) X(LOGICAL_NOT, logical_not) X(INVERT, invert) X(WHERE, where) X(COPY, copy)
+#define CDV_RED_OPS(X) \
+  X(SUM, sum) X(PROD, prod) X(MEAN, mean) X(MIN, min) X(MAX, max) X(ARGMIN, argmin) X(ARGMAX, argmax) X(ALL, all) X(ANY, any)
+/* clang-format on */
+#define CDV_LOOP_ENUM(N, n) CDV_LOOP_##N,
+#define CDV_RED_ENUM(N, n) CDV_RED_##N,
+enum { CDV_LOOP_OPS(CDV_LOOP_ENUM) CDV_LOOP_NOPS };
+enum { CDV_RED_OPS(CDV_RED_ENUM) CDV_RED_NOPS };
+#define CDV_LOOP_MAXDIM 8 /* CDV_MAXDIM of cdv.h */
+
+typedef struct cdv_loop_operand {
+  char *data; /* the element at index 0 */
+  cdv_dtype dtype;
+  int64_t stride[CDV_LOOP_MAXDIM]; /* in elements, per dimension of the output (0 where broadcast) */
+} cdv_loop_operand;
+
+/* out[idx] = (out)(res)(op of the inputs converted to calc), over shape; bits: the promoted dtype's width */
+typedef struct cdv_loop {
+  int op, nin, nd, bits;
+  cdv_dtype calc, calc2, res; /* calc2: the one y converts to (calc but for exact comparisons of int64 and uint64) */
+  int64_t shape[CDV_LOOP_MAXDIM];
+  cdv_loop_operand out, in[3];
+} cdv_loop;
+
+/* y (contiguous, outer * inner elements of out) = op over the K elements of x (contiguous, read as
+ * {outer, K, inner}) converted to acc, folded as nsplit blocks (NOTE [reduction passes]) */
+typedef struct cdv_reduce {
+  int op;
+  cdv_dtype in, acc, out;
+  const char *x;
+  char *y;
+  int64_t outer, K, inner, nsplit;
+} cdv_reduce;
+
 /* ---------------------------------------------------------------- the backend interface */
 /* Every operation returns 0 on success or -1 with *e filled. `stream` is a backend stream handle:
  * NULL means the device's default stream. No operation raises a Lua error or touches a lua_State. */
@@ -284,6 +331,10 @@ struct cdv_backend {
    * memory: both succeed and do nothing. */
   int (*mem_prefetch)(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
   int (*mem_advise)(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);
+  /* NOTE [cpu loops]: a built-in operation without a compile, done when it returns; 1 when the backend has no
+   * loop for that operation and types (the caller compiles it). NULL where the backend has none at all. */
+  int (*loop)(cdv_device *d, const cdv_loop *l, void *stream, cdv_err *e);
+  int (*reduce)(cdv_device *d, const cdv_reduce *r, void *stream, cdv_err *e);
 };
 enum {
   CDV_ADVISE_READ_MOSTLY = 1,
@@ -375,6 +426,7 @@ void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, cha
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n); /* cd._selftest.disk_cache */
 void cdv_cpu_cache_dir_used(char *out, size_t n); /* the cpu kernel cache's directory, "" before a compile */
 void cdv_cpu_cache_forget(void); /* drop the in-memory memo, failures included (disk entries stay) */
+long cdv_cpu_compiler_runs(void); /* the host compiler's runs for kernels (NOTE [cpu loops]) */
 void cdv_cache_refusal(char *out, size_t n); /* (see NOTE [cache trust]) the last directory refused, "" if none */
 int cdv_cache_trust_selftest(const char *dir, char *why, size_t n); /* cd._selftest.cache_trust */
 

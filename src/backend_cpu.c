@@ -1026,4 +1026,6 @@ const cdv_backend cdv_backend_cpu = {
     .coop_limit = cpu_coop_limit,
     .mem_prefetch = cpu_mem_prefetch,
     .mem_advise = cpu_mem_advise,
+    .loop = cdv_cpu_loop,
+    .reduce = cdv_cpu_reduce,
 };

@@ -279,6 +279,7 @@ int cdv_array_ipc_handle(lua_State *L); /* a:ipc_handle() */
 /* array.c */
 int cdv_array_open(lua_State *L);
 cdv_array *cdv_check_array(lua_State *L, int arg); /* live (not freed, not stale) */
+void cdv_array_loops_open(lua_State *L); /* array_loops.c: NOTE [cpu loops] */
 cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, int kind,
                           cdv_stream *s);
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);

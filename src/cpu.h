@@ -127,6 +127,10 @@ int cdv_cpu_cache_verify(const char *path, cdv_err *e); /* 0 when the cached obj
  * value that is not one */
 double cdv_cpu_env_seconds(const char *var, double dflt, const char *api, cdv_err *e);
 
+/* ---------------------------------------------------------------- cpu_loops.c (NOTE [cpu loops]) */
+int cdv_cpu_loop(cdv_device *d, const cdv_loop *l, void *stream, cdv_err *e);
+int cdv_cpu_reduce(cdv_device *d, const cdv_reduce *r, void *stream, cdv_err *e);
+
 /* ---------------------------------------------------------------- cpu_run.c */
 int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared, void **args,
                    int cooperative, const cdv_launch_opts *opts, cdv_err *e);

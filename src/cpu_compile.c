@@ -2908,6 +2908,11 @@ static int compile_failed(cdv_err *e, const cdv_compile_req *req, const char *lo
   return -1;
 }
 
+/* Host compiler runs for kernels (cache hits are none): cd.kernel_cache_stats().cpu_compiles, which shows that
+ * the built-in operations ran without one (NOTE [cpu loops]). */
+static long compiler_runs;
+long cdv_cpu_compiler_runs(void) { return __atomic_load_n(&compiler_runs, __ATOMIC_RELAXED); }
+
 /* (see NOTE [cache fallback]) what build returns when the directory failed it, not the source: no room, no
  * permission, a read-only file system. A directory at an entry's name is not one: it stays an error. */
 #define DIR_FAILED (-2)
@@ -2955,7 +2960,7 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
     rc = oom(e);
   else if (limit < 0)
     rc = -1;
-  else if (run_capture(argv.v, limit, &cout, &st, &late))
+  else if (__atomic_add_fetch(&compiler_runs, 1, __ATOMIC_RELAXED), run_capture(argv.v, limit, &cout, &st, &late))
     rc = cdv_cpu_fail_errno(e, "c++", errno, "cannot run the host C++ compiler '%s'", argv.v[0]);
   else if (late) { /* NOTE [compile timeout] */
     rc = cdv_fail(e, "c++", ETIMEDOUT, "ETIMEDOUT",

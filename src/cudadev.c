@@ -422,6 +422,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_stream_open(L);
   cdv_event_open(L);
   cdv_array_open(L);
+  cdv_array_loops_open(L); /* NOTE [cpu loops] */
   cdv_module_open(L);
   cdv_blas_open(L); /* after module.c's cd._selftest, which it extends */
   cdv_peer_open(L);

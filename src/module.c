@@ -787,7 +787,7 @@ static int l_kernel_cache_stats(lua_State *L) {
   long hits = memory_hits, misses = memory_misses, entries = 0;
   for (cdv_module_t *m = cache; m != NULL; m = m->next) entries++;
   pthread_mutex_unlock(&cache_lock);
-  lua_createtable(L, 0, 11);
+  lua_createtable(L, 0, 12);
   lua_pushinteger(L, hits);
   lua_setfield(L, -2, "memory_hits");
   lua_pushinteger(L, misses);
@@ -814,6 +814,8 @@ static int l_kernel_cache_stats(lua_State *L) {
     lua_pushstring(L, miss);
     lua_setfield(L, -2, "disk_last_miss");
   }
+  lua_pushinteger(L, cdv_cpu_compiler_runs()); /* NOTE [cpu loops] */
+  lua_setfield(L, -2, "cpu_compiles");
   cdv_cpu_cache_dir_used(dir, sizeof dir); /* NOTE [cache trust] */
   if (dir[0]) {
     lua_pushstring(L, dir);
