@@ -24,21 +24,15 @@ end
 
 helper.each_device(function(dev)
   describe("collector pacing on " .. dev, function()
-    it("c = a + b in a loop keeps reserved memory within 2.5 times the live arrays (generational)", function()
-      local was = collectgarbage("generational")
-      local peak, after = loop_ratio(dev, 40)
-      collectgarbage(was)
-      assert.is_true(peak <= 2.5, ("peak %.2f times the live bytes"):format(peak))
-      assert.is_true(after <= 2.5, ("after the loop %.2f times the live bytes"):format(after))
-    end)
-
-    it("c = a + b in a loop keeps reserved memory within 2.5 times the live arrays (incremental)", function()
-      local was = collectgarbage("incremental")
-      local peak, after = loop_ratio(dev, 40)
-      collectgarbage(was)
-      assert.is_true(peak <= 2.5, ("peak %.2f times the live bytes"):format(peak))
-      assert.is_true(after <= 2.5, ("after the loop %.2f times the live bytes"):format(after))
-    end)
+    for _, mode in ipairs { "generational", "incremental" } do
+      it("c = a + b in a loop keeps reserved memory within 2.5 times the live arrays (" .. mode .. ")", function()
+        local was = collectgarbage(mode)
+        local peak, after = loop_ratio(dev, 40)
+        collectgarbage(was)
+        assert.is_true(peak <= 2.5, ("peak %.2f times the live bytes"):format(peak))
+        assert.is_true(after <= 2.5, ("after the loop %.2f times the live bytes"):format(after))
+      end)
+    end
 
     it("arrays kept in a table are not collected, and stepping does not lose count", function()
       cd.empty_cache(dev)
