@@ -2,11 +2,14 @@
 # .ci/. Nothing here builds anything itself.
 #   make / make build   configure (once) and build into build/
 #   make deps           install what is missing (as root, with apt), else say what to install
-#   make demo           build, then run examples/saxpy.lua (on the GPU, or on the cpu device without one)
-#   make test           build, then run spec/ with busted; then, as CI needs (.ci/run runs `make test` only), the
-#                       C tests of tests/ (ctest), the suite again against AddressSanitizer + UBSan and under
-#                       valgrind (CHECKS, below), and a summary whose last line is the suite's own
-#                       `busted: N passed, N failed, N skipped`
+#   make demo           install only what the module needs, build only the module and luacuda, then run
+#                       examples/saxpy.lua (on the GPU, or on the cpu device without one)
+#   make test           install what the tests need, build, then run spec/ with busted (the suite) and the C tests
+#                       of tests/ (ctest); ends with a summary whose last line is the suite's own
+#                       `busted: N passed, N failed, N skipped`. About 5 minutes on 2 idle cores.
+#   make check          the sanitizer passes (CHECKS, below): the suite again against AddressSanitizer + UBSan and
+#                       under valgrind, with the same summary. About 15 minutes on 2 idle cores. .ci/run runs
+#                       `make test`, then `make check`
 #   make ctest          the C tests of tests/ (CTest: the signature parser, the cpu and cuda backends without Lua)
 #   make asan           spec/ against an AddressSanitizer + UBSan build in build-asan/
 #   make valgrind       spec/ under valgrind memcheck (leaks included) on the cpu device, then a short fuzz run
@@ -17,8 +20,8 @@
 #   make bench-cpu      bench/cpu (the cpu device against OpenMP; no GPU needed)
 #   make clean
 # Variables: LUA (lua5.4), BUSTED (how to run busted), BUSTED_ARGS (e.g. spec/20-array_spec.lua), JOBS,
-#   PREFIX (make install), CHECKS (what `make test` runs after the suite: "ctest asan valgrind"; empty for the suite alone; nothing runs after
-#   the suite when BUSTED_ARGS names specs), FUZZ_CALLS, FUZZ_SEED.
+#   PREFIX (make install), TESTS (what `make test` runs after the suite: "ctest"), CHECKS (the passes of `make check`:
+#   "asan valgrind"; nothing runs after the suite when BUSTED_ARGS names specs), FUZZ_CALLS, FUZZ_SEED.
 
 LUA         ?= lua5.4
 BUSTED      ?= $(LUA) $(shell command -v busted || echo /usr/bin/busted)
@@ -37,7 +40,8 @@ LUA_ENV = LUA_PATH='$(LPATH);' LUA_CPATH='build/?.so;;' \
 ASAN_ENV = LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-CHECKS      ?= ctest asan valgrind
+TESTS       ?= ctest
+CHECKS      ?= asan valgrind
 FUZZ_CALLS  ?= 100000
 FUZZ_SEED   ?= 1
 
@@ -58,7 +62,7 @@ define cmake_build
 	cmake --build --preset $(1) -j $(JOBS)
 endef
 
-.PHONY: all build deps demo test check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench bench-cpu install clean format
+.PHONY: all build deps deps-demo build-demo demo test check check-ctest check-asan check-valgrind ctest asan valgrind fuzz bench bench-cpu install clean format
 .NOTPARALLEL:                       # deps, then build, then run: cmake parallelises the build itself
 MAKEFLAGS += --no-print-directory
 
@@ -70,17 +74,31 @@ build:
 deps:
 	@bash .ci/deps.sh
 
-demo: deps build
+deps-demo:
+	@bash .ci/deps.sh --demo
+
+# the module and luacuda only: no C tests, examples or benchmarks
+build-demo:
+	@test -f build/CMakeCache.txt || cmake --preset default
+	cmake --build --preset default -j $(JOBS) --target cudadev luacuda
+
+demo: deps-demo build-demo
 	$(LUA_ENV) $(LUA) examples/saxpy.lua
 
-# The suite, then each of CHECKS as a pass of its own (.ci/check.sh keeps each pass's log and closing line in
+# The suite, then each of TESTS as a pass of its own (.ci/check.sh keeps each pass's log and closing line in
 # build/check-*), then the summary: every pass's line, and the suite's own closing line last. Fails when any
-# pass failed.
+# pass failed. `make check` runs the sanitizer passes the same way, and its summary lists the suite's passes too
+# when they ran before it (as in .ci/run).
 test: deps build
 	@rm -f build/check-*.status
 	@bash .ci/check.sh suite $(BUSTED) $(BUSTED_ARGS)
-	@$(if $(BUSTED_ARGS),,$(foreach c,$(CHECKS),$(MAKE) check-$(c) || true;))
-	@bash .ci/check.sh --summary suite $(if $(BUSTED_ARGS),,$(CHECKS))
+	@$(if $(BUSTED_ARGS),,$(foreach c,$(TESTS),$(MAKE) check-$(c) || true;))
+	@bash .ci/check.sh --summary suite $(if $(BUSTED_ARGS),,$(TESTS))
+
+check: deps
+	@rm -f $(foreach c,$(CHECKS),build/check-$(c).status)
+	@$(foreach c,$(CHECKS),$(MAKE) check-$(c) || true;)
+	@bash .ci/check.sh --summary $(foreach c,suite $(TESTS),?$(c)) $(CHECKS)
 
 # GPU-labelled C tests need a GPU host (.ci/gpu-session smoke runs that one).
 check-ctest: deps build

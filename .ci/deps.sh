@@ -6,14 +6,20 @@
 # with one `apt-get update` and one `apt-get install -y`; otherwise this prints the command to run.
 # Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind, luarocks, OpenMPI for cd.mpi
 # and its spec): a note, exit 0.
+#   .ci/deps.sh          everything the build and the tests use (`make deps`, `make test`)
+#   .ci/deps.sh --demo   only what the module, luacuda and the demo need (`make demo`): the compilers, CMake and Lua
+# apt waits up to 10 minutes for another apt's lock (DPkg::Lock::Timeout) instead of failing at once.
 set -euo pipefail
+demo=no
+[ "${1:-}" = --demo ] && demo=yes
 
 lua=${LUA:-lua5.4}
 has() { command -v "$1" >/dev/null 2>&1; }
 has_lua_module() { has "$lua" && "$lua" -e "require '$1'" >/dev/null 2>&1; }
+has_python_module() { has python3 && python3 -c "import $1" >/dev/null 2>&1; }
 has_header() { for d in /usr/include /usr/local/include; do [ -e "$d/$1" ] && return 0; done; return 1; }
 
-# package  essential?  check
+# package  essential?  check; the first seven are all that `make demo` installs
 checks=(
   "cmake          yes  has cmake"
   "gcc            yes  has gcc"
@@ -23,6 +29,7 @@ checks=(
   "lua5.4         yes  has $lua"
   "liblua5.4-dev  yes  has_header lua5.4/lua.h"
   "lua-busted     yes  has_lua_module busted.runner"
+  "python3-numpy  no   has_python_module numpy"
   "libedit-dev    no   has_header histedit.h"
   "tmux           no   has tmux"
   "valgrind       no   has valgrind"
@@ -31,6 +38,7 @@ checks=(
   "openmpi-bin    no   has mpirun"
 )
 
+[ "$demo" = yes ] && checks=("${checks[@]:0:7}")
 missing=() essential=()
 for c in "${checks[@]}"; do
   read -r pkg need check <<<"$c"
@@ -44,7 +52,9 @@ done
 if [ "$(id -u)" = 0 ] && has apt-get; then
   echo "deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  if apt-get update -qq && apt-get install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends "${missing[@]}" </dev/null; then
+  lock=(-o DPkg::Lock::Timeout=600)
+  if apt-get "${lock[@]}" update -qq &&
+     apt-get "${lock[@]}" install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends "${missing[@]}" </dev/null; then
     # luarocks brings lua5.1, whose alternative outranks 5.4 and would make /usr/bin/lua (busted's shebang) 5.1
     if [[ " ${missing[*]} " == *" luarocks "* ]] && has update-alternatives && [ -x /usr/bin/lua5.4 ]; then
       update-alternatives --set lua-interpreter /usr/bin/lua5.4 >/dev/null 2>&1 || true

@@ -62,3 +62,25 @@ print(("| cd.add(a, b, {out=}), µs | %s | — | — | info |"):format(cell(add_
 print(("| a:sum(), µs | %s | %s | %s | ≥ 0.90× CuPy's speed (%s) %s |"):format(cell(sum), cell(cp_sum), cell(peers.torch_sum),
   cp_sum and ("%.2f×"):format(cp_sum / sum) or "—", cp_sum and verdict(cp_sum / sum >= 0.9) or ""))
 print(("| cd.copy 256 MiB device to device, µs | %s | — | %s (copy_) | info |"):format(cell(copy), cell(peers.torch_copy)))
+
+-- issue 28's rows: a:std() of the same 2^26 float32 (one pass: NOTE [one-pass variance]) and cd.matmul of 256
+-- stacked 256 x 256 float32 matrices (one cublasGemmStridedBatchedEx: NOTE [batched matmul]), against CuPy's
+-- ca.std() and cp.matmul and PyTorch's a.std() and torch.matmul (each answer stays on the GPU, as o here)
+do
+  local sd_expect = math.sqrt((1024 * 1024 - 1) / 12)   -- a's values are 0..1023, each n/1024 times
+  local std = timed(function() return a:std({ out = o }) end)
+  assert(math.abs(o[1] - sd_expect) <= 1e-4 * sd_expect, "a:std() is wrong: " .. o[1])
+  cd.random.seed(28)
+  local x = cd.random.uniform({ 256, 256, 256 }, "float32")
+  local y = cd.random.uniform({ 256, 256, 256 }, "float32")
+  local bmm = timed(function() return cd.matmul(x, y) end)
+  local z, z2 = cd.matmul(x, y), cd.matmul(x[256], y[256])
+  assert(cd.abs(z[256] - z2):max() <= 1e-3 and cd.abs(z[1] - cd.matmul(x[1], y[1])):max() <= 1e-3, "batched matmul is wrong")
+  local cp_std, best = peers.cupy_std, peers.cupy_bmm and peers.torch_bmm and math.min(peers.cupy_bmm, peers.torch_bmm)
+    or peers.cupy_bmm or peers.torch_bmm
+  print(("| a:std(), µs | %s | %s | %s | ≥ 0.90× CuPy's speed (%s) %s |"):format(cell(std), cell(cp_std), cell(peers.torch_std),
+    cp_std and ("%.2f×"):format(cp_std / std) or "—", cp_std and verdict(cp_std / std >= 0.9) or ""))
+  print(("| cd.matmul of {256, 256, 256} float32 stacks, µs | %s | %s | %s | ≥ 0.95× the best peer's speed (%s) %s |"):format(
+    cell(bmm), cell(peers.cupy_bmm), cell(peers.torch_bmm), best and ("%.2f×"):format(best / bmm) or "—",
+    best and verdict(best / bmm >= 0.95) or ""))
+end

@@ -38,6 +38,16 @@ print(f"RESULT torch_sum {timed(lambda: a.sum()):.2f}")
 print(f"RESULT torch_copy {timed(lambda: c.copy_(a)):.2f}")
 assert torch.equal(c, a)
 print(f"RESULT torch_version {torch.__version__}")
+# issue 28: std of the same data, and matmul of 256 stacked 256 x 256 float32 matrices (bench/arrays.lua's rows)
+sd_expect = ((1024 * 1024 - 1) / 12) ** 0.5
+assert abs(float(a.std(correction=0)) - sd_expect) <= 1e-4 * sd_expect
+print(f"RESULT torch_std {timed(lambda: a.std(correction=0)):.2f}")
+gen = torch.Generator(device="cuda").manual_seed(28)
+x = torch.rand((256, 256, 256), device="cuda", generator=gen)
+y = torch.rand((256, 256, 256), device="cuda", generator=gen)
+torch.backends.cuda.matmul.allow_tf32 = False  # full float32, as cudadev's and CuPy's default
+assert torch.allclose(torch.matmul(x, y)[7], x[7] @ y[7], rtol=1e-4, atol=1e-3)
+print(f"RESULT torch_bmm {timed(lambda: torch.matmul(x, y)):.2f}")
 try:
     import cupy as cp
 except ImportError as e:
@@ -48,3 +58,8 @@ assert float(ca.sum()) == expect
 print(f"RESULT cupy_add {timed(lambda: ca + cb):.2f}")
 print(f"RESULT cupy_sum {timed(lambda: ca.sum()):.2f}")
 print(f"RESULT cupy_version {cp.__version__}")
+assert abs(float(ca.std()) - sd_expect) <= 1e-4 * sd_expect
+print(f"RESULT cupy_std {timed(lambda: ca.std()):.2f}")
+cx, cy = cp.asarray(x), cp.asarray(y)
+assert cp.allclose(cp.matmul(cx, cy)[7], cx[7] @ cy[7], rtol=1e-4, atol=1e-3)
+print(f"RESULT cupy_bmm {timed(lambda: cp.matmul(cx, cy)):.2f}")

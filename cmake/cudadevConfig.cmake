@@ -1,7 +1,8 @@
 # cudadevConfig.cmake: find_package(cudadev CONFIG REQUIRED) gives the imported target cudadev::cudadev, the
 # static library for C hosts that embed Lua 5.4, with its include directory, Lua 5.4 (found as cudadev's own
 # build found it: FindLua54.cmake, installed beside this file; LUA_INCDIR / LUA_LIBDIR are honoured) and the
-# system libraries it needs.
+# system libraries it needs. cudadev is under the MIT licence (share/doc/cudadev/LICENSE).
+set(cudadev_LICENSE "MIT")
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
 set(_cdv_module_path "${CMAKE_MODULE_PATH}")

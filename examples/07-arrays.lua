@@ -49,3 +49,15 @@ print(("saved and loaded %s: shape {%s}, equal: %s"):format(back.dtype, table.co
 print("in Python: numpy.load(" .. ("%q"):format(path) .. ")")
 os.remove(path)
 os.remove(tmp)
+
+-- More of NumPy's everyday functions (issue 28): statistics, several axes at once, views, rounding, products.
+print("std of x:", x:std(), " sample variance per column:", x:var({ axis = 1, ddof = 1 }))
+local cube = cd.arange(24, "float64"):reshape({ 2, 3, 4 })
+print("sum over axes 1 and 3:", cube:sum({ axis = { 1, 3 } }))
+print("x clipped to [0.25, 0.75]:", cd.clip(x, 0.25, 0.75))
+print("rounded half to even:", cd.round(cd.array({ 0.5, 1.5, 2.5 })))
+print("eye(3) + the flipped identity:", cd.eye(3) + cd.flip(cd.eye(3), 1))
+print("broadcast_to (a stride-0 view):", cd.broadcast_to(cd.array({ 1, 2, 3 }), { 2, 3 }))
+local stack = cd.random.uniform({ 5, 4, 3 })       -- five 4 x 3 matrices
+print("batched matmul {5, 4, 3} @ {3, 2}:", table.concat(cd.matmul(stack, w).shape, " x "))
+print("x close to itself plus 1e-9:", cd.allclose(x, x + 1e-9))

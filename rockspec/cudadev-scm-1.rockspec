@@ -15,6 +15,7 @@ cudadev gives Lua devices, streams, events, arrays and NVRTC-compiled kernels, w
 the same kernels where no GPU is present. libcuda and NVRTC are opened with dlopen when first needed, so the
 module loads on any machine; the CUDA toolkit's headers are needed to build it.
 ]],
+   license = "MIT",   -- LICENSE, as Lua's own
 }
 dependencies = {
    "lua >= 5.4, < 5.5",
@@ -30,5 +31,6 @@ build = {
       CUDADEV_INSTALL_DEV = "OFF",           -- libcudadev.a and cudadev.h are for hosts, not for require
       CUDADEV_EXAMPLES = "OFF",              -- nor the embedding examples and the launch benchmark
       CUDADEV_MPI = "OFF",                   -- nor cudadev_mpi.so (cd.mpi): a rock is the module and luacuda
+      CUDADEV_TESTS = "OFF",                 -- nor the C tests: it builds only what it installs
    },
 }

@@ -129,7 +129,7 @@ helper.each_device(function(dev)
           "bad argument #6 to 'reduction' (string or number expected, got table)")
         local sum = cd.reduction("T x", "T y", "x", "a + b", "y = a", 0)
         helper.assert_error_matches(function() sum(arr({ 1 }, "float32"), { axis = 2 }) end,
-          "bad option 'axis' to 'cdv_reduction' (axis 2 is out of range for an array of 1 dimensions: 1..1, or -1..-1)")
+          "bad option 'axis' to 'cdv_reduction' (axis 2 is out of range for an array of 1 dimension: 1..1, or -1..-1)")
         helper.assert_error_matches(function() sum(arr({ 1 }, "float32"), { axes = 1 }) end,
           "bad option 'axes' to 'cdv_reduction' (unknown option)")
       end)
@@ -399,5 +399,28 @@ helper.each_device(function(dev)
         assert.are.equal(21, a:sum())
       end)
     end)
+  end)
+end)
+
+describe("in-place methods under their functions' names (issue 30)", function()
+  it("a:subtract_, a:remainder_, a:bitwise_and_ and the others are the short forms", function()
+    local names = { subtract_ = "sub_", multiply_ = "mul_", divide_ = "div_", floor_divide_ = "floordiv_",
+                    remainder_ = "mod_", power_ = "pow_", bitwise_and_ = "band_", bitwise_or_ = "bor_",
+                    bitwise_xor_ = "bxor_", left_shift_ = "shl_", right_shift_ = "shr_" }
+    -- each long name does what its short name does (each is its own function: errors name the one called)
+    for long, short in pairs(names) do
+      local dt = long == "divide_" and "float32" or "int32"   -- true division's result is a float
+      local x, y = cd.array({ 12, 13, 14 }, dt), cd.array({ 12, 13, 14 }, dt)
+      assert.are.equal(x, x[long](x, 3), long)
+      y[short](y, 3)
+      assert.are.same(y:totable(), x:totable(), long)
+    end
+    local a = cd.array({ 7, 8, 9 }, "int32")
+    assert.are.equal(a, a:subtract_(2))
+    assert.are.same({ 5, 6, 7 }, a:totable())
+    a:remainder_(4)
+    assert.are.same({ 1, 2, 3 }, a:totable())
+    a:bitwise_and_(2)
+    assert.are.same({ 0, 2, 2 }, a:totable())
   end)
 end)

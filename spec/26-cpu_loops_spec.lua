@@ -120,6 +120,11 @@ describe("the cpu device's built-in operations", function()
     local ok2, err = cd._sandbox([[return cd.elementwise('float32 x', 'float32 y', 'y = x + 1')(cd.ones(2, 'f32', {device = 'cpu'}))]])
     assert.is_false(ok2)
     assert.truthy(tostring(err):find("sandbox", 1, true))
+    -- nor may a script turn the process's loops off
+    local ok3, err3 = cd._sandbox("return cd._cpu_loops(false)")
+    assert.is_false(ok3)
+    assert.are.equal("_cpu_loops is not available in this sandbox", (tostring(err3):gsub("^sandboxed:%d+: ", "")))
+    assert.is_true(cd._cpu_loops())
   end)
 
   it("each of them, on every dtype, strided and broadcast, compile nothing", function()
@@ -162,10 +167,11 @@ describe("the cpu loops against the generated kernels", function()
 
   it("binary operations of mixed dtypes, scalars and outputs of another dtype", function()
     local mixed = { { "int8", "uint8" }, { "int32", "float32" }, { "uint64", "int64" }, { "float16", "int16" },
-                    { "bool", "float32" }, { "uint32", "int8" }, { "float16", "float64" } }
+                    { "bool", "float32" }, { "uint32", "int8" }, { "float16", "float64" }, { "int8", "uint64" } }
     for _, p in ipairs(mixed) do
       local x, y = pairs_of(p[1], p[2])
-      for _, f in ipairs({ "add", "multiply", "floor_divide", "remainder", "less", "maximum", "power" }) do
+      for _, f in ipairs({ "add", "multiply", "floor_divide", "remainder", "less", "greater_equal", "equal",
+                           "maximum", "power" }) do
         same(f .. " " .. p[1] .. " " .. p[2], function() return cd[f](x, y) end)
       end
     end

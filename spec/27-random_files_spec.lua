@@ -80,6 +80,43 @@ helper.each_device(function(dev)
       helper.assert_error_matches(function() cd.random.normal(10, 0, -1) end,
         "bad argument #3 to 'normal' (standard deviation must not be negative)")
     end)
+
+    it("refuses bounds its dtype cannot hold, each dtype and both bounds", function()
+      helper.assert_error_matches(function() cd.random.randint(0, 1000, 4, "int8", D) end,
+        "bad argument #2 to 'randint' (high 1000 is out of bounds for int8 (at most 128, one past its largest value))")
+      local R = { int8 = { -128, 127 }, int16 = { -32768, 32767 }, int32 = { -2147483648, 2147483647 },
+                  uint8 = { 0, 255 }, uint16 = { 0, 65535 }, uint32 = { 0, 4294967295 } }
+      for d, r in pairs(R) do
+        helper.assert_error_matches(function() cd.random.randint(r[1] - 1, r[1] + 1, 4, d, D) end,
+          ("bad argument #1 to 'randint' (low %d is out of bounds for %s (%d..%d))"):format(r[1] - 1, d, r[1], r[2]))
+        helper.assert_error_matches(function() cd.random.randint(r[2], r[2] + 2, 4, d, D) end,
+          ("bad argument #2 to 'randint' (high %d is out of bounds for %s (at most %d, one past its largest value))")
+          :format(r[2] + 2, d, r[2] + 1))
+        local lo = cd.random.randint(r[1], r[1] + 2, 200, d, D)
+        local hi = cd.random.randint(r[2] - 1, r[2] + 1, 200, d, D)
+        assert.are.same({ r[1], r[1] + 1, r[2] - 1, r[2] }, { lo:min(), lo:max(), hi:min(), hi:max() }, d)
+      end
+      helper.assert_error_matches(function() cd.random.randint(-1, 5, 4, "uint64", D) end,
+        "bad argument #1 to 'randint' (low -1 is out of bounds for uint64 (0..9223372036854775807))")
+      helper.assert_error_matches(function() cd.random.randint(3, -3, 4, "int8", D) end,
+        "bad argument #2 to 'randint' (high (-3) must be greater than low (3))")
+    end)
+
+    it("draws across int64's and uint64's whole range and at their ends", function()
+      local mn, mx = math.mininteger, math.maxinteger
+      local cases = { { mn, mx, "int64" }, { mn, mn + 2, "int64" }, { mx - 2, mx, "int64" }, { 0, mx, "uint64" },
+                      { mx - 2, mx, "uint64" }, { 0, 2, "uint64" } }
+      for _, c in ipairs(cases) do
+        local v = cd.random.randint(c[1], c[2], 4000, c[3], D):tobytes()
+        local seen_low, seen_high = false, false
+        for i = 1, #v, 8 do
+          local x = string.unpack("<i8", v, i)
+          assert(x >= c[1] and x < c[2], ("%d outside [%d, %d) in %s"):format(x, c[1], c[2], c[3]))
+          seen_low, seen_high = seen_low or x < 0, seen_high or x > 0
+        end
+        if c[1] == mn and c[2] == mx then assert.is_true(seen_low and seen_high) end
+      end
+    end)
   end)
 
   describe("bytes and files on " .. dev, function()
@@ -136,6 +173,13 @@ helper.each_device(function(dev)
       fails(npy("{'descr': '<f8', 'fortran_order': True, 'shape': (2, 2), }", string.rep("\0", 32)),
         "it is in Fortran (column-major) order; save it from NumPy in C order (np.ascontiguousarray)")
       fails(npy("{'descr': '<f8', 'shape': (2, 2), }", ""), "its header lacks 'descr', 'fortran_order' or 'shape'")
+      -- sizes that overflow: 2^64 elements wrapped to 0 and reached reshape; 2^61 float64s are 2^64 bytes
+      fails(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }", ""),
+        "its shape {4611686018427387904, 4} has more than 2^63 - 1 elements")
+      fails(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }", ""),
+        "its shape {2305843009213693952} needs more than 2^63 - 2 bytes of data")
+      fails(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", string.rep("\0", 25)),
+        "its shape {2, 3} needs 24 bytes of data, but more follow the header")
       os.remove(path)
       helper.assert_error_contains(function() cd.load(path) end, "load: cannot open " .. path)
       helper.assert_error_matches(function() cd.save(path, {}) end, "bad argument #2 to 'save' (Array expected, got table)")
@@ -145,6 +189,32 @@ helper.each_device(function(dev)
         "bad argument #1 to 'save' (file name expected, got FILE*)")
       helper.assert_error_matches(function() cd.ones(2):tofile(io.stdout) end,
         "bad argument #2 to 'tofile' (file name expected, got FILE*)")
+    end)
+
+    it("reads no more than the header promises: a FIFO written forever is refused at once", function()
+      local path = tmp()
+      os.remove(path)
+      assert(os.execute("mkfifo " .. path))
+      -- the writer: a header promising 16 bytes, then zeros until its reader goes (SIGPIPE) or 20 s pass; slowly,
+      -- so that a load that reads to the end holds a few MiB, not the host's memory
+      local header = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", "")
+      local hpath = tmp()
+      write(hpath, header)
+      -- (the FIFO is opened under timeout, so a writer whose reader never comes goes too)
+      local p = io.popen(("exec timeout 20 sh -c 'exec > %s; cat %s; while head -c 65536 /dev/zero; do sleep 0.01; done' " ..
+        "2>/dev/null & echo $!"):format(path, hpath))
+      local pid = p:read("l")
+      p:close()
+      finally(function()
+        os.execute("kill " .. pid .. " 2>/dev/null")
+        os.remove(path)
+        os.remove(hpath)
+      end)
+      local t0 = cd.now()
+      helper.assert_error_matches(function() cd.load(path) end,
+        "load: " .. path .. " is not a .npy file cudadev can read: its shape {4} needs 16 bytes of data, but more follow the header")
+      local took = cd.now() - t0
+      assert(took < 2, took)
     end)
 
     it("writes and reads raw bytes with tofile and fromfile", function()

@@ -6,15 +6,7 @@ local cd = require "cudadev"
 
 local E = helper.assert_error_matches
 
--- Deterministic values in [-1, 1) (a small LCG: the same on every run and device).
-local function values(n, seed)
-  local t, x = {}, seed
-  for i = 1, n do
-    x = (x * 1103515245 + 12345) % 2147483648
-    t[i] = x / 1073741824 - 1
-  end
-  return t
-end
+local values = helper.lcg_values   -- deterministic values in [-1, 1)
 
 -- A flat Lua list as an m x n array (rows first).
 local function matrix(flat, m, n, dtype, dev)
@@ -92,6 +84,68 @@ helper.each_device(function(dev)
       assert.are.same({ 14, 32 }, v:matmul(mt):totable())       -- vector @ matrix
     end)
 
+    it("multiplies stacks of matrices, broadcasting the batch dimensions as NumPy (NOTE [batched matmul])", function()
+      -- each {m, k} @ {k, n} of the batch is checked against the Lua reference of its own matrices
+      local m, k, n = 3, 5, 4
+      local function stack(nb, r, c, seed)
+        local flat = {}
+        for i = 1, nb do for _, x in ipairs(values(r * c, seed + i)) do flat[#flat + 1] = x end end
+        return flat
+      end
+      local function mat(flat, idx, r, c)
+        return table.move(flat, (idx - 1) * r * c + 1, idx * r * c, 1, {})
+      end
+      for _, dt in ipairs({ "float32", "float64" }) do
+        local A, B = stack(6, m, k, 10), stack(6, k, n, 20)
+        local a = cd.array(A, dt, { device = dev }):reshape({ 2, 3, m, k })
+        local b = cd.array(B, dt, { device = dev }):reshape({ 2, 3, k, n })
+        local c = cd.matmul(a, b)
+        assert.are.same({ 2, 3, m, n }, c.shape)
+        for i = 1, 6 do
+          local C, bound = reference(mat(A, i, m, k), mat(B, i, k, n), m, k, n)
+          assert_close(c:reshape({ 6, m, n })[i], C, bound, dt, k)
+        end
+        -- one matrix for every batch ({k, n} and {1, k, n}), and a 1-d operand
+        local b1 = cd.array(mat(B, 1, k, n), dt, { device = dev }):reshape({ k, n })
+        for _, bb in ipairs({ b1, b1:reshape({ 1, k, n }) }) do
+          local c2 = cd.matmul(a, bb)
+          assert.are.same({ 2, 3, m, n }, c2.shape)
+          for i = 1, 6 do
+            local C, bound = reference(mat(A, i, m, k), mat(B, 1, k, n), m, k, n)
+            assert_close(c2:reshape({ 6, m, n })[i], C, bound, dt, k)
+          end
+        end
+        assert.are.same({ 2, 3, m }, cd.matmul(a, cd.ones(k, dt, { device = dev })).shape)
+        assert.are.same({ 2, 3, n }, cd.matmul(cd.ones(k, dt, { device = dev }), b).shape)
+        -- batch shapes that broadcast both ways: {2, 1} with {1, 3}
+        local a21 = a:slice(1, 1, 1, 2)            -- {2, 1, m, k}: batches 1 and 4
+        local b13 = b:slice(1, 1, 1, 1)            -- {1, 3, k, n}: batches 1, 2, 3
+        local c3 = cd.matmul(a21:contiguous(), b13:contiguous())
+        assert.are.same({ 2, 3, m, n }, c3.shape)
+        for i = 1, 2 do
+          for j = 1, 3 do
+            local C, bound = reference(mat(A, (i - 1) * 3 + 1, m, k), mat(B, j, k, n), m, k, n)
+            assert_close(c3[i][j], C, bound, dt, k)
+          end
+        end
+        -- transposed last two dimensions, and out=
+        local at = cd.array(A, dt, { device = dev }):reshape({ 6, k, m })
+        local o = cd.zeros({ 6, m, n }, dt, { device = dev })
+        assert.equal(o, cd.matmul(at, b:reshape({ 6, k, n }), { transa = true, out = o }))
+        for i = 1, 6 do
+          local C, bound = reference(mat(A, i, k, m), mat(B, i, k, n), m, k, n, { transa = true })
+          assert_close(o[i], C, bound, dt, k)
+        end
+        -- empty batches
+        assert.are.same({ 0, m, n }, cd.matmul(cd.zeros({ 0, m, k }, dt, { device = dev }), b1).shape)
+      end
+      E(function() cd.matmul(cd.zeros({ 2, 3, 3 }, "float32", { device = dev }), cd.zeros({ 3, 3, 3 }, "float32", { device = dev })) end,
+        "matmul: the batch dimensions of {2, 3, 3} and {3, 3, 3} cannot be broadcast together (2 and 3)")
+      E(function() cd.matmul(cd.zeros({ 2, 3, 3 }, "float32", { device = dev }), cd.zeros({ 2, 3, 3 }, "float32", { device = dev }),
+        { out = cd.zeros({ 3, 3 }, "float32", { device = dev }) }) end,
+        "matmul: out has shape {3, 3} but the result has shape {2, 3, 3}")
+    end)
+
     it("writes into out, scaled by alpha and added to beta times out", function()
       local A, B, C0 = values(15, 3), values(35, 4), values(21, 5)
       for _, dt in ipairs({ "float32", "float64" }) do
@@ -153,8 +207,10 @@ helper.each_device(function(dev)
         'matmul: dtypes differ (float32 and float64); convert one with a:astype("float64")')
       E(function() cd.matmul(cd.zeros({ 2, 2 }, "int32", D), cd.zeros({ 2, 2 }, "int32", D)) end,
         'matmul: int32 arrays are not supported (float16, float32 or float64); convert with a:astype("float32")')
-      E(function() cd.matmul(cd.zeros({ 2, 2, 2 }, D), a) end, "matmul: a is 3-d; 1-d and 2-d arrays are supported")
-      E(function() cd.matmul(a, cd.zeros({}, D)) end, "matmul: b is 0-d; 1-d and 2-d arrays are supported")
+      E(function() cd.matmul(cd.zeros({ 2, 2, 2 }, D), cd.zeros({ 3, 2, 2 }, D)) end,
+        "matmul: the batch dimensions of {2, 2, 2} and {3, 2, 2} cannot be broadcast together (2 and 3)")
+      E(function() cd.matmul(a, cd.zeros({}, D)) end,
+        "matmul: b is 0-d; matmul takes arrays of 1 or more dimensions (multiply by a number with *)")
       -- a strided view (NOTE [matmul contiguity]): its elements are not where the product reads them
       E(function() cd.matmul(cd.zeros({ 5, 3 }, D).T, cd.zeros({ 5, 2 }, D)) end,
         "matmul: a is not contiguous; call a:contiguous() first")
@@ -232,6 +288,23 @@ describe("cd.matmul on a CUDA device", function()
     local diff = cd.abs(g - h):max()
     assert(diff < 256 * 1e-4, "largest difference " .. diff)
     assert.equal("float32", g.dtype)
+  end)
+
+  helper.gpu_it("multiplies 64 stacked 128 x 128 float32 matrices as the cpu device does (one strided-batched call)", function()
+    cd.random.seed(6)
+    local a = cd.random.uniform({ 64, 128, 128 }, { device = "cuda:0" })
+    local b = cd.random.uniform({ 64, 128, 128 }, { device = "cuda:0" })
+    local b2 = cd.random.uniform({ 128, 128 }, { device = "cuda:0" })
+    for _, bb in ipairs({ b, b2, b:slice(1, 1):contiguous() }) do
+      local g = cd.matmul(a, bb):to("cpu")
+      local h = cd.matmul(a:to("cpu"), bb:to("cpu"))
+      local diff = cd.abs(g - h):max()
+      assert(diff < 32 * 1e-4, "largest difference " .. diff)
+    end
+    local g = cd.matmul(a:reshape({ 8, 1, 8, 128, 128 }), b:reshape({ 1, 8, 8, 128, 128 }))   -- looped batches
+    local h = cd.matmul(a:to("cpu"):reshape({ 8, 1, 8, 128, 128 }), b:to("cpu"):reshape({ 1, 8, 8, 128, 128 }))
+    assert.are.same({ 8, 8, 8, 128, 128 }, g.shape)
+    assert(cd.abs(g:to("cpu") - h):max() < 32 * 1e-4)
   end)
 
   helper.gpu_it("runs on the given stream and on the current stream", function()

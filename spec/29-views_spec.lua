@@ -109,6 +109,36 @@ helper.each_device(function(dev)
       end)
     end)
 
+    describe("lifetime", function()
+      -- doc/arrays.md: freeing the base ends the base, not the memory (PyTorch's and CuPy's views keep their
+      -- storage too); the block is released, and uncharged, with the last array that uses it
+      it("keeps a freed base's memory for its views until the last of them goes", function()
+        collectgarbage()
+        local before = cd.memory_stats(dev).allocated
+        local a = cd.arange(1024, "int32", { device = dev })
+        local v, t = a:slice(3, 4), a:reshape({ 32, 32 }).T
+        a:free()
+        helper.assert_error_contains(function() a:fill(0) end, "attempt to use a freed array")
+        assert.are.equal("Array(freed)", tostring(a))
+        assert.are.same({ 2, 3 }, v:totable())
+        v:fill(7)
+        assert.are.same({ 7, 7 }, { t[3][1], t[4][1] })
+        assert.are.equal(before + 4096, cd.memory_stats(dev).allocated)
+        v:free()
+        assert.are.equal(34, t[3][2])
+        assert.are.equal(before + 4096, cd.memory_stats(dev).allocated)
+        t:free()
+        collectgarbage() -- the reshape that t was taken from is a view too, unreachable but not yet collected
+        assert.are.equal(before, cd.memory_stats(dev).allocated)
+        local w = cd.arange(8, "int32", { device = dev }):slice(2, 3)
+        collectgarbage()
+        assert.are.same({ 1, 2 }, w:totable())
+        w = nil
+        collectgarbage()
+        assert.are.equal(before, cd.memory_stats(dev).allocated)
+      end)
+    end)
+
     describe("copies", function()
       it("contiguous() copies a view in C order and returns a contiguous array itself", function()
         local m = m23()
@@ -205,13 +235,18 @@ helper.each_device(function(dev)
         k({ dim = 1 }, m23().T:contiguous())
       end)
 
-      it("refuses cd.copy, reshape and view to another size for views", function()
+      it("refuses cd.copy and view to another size for views; reshape copies them, as NumPy", function()
         local t, flat = m23().T, arr({ 1, 2, 3, 4, 5, 6 })
         helper.assert_error_matches(function() cd.copy(t, flat) end,
           "bad argument #1 to 'copy' (the destination is not contiguous: write a view with dst:copy_from(src))")
         helper.assert_error_matches(function() cd.copy(flat, t) end,
           "bad argument #2 to 'copy' (the source " .. NC .. ")")
-        helper.assert_error_matches(function() t:reshape(6) end, "bad argument #1 to 'reshape' (the array " .. NC .. ")")
+        local r = t:reshape(6)   -- a copy in C order of the view: {{1, 4}, {2, 5}, {3, 6}}
+        assert.are.same({ 1, 4, 2, 5, 3, 6 }, r:totable())
+        assert.is_true(r.is_contiguous)
+        r[1] = 9
+        assert.are.same(1, t[1][1])   -- not a view of t
+        assert.are.same({ { 1, 4, 2 }, { 5, 3, 6 } }, t:reshape({ 2, -1 }):totable())
         helper.assert_error_matches(function() t:view("uint8") end, "bad argument #1 to 'view' (the array " .. NC .. ")")
         assert.are.same({ { 1, 4 }, { 2, 5 }, { 3, 6 } }, t:view("uint32"):totable())
       end)

@@ -46,7 +46,11 @@ describe("peer access arguments", function()
 end)
 
 describe("two GPUs", function()
-  local d0, d1
+  local d0, d1, default
+
+  -- every case leaves the default device, and with it the current context, as it found them, on failure too
+  before_each(function() default = cd.get_device() end)
+  after_each(function() cd.set_device(default) end)
 
   before_each(function()
     if cd.device_count() >= 2 then

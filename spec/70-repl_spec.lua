@@ -136,6 +136,11 @@ describe("luacuda (command line)", function()
     matches(err, "luacuda: %(command line%):1: boom\nstack traceback:")
     local _, _, code2 = run([[-e "os.exit(3)"]])
     assert.are.equal(3, code2)
+    -- an error of cudadev's: its traceback starts at the line the message names, not in cudadev's own frames
+    local _, err2 = run([[-e "local cd = require 'cudadev'; local x = cd.zeros(3) + cd.zeros(2)"]])
+    matches(err2, "luacuda: %(command line%):1: operator %+: shapes {3} and {2} cannot be broadcast together " ..
+      "%(dimension 1 is 3 and 2%)\nstack traceback:\n\t%(command line%):1: in main chunk")
+    assert.is_nil(err2:find("[cudadev]", 1, true))
   end)
 
   luacuda_it("rejects an unknown option with lua's usage text", function()
@@ -175,6 +180,79 @@ end)]], dir .. "/t_spec.lua")
   end)
 end)
 
+describe("the manual from the REPL", function()
+  -- help(x.sum) showed `### cd.sum(...)` and nothing else: an entry whose heading has no text of its own
+  it("help(f) of every function of cd and every Array method shows text, not only a heading", function()
+    local bad = {}
+    local function check(name, f)
+      local t, err = repl.doc(f)
+      local body = t and t:gsub("^[^\n]*\n", ""):gsub("%([^)]*%.md%)$", "")
+      if not (body and body:match("%S")) then bad[#bad + 1] = name .. " (" .. tostring(err or "no text") .. ")" end
+    end
+    for k, f in pairs(debug.getregistry()["cudadev.Array"].methods) do
+      if type(f) == "function" and not k:match("^_") then check("a:" .. k, f) end
+    end
+    for k, f in pairs(cd) do
+      if type(f) == "function" and not k:match("^_") then check("cd." .. k, f) end
+    end
+    table.sort(bad)
+    assert.are.same({}, bad)
+  end)
+
+  it("require \"cudadev.repl\" works before require \"cudadev\"", function()
+    local p = io.popen(("cd %s && LUA_CPATH=%s lua5.4 -e %s 2>&1"):format(sh(root), sh(root .. "/build/?.so;;"),
+      sh('local r = require "cudadev.repl"; print(type(r.complete), require("cudadev").type(require("cudadev").zeros(1)))')))
+    local out = p:read("a")
+    p:close()
+    assert.are.equal("function\tArray\n", out)
+  end)
+end)
+
+-- NOTE [compile notice] (src/module.c): a cold compile that takes over half a second says so on stderr, in luacuda
+-- and with CUDADEV_VERBOSE=1; a script under plain Lua stays quiet. The kernel is long enough that g++ takes
+-- seconds over it, far from the threshold.
+describe("compile notices", function()
+  local SLOW = [[
+    local parts = { "__device__ float f0(float x) { return x; }" }
+    for i = 1, 80 do
+      parts[#parts + 1] = ("__device__ float f%d(float x) { return x * %d.5f + f%d(x - 1.0f); }"):format(i, i, i - 1)
+    end
+    parts[#parts + 1] = 'extern "C" __global__ void k(float *y) { y[threadIdx.x] = f80(y[threadIdx.x]); }'
+    local cd = cuda or require "cudadev"
+    cd.compile(table.concat(parts, "\n"), { device = "cpu", name = "slow.cu" })
+    print("compiled")
+  ]]
+  local function cold(env_and_cmd)
+    local dir = os.tmpname()
+    os.remove(dir)
+    local script = write_file(SLOW)
+    local errf = os.tmpname()
+    local p = io.popen(("cd %s && CUDADEV_CACHE_DIR=%s %s %s 2>%s"):format(sh(root), sh(dir), env_and_cmd, sh(script),
+      sh(errf)))
+    local out = p:read("a")
+    p:close()
+    local err = slurp(errf)
+    os.execute("rm -rf " .. sh(dir) .. " " .. sh(script) .. " " .. sh(errf))
+    return out, err
+  end
+
+  luacuda_it("luacuda prints a line when a compile starts taking long, and one when it ends", function()
+    local out, err = cold("env -u CUDADEV_VERBOSE " .. sh(LUACUDA))
+    contains(out, "compiled")
+    matches(err, "^cudadev: compiling 'slow%.cu' for cpu with the host C%+%+ compiler %(the first time only: the "
+      .. "result is cached%) %.%.%.\ncudadev: compiled 'slow%.cu' for cpu with the host C%+%+ compiler in %d+%.%d s\n$")
+  end)
+
+  it("a script prints nothing unless CUDADEV_VERBOSE=1", function()
+    local lua = ("env -u CUDADEV_VERBOSE LUA_CPATH=%s lua5.4"):format(sh(root .. "/build/?.so;;"))
+    local out, err = cold(lua)
+    contains(out, "compiled")
+    assert.are.equal("", err)
+    out, err = cold("CUDADEV_VERBOSE=1 " .. lua:gsub("^env %-u CUDADEV_VERBOSE ", "env "))
+    contains(err, "cudadev: compiling 'slow.cu' for cpu")
+  end)
+end)
+
 describe("luacuda -i (input from a pipe)", function()
   luacuda_it("prints the values of expressions and continues incomplete statements", function()
     local out, err, code = run("-i -q", table.concat({
@@ -207,6 +285,14 @@ describe("luacuda -i (input from a pipe)", function()
     contains(out, "stdin:1: deep\nstack traceback:\n\t[C]: in function 'error'\n\tstdin:1: in function 'f'")
     assert.is_nil(out:find("cudadev.repl", 1, true))
     contains(out, "unexpected symbol near '+'")
+  end)
+
+  luacuda_it("prints a library error at the prompt at its line, without cudadev's own frames", function()
+    local out = run("-i -q", "cd = require 'cudadev'\nx = cd.zeros(3) + cd.zeros(2)\n" ..
+      "local f = cd.zeros(2); f:free(); print(f:sum())\n")
+    contains(out, "> stdin:1: operator +: shapes {3} and {2} cannot be broadcast together (dimension 1 is 3 and 2)\n>")
+    contains(out, "> stdin:1: bad argument #1 to 'sum' (attempt to use a freed array)\n>")
+    assert.is_nil(out:find("[cudadev]", 1, true))
   end)
 
   luacuda_it("shows the banner unless -q", function()
@@ -526,7 +612,7 @@ describe("cudadev.repl", function()
     assert.are.same({}, repl.complete("nothing.here", "", env))
   end)
 
-  it("hides _-prefixed names unless asked, and offers an object's methods with ':'", function()
+  it("hides _-prefixed names unless asked, and keeps the separator typed", function()
     local env = { cuda = cd, a = cd.zeros(2), _secret = 1, t = { _x = 1, y = 2 } }
     for _, c in ipairs(repl.complete("cuda.", "", env)) do assert.is_nil(c:find("^cuda%._"), c) end
     assert.are.same({ "cuda._live" }, repl.complete("cuda._li", "", env))
@@ -534,9 +620,26 @@ describe("cudadev.repl", function()
     assert.are.same({ "t._x" }, repl.complete("t._", "", env))
     for _, c in ipairs(repl.complete("", "", env)) do assert.are_not.equal("_secret", c) end
     assert.are.same({ "_secret" }, repl.complete("_se", "", env))
-    assert.are.same({ "a:fill" }, repl.complete("a.fi", "", env))   -- a method: called with ':'
-    assert.are.same({ "a:free" }, repl.complete("a.fr", "", env))
+    assert.are.same({ "a.fill" }, repl.complete("a.fi", "", env))   -- a method after '.': the function
+    assert.are.same({ "a.free" }, repl.complete("a.fr", "", env))
     assert.are.same({ "a.dtype" }, repl.complete("a.dt", "", env))
+  end)
+
+  -- Line editing replaces the word typed with the candidates' longest common prefix: a candidate that does not
+  -- begin with the word (x.sh offering x:shl_ beside x.shape) deleted what was typed (issue 30).
+  it("offers only candidates that begin with the word typed, so Tab never deletes text", function()
+    local env = { cuda = cd, x = cd.zeros(2), m = cd.zeros({ 2, 2 }), t = { alpha = 1 } }
+    local words = { "x.", "x.sh", "x.s", "x.f", "x:", "x:sh", "m.T", "cuda.", "cuda.z", "cuda.random.", "t.", "x.i" }
+    for _, w in ipairs(words) do
+      local got = repl.complete(w, "", env)
+      for _, c in ipairs(got) do
+        assert.are.equal(w, c:sub(1, #w), ("completing %q offered %q"):format(w, c))
+      end
+    end
+    local sh = repl.complete("x.sh", "", env)
+    assert.truthy(#sh >= 2, table.concat(sh, " "))   -- x.shape and the methods named sh...
+    assert.truthy(table.concat(sh, " "):find("x.shape", 1, true))
+    for _, c in ipairs(repl.complete("x:", "", env)) do assert.is_nil(c:find("dtype", 1, true)) end
   end)
 
   it("rewrites top-level locals so they persist, and leaves the rest alone", function()

@@ -61,6 +61,16 @@ function helper.each_device(fn)
   for _, dev in ipairs(helper.devices) do fn(dev) end
 end
 
+-- n deterministic values in [-1, 1) from seed (a small LCG: the same on every run and device).
+function helper.lcg_values(n, seed)
+  local t, x = {}, seed
+  for i = 1, n do
+    x = (x * 1103515245 + 12345) % 2147483648
+    t[i] = x / 1073741824 - 1
+  end
+  return t
+end
+
 -- The text of "no device 'SPEC' (...)" for a string of no spec form ("gpu", "CPU", "nope"), with the device it
 -- guesses when there is one (NOTE [device specs] in src/device.c).
 function helper.unknown_device_text(spec, guess)

@@ -1249,7 +1249,10 @@ static int array_transpose(lua_State *L) {
   if (given == 0) {
     for (int k = 0; k < nd; k++) perm[k] = nd - 1 - k;
   } else {
-    if (given != nd) luaL_argerror(L, 2, lua_pushfstring(L, "%d axes given for an array of %d dimensions", given, nd));
+    if (given != nd)
+      luaL_argerror(L, 2,
+                    lua_pushfstring(L, "%d %s given for an array of %d dimension%s", given,
+                                    given == 1 ? "axis" : "axes", nd, nd == 1 ? "" : "s"));
     for (int k = 0; k < nd; k++) {
       int arg = 2 + (tbl ? 0 : k);
       if (tbl) {
@@ -1330,8 +1333,49 @@ static int array_reshape(lua_State *L) {
   if (!shape_product(shape, ndim, -1, &size)) luaL_argerror(L, 2, "array is too large");
   if (size != a->size)
     luaL_argerror(L, 2, lua_pushfstring(L, "cannot reshape %I elements into a shape of %I", a->size, size));
-  need_contiguous(L, a, 1, "the array");
+  if (!cdv_array_contiguous(a)) { /* NumPy's reshape copies what no view can show (NOTE [strided views]) */
+    lua_pushvalue(L, 1);
+    lua_pushnil(L);
+    call_views(L, "__views_contiguous", 2, 1);
+    lua_replace(L, 1);
+    a = cdv_check_array(L, 1);
+  }
   push_view(L, a, 0, a->dtype, ndim, shape, NULL);
+  return 1;
+}
+
+/* getmetatable(a).__as_strided(a, shape, strides): the view of a's memory from a's element 0 with that shape and
+ * those strides (in elements, 0 for a broadcast dimension), for ops_numpy.lua's views (cd.broadcast_to,
+ * cd.expand_dims, a:squeeze()). Refused unless every element it shows is one of the span a's own elements cover,
+ * so no view reaches memory a does not own (NOTE [strided views]). */
+static int array_as_strided(lua_State *L) {
+  cdv_array *a = cdv_check_array(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  int ndim = (int)lua_rawlen(L, 2);
+  if (ndim > CDV_MAXDIM || lua_rawlen(L, 3) != (lua_Unsigned)ndim) luaL_argerror(L, 2, "bad shape or strides");
+  cdv_array v = *a;
+  v.ndim = ndim;
+  for (int i = 0; i < ndim; i++) {
+    int ok1, ok2;
+    lua_rawgeti(L, 2, i + 1);
+    lua_rawgeti(L, 3, i + 1);
+    v.shape[i] = lua_tointegerx(L, -2, &ok1);
+    v.strides[i] = lua_tointegerx(L, -1, &ok2);
+    lua_pop(L, 2);
+    if (!ok1 || !ok2 || v.shape[i] < 0 || v.strides[i] < -(INT64_C(1) << 40) || v.strides[i] > (INT64_C(1) << 40))
+      luaL_argerror(L, 2, "bad shape or strides");
+  }
+  int64_t size;
+  if (!shape_product(v.shape, ndim, -1, &size)) luaL_argerror(L, 2, "array is too large");
+  v.size = size;
+  if (size > 0) {
+    int64_t lo, hi, alo = 0, ahi = -1;
+    elem_span(&v, &lo, &hi);
+    if (a->size > 0) elem_span(a, &alo, &ahi);
+    if (lo < alo || hi > ahi) luaL_argerror(L, 2, "the view reaches past the array's elements");
+  }
+  push_view(L, a, 0, a->dtype, ndim, v.shape, v.strides);
   return 1;
 }
 
@@ -1849,13 +1893,10 @@ int cdv_array_open(lua_State *L) {
   static const luaL_Reg pin_meta[] = {{"__close", pin_release}, {"__gc", pin_release}, {NULL, NULL}};
   cdv_new_class(L, CDV_ARRAY_PIN, pin_meta, NULL, NULL); /* NOTE [pinned reads] */
   lua_pop(L, 1);
-  static const luaL_Reg meta[] = {{"__newindex", array_newindex},
-                                  {"__len", array_len},
-                                  {"__tostring", array_tostring},
-                                  {"__gc", array_gc},
-                                  {"__close", array_close},
-                                  {"__flat_base", array_flat_base},
-                                  {NULL, NULL}};
+  static const luaL_Reg meta[] = {{"__newindex", array_newindex},     {"__len", array_len},
+                                  {"__tostring", array_tostring},     {"__gc", array_gc},
+                                  {"__close", array_close},           {"__flat_base", array_flat_base},
+                                  {"__as_strided", array_as_strided}, {NULL, NULL}};
   cdv_new_class(L, CDV_ARRAY, meta, methods, array_index); /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);

@@ -1,7 +1,8 @@
 /*
  * array_loops.c: ops.lua's way to a backend's built-in loops (NOTE [cpu loops] in cpu_loops.c), as two fields of
  * the Array metatable, out of a sandboxed script's reach (NOTE [protected metatables]):
- *   __loop(op, calc, res, bits, out, x, xdtype [, y, ydtype [, c, cdtype]]) -> true, or false: compile it
+ *   __loop(op, calc, calc2, res, bits, out, x, xdtype [, y, ydtype [, c, cdtype]]) -> true, or false: compile it
+ *     (calc2: the calc type of y when it is not calc's, nil otherwise)
  *   __reduce(op, acc, x, out, outer, K, inner, nsplit) -> true, or false: compile it
  * An operand is an Array (broadcast to out's shape) or a number or boolean, passed to the loop as one element of
  * the given dtype, converted as a kernel's scalar parameter is (kernel.c). Both answer false when the device's
@@ -19,14 +20,16 @@ _Static_assert(CDV_LOOP_MAXDIM == CDV_MAXDIM, "a loop's operand has a stride per
 static const char *const loop_names[] = {CDV_LOOP_OPS(NAME) NULL};
 static const char *const red_names[] = {CDV_RED_OPS(NAME) NULL};
 
-static int loops_on = -1; /* -1: not yet read from CUDADEV_CPU_LOOPS */
+static int loops_on = -1; /* -1: not yet read from CUDADEV_CPU_LOOPS; the process's (states on other threads read it) */
 
 static int enabled(void) {
-  if (loops_on < 0) {
+  int on = __atomic_load_n(&loops_on, __ATOMIC_RELAXED);
+  if (on < 0) {
     const char *v = getenv("CUDADEV_CPU_LOOPS");
-    loops_on = !(v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0));
+    on = !(v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0));
+    __atomic_store_n(&loops_on, on, __ATOMIC_RELAXED);
   }
-  return loops_on;
+  return on;
 }
 
 /* An Array of d's memory that host code may touch now; NULL when it is not (the caller compiles instead). */
@@ -82,19 +85,20 @@ static int array_loop(lua_State *L) {
   memset(&l, 0, sizeof l);
   l.op = luaL_checkoption(L, 1, NULL, loop_names);
   l.calc = (cdv_dtype)cdv_check_dtype(L, 2, CDV_F32);
-  l.res = (cdv_dtype)cdv_check_dtype(L, 3, CDV_F32);
-  l.bits = (int)luaL_checkinteger(L, 4);
-  cdv_array *out = cdv_check_array(L, 5);
+  l.calc2 = lua_isnil(L, 3) ? l.calc : (cdv_dtype)cdv_check_dtype(L, 3, CDV_F32);
+  l.res = (cdv_dtype)cdv_check_dtype(L, 4, CDV_F32);
+  l.bits = (int)luaL_checkinteger(L, 5);
+  cdv_array *out = cdv_check_array(L, 6);
   cdv_device *d = out->block->dev;
-  if (!enabled() || d->be->loop == NULL || host_array(L, 5, d) == NULL) return lua_pushboolean(L, 0), 1;
+  if (!enabled() || d->be->loop == NULL || host_array(L, 6, d) == NULL) return lua_pushboolean(L, 0), 1;
   l.nd = out->ndim;
   memcpy(l.shape, out->shape, sizeof l.shape);
   l.out.dtype = out->dtype;
   l.out.data = out->data;
   for (int i = 0; i < out->ndim; i++) l.out.stride[i] = out->shape[i] == 1 ? 0 : out->strides[i];
   _Alignas(8) char scalars[3][8];
-  for (l.nin = 0; l.nin < 3 && !lua_isnoneornil(L, 6 + 2 * l.nin); l.nin++)
-    if (!operand(L, 6 + 2 * l.nin, out, &l.in[l.nin], scalars[l.nin])) return lua_pushboolean(L, 0), 1;
+  for (l.nin = 0; l.nin < 3 && !lua_isnoneornil(L, 7 + 2 * l.nin); l.nin++)
+    if (!operand(L, 7 + 2 * l.nin, out, &l.in[l.nin], scalars[l.nin])) return lua_pushboolean(L, 0), 1;
   if (l.nin == 0 || (l.op == CDV_LOOP_WHERE) != (l.nin == 3) || (l.nin == 3 && l.op != CDV_LOOP_WHERE))
     return luaL_error(L, "__loop: %d operands for '%s'", l.nin, loop_names[l.op]);
   cdv_err e;
@@ -110,6 +114,7 @@ static int array_reduce(lua_State *L) {
   r.acc = (cdv_dtype)cdv_check_dtype(L, 2, CDV_F32);
   cdv_array *x = cdv_check_array(L, 3), *out = cdv_check_array(L, 4);
   cdv_device *d = x->block->dev;
+  if (!enabled() || d->be->reduce == NULL) return lua_pushboolean(L, 0), 1;
   r.outer = luaL_checkinteger(L, 5), r.K = luaL_checkinteger(L, 6), r.inner = luaL_checkinteger(L, 7);
   r.nsplit = luaL_checkinteger(L, 8);
   int64_t n, nout;
@@ -118,8 +123,7 @@ static int array_reduce(lua_State *L) {
       !cdv_array_contiguous(out))
     return luaL_error(L, "__reduce: the geometry does not match the arrays");
   int arg = r.op == CDV_RED_ARGMIN || r.op == CDV_RED_ARGMAX;
-  if (!enabled() || d->be->reduce == NULL || (arg && out->dtype != CDV_I64) || host_array(L, 3, d) == NULL ||
-      host_array(L, 4, d) == NULL)
+  if ((arg && out->dtype != CDV_I64) || host_array(L, 3, d) == NULL || host_array(L, 4, d) == NULL)
     return lua_pushboolean(L, 0), 1;
   r.in = x->dtype, r.out = out->dtype, r.x = x->data, r.y = out->data;
   cdv_err e;
@@ -129,10 +133,12 @@ static int array_reduce(lua_State *L) {
   return 1;
 }
 
-/* cd._cpu_loops([on]) -> whether loops were on: false sends every built-in operation to the generated kernels */
+/* cd._cpu_loops([on]) -> whether loops were on: false sends every built-in operation to the generated kernels.
+ * The switch is the process's: a sandboxed script may not turn it (its neighbours' operations would compile). */
 static int l_cpu_loops(lua_State *L) {
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "_cpu_loops is not available in this sandbox");
   int was = enabled();
-  if (!lua_isnoneornil(L, 1)) loops_on = lua_toboolean(L, 1);
+  if (!lua_isnoneornil(L, 1)) __atomic_store_n(&loops_on, lua_toboolean(L, 1), __ATOMIC_RELAXED);
   lua_pushboolean(L, was);
   return 1;
 }

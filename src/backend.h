@@ -171,7 +171,7 @@ typedef struct cdv_loop_operand {
 /* out[idx] = (out)(res)(op of the inputs converted to calc), over shape; bits: the promoted dtype's width */
 typedef struct cdv_loop {
   int op, nin, nd, bits;
-  cdv_dtype calc, res;
+  cdv_dtype calc, calc2, res; /* calc2: the one y converts to (calc but for exact comparisons of int64 and uint64) */
   int64_t shape[CDV_LOOP_MAXDIM];
   cdv_loop_operand out, in[3];
 } cdv_loop;

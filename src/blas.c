@@ -207,8 +207,163 @@ static int overlaps(const cdv_array *x, const cdv_array *y) {
   return nx && ny && x->data < y->data + ny && y->data < x->data + nx;
 }
 
+/* NOTE [batched matmul]: operands of more than 2 dimensions are stacks of matrices (NumPy's matmul): the
+ * dimensions before the last two are batch dimensions, broadcast together as NumPy broadcasts them, and a 1-d or
+ * 2-d operand is the same matrix for every batch. Each operand gets an element stride per batch dimension (0
+ * where it is broadcast); neighbouring dimensions whose strides chain in all three arrays are merged, and the
+ * last one left is one strided-batched product (cublasGemmStridedBatchedEx on GPUs, a loop on the host). Only
+ * batch shapes that broadcast both ways at once ({2, 1, m, k} @ {1, 3, k, n}) leave more than one dimension,
+ * which is looped around it. */
+typedef struct batch_plan {
+  int bnd; /* broadcast batch dimensions, and their sizes (the result's leading dimensions) */
+  int64_t shape[CDV_MAXDIM];
+  int nb; /* dimensions after merging (those of one element dropped), each with its count and strides */
+  int64_t count[CDV_MAXDIM], sa[CDV_MAXDIM], sb[CDV_MAXDIM], sc[CDV_MAXDIM];
+} batch_plan;
+
+/* Element strides of x's batch dimensions aligned to the last of bnd (0 where x has none or broadcasts one). */
+static void batch_strides(const cdv_array *x, int bnd, const int64_t *shape, int64_t *st) {
+  int nbx = x->ndim > 2 ? x->ndim - 2 : 0;
+  int64_t acc = x->ndim >= 2 ? x->shape[x->ndim - 1] * x->shape[x->ndim - 2] : x->ndim == 1 ? x->shape[0] : 1;
+  for (int i = bnd - 1; i >= 0; i--) {
+    int j = i - (bnd - nbx);
+    int64_t d = j >= 0 ? x->shape[j] : 1;
+    st[i] = d == 1 && shape[i] != 1 ? 0 : acc;
+    acc *= d;
+  }
+}
+
+/* The broadcast batch shape of a and b, or an error naming both shapes; then the merged dimensions. */
+static void plan_batches(lua_State *L, const cdv_array *a, const cdv_array *b, int64_t mn, batch_plan *p) {
+  int nba = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
+  p->bnd = nba > nbb ? nba : nbb;
+  for (int i = 0; i < p->bnd; i++) {
+    int ja = i - (p->bnd - nba), jb = i - (p->bnd - nbb);
+    int64_t da = ja >= 0 ? a->shape[ja] : 1, db = jb >= 0 ? b->shape[jb] : 1;
+    if (da != db && da != 1 && db != 1) {
+      const char *sa = shape_text(L, a), *sb = shape_text(L, b);
+      luaL_error(L, "matmul: the batch dimensions of %s and %s cannot be broadcast together (%I and %I)", sa, sb,
+                 (lua_Integer)da, (lua_Integer)db);
+    }
+    p->shape[i] = da == 1 ? db : da;
+  }
+  int64_t sa[CDV_MAXDIM], sb[CDV_MAXDIM], acc = mn;
+  batch_strides(a, p->bnd, p->shape, sa);
+  batch_strides(b, p->bnd, p->shape, sb);
+  p->nb = 0;
+  for (int i = p->bnd - 1; i >= 0; i--) acc *= p->shape[i];
+  for (int i = 0; i < p->bnd; i++) {
+    acc /= p->shape[i] ? p->shape[i] : 1;
+    if (p->shape[i] == 1) continue;
+    int q = p->nb - 1;
+    if (q >= 0 && p->sa[q] == sa[i] * p->shape[i] && p->sb[q] == sb[i] * p->shape[i] && p->sc[q] == acc * p->shape[i]) {
+      p->count[q] *= p->shape[i]; /* chains with the previous dimension: one dimension of both their sizes */
+      p->sa[q] = sa[i], p->sb[q] = sb[i], p->sc[q] = acc;
+      continue;
+    }
+    p->count[p->nb] = p->shape[i], p->sa[p->nb] = sa[i], p->sb[p->nb] = sb[i], p->sc[p->nb] = acc;
+    p->nb++;
+  }
+  if (p->nb == 0) p->count[0] = 1, p->sa[0] = p->sb[0] = p->sc[0] = 0, p->nb = 1;
+}
+
+/* What one product needs besides the batch: operands, sizes, scalars. */
+typedef struct gemm_call {
+  const cdv_array *a, *b, *out;
+  int transa, transb;
+  int64_t m, n, k;
+  double alpha, beta;
+} gemm_call;
+
+/* count products on the host, the j-th at element offsets oa + j sa, ob + j sb, oc + j sc. */
+static int host_batch(const gemm_call *g, int64_t oa, int64_t ob, int64_t oc, int64_t count, int64_t sa, int64_t sb,
+                      int64_t sc) {
+  size_t es = cdv_dtypes[g->a->dtype].size;
+  for (int64_t j = 0; j < count; j++) {
+    const char *pa = g->a->data + (size_t)(oa + j * sa) * es, *pb = g->b->data + (size_t)(ob + j * sb) * es;
+    char *pc = g->out->data + (size_t)(oc + j * sc) * es;
+    cdv_dtype t = g->a->dtype;
+    int rc = t == CDV_F32   ? gemm_f32((const float *)pa, g->transa, (const float *)pb, g->transb, (float *)pc, g->m,
+                                       g->n, g->k, (float)g->alpha, (float)g->beta)
+             : t == CDV_F64 ? gemm_f64((const double *)pa, g->transa, (const double *)pb, g->transb, (double *)pc, g->m,
+                                       g->n, g->k, g->alpha, g->beta)
+                            : gemm_f16((const uint16_t *)pa, g->transa, (const uint16_t *)pb, g->transb, (uint16_t *)pc,
+                                       g->m, g->n, g->k, (float)g->alpha, (float)g->beta);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* count products with cuBLAS (NOTE [row-major gemm]): cublasGemmEx for one, cublasGemmStridedBatchedEx for more. */
+static int cuda_batch(const gemm_call *g, cdv_cublas_handle h, cdv_err *e, int64_t oa, int64_t ob, int64_t oc,
+                      int64_t count, int64_t sa, int64_t sb, int64_t sc) {
+  const cdv_array *a = g->a, *b = g->b;
+  cdv_dtype t = a->dtype;
+  size_t es = cdv_dtypes[t].size;
+  /* leading dimensions: the stored row lengths */
+  int lda = (int)(a->ndim == 1 ? a->shape[0] : a->shape[a->ndim - 1]),
+      ldb = (int)(b->ndim == 1 ? 1 : b->shape[b->ndim - 1]);
+  if (lda < 1) lda = 1;
+  if (ldb < 1) ldb = 1;
+  float af = (float)g->alpha, bf = (float)g->beta;
+  int dt = t == CDV_F64 ? CUDA_R_64F : t == CDV_F32 ? CUDA_R_32F : CUDA_R_16F;
+  int ct = t == CDV_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const void *pal = t == CDV_F64 ? (const void *)&g->alpha : &af, *pbe = t == CDV_F64 ? (const void *)&g->beta : &bf;
+  const char *pa = a->data + (size_t)oa * es, *pb = b->data + (size_t)ob * es;
+  char *pc = g->out->data + (size_t)oc * es;
+  int opa = g->transa ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (count == 1)
+    return cublas_status(e, "cublasGemmEx",
+                         cdv_cublas.cublasGemmEx(h, opb, opa, (int)g->n, (int)g->m, (int)g->k, pal, pb, dt, ldb, pa, dt,
+                                                 lda, pbe, pc, dt, (int)g->n, ct, CUBLAS_GEMM_DEFAULT));
+  return cublas_status(e, "cublasGemmStridedBatchedEx",
+                       cdv_cublas.cublasGemmStridedBatchedEx(
+                           h, opb, opa, (int)g->n, (int)g->m, (int)g->k, pal, pb, dt, ldb, (long long)sb, pa, dt, lda,
+                           (long long)sa, pbe, pc, dt, (int)g->n, (long long)sc, (int)count, ct, CUBLAS_GEMM_DEFAULT));
+}
+
+/* Runs every batch of plan p: the outer dimensions (all but the last) looped, the last one batched. */
+static int run_batches(const gemm_call *g, const batch_plan *p, cdv_cublas_handle h, cdv_err *e) {
+  int64_t idx[CDV_MAXDIM] = {0}, outer = 1;
+  int last = p->nb - 1;
+  for (int i = 0; i < last; i++) outer *= p->count[i];
+  for (int64_t o = 0; o < outer; o++) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    for (int i = 0; i < last; i++) oa += idx[i] * p->sa[i], ob += idx[i] * p->sb[i], oc += idx[i] * p->sc[i];
+    int rc = h == NULL ? host_batch(g, oa, ob, oc, p->count[last], p->sa[last], p->sb[last], p->sc[last])
+                       : cuda_batch(g, h, e, oa, ob, oc, p->count[last], p->sa[last], p->sb[last], p->sc[last]);
+    if (rc != 0) return rc;
+    for (int i = last - 1; i >= 0 && ++idx[i] == p->count[i]; i--) idx[i] = 0;
+  }
+  return 0;
+}
+
+/* The out= option, checked against the result's dtype, shape and the inputs; NULL when not given. */
+static cdv_array *check_out(lua_State *L, const cdv_array *a, const cdv_array *b, cdv_array *out, int ndim,
+                            const int64_t *shape) {
+  if (out == NULL) return NULL;
+  cdv_device *d = a->block->dev;
+  if (out->block->dev != d)
+    luaL_error(L, "matmul: out is on %s but the inputs on %s", out->block->dev->alias, d->alias);
+  if (out->dtype != a->dtype)
+    luaL_error(L, "matmul: out is %s but the result is %s", cdv_dtypes[out->dtype].name, cdv_dtypes[a->dtype].name);
+  int same = out->ndim == ndim;
+  for (int i = 0; same && i < ndim; i++) same = out->shape[i] == shape[i];
+  if (!same) {
+    cdv_array r = *out;
+    r.ndim = ndim;
+    memcpy(r.shape, shape, sizeof r.shape);
+    const char *so = shape_text(L, out), *sr = shape_text(L, &r);
+    luaL_error(L, "matmul: out has shape %s but the result has shape %s", so, sr);
+  }
+  if (!is_dense(out)) luaL_error(L, "matmul: out is not contiguous; give a contiguous out");
+  if (overlaps(out, a) || overlaps(out, b)) luaL_error(L, "matmul: out overlaps an input; give an out of its own");
+  return out;
+}
+
 /* cd.matmul(a, b [, {out=, alpha=, beta=, transa=, transb=, stream=}]) -> out = alpha op(a) op(b) + beta out
- * (NumPy's matmul for 1-d and 2-d operands, with BLAS's alpha, beta and transpositions). */
+ * (NumPy's matmul: 1-d, 2-d and stacks of matrices (NOTE [batched matmul]), with BLAS's alpha, beta and
+ * transpositions of the last two dimensions). */
 static int l_matmul(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1), *b = cdv_check_array(L, 2);
   cdv_check_options(L, 3, matmul_opts, "matmul");
@@ -244,86 +399,61 @@ static int l_matmul(lua_State *L) {
   const cdv_array *ops[2] = {a, b};
   const char *names[2] = {"a", "b"};
   for (int i = 0; i < 2; i++) {
-    if (ops[i]->ndim < 1 || ops[i]->ndim > 2)
-      return luaL_error(L, "matmul: %s is %d-d; 1-d and 2-d arrays are supported", names[i], ops[i]->ndim);
+    if (ops[i]->ndim < 1)
+      return luaL_error(L,
+                        "matmul: %s is 0-d; matmul takes arrays of 1 or more dimensions (multiply by a number "
+                        "with *)",
+                        names[i]);
     if (!is_dense(ops[i]))
       return luaL_error(L, "matmul: %s is not contiguous; call %s:contiguous() first", names[i], names[i]);
   }
-  if (transa && a->ndim != 2) return cdv_opt_error(L, "transa", "matmul", "a must be 2-d to be transposed");
-  if (transb && b->ndim != 2) return cdv_opt_error(L, "transb", "matmul", "b must be 2-d to be transposed");
-  int64_t m = a->ndim == 1 ? 1 : transa ? a->shape[1] : a->shape[0];
-  int64_t ka = a->ndim == 1 ? a->shape[0] : transa ? a->shape[0] : a->shape[1];
-  int64_t kb = b->ndim == 1 ? b->shape[0] : transb ? b->shape[1] : b->shape[0];
-  int64_t n = b->ndim == 1 ? 1 : transb ? b->shape[0] : b->shape[1];
+  if (transa && a->ndim < 2) return cdv_opt_error(L, "transa", "matmul", "a must be 2-d to be transposed");
+  if (transb && b->ndim < 2) return cdv_opt_error(L, "transb", "matmul", "b must be 2-d to be transposed");
+  int na = a->ndim, nb = b->ndim;
+  int64_t m = na == 1 ? 1 : transa ? a->shape[na - 1] : a->shape[na - 2];
+  int64_t ka = na == 1 ? a->shape[0] : transa ? a->shape[na - 2] : a->shape[na - 1];
+  int64_t kb = nb == 1 ? b->shape[0] : transb ? b->shape[nb - 1] : b->shape[nb - 2];
+  int64_t n = nb == 1 ? 1 : transb ? b->shape[nb - 2] : b->shape[nb - 1];
   if (ka != kb) {
     const char *sa = shape_text(L, a), *sb = shape_text(L, b);
     return luaL_error(L, "matmul: shapes %s%s and %s%s do not match: a has %I columns but b has %I rows", sa,
                       transa ? " (transposed)" : "", sb, transb ? " (transposed)" : "", (lua_Integer)ka,
                       (lua_Integer)kb);
   }
-  int64_t k = ka, shape[2];
+  batch_plan plan = {0};
+  plan_batches(L, a, b, m * n, &plan);
+  int64_t k = ka, shape[CDV_MAXDIM + 2];
   int ndim = 0;
-  if (a->ndim == 2) shape[ndim++] = m;
-  if (b->ndim == 2) shape[ndim++] = n;
+  for (int i = 0; i < plan.bnd; i++) shape[ndim++] = plan.shape[i];
+  if (na >= 2) shape[ndim++] = m;
+  if (nb >= 2) shape[ndim++] = n;
+  if (ndim > CDV_MAXDIM) return luaL_error(L, "matmul: the result would have more than %d dimensions", CDV_MAXDIM);
   /* devices */
   cdv_device *d = a->block->dev;
   if (b->block->dev != d)
     return luaL_error(L, "matmul: arrays are on %s and %s; move one with a:to(device)", d->alias, b->block->dev->alias);
-  if (out != NULL) {
-    if (out->block->dev != d)
-      return luaL_error(L, "matmul: out is on %s but the inputs on %s", out->block->dev->alias, d->alias);
-    if (out->dtype != t)
-      return luaL_error(L, "matmul: out is %s but the result is %s", cdv_dtypes[out->dtype].name, cdv_dtypes[t].name);
-    int same = out->ndim == ndim;
-    for (int i = 0; same && i < ndim; i++) same = out->shape[i] == shape[i];
-    if (!same) {
-      cdv_array r = *out;
-      r.ndim = ndim;
-      memcpy(r.shape, shape, sizeof shape);
-      const char *so = shape_text(L, out), *sr = shape_text(L, &r);
-      return luaL_error(L, "matmul: out has shape %s but the result has shape %s", so, sr);
-    }
-    if (!is_dense(out)) return luaL_error(L, "matmul: out is not contiguous; give a contiguous out");
-    if (overlaps(out, a) || overlaps(out, b))
-      return luaL_error(L, "matmul: out overlaps an input; give an out of its own");
-  }
+  check_out(L, a, b, out, ndim, shape);
   void *stream = cdv_stream_for(L, d, s);
   if (out == NULL) {
     out = cdv_push_array(L, d, t, ndim, shape, CDV_MEM_DEVICE, s);
     out_idx = lua_gettop(L);
   }
+  gemm_call g = {a, b, out, transa, transb, m, n, k, alpha, beta};
   cdv_err e;
   if (d->be->host_memory) { /* (see NOTE [backend properties]) the host computes on the arrays in place */
     cdv_device_check(L, d);
     if (cdv_host_wait(a->block, &e) != 0 || cdv_host_wait(b->block, &e) != 0 || cdv_host_wait(out->block, &e) != 0)
       return cdv_raise(L, NULL, &e);
-    int rc = t == CDV_F32 ? gemm_f32((const float *)a->data, transa, (const float *)b->data, transb, (float *)out->data,
-                                     m, n, k, (float)alpha, (float)beta)
-             : t == CDV_F64 ? gemm_f64((const double *)a->data, transa, (const double *)b->data, transb,
-                                       (double *)out->data, m, n, k, alpha, beta)
-                            : gemm_f16((const uint16_t *)a->data, transa, (const uint16_t *)b->data, transb,
-                                       (uint16_t *)out->data, m, n, k, (float)alpha, (float)beta);
-    if (rc != 0) return luaL_error(L, "matmul: not enough host memory for the product's panels");
+    if (out->size > 0 && run_batches(&g, &plan, NULL, &e) != 0)
+      return luaL_error(L, "matmul: not enough host memory for the product's panels");
   } else {
-    if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || plan.count[plan.nb - 1] > INT_MAX)
       return luaL_error(L, "matmul: a dimension is larger than cuBLAS takes (%d)", INT_MAX);
     cdv_device_use(L, d);
     cdv_cublas_handle h = blas_handle(L, d);
-    if (m > 0 && n > 0) {
-      /* (see NOTE [row-major gemm]) C^T (n x m) = op(B)^T op(A)^T, leading dimensions the stored row lengths */
-      int lda = (int)(a->ndim == 1 ? a->shape[0] : a->shape[1]), ldb = (int)(b->ndim == 1 ? 1 : b->shape[1]);
-      if (lda < 1) lda = 1;
-      if (ldb < 1) ldb = 1;
-      float af = (float)alpha, bf = (float)beta;
-      int dt = t == CDV_F64 ? CUDA_R_64F : t == CDV_F32 ? CUDA_R_32F : CUDA_R_16F;
-      int ct = t == CDV_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-      const void *pa = t == CDV_F64 ? (const void *)&alpha : &af, *pb = t == CDV_F64 ? (const void *)&beta : &bf;
+    if (out->size > 0) {
       if (cublas_status(&e, "cublasSetStream", cdv_cublas.cublasSetStream_v2(h, stream)) != 0 ||
-          cublas_status(
-              &e, "cublasGemmEx",
-              cdv_cublas.cublasGemmEx(h, transb ? CUBLAS_OP_T : CUBLAS_OP_N, transa ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
-                                      (int)m, (int)k, pa, b->data, dt, ldb, a->data, dt, lda, pb, out->data, dt, (int)n,
-                                      ct, CUBLAS_GEMM_DEFAULT)) != 0)
+          run_batches(&g, &plan, h, &e) != 0)
         return cdv_raise(L, d, &e);
       if (cdv_get_state(L)->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0)
         return cdv_raise(L, d, &e);

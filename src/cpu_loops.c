@@ -77,7 +77,7 @@ static float h2f(uint16_t h) {
 }
 
 /* ---------------------------------------------------------------- casts: one loop per dtype pair */
-/* The C type of each dtype (float16 as its bits), as an X-macro: X(dtype, type, load as float or itself) */
+/* The C type of each dtype but float16 (its bits, converted through float), as an X-macro: X(dtype, type) */
 #define DTYPES(X)      \
   X(CDV_F32, float)    \
   X(CDV_F64, double)   \
@@ -113,7 +113,6 @@ typedef uint16_t half_bits;
 typedef bool cbool; /* bool is a macro: not for names made with ## */
 #define PLAIN(v) (v)
 #define TO_HALF(v) f2h((float)(v))
-#define FROM_HALF(v) h2f(v)
 #define HALF_TO_HALF(v) (v)
 
 #define CAST_FROM(FROM_DT, FROM) \
@@ -305,15 +304,15 @@ CMP(b, bool, )
 
 /* unary: x = a[i] */
 #define FUNARY(s, T, L, name, unused) OP2(name##_##s, T, T, FN(name, L)(x))
-#define MATH_FNS(M, s, T, L)                                                                                         \
-  M(s, T, L, exp, )                                                                                                  \
-  M(s, T, L, exp2, )                                                                                                 \
-  M(s, T, L, expm1, )                                                                                                \
-  M(s, T, L, log, ) M(s, T, L, log2, ) M(s, T, L, log10, ) M(s, T, L, log1p, ) M(s, T, L, sqrt, ) M(s, T, L, cbrt, ) \
-      M(s, T, L, sin, ) M(s, T, L, cos, ) M(s, T, L, tan, ) M(s, T, L, asin, ) M(s, T, L, acos, ) M(s, T, L, atan, ) \
-          M(s, T, L, sinh, ) M(s, T, L, cosh, ) M(s, T, L, tanh, ) M(s, T, L, asinh, ) M(s, T, L, acosh, )           \
-              M(s, T, L, atanh, ) M(s, T, L, floor, ) M(s, T, L, ceil, ) M(s, T, L, trunc, ) M(s, T, L, rint, )      \
-                  M(s, T, L, erf, ) M(s, T, L, erfc, )
+/* clang-format off */
+#define MATH_FNS(M, s, T, L)                                                                                  \
+  M(s, T, L, exp, ) M(s, T, L, exp2, ) M(s, T, L, expm1, ) M(s, T, L, log, ) M(s, T, L, log2, )            \
+  M(s, T, L, log10, ) M(s, T, L, log1p, ) M(s, T, L, sqrt, ) M(s, T, L, cbrt, ) M(s, T, L, sin, )           \
+  M(s, T, L, cos, ) M(s, T, L, tan, ) M(s, T, L, asin, ) M(s, T, L, acos, ) M(s, T, L, atan, )              \
+  M(s, T, L, sinh, ) M(s, T, L, cosh, ) M(s, T, L, tanh, ) M(s, T, L, asinh, ) M(s, T, L, acosh, )          \
+  M(s, T, L, atanh, ) M(s, T, L, floor, ) M(s, T, L, ceil, ) M(s, T, L, trunc, ) M(s, T, L, rint, )         \
+  M(s, T, L, erf, ) M(s, T, L, erfc, )
+/* clang-format on */
 MATH_FNS(FUNARY, f, float, f)
 MATH_FNS(FUNARY, d, double, )
 #define FUN_OTHER(s, T, L, unused1, unused2)            \
@@ -355,6 +354,30 @@ OP2(invert_b, bool, bool, !x)
 #define KEEP(s, T, ...) OP2(keep_##s, T, T, x)
 INTS(KEEP, )
 KEEP(b, bool, )
+
+/* a signed and an unsigned 64-bit integer compared exactly: ops.lua's _cdv_cmp (NOTE [exact comparisons]) */
+static inline int cmp_su(int64_t s, uint64_t u) { return (s < 0 || (uint64_t)s < u) ? -1 : (uint64_t)s > u; }
+static inline int cmp_us(uint64_t u, int64_t s) { return -cmp_su(s, u); }
+#define MIXED(s, TX, TY, CMPF)     \
+  MIXED1(eq_##s, TX, TY, CMPF, ==) \
+  MIXED1(ne_##s, TX, TY, CMPF, !=) \
+  MIXED1(lt_##s, TX, TY, CMPF, <)  \
+  MIXED1(le_##s, TX, TY, CMPF, <=) \
+  MIXED1(gt_##s, TX, TY, CMPF, >)  \
+  MIXED1(ge_##s, TX, TY, CMPF, >=)
+#define MIXED1(name, TX, TY, CMPF, OPR)                                                             \
+  static void name(int64_t n, const void *av, const void *bv, const void *cv, void *zv, int bits) { \
+    const TX *a = av;                                                                               \
+    const TY *b = bv;                                                                               \
+    bool *z = zv;                                                                                   \
+    (void)cv, (void)bits;                                                                           \
+    for (int64_t i = 0; i < n; i++) z[i] = CMPF(a[i], b[i]) OPR 0;                                  \
+  }
+MIXED(su, int64_t, uint64_t, cmp_su)
+MIXED(us, uint64_t, int64_t, cmp_us)
+/* [op - CDV_LOOP_EQ][x signed 0, unsigned 1] */
+static const op_fn mixed_ops[6][2] = {{eq_su, eq_us}, {ne_su, ne_us}, {lt_su, lt_us},
+                                      {le_su, le_us}, {gt_su, gt_us}, {ge_su, ge_us}};
 
 /* where: a the condition (bool), b and c the values in the calc type */
 #define WHERE(s, T, ...)                                                                                 \
@@ -478,7 +501,7 @@ static void run_row(const cdv_loop *l, op_fn f, char *const *p, const int64_t *s
     int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
     const void *x[3] = {NULL, NULL, NULL};
     for (int k = 0; k < l->nin; k++) {
-      cdv_dtype want = l->op == CDV_LOOP_WHERE && k == 0 ? CDV_BOOL : l->calc;
+      cdv_dtype want = l->op == CDV_LOOP_WHERE && k == 0 ? CDV_BOOL : k == 1 ? l->calc2 : l->calc;
       size_t es = dt_size[l->in[k].dtype];
       char *src = p[k + 1] + i0 * st[k + 1] * (int64_t)es;
       if (l->in[k].dtype == want && st[k + 1] == 1)
@@ -527,7 +550,11 @@ static int copy_rows(cdv_loop *l, int nd, const int64_t *shape, buffers *b, op_f
 int cdv_cpu_loop(cdv_device *d, const cdv_loop *req, void *stream, cdv_err *e) {
   (void)d, (void)stream;
   op_fn f = NULL;
-  if (req->op != CDV_LOOP_COPY) {
+  if (req->calc2 != req->calc) { /* only int64 against uint64, compared */
+    int su = req->calc == CDV_I64 && req->calc2 == CDV_U64, us = req->calc == CDV_U64 && req->calc2 == CDV_I64;
+    if (req->op < CDV_LOOP_EQ || req->op > CDV_LOOP_GE || !(su || us) || req->res != CDV_BOOL) return 1;
+    f = mixed_ops[req->op - CDV_LOOP_EQ][us];
+  } else if (req->op != CDV_LOOP_COPY) {
     if (req->op < 0 || req->op >= CDV_LOOP_NOPS || (f = ops[req->op][req->calc]) == NULL) return 1;
   } else if (req->in[0].dtype != req->out.dtype)
     return 1;

@@ -9,8 +9,8 @@
  * (CUBLAS_OP_N 0, CUBLAS_OP_T 1), cublasMath_t (CUBLAS_DEFAULT_MATH 0: no TF32 for float32, the default of CuPy
  * and PyTorch), cudaDataType (CUDA_R_32F 0, CUDA_R_64F 1, CUDA_R_16F 2), cublasComputeType_t (CUBLAS_COMPUTE_32F
  * 68, CUBLAS_COMPUTE_64F 70) and cublasGemmAlgo_t (CUBLAS_GEMM_DEFAULT -1) are C enums, passed as int.
- * cublasGemmEx has taken a cublasComputeType_t since cuBLAS 11. Pointer mode stays the default (alpha and beta
- * on the host).
+ * cublasGemmEx and cublasGemmStridedBatchedEx (NOTE [batched matmul] in blas.c) have taken a cublasComputeType_t
+ * since cuBLAS 11. Pointer mode stays the default (alpha and beta on the host).
  */
 #ifndef CDV_CUBLAS_ABI_H
 #define CDV_CUBLAS_ABI_H
@@ -32,15 +32,19 @@ enum {
 /* The entry points: X(return type, exported name, parameter list), each a member of cdv_cublas_syms of the same
  * name. Every one but cublasGetStatusString (cuBLAS 11.4, optional: NULL when missing) must be there for the
  * library to count as loaded. The stream is a CUstream, passed as void *. */
-#define CDV_CUBLAS_SYMS(X)                                                                                    \
-  X(int, cublasCreate_v2, (cdv_cublas_handle * handle))                                                       \
-  X(int, cublasDestroy_v2, (cdv_cublas_handle handle))                                                        \
-  X(int, cublasSetStream_v2, (cdv_cublas_handle handle, void *stream))                                        \
-  X(int, cublasSetMathMode, (cdv_cublas_handle handle, int mode))                                             \
-  X(int, cublasGemmEx,                                                                                        \
-    (cdv_cublas_handle handle, int transa, int transb, int m, int n, int k, const void *alpha, const void *A, \
-     int Atype, int lda, const void *B, int Btype, int ldb, const void *beta, void *C, int Ctype, int ldc,    \
-     int computeType, int algo))                                                                              \
+#define CDV_CUBLAS_SYMS(X)                                                                                          \
+  X(int, cublasCreate_v2, (cdv_cublas_handle * handle))                                                             \
+  X(int, cublasDestroy_v2, (cdv_cublas_handle handle))                                                              \
+  X(int, cublasSetStream_v2, (cdv_cublas_handle handle, void *stream))                                              \
+  X(int, cublasSetMathMode, (cdv_cublas_handle handle, int mode))                                                   \
+  X(int, cublasGemmEx,                                                                                              \
+    (cdv_cublas_handle handle, int transa, int transb, int m, int n, int k, const void *alpha, const void *A,       \
+     int Atype, int lda, const void *B, int Btype, int ldb, const void *beta, void *C, int Ctype, int ldc,          \
+     int computeType, int algo))                                                                                    \
+  X(int, cublasGemmStridedBatchedEx,                                                                                \
+    (cdv_cublas_handle handle, int transa, int transb, int m, int n, int k, const void *alpha, const void *A,       \
+     int Atype, int lda, long long strideA, const void *B, int Btype, int ldb, long long strideB, const void *beta, \
+     void *C, int Ctype, int ldc, long long strideC, int batchCount, int computeType, int algo))                    \
   X(const char *, cublasGetStatusString, (int status))
 
 #define CDV_CUBLAS_FIELD(ret, name, params) ret(*name) params;

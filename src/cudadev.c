@@ -367,8 +367,8 @@ cdv_state *cdv_get_state(lua_State *L) {
  * each gets the module table, the Array metatable (whose methods table it may extend) and a table the parts
  * share their internals through (ops.lua's kernel generation, which random.lua uses). */
 static int run_at_open(const char *name) {
-  static const char *const parts[] = {"cudadev.extra",  "cudadev.files", "cudadev.mpi", "cudadev.ops",
-                                      "cudadev.random", "cudadev.views", NULL};
+  static const char *const parts[] = {"cudadev.extra",     "cudadev.files",  "cudadev.mpi",   "cudadev.ops",
+                                      "cudadev.ops_numpy", "cudadev.random", "cudadev.views", NULL};
   for (int i = 0; parts[i] != NULL; i++)
     if (strcmp(name, parts[i]) == 0) return 1;
   return 0;
@@ -391,7 +391,25 @@ static void load_embedded(lua_State *L) {
     } else
       lua_setfield(L, mod + 1, f->name);
   }
+  /* NOTE [error positions] (extra.lua): the public functions written in Lua, wrapped once all are there */
+  if (lua_getfield(L, mod + 2, "wrap_public") == LUA_TFUNCTION) {
+    luaL_getmetatable(L, CDV_ARRAY);
+    lua_call(L, 1, 0);
+  }
   lua_settop(L, mod);
+}
+
+/* The REPL's module, when it is required before the module itself (cudadev.h): package.preload has
+ * "cudadev.repl" only once luaopen_cudadev ran, so require found cudadev.so's luaopen_cudadev_repl instead. */
+CUDADEV_API int luaopen_cudadev_repl(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "cudadev");
+  lua_call(L, 1, 0);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  if (lua_getfield(L, -1, "cudadev.repl") != LUA_TFUNCTION) return luaL_error(L, "cudadev.repl is not built in");
+  lua_pushliteral(L, "cudadev.repl");
+  lua_call(L, 1, 1);
+  return 1;
 }
 
 CUDADEV_API int luaopen_cudadev(lua_State *L) {

@@ -49,6 +49,10 @@ extern "C" {
 /* Opens the module: `luaL_requiref(L, "cudadev", luaopen_cudadev, 1)`. */
 CUDADEV_API int luaopen_cudadev(lua_State *L);
 
+/* `require "cudadev.repl"` before `require "cudadev"`: Lua's all-in-one loader finds this in cudadev.so; it
+ * requires "cudadev" first, then opens the REPL's module (built into the library). */
+CUDADEV_API int luaopen_cudadev_repl(lua_State *L);
+
 /* "0.1.0" */
 CUDADEV_API const char *cudadev_version(void);
 

@@ -612,12 +612,13 @@ static int launch(lua_State *L) {
   cdv_device *d = k->dev;
   if (k->generation != d->generation) return luaL_error(L, "stale Kernel: device was reset");
   int nargs = lua_gettop(L) - 2;
+  cdv_state *st = k->st;
+  cdv_launch_config tmp;
+  /* the configuration first: k(x, n) without one would be told it has too few arguments */
+  const cdv_launch_config *c = cdv_get_launch_config(L, 2, st, k->name, d->max_shared_optin, &tmp);
   if (nargs != k->nparams)
     return luaL_error(L, "wrong number of arguments to '%s' (expected %d, got %d)", k->name, k->nparams,
                       nargs < 0 ? 0 : nargs);
-  cdv_state *st = k->st;
-  cdv_launch_config tmp;
-  const cdv_launch_config *c = cdv_get_launch_config(L, 2, st, k->name, d->max_shared_optin, &tmp);
   unsigned grid[3], block[3];
   resolve_config(L, k, c, grid, block);
   void *stream; /* the current stream's handle without following its pointer: NOTE [current stream cache] */

@@ -138,6 +138,21 @@ static void on_sigint(int sig) {
 }
 
 /* ---------------------------------------------------------------- running chunks */
+/* The level a traceback starts at: past an error raised inside cudadev's Lua parts, whose message is already at
+ * the user's line (NOTE [error positions] in extra.lua), and the error() call above them; else 1. */
+static int first_user_level(lua_State *L) {
+  lua_Debug ar;
+  int last_internal = 0;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "S", &ar);
+    if (strncmp(ar.source, "=[cudadev]", 10) == 0)
+      last_internal = level;
+    else if (strcmp(ar.what, "C") != 0)
+      break;
+  }
+  return last_internal + 1;
+}
+
 /* Message handler: any error value as text (honouring __tostring, e.g. cudadev.Error), then a traceback. */
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
@@ -147,7 +162,7 @@ static int traceback(lua_State *L) {
     else
       msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
-  luaL_traceback(L, L, msg, 1);
+  luaL_traceback(L, L, msg, first_user_level(L));
   return 1;
 }
 
@@ -596,6 +611,9 @@ static int pmain(lua_State *L) {
 
 int main(int argc, char **argv) {
   if (argc > 0 && argv[0][0] != '\0') progname = argv[0];
+  /* a person is watching: a compile that takes seconds says so (NOTE [compile notice] in module.c); a script run
+   * with CUDADEV_VERBOSE=0 keeps stderr quiet */
+  setenv("CUDADEV_VERBOSE", "1", 0);
   lua_State *L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "%s: cannot create state: not enough memory\n", progname);

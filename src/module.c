@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cdv.h"
 #include "sig.h"
@@ -325,6 +326,72 @@ static void raise_compile_error(lua_State *L, cdv_device *d, cdv_err *e, const s
   lua_error(L);
 }
 
+/* ------------------------------------------------------------ progress on long compiles */
+
+/* NOTE [compile notice]: a cold cpu compile runs the host C++ compiler for a second or more, with nothing printed,
+ * which looks like a hang. With CUDADEV_VERBOSE=1 (luacuda sets it unless it is set), a compile still running after
+ * half a second prints one line on stderr, and one more when it ends. A thread waits for the deadline, so a
+ * compile that finishes in time (a disk-cache hit) prints nothing and costs one thread start. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, printed;
+  struct timespec t0;
+  char what[200];
+} notice;
+
+static double since(const struct timespec *t0) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+static void *notice_wait(void *arg) {
+  notice *n = arg;
+  struct timespec at;
+  clock_gettime(CLOCK_REALTIME, &at);
+  at.tv_nsec += 500000000L;
+  if (at.tv_nsec >= 1000000000L) at.tv_sec++, at.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&n->mu);
+  while (!n->done && pthread_cond_timedwait(&n->cv, &n->mu, &at) == 0) {}
+  if (!n->done) {
+    fprintf(stderr, "cudadev: compiling %s (the first time only: the result is cached) ...\n", n->what);
+    n->printed = 1;
+  }
+  pthread_mutex_unlock(&n->mu);
+  return NULL;
+}
+
+static int verbose(void) {
+  const char *v = getenv("CUDADEV_VERBOSE");
+  return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+/* be->compile with NOTE [compile notice] */
+static int compile_noticed(const cdv_backend *be, cdv_device *d, cdv_compile_req *req, cdv_image *img, cdv_err *e) {
+  notice n = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  pthread_t t;
+  int timed = verbose();
+  if (timed) {
+    char target[16];
+    snprintf(target, sizeof target, "sm_%d", req->arch);
+    snprintf(n.what, sizeof n.what, "'%s' for %s%s", req->name ? req->name : "kernel.cu", d ? d->alias : target,
+             be->native_code ? " with the host C++ compiler" : "");
+    clock_gettime(CLOCK_MONOTONIC, &n.t0);
+    timed = pthread_create(&t, NULL, notice_wait, &n) == 0;
+  }
+  int rc = be->compile(d, req, img, e);
+  if (!timed) return rc;
+  pthread_mutex_lock(&n.mu);
+  n.done = 1;
+  pthread_cond_signal(&n.cv);
+  pthread_mutex_unlock(&n.mu);
+  pthread_join(t, NULL);
+  if (n.printed)
+    fprintf(stderr, "cudadev: %s %s in %.1f s\n", rc == 0 ? "compiled" : "failed to compile", n.what, since(&n.t0));
+  return rc;
+}
+
 /* The module's entries (make_entries) into req, then the backend's compile. 0, -1 with *e, or 1 with the reason
  * in msg when the target asked for cannot be had. */
 static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m, cdv_compile_req *req,
@@ -341,7 +408,7 @@ static int compile_entries(const cdv_backend *be, cdv_device *d, cdv_module_t *m
   req->nentries = m->nentries + m->nglobals;
   req->entries = all;
   req->is_expr = is_expr;
-  int rc = be->compile(d, req, &m->img, e); /* (see NOTE [cuda kernel cache]) the backend's cache first */
+  int rc = compile_noticed(be, d, req, &m->img, e); /* (see NOTE [cuda kernel cache]) the backend's cache first */
   if (rc == -2) { /* the request asks for what the backend cannot give: a plain error, not a compile's */
     snprintf(msg, n, "%s", e->message);
     rc = 1;

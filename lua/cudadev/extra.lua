@@ -2,24 +2,138 @@
 -- module table.
 local cd, _, internal = ...
 
--- Raises msg at the position of the first caller outside cudadev's Lua parts (the user's line, as the C
--- functions' errors have it), or with no position when that caller is not Lua code or the debug library is gone.
-local getinfo = debug and debug.getinfo
-function internal.raise(msg)
-  local level = 2
-  if getinfo then
-    while true do
-      local info = getinfo(level, "S")
-      if info == nil then level = 0 break end
-      if info.source:sub(1, 10) ~= "=[cudadev]" then break end
-      level = level + 1
-    end
-  else
-    level = 0
+-- NOTE [error positions]: an error names the user's own file and line and the function the user called, as
+-- the C functions' errors do (luaL_error's level 1). The Lua parts raise through internal.raise, which puts the
+-- position of the first caller outside them. Errors they do not raise themselves (a C function that they call
+-- fails, such as cd.array under cd.fromfile or an Array's __index on a freed array, or a cudadev.Error from a
+-- compile) would carry a position inside them ("[cudadev] cudadev.ops:212:"), so every public function
+-- written in Lua runs under internal.public: its message handler moves such an error to the user's line and
+-- words it for the function the user called. An error that already has no position (internal.raise's, whose
+-- walk ends at the xpcall) is given the user's position on the way out.
+local getinfo, getlocal = debug and debug.getinfo, debug and debug.getlocal
+local INTERNAL = "=[cudadev]"
+
+-- The level of the first caller outside cudadev's Lua parts, counted as this function's caller would pass it
+-- to error() or debug.getinfo; 0 when there is none or the debug library is gone. (A caller that is a C
+-- function, pcall say, is found too: error() at its level adds no position, as luaL_error's does not.)
+local function user_level()
+  if not getinfo then return 0 end
+  local level = 3
+  while true do
+    local info = getinfo(level, "S")
+    if info == nil then return 0 end
+    if info.source:sub(1, #INTERNAL) ~= INTERNAL then return level - 1 end
+    level = level + 1
   end
-  error(msg, level)
 end
 
+-- Raises msg at the position of the first caller outside cudadev's Lua parts (the user's line, as the C
+-- functions' errors have it), or with no position when that caller is not Lua code or the debug library is gone.
+function internal.raise(msg)
+  error(msg, user_level())
+end
+local raise = internal.raise
+
+-- "file:line" of the first caller outside cudadev's Lua parts, or "" (a cudadev.Error's where); nil when that
+-- caller is the xpcall of another public function (NOTE [error positions]), whose own rethrow knows the line.
+local function user_where()
+  local level = user_level()
+  local info = level > 0 and getinfo(level, "Sl")
+  if not info then return "" end
+  if info.what == "C" then
+    local up = getinfo(level + 1, "S")
+    if up and up.source:sub(1, #INTERNAL) == INTERNAL then return nil end
+  end
+  return info.currentline > 0 and ("%s:%d"):format(info.short_src, info.currentline) or ""
+end
+
+-- The argument of the public call (the frame of `fn`) that is a freed Array, or nil; hidden: how many of
+-- the first arguments the user did not write (a callable object's self).
+local function freed_argument(fn, hidden)
+  if not getlocal then return nil end
+  for level = 3, 200 do
+    local info = getinfo(level, "f")
+    if info == nil then return nil end
+    if info.func == fn then
+      for i = 1, 250 do
+        local name, v = getlocal(level, -i)
+        if name == nil then return nil end
+        if i > hidden and cd.type(v) == "Array" and tostring(v) == "Array(freed)" then return i - hidden end
+      end
+      return nil
+    end
+  end
+end
+
+local function internal_position(s) return s:sub(1, #INTERNAL - 1) == INTERNAL:sub(2) end
+
+-- An error raised under the public function `name` (the closure fn), in the words of that function.
+local function reword(e, name, fn, hidden)
+  if type(e) ~= "string" then return e end
+  -- another public function that this one called (allclose's isclose, flatten's copy) left its freed-array
+  -- error without a position, for the outermost call to place: it names this one's argument if it is one of them
+  local nested = not internal_position(e) and e:match("^bad argument #%d+ to '[^']*' %(attempt to use a freed array%)$")
+  if not internal_position(e) and not nested then return e end
+  local rest = e:match("^%[cudadev%] [^:]*:%d+: (.*)$") or e
+  if nested then
+    local n = freed_argument(fn, hidden)
+    return n and ("bad argument #%d to '%s' (attempt to use a freed array)"):format(n, name) or e
+  end
+  if rest:find("%(attempt to use a freed array%)$") then
+    local n = freed_argument(fn, hidden)
+    if n then return ("bad argument #%d to '%s' (attempt to use a freed array)"):format(n, name) end
+  end
+  local inner = rest:match("^bad argument #%d+ to '([^']*)'") or rest:match("^calling '([^']*)' on bad self")
+  if inner == name or rest:sub(1, #name + 1) == name .. ":" then return rest end
+  return name .. ": " .. rest
+end
+
+-- The public function `name` backed by f (NOTE [error positions]); hidden: as freed_argument's. Not for one
+-- that calls the user's functions (cd.time): their errors are the user's own and pass through untouched.
+function internal.public(name, f, hidden)
+  local fn
+  local function handler(e) return reword(e, name, fn, hidden or 0) end
+  local function rethrow(ok, ...)
+    if ok then return ... end
+    local e = ...
+    if cd.type(e) == "Error" then
+      local where = rawget(e, "where")
+      if type(where) == "string" and internal_position(where) then rawset(e, "where", user_where() or where) end
+      error(e, 0)
+    end
+    if type(e) ~= "string" then error(e, 0) end
+    raise(e)
+  end
+  fn = function(...) return rethrow(xpcall(f, handler, ...)) end
+  return fn
+end
+
+-- The operators of the Array type written in Lua, by the name their errors give them (ops.lua's words).
+local OPERATORS = { __add = "+", __sub = "-", __mul = "*", __div = "/", __mod = "%", __pow = "^", __unm = "-",
+                    __idiv = "//", __band = "&", __bor = "|", __bxor = "~", __shl = "<<", __shr = ">>", __bnot = "~" }
+-- Functions of the module that run the user's own code (or are not part of the API): left as they are.
+local USER_CODE = { time = true, for_each_device = true, _live = true }
+
+-- Run by cudadev.c once every part has run: each Lua-written function of the module, of its plain tables
+-- (cd.random, cd.mpi), of the Array methods and each Array operator goes under internal.public. Without the
+-- debug library no position can be found, and nothing is wrapped.
+function internal.wrap_public(mt)
+  if not getinfo then return end
+  local function lua_part(f) return type(f) == "function" and getinfo(f, "S").source:sub(1, #INTERNAL) == INTERNAL end
+  local function wrap_table(t, skip)
+    for k, f in pairs(t) do
+      if type(k) == "string" and not skip[k] and lua_part(f) then t[k] = internal.public(k, f) end
+    end
+  end
+  wrap_table(cd, USER_CODE)
+  for _, t in pairs(cd) do
+    if type(t) == "table" and getmetatable(t) == nil and t ~= cd then wrap_table(t, {}) end
+  end
+  wrap_table(mt.methods, {})
+  for k, sym in pairs(OPERATORS) do
+    if lua_part(rawget(mt, k)) then rawset(mt, k, internal.public("operator " .. sym, rawget(mt, k))) end
+  end
+end
 
 -- the element count of a shape (a table of sizes; {} is 1)
 function internal.shape_size(shape)

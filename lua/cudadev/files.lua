@@ -111,7 +111,11 @@ function cd.save(path, a)
   return a
 end
 
-local function bad(path, why) raise(fmt("load: %s is not a .npy file cudadev can read: %s", path, why)) end
+-- (f: the file, closed first when given)
+local function bad(path, why, f)
+  if f then f:close() end
+  raise(fmt("load: %s is not a .npy file cudadev can read: %s", path, why))
+end
 
 -- The header dict's fields: descr, fortran_order, shape (a table)
 local function parse_header(path, h)
@@ -128,10 +132,39 @@ local function parse_header(path, h)
   return descr, fortran, shape
 end
 
+-- The bytes of data a header promises: its shape's element count times the item size, either of which may
+-- overflow a Lua integer (such a shape reached reshape, whose message named neither the file nor the cause).
+-- One byte is kept spare: load reads one more than this to tell a longer file.
+local function data_bytes(f, path, shape, item)
+  for _, d in ipairs(shape) do if d == 0 then return 0 end end
+  local n = 1
+  for _, d in ipairs(shape) do
+    if n > math.maxinteger // d then bad(path, fmt("its shape %s has more than 2^63 - 1 elements", shape_text(shape)), f) end
+    n = n * d
+  end
+  if n > (math.maxinteger - 1) // item then
+    bad(path, fmt("its shape %s needs more than 2^63 - 2 bytes of data", shape_text(shape)), f)
+  end
+  return n * item
+end
+
+-- At most max bytes of f, read in pieces: f may be a FIFO whose writer never stops, and f:read(n) takes n
+-- bytes of memory before it reads any.
+local function read_at_most(f, max)
+  local parts, got = {}, 0
+  while got < max do
+    local s = f:read(math.min(max - got, 1 << 20))
+    if s == nil or s == "" then break end
+    parts[#parts + 1] = s
+    got = got + #s
+  end
+  return table.concat(parts)
+end
+
 -- cd.load(path [, {device=, stream=}]) -> Array: a .npy file (NOTE [npy files])
 function cd.load(path, opts)
   check_path(path, "load", 1)
-  if opts ~= nil and type(opts) ~= "table" then argerror("load", 2, "options table expected, got " .. typename(opts)) end
+  internal.check_opts(opts, { device = true, stream = true }, "load", 2) -- (ops.lua's, there once loading is done)
   local f = open(path, "rb", "load")
   local head = f:read(8) or ""
   if #head < 8 or head:sub(1, 6) ~= MAGIC then f:close() bad(path, "it does not start with the .npy magic") end
@@ -141,7 +174,7 @@ function cd.load(path, opts)
   local ls = f:read(lenbytes) or ""
   if #ls < lenbytes then f:close() bad(path, "it ends inside its header") end
   local hlen = string.unpack(lenbytes == 2 and "<I2" or "<I4", ls)
-  local h = f:read(hlen) or ""
+  local h = read_at_most(f, hlen)
   if #h < hlen then f:close() bad(path, "it ends inside its header") end
   local descr, fortran, shape = parse_header(path, h)
   local dtype = FROM_DESCR[descr]
@@ -150,16 +183,17 @@ function cd.load(path, opts)
     if descr:sub(1, 1) == ">" then bad(path, fmt("its data is big-endian ('%s')", descr)) end
     bad(path, fmt("its dtype '%s' has no cudadev dtype", descr))
   end
+  local need = data_bytes(f, path, shape, cd.empty(0, dtype).itemsize)
   if fortran ~= "False" and shape_size(shape) > 1 and #shape > 1 then
     f:close()
     bad(path, "it is in Fortran (column-major) order; save it from NumPy in C order (np.ascontiguousarray)")
   end
-  local data = f:read("a") or ""
+  local data = read_at_most(f, need + 1)
   f:close()
-  local n = shape_size(shape)
-  local item = cd.empty(0, dtype).itemsize
-  if #data ~= n * item then
-    bad(path, fmt("its shape %s needs %d bytes of data, but %d follow the header", shape_text(shape), n * item, #data))
+  if #data > need then
+    bad(path, fmt("its shape %s needs %d bytes of data, but more follow the header", shape_text(shape), need))
+  elseif #data < need then
+    bad(path, fmt("its shape %s needs %d bytes of data, but %d follow the header", shape_text(shape), need, #data))
   end
   local a = cd.array(data, dtype, opts)
   return a:reshape(shape)

@@ -377,7 +377,7 @@ local function run_loop(lp, dev, stream, out, ins)
   if stream ~= nil and stream.device ~= dev then return false end
   local a = {}
   for i, p in ipairs(ins) do a[2 * i - 1], a[2 * i] = p.value, p.dtype end
-  return loop_c(lp.op, lp.calc, lp.res, lp.bits or 0, out, unpack(a, 1, 2 * #ins))
+  return loop_c(lp.op, lp.calc, lp.calc2, lp.res, lp.bits or 0, out, unpack(a, 1, 2 * #ins))
 end
 
 -- Runs an elementwise operation. spec: {name=, ins = {{name=, dtype=, value=, raw=}}, outs = {{name=, dtype=,
@@ -563,7 +563,7 @@ function cd.elementwise(in_params, out_params, body, opts)
       preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or "") })
     return unpack(r, 1, #r)
   end
-  return setmetatable(obj, { __call = call, __name = "cudadev.ElementwiseKernel",
+  return setmetatable(obj, { __call = internal.public(name, call, 1), __name = "cudadev.ElementwiseKernel",
     __tostring = function() return fmt("ElementwiseKernel(%s: %s -> %s)", name, in_params, out_params) end })
 end
 
@@ -638,9 +638,10 @@ local function reduction_geometry(shape, axis, keepdims, fname)
   end
   if math.type(axis) ~= "integer" then raise(fmt("bad option 'axis' to '%s' (integer expected, got %s)", fname, typename(axis))) end
   local ax = axis < 0 and nd + 1 + axis or axis
+  if nd == 0 then raise(fmt("bad option 'axis' to '%s' (axis %d is out of range: a 0-d array has no axes)", fname, axis)) end
   if ax < 1 or ax > nd then
-    raise(fmt("bad option 'axis' to '%s' (axis %d is out of range for an array of %d dimensions: 1..%d, or -1..-%d)",
-      fname, axis, nd, nd, nd))
+    raise(fmt("bad option 'axis' to '%s' (axis %d is out of range for an array of %d dimension%s: 1..%d, or -1..-%d)",
+      fname, axis, nd, nd == 1 and "" or "s", nd, nd))
   end
   local outer, inner, oshape = 1, 1, {}
   for i = 1, nd do
@@ -692,6 +693,7 @@ local function run_reduction(spec)
   local o = spec.out.value
   if o == nil then o = cd.empty(oshape, spec.out.dtype, { device = dev, stream = spec.stream })
   else
+    if not is_array(o) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", fname, typename(o))) end
     if o.device ~= dev then raise(fmt("%s: output is on %s but the input on %s", fname, o.device.alias, dev.alias)) end
     if o.dtype ~= spec.out.dtype then
       raise(fmt("%s: output is %s but the result is %s", fname, o.dtype, spec.out.dtype))
@@ -815,7 +817,7 @@ function cd.reduction(in_params, out_params, map_expr, reduce_expr, post_map_exp
       identity = identity, preamble = concat(defs, "\n") .. "\n" .. (opts.preamble or ""), axis = copts.axis,
       keepdims = copts.keepdims, stream = copts.stream }))
   end
-  return setmetatable({}, { __call = call, __name = "cudadev.ReductionKernel",
+  return setmetatable({}, { __call = internal.public(name, call, 1), __name = "cudadev.ReductionKernel",
     __tostring = function() return fmt("ReductionKernel(%s: %s -> %s)", name, in_params, out_params) end })
 end
 
@@ -840,7 +842,9 @@ end
 --   bool_as: the dtype r becomes when it is bool (NumPy's loops for these start at int8);
 --   refuse(r): a message when the operation is not defined for r;
 --   exact_scalars: a Lua integer outside r's range is compared exactly (NOTE [exact comparisons]) instead of
---     raising.
+--     raising;
+--   cmp: a comparison's C operator; a signed integer and a uint64 (promoted to float64) are compared exactly,
+--     each as its own 64-bit type (NOTE [exact comparisons]).
 local BIN = {}
 local function bin(name, sym, result, expr, more)
   local op = { name = name, sym = sym, result = result, expr = expr }
@@ -910,7 +914,7 @@ bin("shr", ">>", same, function(r)
   return fmt("(y < 0 || y >= %d) ? (x < 0 ? -1 : 0) : x >> y", DT[r].size * 8)
 end, { refuse = int_only, bool_as = "int8" })
 for _, c in ipairs({ { "eq", "==" }, { "ne", "!=" }, { "lt", "<" }, { "le", "<=" }, { "gt", ">" }, { "ge", ">=" } }) do
-  bin(c[1], nil, to_bool, function() return "x " .. c[2] .. " y" end, { exact_scalars = true })
+  bin(c[1], nil, to_bool, function() return "x " .. c[2] .. " y" end, { exact_scalars = true, cmp = c[2] })
 end
 
 -- NOTE [exact comparisons]: NumPy 2 compares an integer array with a Python integer outside its dtype's range
@@ -919,6 +923,13 @@ end
 -- 32 bits), or for uint64, whose only out-of-range Lua integers are negative, float64 (the conversion keeps every
 -- uint64 value non-negative and every negative integer negative, which is all the comparison needs).
 local function wide_compare(r) return r == "uint64" and "float64" or "int64" end
+-- Two integer arrays, one of them uint64 and the other signed, promote to float64, which rounds above 2^53 (2^63 - 1
+-- and 2^63 compared equal); NumPy (1.25 and later) compares them exactly, and so do comparisons here: each operand
+-- as its own 64-bit type, through _cdv_cmp.
+local function mixed_ints(r, da, db)
+  return r == "float64" and DT[da].kind ~= "f" and DT[db].kind ~= "f"
+end
+local function int64_type(d) return DT[d].kind == "u" and "unsigned long long" or "long long" end
 
 -- helpers the expressions use, in every kernel that needs them. _cdv_divmod is NumPy's npy_divmod: the
 -- quotient from (x - fmod(x, y)) / y snapped to an integer, not floor(x / y), whose rounding gives 10 for
@@ -943,6 +954,11 @@ template <typename T> __device__ __forceinline__ T _cdv_divmod(T x, T y, T *mod)
   *mod = m;
   return q;
 }
+// a signed and an unsigned 64-bit integer, compared exactly: -1, 0 or 1 (NOTE [exact comparisons])
+__device__ __forceinline__ int _cdv_cmp(long long s, unsigned long long u) {
+  return (s < 0 || (unsigned long long)s < u) ? -1 : (unsigned long long)s > u;
+}
+__device__ __forceinline__ int _cdv_cmp(unsigned long long u, long long s) { return -_cdv_cmp(s, u); }
 template <typename T> __device__ __forceinline__ T _cdv_floordiv(T x, T y) { T m; return _cdv_divmod(x, y, &m); }
 template <typename T> __device__ __forceinline__ T _cdv_remainder(T x, T y) { T m; _cdv_divmod(x, y, &m); return m; }
 // integer powers multiply in the unsigned twin W: signed overflow is undefined in C
@@ -1012,7 +1028,7 @@ local function fast_binary(op, x, y, out)
   if n == 0 then return o end
   if f.loop then
     local lp = f.loop
-    if loop_c(lp.op, lp.calc, lp.res, lp.bits, o, x, x.dtype, y, y.dtype) then return o end
+    if loop_c(lp.op, lp.calc, lp.calc2, lp.res, lp.bits, o, x, x.dtype, y, y.dtype) then return o end
     return nil   -- loops turned off since: the general path
   end
   f.k({ grid = grid_for(dev, n), block = BLOCK }, x, y, o, n)
@@ -1062,11 +1078,17 @@ local function binary(op, x, y, out, stream, fname)
     { name = "y", dtype = is_array(y) and y.dtype or sdt, value = y },
   }
   local expr = op.expr(cdt, wrap_type(cdt))
-  local body = fmt("{ const %s x = (%s)x_; const %s y = (%s)y_; z = (%s)(%s)(%s); }", C, C, C, C, DT[odt].ctype,
+  local xC, yC = C, C
+  if op.cmp and mixed_ints(r, da, db) then
+    xC, yC, expr = int64_type(da), int64_type(db), fmt("_cdv_cmp(x, y) %s 0", op.cmp)
+  end
+  local body = fmt("{ const %s x = (%s)x_; const %s y = (%s)y_; z = (%s)(%s)(%s); }", xC, xC, yC, yC, DT[odt].ctype,
     DT[res].calc, expr)
   -- the generator names inputs by parameter: x_ and y_ are the raw operands
   ins[1].name, ins[2].name = "x_", "y_"
-  local lp = { op = op.name, calc = dtype_of_name(C), res = dtype_of_name(DT[res].calc), bits = DT[cdt].size * 8 }
+  -- NOTE [cpu loops]: y's calc type is given apart where it is not x's (a signed and a uint64 array compared)
+  local lp = { op = op.name, calc = dtype_of_name(xC), calc2 = xC ~= yC and dtype_of_name(yC) or nil,
+    res = dtype_of_name(DT[res].calc), bits = DT[cdt].size * 8 }
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
     outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
     key = "bin:" .. op.name .. ":" .. r .. ":" .. cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
@@ -1128,6 +1150,8 @@ for _, key in ipairs({ "add", "sub", "mul", "div", "floordiv", "mod", "pow", "ba
     binary(op, a, b, a, opts.stream, mname)
     return a
   end
+  -- the same under the function's name, as PyTorch users write it (a:subtract_, a:remainder_, a:bitwise_and_)
+  if FNAMES[key] ~= key then methods[FNAMES[key] .. "_"] = methods[mname] end
 end
 
 -- ------------------------------------------------------------------------------------------ unary functions
@@ -1525,4 +1549,9 @@ end
 -- for random.lua (NOTE [generated kernels])
 internal.DT, internal.kernel_for, internal.grid_for, internal.header = DT, kernel_for, grid_for, header
 internal.check_opts, internal.raise, internal.argerror, internal.typename = check_opts, raise, argerror, typename
+internal.INT_RANGE = INT_RANGE
 internal.dtype_of_name, internal.BLOCK = dtype_of_name, BLOCK
+internal.float_result, internal.float_pair = float_result, float_pair   -- ops_numpy.lua: NumPy's float results
+-- for ops_numpy.lua (NumPy's other functions, on the same generators)
+internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
+internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits

@@ -59,8 +59,10 @@ local GEN = {
     return "lo + hi * (sqrt(-2.0 * log(1.0 - (double)((((unsigned long long)w[0] << 32) | w[1]) >> 11) * (1.0 / 9007199254740992.0)))"
       .. " * cos(6.283185307179586 * (double)((((unsigned long long)w[2] << 32) | w[3]) >> 11) * (1.0 / 9007199254740992.0)))"
   end,
+  -- in unsigned arithmetic: hi - lo may exceed a long long (int64's whole range), and the sum wraps back into it
   randint = function()
-    return "lo + (long long)(((((unsigned long long)w[0] << 32) | w[1])) % (unsigned long long)(hi - lo))"
+    return "(long long)((unsigned long long)lo + ((((unsigned long long)w[0] << 32) | w[1]) "
+      .. "% ((unsigned long long)hi - (unsigned long long)lo)))"
   end,
 }
 
@@ -118,12 +120,25 @@ function random.normal(shape, mean, std, dtype, opts)
   return draw("normal", "normal", shape, mean + 0.0, std + 0.0, dtype, opts)
 end
 
+-- randint's bounds must fit its dtype (NumPy's "high is out of bounds for int8"): hi is exclusive, so it may be
+-- one past the largest value. int64 holds every Lua integer, and so does uint64 above 0.
+local function check_bounds(lo, hi, dtype)
+  local d = dtype == nil and "int64" or internal.dtype_of_name(dtype)
+  local r = d and internal.INT_RANGE[d]
+  if not r then return end
+  if lo < r[1] or lo > r[2] then argerror("randint", 1, fmt("low %d is out of bounds for %s (%d..%d)", lo, d, r[1], r[2])) end
+  if r[2] < math.maxinteger and hi > r[2] + 1 then
+    argerror("randint", 2, fmt("high %d is out of bounds for %s (at most %d, one past its largest value)", hi, d, r[2] + 1))
+  end
+end
+
 -- cd.random.randint(lo, hi, shape [, dtype] [, opts]): integers in [lo, hi), int64 unless given
 function random.randint(lo, hi, shape, dtype, opts)
   if math.type(lo) ~= "integer" then argerror("randint", 1, "integer expected, got " .. (math.type(lo) or typename(lo))) end
   if math.type(hi) ~= "integer" then argerror("randint", 2, "integer expected, got " .. (math.type(hi) or typename(hi))) end
   if hi <= lo then argerror("randint", 2, fmt("high (%d) must be greater than low (%d)", hi, lo)) end
   if type(dtype) == "table" then dtype, opts = nil, dtype end
+  check_bounds(lo, hi, dtype)
   return draw("randint", "randint", shape, lo, hi, dtype, opts)
 end
 

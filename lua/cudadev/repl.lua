@@ -181,17 +181,27 @@ local function format_compile_log(err, out)
   end
 end
 
--- The frames of a traceback down to the REPL machinery (host.call); nil when they say nothing the message
--- does not: no Lua function of the user's besides the line typed at the prompt.
+-- The frames of a traceback down to the REPL machinery (host.call), less cudadev's own Lua frames (with the
+-- error() call above them and the tail calls below: NOTE [error positions] put the message at the user's
+-- line); nil when they say nothing the message does not: no Lua function of the user's besides the line typed
+-- at the prompt.
 local function user_traceback(tb)
   if type(tb) ~= "string" then return nil end
-  local keep, useful = {}, false
+  local keep, useful, after_internal = {}, false, false
   for l in tb:gmatch("[^\n]+") do
     if l:find("cudadev.repl", 1, true) or l:match("^%s*%[C%]: in field 'call'") or l:match("^%s*%[C%]: in %?$") then
       break
     end
+    local internal = l:match("^%s*%[cudadev%] cudadev%.") ~= nil
+    if internal and #keep > 0 and keep[#keep]:match("^%s*%[C%]: in function 'error'$") then keep[#keep] = nil end
+    if internal or (after_internal and l:match("^%s*%(%.%.%.tail calls%.%.%.%)$")) then
+      after_internal = internal
+      goto next
+    end
+    after_internal = false
     keep[#keep + 1] = l
     if #keep > 1 and not (l:match("^%s*stdin:%d+: in main chunk$") or l:match("^%s*%[C%]:")) then useful = true end
+    ::next::
   end
   return useful and concat(keep, "\n") or nil
 end
@@ -288,13 +298,12 @@ function M.complete(word, before, env)
       v = safe_index(v, k)
       if v == nil then return out end
     end
-    local methods = sep == "." and type(v) == "userdata" and cd.type(v) and members(v, true) or {}
-    local is_method = {}
-    for _, k in ipairs(methods) do is_method[k] = true end
+    -- Every candidate keeps the separator typed: after '.' fields and methods (a.fill is the function), after ':'
+    -- methods. Line editing replaces the word with the candidates' common prefix, so a mix of x.shape and x:shl_
+    -- would have cut x.sh back to x.
     for _, k in ipairs(members(v, sep == ":")) do
       if k:sub(1, #partial) == partial and (partial:sub(1, 1) == "_" or k:sub(1, 1) ~= "_") then
-        -- a method of a cudadev object is called with ':' (a.fi<Tab> offers a:fill)
-        out[#out + 1] = path .. (is_method[k] and ":" or sep) .. k
+        out[#out + 1] = path .. sep .. k
       end
     end
   end
@@ -404,6 +413,21 @@ local function entries()
       elseif cur then
         cur.lines[#cur.lines + 1] = line
       end
+    end
+  end
+  -- A heading with no text of its own shares a neighbour's: the one above that names the same function
+  -- (`### \`a:sum\`` then `### \`cd.sum\``), else the next heading's (a group of headings over one text).
+  local function text_of(e) for i = 2, #e.lines do if e.lines[i]:match("%S") then return true end end end
+  local function last(e) return e.key:match("[.:]([%w_]+)$") or e.key end
+  for i, e in ipairs(doc_index) do
+    if not text_of(e) then
+      local prev, give = doc_index[i - 1], nil
+      if prev and prev.file == e.file and last(prev) == last(e) and text_of(prev) then give = prev end
+      for j = i + 1, #doc_index do
+        if give or doc_index[j].file ~= e.file then break end
+        if text_of(doc_index[j]) then give = doc_index[j] end
+      end
+      if give then e.lines = { e.lines[1], table.unpack(give.lines, 2) } end
     end
   end
   return doc_index
