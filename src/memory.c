@@ -6,7 +6,6 @@
  * device resource, not a lua_State's). `reserved` is what the device's stream-ordered pool holds
  * (NOTE [caching pool] in backend_cuda.c): allocated memory plus freed memory kept for reuse.
  */
-#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,8 +319,10 @@ static int64_t reserved(lua_State *L, cdv_device *d) {
  *   allocation. In generational mode (lua.c's and luacuda's) a step is a minor collection, cheap, which frees what
  *   died young. It runs before the new userdata exists: the previous result of `c = a + b`, still in `c` at this
  *   step, is then young at it and free at the next one. (Stepping after the new userdata was made let every result
- *   survive two minor collections, old: no minor collection ever freed one.) In incremental mode the step's size in
- *   kilobytes makes it as long as a cycle.
+ *   survive two minor collections, old: no minor collection ever freed one.) The step is a basic one (size 0): with
+ *   a size, a generational step becomes a major collection, as long as a full one, whenever the heap has doubled
+ *   since the last; a basic step stays minor. In incremental mode a basic step is a slice of a cycle, and the full
+ *   collection below keeps the bound.
  * - a full collection (LUA_GCCOLLECT) when gc_live would pass twice what survived the last full one (at least that
  *   plus a step): old arrays, which minor collections do not look at, or an incremental collector that is behind.
  *   Memory stays within about twice what is live, with one full collection per doubling.
@@ -396,8 +397,7 @@ void cdv_gc_before_alloc(lua_State *L, cdv_state *st, cdv_device *d, size_t byte
   if (st->gc_step == 0) cdv_gc_collected(L, st); /* the state's first array */
   if (lua_gc(L, LUA_GCISRUNNING) != 1) return;
   if (st->gc_debt + bytes >= st->gc_step) {
-    size_t kb = st->gc_step >> 10;
-    lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
+    lua_gc(L, LUA_GCSTEP, 0);
     set_step(L, st);
   }
   int over = over_threshold(st, d, bytes);
