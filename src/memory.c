@@ -324,8 +324,10 @@ static int64_t reserved(lua_State *L, cdv_device *d) {
  *   since the last; a basic step stays minor. In incremental mode a basic step is a slice of a cycle, and the full
  *   collection below keeps the bound.
  * - a full collection (LUA_GCCOLLECT) when gc_live would pass twice what survived the last full one (at least that
- *   plus a step): old arrays, which minor collections do not look at, or an incremental collector that is behind.
- *   Memory stays within about twice what is live, with one full collection per doubling.
+ *   plus a step, or what the last step left, up to a step more than that, plus a step: small arrays' steps are larger
+ *   than what survives, and the previous result, alive at each step, made every step a full collection): old
+ *   arrays, which minor collections do not look at, or an incremental collector that is behind. Memory stays within
+ *   about twice what is live, with one full collection per doubling.
  * - a full collection, then the state's kept blocks of the device given back (NOTE [block cache]), when the
  *   allocation would take the device's allocated and kept bytes past CUDADEV_GC_THRESHOLD (0.8 unless set; 0: never)
  *   of its memory, or the state past that fraction of its quota, as PyTorch's garbage_collection_threshold frees its
@@ -399,6 +401,9 @@ void cdv_gc_before_alloc(lua_State *L, cdv_state *st, cdv_device *d, size_t byte
   if (st->gc_debt + bytes >= st->gc_step) {
     lua_gc(L, LUA_GCSTEP, 0);
     set_step(L, st);
+    /* what the step left (the last result still held, at most a step of it) may grow by a step before the next */
+    size_t kept = st->gc_live < st->gc_base + st->gc_step ? st->gc_live : st->gc_base + st->gc_step;
+    st->gc_full = max_size(st->gc_full, kept + st->gc_step);
   }
   int over = over_threshold(st, d, bytes);
   if (!over) st->gc_held_over = 0;
