@@ -375,9 +375,9 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
       int isint;
       lua_Integer v = lua_tointegerx(L, -1, &isint);
       if (!isint || v < 0)
-        luaL_argerror(L, arg,
-                      lua_pushfstring(L, "dimension %d must be a non-negative integer, got %s", i + 1,
-                                      luaL_tolstring(L, -1, NULL)));
+        luaL_argerror(
+            L, arg,
+            lua_pushfstring(L, "dimension %d must be a non-negative integer, got %s", i + 1, cdv_value_text(L, -1)));
       lua_pop(L, 1);
       shape[i] = v;
     }
@@ -1548,7 +1548,7 @@ static int array_get(lua_State *L, cdv_array *a) {
   lua_Integer i = lua_tointegerx(L, 2, &isint);
   int64_t n = a->ndim ? a->shape[0] : 1;
   if (!isint || i < 1 || i > n)
-    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
+    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", cdv_value_text(L, 2), n));
   size_t is = cdv_dtypes[a->dtype].size;
   ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1); /* NOTE [strided views] */
   if (a->ndim > 1) {
@@ -1576,13 +1576,13 @@ static int array_get(lua_State *L, cdv_array *a) {
 static int array_newindex(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
   if (lua_type(L, 2) != LUA_TNUMBER)
-    return luaL_error(L, "cannot assign to field '%s' of an Array", luaL_tolstring(L, 2, NULL));
+    return luaL_error(L, "cannot assign to field '%s' of an Array", cdv_value_text(L, 2));
   int isint;
   lua_Integer i = lua_tointegerx(L, 2, &isint);
   if (a->ndim > 1) return luaL_error(L, "cannot assign a row of a %d-d array (use a[i]:fill(v) or copy_from)", a->ndim);
   int64_t n = a->ndim ? a->shape[0] : 1;
   if (!isint || i < 1 || i > n)
-    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
+    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", cdv_value_text(L, 2), n));
   uint64_t v = 0;
   size_t is = cdv_dtypes[a->dtype].size;
   check_elem(L, 3, 3, a->dtype, &v);

@@ -69,6 +69,17 @@ typedef struct cdv_err {
 /* Fill e from a printf-style message; returns -1 so backends can `return cdv_fail(...)`. */
 int cdv_fail(cdv_err *e, const char *api, int code, const char *name, const char *fmt, ...);
 
+/* NOTE [launch limits]: what a launch asks of a backend beyond its geometry and arguments. The CUDA backend
+ * has no use for either: a GPU launch returns at once (what bounds a GPU kernel is in doc/kernels.md), and a
+ * GPU fault has no address in its text. The cpu device stops a contained launch past its time limit (NOTE
+ * [launch time limit] in cpu_run.c) and words a fault of a sandboxed state without addresses. */
+typedef struct cdv_launch_opts {
+  double timeout; /* seconds: > 0 a limit, 0 none, < 0 the default ($CUDADEV_CPU_TIMEOUT) */
+  int sandbox; /* the launching state is sandboxed: error texts name parameters and offsets, not addresses */
+  int nparams;
+  const char *const *param_names; /* the kernel's nparams parameter names ("" where unknown), or NULL */
+} cdv_launch_opts;
+
 /* ---------------------------------------------------------------- devices */
 typedef struct cdv_backend cdv_backend;
 
@@ -252,13 +263,14 @@ struct cdv_backend {
    * i is past the last parameter. A size of CDV_PARAM_HUGE means that size or more (the cpu object's field). */
   int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
+  /* opts: NOTE [launch limits]; NULL for the defaults */
   int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared, void *stream,
-                void **args, cdv_err *e);
+                void **args, const cdv_launch_opts *opts, cdv_err *e);
   /* (see NOTE [cooperative launch]) the same launch with every block resident at once (grid-wide sync works);
    * coop_limit says how many blocks of that size fit at once: per_sm blocks on each of sms multiprocessors
    * (-1 with *e when the device cannot launch cooperatively). */
   int (*launch_cooperative)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                            void *stream, void **args, cdv_err *e);
+                            void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e);
   int (*coop_limit)(cdv_device *d, void *fn, int block, size_t shared, int *per_sm, int *sms, cdv_err *e);
   /* (see NOTE [big shared memory]) let fn take `bytes` of dynamic shared memory per launch (more than the default
    * 48 KiB: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); *allowed is what it may take now (never lowered).
@@ -340,6 +352,11 @@ int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch,
 int cdv_cuda_driver_version(void); /* cuDriverGetVersion, 0 without a driver */
 int cdv_nvrtc_version(int *major, int *minor); /* 0 on success */
 const char *cdv_nvrtc_toolkit_include(int which); /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
+/* NOTE [nvrtc standard headers] (nvrtc_std.c): the request's headers followed by the standard ones it may use,
+ * in two arrays the caller frees (not their strings); the count, or -1 when out of memory. The SHA-256 of their
+ * text (hex), for the cache key. */
+int cdv_nvrtc_std_headers(const cdv_compile_req *req, const char ***names, const char ***srcs);
+const char *cdv_nvrtc_std_digest(void);
 int cdv_cuda_is_sticky(int curesult); /* NOTE [sticky faults] */
 /* the CUDA backend's attribute, reset and stream_of operations, also callable directly (tests/) */
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
@@ -403,6 +420,7 @@ void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, cha
                           size_t nmiss);
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n); /* cd._selftest.disk_cache */
 void cdv_cpu_cache_dir_used(char *out, size_t n); /* the cpu kernel cache's directory, "" before a compile */
+void cdv_cpu_cache_forget(void); /* drop the in-memory memo, failures included (disk entries stay) */
 long cdv_cpu_compiler_runs(void); /* the host compiler's runs for kernels (NOTE [cpu loops]) */
 void cdv_cache_refusal(char *out, size_t n); /* (see NOTE [cache trust]) the last directory refused, "" if none */
 int cdv_cache_trust_selftest(const char *dir, char *why, size_t n); /* cd._selftest.cache_trust */

@@ -464,11 +464,10 @@ int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len) {
   return rc;
 }
 
-/* Where addr is relative to the nearest array (within a MiB), for a fault's message; "" when none is near. */
-void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
-  uintptr_t best = (uintptr_t)1 << 20, lo = 0, hi = 0;
-  int small = 0;
-  out[0] = 0;
+/* The array nearest addr (within a MiB): [*lo, *hi), *small when it is a small array's block; 0 when none. */
+int cdv_cpu_alloc_near(uintptr_t addr, uintptr_t *lo, uintptr_t *hi, int *small) {
+  uintptr_t best = (uintptr_t)1 << 20;
+  *lo = *hi = 0, *small = 0;
   pthread_mutex_lock(&allocs_lock);
   for (size_t k = 0; k < allocs.cap; k++) {
     const alloc *a = &allocs.v[k];
@@ -484,10 +483,18 @@ void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
       b = first + i * size, e = b + size, sz = size, sm = 1;
     }
     uintptr_t dist = addr < b ? b - addr : addr >= e ? addr - e + 1 : 0;
-    if (dist < best || (dist == 0 && best == 0)) best = dist, lo = b, hi = b + sz, small = sm;
+    if (dist < best || (dist == 0 && best == 0)) best = dist, *lo = b, *hi = b + sz, *small = sm;
   }
   pthread_mutex_unlock(&allocs_lock);
-  if (!hi) return;
+  return *hi != 0;
+}
+
+/* Where addr is relative to the nearest array (within a MiB), for a fault's message; "" when none is near. */
+void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
+  uintptr_t lo, hi;
+  int small;
+  out[0] = 0;
+  if (!cdv_cpu_alloc_near(addr, &lo, &hi, &small)) return;
   const char *what = small ? "the small array" : "the array";
   if (addr < lo)
     snprintf(out, n, ", %lu bytes before %s at 0x%lx (%lu bytes)", (unsigned long)(lo - addr), what, (unsigned long)lo,
@@ -921,18 +928,18 @@ static int cpu_occupancy(cdv_device *d, void *fn, int block, size_t shared, int 
 }
 
 static int cpu_launch(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                      void *stream, void **args, cdv_err *e) {
+                      void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e) {
   (void)d;
   if (check_stream(stream, e)) return -1;
-  return cdv_cpu_launch(fn, grid, block, shared, args, 0, e);
+  return cdv_cpu_launch(fn, grid, block, shared, args, 0, opts, e);
 }
 
 /* NOTE [cpu grid sync] (cpu_run.c): every block on a worker thread of its own */
 static int cpu_launch_cooperative(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
-                                  unsigned shared, void *stream, void **args, cdv_err *e) {
+                                  unsigned shared, void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e) {
   (void)d;
   if (check_stream(stream, e)) return -1;
-  return cdv_cpu_launch(fn, grid, block, shared, args, 1, e);
+  return cdv_cpu_launch(fn, grid, block, shared, args, 1, opts, e);
 }
 
 /* The occupancy model (cpu_occupancy) on every worker thread, within what cdv_cpu_coop_max allows. */

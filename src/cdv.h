@@ -70,7 +70,7 @@ typedef struct cdv_state {
    * registry), as lua_topointer gives them. Lua interns short strings, so a key read from a config table is
    * one of these exactly when its string object is: the launch path compares one pointer (lua_topointer,
    * about 15 instructions) where the type and the text pointer cost 41 a key. */
-  const void *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device, *key_cooperative;
+  const void *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device, *key_cooperative, *key_timeout;
   /* NOTE [block cache] (memory.c): device blocks this state freed, kept for reuse, oldest first */
   int nheld;
   int closing; /* the state is closing: freed blocks go straight back */
@@ -200,6 +200,7 @@ void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
 /* (see NOTE [class registration]) the metatable tname (left on the stack) with meta, and methods behind index */
 void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction index);
 const char *cdv_typename(lua_State *L, int idx); /* __name of its metatable, else the basic type */
+const char *cdv_value_text(lua_State *L, int idx); /* luaL_tolstring, without addresses in a sandbox (pushed) */
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why); /* raises */
 int cdv_self_error(lua_State *L, int arg, const char *why); /* raises; NOTE [self errors] */
 
@@ -341,6 +342,7 @@ typedef struct cdv_launch_config {
   int cooperative; /* cooperative = true: every block resident at once (NOTE [cooperative launch]) */
   cdv_stream *stream; /* NULL: the device's current stream; a LaunchConfig's user value keeps it alive */
   cdv_device *device; /* NULL: the kernel's */
+  double timeout; /* seconds a contained cpu launch may run (0: none); -1 when not given (NOTE [launch limits]) */
   uint64_t memo_kernel; /* a LaunchConfig: the serial of the last kernel it was resolved for, and the */
   unsigned memo_grid[3], memo_block[3]; /* geometry that gave (module.c) */
 } cdv_launch_config;
@@ -349,6 +351,7 @@ typedef struct cdv_launch_config {
 const cdv_launch_config *cdv_get_launch_config(lua_State *L, int idx, const cdv_state *st, const char *kname,
                                                size_t max_shared, cdv_launch_config *tmp);
 int cdv_launch_config_error(lua_State *L, const char *kname, const char *msg);
+double cdv_seconds(lua_State *L, int idx, const char *key); /* seconds at idx, or -1 with a complaint pushed */
 int cdv_launch_config_open(lua_State *L);
 
 /* memory.c */

@@ -345,11 +345,11 @@ static cdv_state *new_record(lua_State *L) {
   records[nrecords++] = st;
   pthread_mutex_unlock(&records_lock);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY);
-  const void **keys[] = {&st->key_grid,   &st->key_block,  &st->key_dim,        &st->key_shared,
-                         &st->key_stream, &st->key_device, &st->key_cooperative};
-  static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative"};
-  lua_createtable(L, 7, 0); /* (see NOTE [launch keys]) anchors the interned names */
-  for (int i = 0; i < 7; i++) {
+  const void **keys[] = {&st->key_grid,   &st->key_block,  &st->key_dim,         &st->key_shared,
+                         &st->key_stream, &st->key_device, &st->key_cooperative, &st->key_timeout};
+  static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative", "timeout"};
+  lua_createtable(L, 8, 0); /* (see NOTE [launch keys]) anchors the interned names */
+  for (int i = 0; i < 8; i++) {
     lua_pushstring(L, names[i]);
     *keys[i] = lua_topointer(L, -1);
     lua_rawseti(L, -2, i + 1);

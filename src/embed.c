@@ -393,7 +393,9 @@ CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *dev
   if (stream != NULL) {
     cdv_device_use(L, d);
     if (d->be->stream_of(d, stream, &e) != 0)
-      luaL_error(L, "%s: %p is not a stream of %s (%s: %s)", api, stream, d->alias, e.name, e.message);
+      luaL_error(L, "%s: %s is not a stream of %s (%s: %s)", api,
+                 cdv_get_state(L)->sandbox ? "the handle" : lua_pushfstring(L, "%p", stream), d->alias, e.name,
+                 e.message); /* no address in a sandbox's error texts */
   }
   /* a Stream that is not owned: __gc and :destroy() leave the host's stream alone */
   cdv_new_stream(L, d)->handle = stream;

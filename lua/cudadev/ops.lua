@@ -278,7 +278,9 @@ local function check_opts(opts, known, fname, n)
   if opts == nil then return {} end
   if type(opts) ~= "table" or is_array(opts) then argerror(fname, n, "options table expected, got " .. typename(opts), 1) end
   for k in pairs(opts) do
-    if not known[k] then raise(fmt("bad option '%s' to '%s' (unknown option)", tostring(k), fname)) end
+    -- a key that is no string or number is named by its type: tostring would give its address
+    if not known[k] then raise(fmt("bad option '%s' to '%s' (unknown option)", type(k) == "number" and tostring(k)
+      or type(k) == "string" and k or typename(k), fname)) end
   end
   return opts
 end
