@@ -216,20 +216,6 @@ static void oom(lua_State *L, cdv_device *d, size_t bytes) {
 
 static int is_oom(const cdv_err *e) { return strcmp(e->name, "CUDA_ERROR_OUT_OF_MEMORY") == 0 || e->code == 2; }
 
-/* The garbage collector cannot see device memory behind a small userdata, so allocations advance it
- * by their size: a loop that drops 1 MiB arrays collects them as it goes. The cpu device's memory is a
- * mapping of its own, as invisible to the collector (such a loop held 270 MiB at once without this).
- * Freeing takes the bytes back (block_unref), so a loop that frees what it allocates never steps the
- * collector for it. */
-static void gc_pressure(lua_State *L, cdv_state *st, size_t bytes) {
-  st->gc_pressure += bytes;
-  if (st->gc_pressure >= ((size_t)16 << 20)) {
-    int kb = st->gc_pressure >> 10 > 1 << 30 ? 1 << 30 : (int)(st->gc_pressure >> 10);
-    st->gc_pressure = 0;
-    lua_gc(L, LUA_GCSTEP, kb);
-  }
-}
-
 /* Pinned host memory comes from the pinned pool and goes back to it (NOTE [pinned pool]); device memory from
  * the blocks kept for reuse on the stream (NOTE [block cache]), else the backend, in the cache's classes. */
 static int mem_alloc(cdv_state *st, cdv_device *d, int kind, size_t bytes, void *stream, void **ptr, cdv_err *e) {
@@ -255,6 +241,7 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
       cdv_raise(L, d, &e);
     }
     lua_gc(L, LUA_GCCOLLECT);
+    cdv_gc_collected(L, st); /* NOTE [collector pacing] */
     cdv_block_release(st, d, NULL, 1, &e); /* the dropped arrays' blocks too: NOTE [block cache] */
     d->be->synchronize(d, &e);
     if (mem_alloc(st, d, kind, bytes, stream, &b->ptr, &e) != 0) {
@@ -283,7 +270,7 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
   st->live_arrays++;
   if (quota != NULL) quota->quota_used += charged;
   cdv_mem_account(d, (int64_t)bytes, 1);
-  gc_pressure(L, st, bytes);
+  cdv_gc_account(st, bytes, 0); /* NOTE [collector pacing] */
   return b;
 }
 
@@ -320,7 +307,7 @@ static int block_unref(cdv_block *b, cdv_err *e) {
   if (b->release == NULL && !b->borrowed) cdv_mem_account(d, -(int64_t)b->bytes, -1);
   if (b->quota != NULL) b->quota->quota_used -= b->charged;
   if (b->owner != NULL) b->owner->live_arrays--;
-  if (b->owner != NULL) b->owner->gc_pressure -= b->owner->gc_pressure < b->bytes ? b->owner->gc_pressure : b->bytes;
+  if (b->owner != NULL) cdv_gc_account(b->owner, b->bytes, 1);
   if (b->release != NULL) { /* the host's memory: hand it back once the work queued on it is done */
     cdv_device *ld = b->last_dev;
     void *ls = cdv_stream_alive(b->last_stream) ? b->last_stream : NULL; /* NOTE [stream lifetime] */
@@ -435,6 +422,17 @@ static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
   }
 }
 
+/* The bytes of an array of that shape, for the collector's pacing before the checks (a size past 2^60 counts as
+ * 2^60: the allocation fails anyway, and the sums stay in range). */
+static size_t shape_bytes(cdv_dtype t, int ndim, const int64_t *shape) {
+  size_t n = cdv_dtypes[t].size;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] <= 0) return 0;
+    if (__builtin_mul_overflow(n, (size_t)shape[i], &n) || n > (size_t)1 << 60) return (size_t)1 << 60;
+  }
+  return n;
+}
+
 /* NOTE [strided views]: an Array is `data` (its element 0) plus, per dimension, a stride in elements (not
  * NumPy's bytes: DLPack's unit, PyTorch's stride()), which may be negative (a reversed slice) or anything where
  * the dimension has one element. Element (i1, ..., in) (0-based) is at data + sum(ik * strides[k]) * itemsize.
@@ -499,6 +497,7 @@ static void need_contiguous(lua_State *L, const cdv_array *a, int arg, const cha
 
 static cdv_array *push_array(lua_State *L, cdv_state *st, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
                              int kind, cdv_stream *s) {
+  cdv_gc_before_alloc(L, st, d, shape_bytes(t, ndim, shape)); /* before the new userdata: NOTE [collector pacing] */
   cdv_array *a = new_array(L);
   a->dtype = t;
   set_shape(a, ndim, shape);

@@ -53,7 +53,14 @@ typedef struct cdv_state {
   void *cur_handle[CDV_MAXDEV];
   unsigned cur_generation[CDV_MAXDEV];
   unsigned char cur_set[CDV_MAXDEV];
-  size_t gc_pressure; /* device bytes allocated since the last GC step */
+  /* NOTE [collector pacing] (memory.c): this state's bytes of arrays, and when the collector runs next */
+  size_t gc_live; /* bytes of the state's live blocks (dropped arrays included until collected) */
+  size_t gc_debt; /* bytes allocated, net of frees, since the last step */
+  size_t gc_since_full; /* the same since the last full collection */
+  size_t gc_step; /* gc_debt at which the next step runs (0: not yet set) */
+  size_t gc_base; /* gc_live after the last full collection */
+  size_t gc_full; /* gc_live past which the next one runs */
+  int gc_held_over; /* a collection at the threshold left the device over it: wait a step before the next */
   int sandbox;
   size_t quota, quota_used; /* device-memory quota for the state (0 = none) */
   int launch_blocking; /* CUDA_LAUNCH_BLOCKING=1 */
@@ -351,6 +358,12 @@ int cdv_launch_config_open(lua_State *L);
 /* memory.c */
 int cdv_memory_open(lua_State *L);
 void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks); /* array.c reports allocs and frees */
+/* (see NOTE [collector pacing]) before an array of `bytes` on d is made: runs the collector when the state's
+ * allocations call for it; gc_account counts a block of the state made (+bytes) or freed (-bytes); gc_collected
+ * tells it of a full collection made elsewhere (out of memory, quota). */
+void cdv_gc_before_alloc(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes);
+void cdv_gc_account(cdv_state *st, size_t bytes, int freed);
+void cdv_gc_collected(lua_State *L, cdv_state *st);
 /* (see NOTE [block cache]) device blocks a state freed, kept for reuse on the same stream. class rounds a size up to
  * the cache's classes; take returns a kept block of d of that class freed on `stream` (NULL: none); put keeps
  * a freed block (giving the oldest back when full); release gives back those of d (NULL: every device's) freed

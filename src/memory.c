@@ -361,6 +361,116 @@ static int64_t reserved(lua_State *L, cdv_device *d) {
   return (int64_t)v;
 }
 
+/* ------------------------------------------------------------ collector pacing */
+/* NOTE [collector pacing]: an Array is a small userdata in front of memory the collector cannot see (device memory,
+ * or the cpu device's mappings), and Lua paces itself by its own heap alone: `c = a + b` in a loop held 200 dropped
+ * 16 MiB results at once on the cpu device, and the H100's pool reserved 26.5 GB after a loop over three live
+ * 256 MiB arrays (issue 28). So each state counts the bytes of its arrays (gc_live, dropped ones included until
+ * collected) and those allocated since the collector last ran (gc_debt, net of frees: a loop that frees what it
+ * allocates never runs it), and before an array is made:
+ * - a step (LUA_GCSTEP) once gc_debt reaches half the bytes that survived the last step plus a quarter of the Lua
+ *   heap (at least STEP_MIN): device bytes count as Lua's own would, so the work stays in proportion to the
+ *   allocation. In generational mode (lua.c's and luacuda's) a step is a minor collection, cheap, which frees what
+ *   died young. It runs before the new userdata exists: the previous result of `c = a + b`, still in `c` at this
+ *   step, is then young at it and free at the next one. (Stepping after the new userdata was made let every result
+ *   survive two minor collections, old: no minor collection ever freed one.) The step is a basic one (size 0): with
+ *   a size, a generational step becomes a major collection, as long as a full one, whenever the heap has doubled
+ *   since the last; a basic step stays minor. In incremental mode a basic step is a slice of a cycle, and the full
+ *   collection below keeps the bound.
+ * - a full collection (LUA_GCCOLLECT) when gc_live would pass twice what survived the last full one (at least that
+ *   plus a step, or what the last step left, up to a step more than that, plus a step: small arrays' steps are larger
+ *   than what survives, and the previous result, alive at each step, made every step a full collection): old
+ *   arrays, which minor collections do not look at, or an incremental collector that is behind. Memory stays within
+ *   about twice what is live, with one full collection per doubling.
+ * - a full collection, then the state's kept blocks of the device given back (NOTE [block cache]), when the
+ *   allocation would take the device's allocated and kept bytes past CUDADEV_GC_THRESHOLD (0.8 unless set; 0: never)
+ *   of its memory, or the state past that fraction of its quota, as PyTorch's garbage_collection_threshold frees its
+ *   cache. When live arrays are above it, the next such collection waits for a step of new allocation instead of
+ *   coming at every one.
+ * An allocation that fails still collects and retries (array.c), as a quota about to be exceeded does (embed.c).
+ * A stopped collector (collectgarbage("stop"), a finalizer running) is left alone. Everything is the state's own:
+ * each lua_State of an embedding host paces itself. */
+#define STEP_MIN ((size_t)64 << 10)
+#ifndef STEP_PART
+#define STEP_PART 2
+#endif
+
+static double gc_threshold = 0.8;
+static int gc_threshold_bad; /* CUDADEV_GC_THRESHOLD is not a fraction: cdv_memory_open says so */
+static pthread_once_t gc_threshold_once = PTHREAD_ONCE_INIT;
+
+static void gc_threshold_from_env(void) {
+  const char *v = getenv("CUDADEV_GC_THRESHOLD");
+  char *end;
+  if (v == NULL || *v == '\0') return;
+  double t = strtod(v, &end);
+  if (*end != '\0' || !(t >= 0 && t <= 1))
+    gc_threshold_bad = 1;
+  else
+    gc_threshold = t;
+}
+
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The next step's size, from what survived the last full collection and the Lua heap now. */
+static void set_step(lua_State *L, cdv_state *st) {
+  size_t heap = (size_t)lua_gc(L, LUA_GCCOUNT) << 10;
+  st->gc_step = max_size(STEP_MIN, st->gc_base / STEP_PART + heap / 4);
+  st->gc_debt = 0;
+}
+
+void cdv_gc_collected(lua_State *L, cdv_state *st) {
+  st->gc_base = st->gc_live;
+  set_step(L, st);
+  st->gc_full = st->gc_live + max_size(st->gc_live, st->gc_step);
+  st->gc_since_full = 0;
+}
+
+void cdv_gc_account(cdv_state *st, size_t bytes, int freed) {
+  if (!freed) {
+    st->gc_live += bytes;
+    st->gc_debt += bytes;
+    st->gc_since_full += bytes;
+    return;
+  }
+  st->gc_live -= st->gc_live < bytes ? st->gc_live : bytes;
+  st->gc_debt -= st->gc_debt < bytes ? st->gc_debt : bytes;
+  st->gc_since_full -= st->gc_since_full < bytes ? st->gc_since_full : bytes;
+}
+
+static memstat get(cdv_device *d);
+
+/* The allocation would take the state past the threshold of its quota, or else the device past that of its memory. */
+static int over_threshold(cdv_state *st, cdv_device *d, size_t bytes) {
+  if (gc_threshold <= 0) return 0;
+  if (st->quota != 0) return (double)st->quota_used + (double)bytes > gc_threshold * (double)st->quota;
+  memstat s = get(d);
+  return d->total_memory > 0 &&
+         (double)(s.allocated + s.held_bytes) + (double)bytes > gc_threshold * (double)d->total_memory;
+}
+
+void cdv_gc_before_alloc(lua_State *L, cdv_state *st, cdv_device *d, size_t bytes) {
+  if (st->gc_step == 0) cdv_gc_collected(L, st); /* the state's first array */
+  if (lua_gc(L, LUA_GCISRUNNING) != 1) return;
+  if (st->gc_debt + bytes >= st->gc_step) {
+    lua_gc(L, LUA_GCSTEP, 0);
+    set_step(L, st);
+    /* what the step left (the last result still held, at most a step of it) may grow by a step before the next */
+    size_t kept = st->gc_live < st->gc_base + st->gc_step ? st->gc_live : st->gc_base + st->gc_step;
+    st->gc_full = max_size(st->gc_full, kept + st->gc_step);
+  }
+  int over = over_threshold(st, d, bytes);
+  if (!over) st->gc_held_over = 0;
+  over = over && (!st->gc_held_over || st->gc_since_full >= st->gc_step);
+  if (!over && st->gc_live + bytes <= st->gc_full) return;
+  lua_gc(L, LUA_GCCOLLECT);
+  cdv_gc_collected(L, st);
+  if (!over) return;
+  cdv_err e;
+  if (!(d->be->has_contexts && d->ctx == NULL)) cdv_block_release(st, d, NULL, 1, &e); /* never raises */
+  st->gc_held_over = over_threshold(st, d, bytes);
+}
+
 static int l_memory_stats(lua_State *L) {
   cdv_device *d = cdv_opt_device(L, 1);
   memstat s = get(d);
@@ -411,6 +521,7 @@ static int l_empty_cache(lua_State *L) {
   cdv_device *d = cdv_opt_device(L, 1);
   cdv_err e;
   lua_gc(L, LUA_GCCOLLECT);
+  cdv_gc_collected(L, cdv_get_state(L)); /* NOTE [collector pacing] */
   if (cdv_pinned_trim(every ? NULL : d, &e) != 0) return cdv_raise(L, cdv_cpu(), &e);
   if (d->be->has_contexts && d->ctx == NULL) return 0; /* nothing was allocated on it */
   cdv_device_use(L, d);
@@ -430,6 +541,12 @@ static const luaL_Reg functions[] = {{"memory_stats", l_memory_stats},
                                      {NULL, NULL}};
 
 int cdv_memory_open(lua_State *L) {
+  pthread_once(&gc_threshold_once, gc_threshold_from_env);
+  if (gc_threshold_bad)
+    return luaL_error(L,
+                      "bad CUDADEV_GC_THRESHOLD '%s' (a fraction of device memory from 0 to 1 expected; 0 turns the "
+                      "collection before the threshold off)",
+                      getenv("CUDADEV_GC_THRESHOLD"));
   luaL_setfuncs(L, functions, 0);
   return 0;
 }

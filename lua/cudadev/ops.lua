@@ -1002,15 +1002,17 @@ local function check_operand(v, fname, n)
   end
 end
 
--- NOTE [binary fast path]: x OP y of two contiguous Arrays of one shape on one device, without out= or stream=,
--- is the common case, and the general path (checks, the result dtype, the kernel's body and key, broadcasting)
--- cost about 20 us a call on the cpu device, most of a small a + b, and as long again on the H100's host, where
--- the GPU waited for it. Once that path has run for an operator, dtypes and device, its result dtype and Kernel
--- are kept here, and the next such call checks the operands, allocates and launches. A reset (dev.generation)
--- sends it down the general path again.
+-- NOTE [binary fast path]: x OP y of two contiguous Arrays of one shape on one device, without stream=, is the common
+-- case, and the general path (checks, the result dtype, the kernel's body and key, broadcasting) cost about 20 us a
+-- call on the cpu device, most of a small a + b, and as long again on the H100's host, where the GPU waited for it.
+-- Once that path has run for an operator, dtypes and device, its result dtype and Kernel are kept here, and the next
+-- such call checks the operands, allocates and launches. out= of the result's dtype, shape and device, contiguous,
+-- takes it too and allocates nothing: cd.add(a, b, {out = c}) is the form meant to be the cheapest (issue 28: it
+-- took the general path, 36 us at 2^10 on the H100 where a + b took 11). A reset (dev.generation) sends it down the
+-- general path again.
 local fast_bin = fast_cache()   -- [Device][op.name .. "|" .. x.dtype .. "|" .. y.dtype] = {k, res, gen}
 
-local function fast_binary(op, x, y)
+local function fast_binary(op, x, y, out)
   local dev = x.device
   local byop = fast_bin[dev]
   local f = byop and byop[op.name .. "|" .. x.dtype .. "|" .. y.dtype]
@@ -1018,7 +1020,13 @@ local function fast_binary(op, x, y)
   local xs = x.shape
   if not (x.is_contiguous and y.is_contiguous and same_shape(xs, y.shape)) then return nil end
   local n = prod(xs)
-  local o = cd.empty(xs, f.res, { device = dev })
+  local o = out
+  if o == nil then
+    o = cd.empty(xs, f.res, { device = dev })
+  elseif not (o.dtype == f.res and o.device == dev and o.is_contiguous and
+      (#xs == 1 and o.ndim == 1 and o.size == n or same_shape(xs, o.shape))) then
+    return nil
+  end
   if n == 0 then return o end
   if f.loop then
     local lp = f.loop
@@ -1031,9 +1039,9 @@ end
 
 -- x OP y -> Array; out: an Array to write (in place when it is x), stream: where to run.
 local function binary(op, x, y, out, stream, fname)
-  local both = out == nil and stream == nil and is_array(x) and is_array(y)
+  local both = stream == nil and is_array(x) and is_array(y) and (out == nil or is_array(out))
   if both then
-    local o = fast_binary(op, x, y)
+    local o = fast_binary(op, x, y, out)
     if o then return o end
   end
   fname = fname or op.name
@@ -1088,7 +1096,8 @@ local function binary(op, x, y, out, stream, fname)
     key = "bin:" .. op.name .. ":" .. r .. ":" .. cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
   -- the kernel of contiguous operands of one shape (its arguments are x, y, z, n), or the loop that ran instead
   -- of one: NOTE [binary fast path]
-  if both and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) and o[1].size > 0 then
+  if both and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) and o[1].size > 0 and
+      (out == nil or (odt == res and out.is_contiguous and same_shape(out.shape, x.shape))) then
     local dev = x.device
     fast_bin[dev] = fast_bin[dev] or {}
     fast_bin[dev][op.name .. "|" .. x.dtype .. "|" .. y.dtype] = { k = k, loop = not k and lp, res = odt,
@@ -1098,6 +1107,7 @@ local function binary(op, x, y, out, stream, fname)
 end
 
 local function op_opts(opts, fname, n)
+  if type(opts) == "table" and next(opts) == "out" and next(opts, "out") == nil then return opts.out end  -- {out=}
   opts = check_opts(opts, { out = true, stream = true }, fname, n)
   return opts.out, opts.stream
 end
