@@ -1,0 +1,62 @@
+-- No Array can describe memory it does not own (issue 27): every Array is made by one constructor
+-- (NOTE [arrays inside their blocks] in src/array.c), which refuses a shape whose element or byte count
+-- overflows and checks that every element its shape, strides and offset can address lies inside its block.
+-- cd._inside(a) reads that invariant for the fuzzer (spec/fuzz.lua). The places that compute a size from numbers
+-- a user chose, and the check each has, are listed in doc/hardening.md.
+local helper = require "spec.helper"
+local cd = require "cudadev"
+
+local expect_error = helper.assert_error_matches
+local BIG = 1 << 32
+
+describe("an Array's shape", function()
+  -- before the fix the product of {2^32, 2^32} wrapped to 0: an Array of size 0 at address 0 whose c[i][j] read
+  -- and wrote the absolute address 4 * ((i - 1) * 2^32 + j - 1)
+  it("of a matmul whose element count overflows is refused on the cpu device", function()
+    local a, b = cd.zeros({ BIG, 0 }, { device = "cpu" }), cd.zeros({ 0, BIG }, { device = "cpu" })
+    expect_error(function() return cd.matmul(a, b) end,
+      "matmul: float32 array of shape {4294967296, 4294967296} is too large (more than 2^56 bytes)")
+    expect_error(function() return a:matmul(b) end,
+      "matmul: float32 array of shape {4294967296, 4294967296} is too large (more than 2^56 bytes)")
+    local at, bt = cd.zeros({ 0, BIG }, "f64", { device = "cpu" }), cd.zeros({ BIG, 0 }, "f64", { device = "cpu" })
+    expect_error(function() return cd.matmul(at, bt, { transa = true, transb = true }) end,
+      "matmul: float64 array of shape {4294967296, 4294967296} is too large (more than 2^56 bytes)")
+  end)
+
+  it("of a matmul with a 0 beside huge dimensions is still made when it has no elements", function()
+    local c = cd.matmul(cd.zeros({ BIG, 0 }, { device = "cpu" }), cd.zeros({ 0, 0 }, { device = "cpu" }))
+    assert.are.same({ BIG, 0 }, c.shape)
+    assert.are.equal(0, c.size)
+    assert.is_true(cd._inside(c))
+  end)
+
+  helper.gpu_it("of a matmul whose element count overflows is refused on a GPU (before cuBLAS)", function()
+    local a, b = cd.zeros({ BIG, 0 }, { device = "cuda:0" }), cd.zeros({ 0, BIG }, { device = "cuda:0" })
+    expect_error(function() return cd.matmul(a, b) end,
+      "matmul: float32 array of shape {4294967296, 4294967296} is too large (more than 2^56 bytes)")
+  end)
+
+  -- before the fix the last dimension's bytes (2^61 * 8) wrapped to 0 and the view said {0, 0}
+  it("of a view as another dtype whose last dimension overflows is refused", function()
+    local a = cd.zeros({ 0, 1 << 61 }, "f64", { device = "cpu" })
+    expect_error(function() return a:view("u8") end, "bad argument #1 to 'view' (array is too large)")
+    assert.are.same({ 0, 1 << 43 }, cd.zeros({ 0, 1 << 40 }, "f64", { device = "cpu" }):view("u8").shape)
+  end)
+end)
+
+describe("cd._inside", function()
+  it("holds for arrays, views, slices, transposes and freed arrays", function()
+    local a = cd.zeros({ 4, 5, 6 }, "i16", { device = "cpu" })
+    local made = { a, a:slice(4, 1, -2), a:transpose(), a:slice(2, 5, 2, 2), a[3], a[2][5], a:reshape({ 20, 6 }),
+                   a:view("u8"), getmetatable(a).__flat_base(a:slice(4, 1, -1)), cd.zeros({ BIG, 0 }), cd.zeros({}),
+                   a:slice(5, 4, 1) }
+    for i, v in ipairs(made) do
+      local ok, why = cd._inside(v)
+      assert(ok == true, ("array %d: %s"):format(i, tostring(why)))
+    end
+    local f = cd.zeros(3)
+    f:free()
+    assert.is_true(cd._inside(f))
+    expect_error(function() return cd._inside(5) end, "bad argument #1 to '_inside' (cudadev.Array expected, got number)")
+  end)
+end)
