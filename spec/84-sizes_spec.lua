@@ -44,8 +44,18 @@ describe("an Array's shape", function()
   end)
 end)
 
+describe("a size computed from numbers a user chose", function()
+  -- before the fix stop - start wrapped to -1 and the range was an empty array
+  it("of arange whose integer bounds are more than 2^63 apart is refused", function()
+    expect_error(function() return cd.arange(math.mininteger, math.maxinteger) end, "arange: too many elements")
+    expect_error(function() return cd.arange(math.maxinteger, math.mininteger, -1) end, "arange: too many elements")
+    assert.are.same({ 0 }, cd.arange(math.maxinteger, math.mininteger).shape)
+    assert.are.same({ 3 }, cd.arange(math.maxinteger - 3, math.maxinteger).shape)
+  end)
+end)
+
 describe("cd._inside", function()
-  it("holds for arrays, views, slices, transposes and freed arrays", function()
+  it("holds for arrays, views, slices, transposes and freed arrays, all in one call", function()
     local a = cd.zeros({ 4, 5, 6 }, "i16", { device = "cpu" })
     local made = { a, a:slice(4, 1, -2), a:transpose(), a:slice(2, 5, 2, 2), a[3], a[2][5], a:reshape({ 20, 6 }),
                    a:view("u8"), getmetatable(a).__flat_base(a:slice(4, 1, -1)), cd.zeros({ BIG, 0 }), cd.zeros({}),
@@ -54,9 +64,10 @@ describe("cd._inside", function()
       local ok, why = cd._inside(v)
       assert(ok == true, ("array %d: %s"):format(i, tostring(why)))
     end
+    assert.is_true(cd._inside(table.unpack(made)))
     local f = cd.zeros(3)
     f:free()
     assert.is_true(cd._inside(f))
-    expect_error(function() return cd._inside(5) end, "bad argument #1 to '_inside' (cudadev.Array expected, got number)")
+    assert.is_true(cd._inside(5, "x", nil, {}, a))   -- what is no Array is passed over
   end)
 end)

@@ -582,15 +582,22 @@ static void attach(lua_State *L, cdv_array *a, cdv_block *b, char *data) {
   luaL_error(L, "%s array would describe memory it does not own (%s)", cdv_dtypes[a->dtype].name, why);
 }
 
-/* cd._inside(a) -> true, or false and why: the invariant of NOTE [arrays inside their blocks], for the fuzzer. A freed
- * Array describes no memory. Internal (not in the manual). */
+/* cd._inside(a, ...) -> true, or false, why and the position of the first Array that is not: the invariant of NOTE
+ * [arrays inside their blocks], asked by the fuzzer of every live Array after each call (one call for all). A freed
+ * Array describes no memory; a value that is no Array (by its tag: NOTE [magic]) is passed over, whatever its
+ * metatable says. Internal (not in the manual). */
 static int l_inside(lua_State *L) {
-  cdv_array *a = check_any(L, 1);
-  const char *why = a->block != NULL ? layout_problem(a, a->block, a->data) : NULL;
-  lua_pushboolean(L, why == NULL);
-  if (why == NULL) return 1;
-  lua_pushstring(L, why);
-  return 2;
+  for (int i = 1; i <= lua_gettop(L); i++) {
+    cdv_array *a = cdv_test_magic(L, i, sizeof *a, CDV_ARRAY_MAGIC);
+    const char *why = a != NULL && a->block != NULL ? layout_problem(a, a->block, a->data) : NULL;
+    if (why == NULL) continue;
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, why);
+    lua_pushinteger(L, i);
+    return 3;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 static cdv_array *push_array(lua_State *L, cdv_state *st, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
