@@ -54,6 +54,24 @@ describe("a size computed from numbers a user chose", function()
   end)
 end)
 
+describe("cd.random's argument numbers", function()
+  -- found by the fuzzer's edge-size calls: the dtype was always named argument #4, the options #5, even where the
+  -- bounds were left out and it was the second
+  it("name the argument the dtype or the options were given at", function()
+    expect_error(function() return cd.random.uniform(4, true) end, "bad argument #2 to 'uniform' (unknown dtype 'boolean')")
+    expect_error(function() return cd.random.normal({ 2 }, "nope", {}) end,
+      "bad argument #2 to 'normal' (unknown dtype 'nope')")
+    expect_error(function() return cd.random.uniform(4, "f32", 5) end,
+      "bad argument #3 to 'uniform' (options table expected, got number)")
+    expect_error(function() return cd.random.uniform(4, 0, 1, "nope") end,
+      "bad argument #4 to 'uniform' (unknown dtype 'nope')")
+    expect_error(function() return cd.random.randint(0, 5, 4, "f32x") end,
+      "bad argument #4 to 'randint' (unknown dtype 'f32x')")
+    expect_error(function() return cd.random.randint(0, 5, 4, "i32", 7) end,
+      "bad argument #5 to 'randint' (options table expected, got number)")
+  end)
+end)
+
 describe("cd._inside", function()
   it("holds for arrays, views, slices, transposes and freed arrays, all in one call", function()
     local a = cd.zeros({ 4, 5, 6 }, "i16", { device = "cpu" })
