@@ -44,6 +44,27 @@ describe("an Array's shape", function()
   end)
 end)
 
+describe("an Array made over memory it is handed", function()
+  -- DLPack import and IPC open make their Arrays through the same constructor: an edge shape with a 0 comes back
+  -- as it went, inside its block
+  local function round_trip(dev)
+    for _, a in ipairs({ cd.zeros({ BIG, 0 }, { device = dev }), cd.zeros({ 0, 1 << 62 }, "f64", { device = dev }),
+                         cd.ones({ 3, 4 }, { device = dev }) }) do
+      local b = cd.from_dlpack(a)
+      assert.are.same(a.shape, b.shape)
+      assert.is_true(cd._inside(a, b))
+    end
+  end
+  it("from DLPack on the cpu device keeps an edge shape and lies inside its block", function() round_trip("cpu") end)
+  helper.gpu_it("from DLPack on a GPU keeps an edge shape and lies inside its block", function() round_trip("cuda:0") end)
+  helper.gpu_it("with ipc = true on a GPU: an edge shape with a 0 is made, an overflowing one refused", function()
+    local a = cd.zeros({ BIG, 0 }, { device = "cuda:0", ipc = true })
+    assert.is_true(cd._inside(a))
+    expect_error(function() return cd.zeros({ BIG, BIG }, { device = "cuda:0", ipc = true }) end,
+      "bad argument #1 to 'zeros' (array is too large)")
+  end)
+end)
+
 describe("a size computed from numbers a user chose", function()
   -- before the fix stop - start wrapped to -1 and the range was an empty array
   it("of arange whose integer bounds are more than 2^63 apart is refused", function()
