@@ -836,6 +836,7 @@ function M.run(opts)
     end
   end
 
+  local dropped = setmetatable({}, { __mode = "k" })
   -- NOTE [arrays inside their blocks]: after every call, every live Array the run holds lies inside its block
   -- (cd._inside, one call for all); a build without cd._inside is judged by its sizes (what the matmul case broke)
   local inside = cd._inside or function(...)
@@ -850,16 +851,27 @@ function M.run(opts)
     end
     return true
   end
+  -- (a result is checked before it is kept; one that fails is reported once and dropped from the pool, so that
+  -- the calls after it neither report it again nor read it: its tostring in their description may crash the run)
   local function check_inside(i, desc, ...)
     local live = { ... }
     for _, a in ipairs(pool.Array) do live[#live + 1] = a end
     for _, a in ipairs(edge_arrays) do live[#live + 1] = a end
     report.inside_checks = report.inside_checks + #live
     local ok, why, j = inside(table.unpack(live))
-    if not ok then
-      local shp = pcall(function() return live[j].shape end) and live[j].shape or {}
-      fail(i, ("an Array of shape {%s} describes memory it does not own: %s"):format(table.concat(shp, ", "),
-        tostring(why)), desc)
+    while not ok do
+      local bad = live[j]
+      local shp = pcall(function() return bad.shape end) and bad.shape or {}
+      local what = ("an Array of shape {%s} describes memory it does not own: %s"):format(table.concat(shp, ", "),
+        tostring(why))
+      fail(i, what, desc)
+      io.stderr:write(("fuzz: FAILURE at call %d (seed %d): %s\n    %s\n"):format(i, seed, what, desc))
+      for _, p in ipairs({ pool.Array, edge_arrays }) do
+        for k = #p, 1, -1 do if p[k] == bad then table.remove(p, k) end end
+      end
+      dropped[bad] = true
+      table.remove(live, j)
+      ok, why, j = inside(table.unpack(live))
     end
   end
 
@@ -867,7 +879,8 @@ function M.run(opts)
     for j = 1, select("#", ...) do
       local v = select(j, ...)
       local ty = cd.type(v)
-      if ty == "Array" then
+      if ty == "Array" and dropped[v] then   -- outside its block (check_inside): not kept
+      elseif ty == "Array" then
         check_array(i, v, desc)
         keep("Array", v)
       elseif ty and pool[ty] and ty ~= "Error" then keep(ty, v)
