@@ -75,6 +75,24 @@ describe("a size computed from numbers a user chose", function()
   end)
 end)
 
+describe("a slice of an array whose dimension is 2^63 - 1", function()
+  -- found by the fuzzer's edge sizes under UBSan: n + 1 and i + 1 overflowed (signed overflow) for such a dimension
+  -- of an empty array, and a step times the stride of {2^62, 2^62, 0}
+  it("takes positions counted from the end and steps without overflowing", function()
+    local M = math.maxinteger
+    local a = cd.zeros({ M, 0 }, { device = "cpu" })
+    assert.are.same({ M, 0 }, a:slice(1, -1).shape)
+    assert.are.same({ 1, 0 }, a:slice(-1).shape)
+    assert.are.same({ 0, 0 }, a:slice(1, 0).shape)
+    assert.are.same({ M, 0 }, a:slice(M, 1, -1).shape)
+    expect_error(function() return a:slice(1, M, 1, 2) end, "bad argument #2 to 'slice' (index 9223372036854775807 out of range 0..0)")
+    local b = cd.zeros({ 1 << 62, 1 << 62, 0 }, { device = "cpu" })
+    assert.are.same({ 1 << 62, (1 << 61) - 1, 0 }, b:slice(1, -3, 2, 2).shape)
+    assert.are.same({ 1537228672809129302, 1 << 62, 0 }, b:slice(1, -1, 3, 1).shape)
+    assert.is_true(cd._inside(a:slice(2, -2, 3), b:slice(1, -1, 3, 1)))
+  end)
+end)
+
 describe("cd.random's argument numbers", function()
   -- found by the fuzzer's edge-size calls: the dtype was always named argument #4, the options #5, even where the
   -- bounds were left out and it was the second

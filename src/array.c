@@ -1278,7 +1278,7 @@ static int64_t check_pos(lua_State *L, int arg, int64_t n, int64_t def) {
   int isint;
   lua_Integer i = lua_tointegerx(L, arg, &isint);
   if (!isint) luaL_typeerror(L, arg, "integer");
-  if (i < 0) i += n + 1; /* negative positions count from the end, as in string.sub */
+  if (i < 0) i = i + 1 + n; /* negative positions count from the end, as in string.sub (n + 1 overflows at 2^63 - 1) */
   return i;
 }
 
@@ -1306,21 +1306,22 @@ static int array_slice(lua_State *L) {
   if (step > 0) {
     i = check_pos(L, 2, n, 1);
     j = check_pos(L, 3, n, n);
-    if (i < 1 || i > n + 1) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 1..%I", i, n));
+    if (i < 1 || i - 1 > n) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 1..%I", i, n));
     if (j < i - 1 || j > n) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range %I..%I", j, i - 1, n));
     count = j >= i ? (j - i) / step + 1 : 0;
   } else {
     i = check_pos(L, 2, n, n);
     j = check_pos(L, 3, n, 1);
     if (i < 0 || i > n) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 0..%I", i, n));
-    if (j < 1 || j > i + 1) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range 1..%I", j, i + 1));
+    if (j < 1 || j - 1 > i) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range 1..%I", j, i + 1));
     count = i >= j ? (i - j) / (step == LUA_MININTEGER ? LUA_MAXINTEGER : -step) + 1 : 0;
   }
   int64_t shape[CDV_MAXDIM], strides[CDV_MAXDIM];
   memcpy(shape, a->shape, sizeof shape);
   memcpy(strides, a->strides, sizeof strides);
   shape[ax] = count;
-  if (count > 1) strides[ax] = a->strides[ax] * step; /* |step| < n here: no overflow */
+  /* |step| < n here, so only an empty array's stride (which addresses nothing) can overflow: {2^62, 2^62, 0} */
+  if (count > 1 && __builtin_mul_overflow(a->strides[ax], step, &strides[ax])) strides[ax] = a->strides[ax];
   ptrdiff_t off = count > 0 ? elem_offset(a, i - 1, a->strides[ax]) : 0; /* an empty view points at a's start */
   push_view(L, a, off, a->dtype, a->ndim, shape, strides);
   return 1;
