@@ -6,7 +6,10 @@
 -- step runs under pcall (its errors are expected); after each, the script checks that the sandbox still holds
 -- (no raw address, no handle in tostring, no load_module, no cpu kernel, the quota) and raises "SANDBOX BROKEN"
 -- when it does not: that, or any crash, is a finding. Steps put back what they took (a __gc, a registry entry)
--- before the state closes, so that nothing leaks under valgrind.
+-- before the state closes, so that nothing leaks under valgrind. Issue 27: steps that put the edge sizes (0, 1,
+-- 2^31 - 1, 2^31, 2^31 + 1, 2^32, 2^62, 2^63 - 1) in shapes, counts, axes and indexes, and a check after every step
+-- that every Array the script keeps lies inside its block (cd._inside; NOTE [arrays inside their blocks]); the
+-- script returns how many edge sizes it drew and how many Arrays it checked, which the fuzzer counts.
 local M = {}
 
 local STEPS = {
@@ -78,10 +81,46 @@ local STEPS = {
   [==[keep = {}; collectgarbage()]==],
   [==[local t = {} for j = 1, pick(200) do t[j] = cd.empty(pick(3) - 1) end]==],
   [==[cd.empty(1 << pick(24))]==],
+  -- the edge sizes: matmul's product ({2^32, 0} x {0, 2^32} was a {2^32, 2^32} Array over no memory), shapes,
+  -- views, reductions, ranges, random arrays, indexes and copy counts
+  [==[local a, b = cd.zeros({edge(), 0}, ({'f32', 'f64'})[pick(2)]), cd.zeros({0, edge()}, ({'f32', 'f64'})[pick(2)])
+    keep[#keep + 1] = a; keep[#keep + 1] = b
+    keep[#keep + 1] = cd.matmul(a, b, ({nil, {transa = false}, {transa = true, transb = true}})[pick(3)])]==],
+  [==[local s = {edge(), edge(), edge()}
+    if pick(4) > 1 then s[pick(3)] = 0 end
+    keep[#keep + 1] = ({cd.zeros, cd.empty, cd.ones})[pick(3)](s, ({'f32', 'u8', 'f64'})[pick(3)])]==],
+  [==[local a = cd.zeros({edge(), 0, edge()})
+    keep[#keep + 1] = a
+    local v = ({function() return a:reshape({edge(), 0, -1}) end, function() return a:transpose() end,
+      function() return a:slice(edge(), edge(), edge(), pick(3)) end, function() return a[edge()] end,
+      function() return a:view(({'u8', 'f64', 'i16'})[pick(3)]) end, function() return a:sum({axis = pick(3) - 4}) end,
+      function() return a:new_zeros({edge(), 0}) end})[pick(7)]()
+    keep[#keep + 1] = v]==],
+  [==[keep[#keep + 1] = ({function() return cd.arange(edge(), edge(), edge()) end,
+      function() return cd.linspace(0, 1, edge()) end, function() return cd.random.uniform({edge(), edge()}) end,
+      function() return cd.random.randint(0, edge(), edge()) end, function() return cd.empty(edge(), 'u8') end})[pick(5)]()]==],
+  [==[local a = cd.zeros(pick(8))
+    keep[#keep + 1] = a
+    keep[#keep + 1] = a:slice(edge(), edge())
+    a[edge()] = 1
+    cd.copy(a, a, {count = edge(), dst_offset = edge(), src_offset = edge()})]==],
 }
 
 -- what must still be refused after every step
 local CHECKS = [[
+local E = {0, 1, 2147483647, 2147483648, 2147483649, 4294967296, 4611686018427387904, math.maxinteger}
+local edges, checks = 0, 0
+local function edge() edges = edges + 1 return E[pick(8)] end
+-- a build without cd._inside (before issue 27) is judged by its sizes
+local inside = cd._inside or function(...)
+  for j = 1, select('#', ...) do
+    local a = select(j, ...)
+    local p = 1.0
+    for _, d in ipairs(a.shape) do p = p * d end
+    if p ~= a.size then return false, 'its size is not the product of its shape' end
+  end
+  return true
+end
 local function must_refuse(what, f)
   local ok = pcall(f)
   if ok then error('SANDBOX BROKEN: ' .. what .. ' was allowed', 0) end
@@ -95,11 +134,17 @@ local function check()
   for _, v in ipairs({cd.stream('cpu'), cd.launch_config{dim = 1, stream = cd.stream('cpu')}}) do
     if tostring(v):find('0x') then error('SANDBOX BROKEN: ' .. tostring(v), 0) end
   end
+  local live = {}
+  for _, v in ipairs(keep) do if cd.type(v) == 'Array' and pcall(function() return v.size end) then live[#live + 1] = v end end
+  checks = checks + #live
+  local ok, why = inside(table.unpack(live))
+  if not ok then error('SANDBOX BROKEN: an Array describes memory it does not own: ' .. tostring(why), 0) end
 end
 ]]
 
--- A function of the fuzzer's call index that makes one sandboxed call (through `call`, as every call is made).
-function M.action(cd, r, call, fail)
+-- A function of the fuzzer's call index that makes one sandboxed call (through `call`, as every call is made);
+-- count(edges, checks) is told what the script drew and checked.
+function M.action(cd, r, call, fail, count)
   return function(i)
     local parts = { "local keep, restore = {}, {}\nlocal seed = " .. r.int(1 << 30) .. "\n",
                     "local function pick(n) seed = (seed * 1103515245 + 12345) % 2147483648 return seed % n + 1 end\n",
@@ -107,12 +152,14 @@ function M.action(cd, r, call, fail)
     for _ = 1, r.range(1, 6) do
       parts[#parts + 1] = ("pcall(function()\n%s\nend)\ncheck()\n"):format(r.pick(STEPS))
     end
-    parts[#parts + 1] = "for j = #restore, 1, -1 do restore[j]() end\nreturn 'held'\n"
+    parts[#parts + 1] = "for j = #restore, 1, -1 do restore[j]() end\nreturn ('held %d %d'):format(edges, checks)\n"
     local script = table.concat(parts)
     local opts = { memory_quota = 1 << 20, max_arrays = r.chance(0.5) and r.range(1, 300) or nil }
     return call(i, "cd._sandbox", function(...)
       local ok, res = cd._sandbox(...)
       if not ok and tostring(res):find("SANDBOX BROKEN", 1, true) then fail(i, res, script) end
+      local edges, checks = tostring(res):match("^held (%d+) (%d+)$")
+      if edges and count then count(tonumber(edges), tonumber(checks)) end
       return ok
     end, { script, opts }, 2)
   end

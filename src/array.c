@@ -339,15 +339,6 @@ int cdv_block_unref(cdv_block *b, cdv_err *e) { return block_unref(b, e); }
 
 /* ------------------------------------------------------------ Array values */
 
-static cdv_array *new_array(lua_State *L) {
-  cdv_array *a = lua_newuserdatauv(L, sizeof *a, 0);
-  memset(a, 0, sizeof *a);
-  a->magic = CDV_ARRAY_MAGIC;
-  luaL_setmetatable(L, CDV_ARRAY); /* closed (no block) until the memory exists */
-  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
-  return a;
-}
-
 static cdv_array *check_any(lua_State *L, int arg) {
   return cdv_check_udata(L, arg, CDV_ARRAY, CDV_ARRAY_MAGIC, sizeof(cdv_array));
 }
@@ -370,7 +361,6 @@ static void expect_shape(lua_State *L, int arg) {
 /* Checks a shape (integer or table of integers) into shape[]; returns ndim. */
 static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
   int ndim;
-  int64_t size = 1;
   if (lua_type(L, arg) == LUA_TTABLE) {
     lua_Unsigned n = lua_rawlen(L, arg);
     if (n > CDV_MAXDIM) luaL_argerror(L, arg, lua_pushfstring(L, "at most %d dimensions, got %d", CDV_MAXDIM, (int)n));
@@ -393,16 +383,14 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
     expect_shape(L, arg); /* raises */
     return 0;
   }
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] != 0 && size > MAX_BYTES / cdv_dtypes[t].size / shape[i]) luaL_argerror(L, arg, "array is too large");
-    size *= shape[i];
-  }
+  /* NOTE [arrays inside their blocks]: a 0 anywhere makes no elements ({2^62, 2^62, 0} as reshape takes it) */
+  if (cdv_shape_count(ndim, shape, cdv_dtypes[t].size, NULL, NULL) != 0) luaL_argerror(L, arg, "array is too large");
   return ndim;
 }
 
 int cdv_check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) { return check_shape(L, arg, shape, t); }
 
-/* The size of a shape: its callers checked that a nonzero product fits (check_shape, shape_product), but a
+/* The size of a shape: new_shaped checked that it fits (NOTE [arrays inside their blocks]), but a
  * dimension of 0 makes the size 0 whatever the others are, and {2^62, 2^62, 0} must not be multiplied out in
  * order (signed overflow before the 0). */
 static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
@@ -420,17 +408,6 @@ static void set_shape(cdv_array *a, int ndim, const int64_t *shape) {
     a->strides[i] = (int64_t)st;
     st *= shape[i] ? (uint64_t)shape[i] : 1;
   }
-}
-
-/* The bytes of an array of that shape, for the collector's pacing before the checks (a size past 2^60 counts as
- * 2^60: the allocation fails anyway, and the sums stay in range). */
-static size_t shape_bytes(cdv_dtype t, int ndim, const int64_t *shape) {
-  size_t n = cdv_dtypes[t].size;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] <= 0) return 0;
-    if (__builtin_mul_overflow(n, (size_t)shape[i], &n) || n > (size_t)1 << 60) return (size_t)1 << 60;
-  }
-  return n;
 }
 
 /* NOTE [strided views]: an Array is `data` (its element 0) plus, per dimension, a stride in elements (not
@@ -495,16 +472,135 @@ static void need_contiguous(lua_State *L, const cdv_array *a, int arg, const cha
   cdv_self_error(L, arg, lua_pushfstring(L, "%s is not contiguous: copy it with a:contiguous() first", what));
 }
 
-static cdv_array *push_array(lua_State *L, cdv_state *st, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
-                             int kind, cdv_stream *s) {
-  cdv_gc_before_alloc(L, st, d, shape_bytes(t, ndim, shape)); /* before the new userdata: NOTE [collector pacing] */
-  cdv_array *a = new_array(L);
+/* NOTE [arrays inside their blocks]: no Array describes memory it does not own. Every Array is made by one
+ * constructor, in two steps: new_shaped (a closed Array of a checked shape: its element count and byte count fit,
+ * else "too large", before anything is allocated) and attach (its block and element 0, then every element its
+ * shape, strides and offset can address checked to lie inside the block, else it is released and refused). Before,
+ * cd.matmul(cd.zeros({2^32, 0}), cd.zeros({0, 2^32})) made a {2^32, 2^32} Array of size 0 (the product wrapped) over
+ * no memory, whose c[i][j] read and wrote absolute addresses. cd._inside(a) reads the invariant (the fuzzer asks it
+ * of every live Array after each call); doc/hardening.md lists the places that compute sizes and their checks. */
+
+/* The element and byte counts of a shape of elements of `itemsize` bytes: 0, or -1 when they pass MAX_BYTES or
+ * overflow. A dimension of 0 makes both 0 whatever the others are ({2^62, 2^62, 0} has no elements). */
+int cdv_shape_count(int ndim, const int64_t *shape, size_t itemsize, int64_t *count, size_t *bytes) {
+  int64_t n = 1;
+  int over = 0;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return -1;
+    if (shape[i] == 0) {
+      n = 0;
+      over = 0;
+      break;
+    }
+    over |= __builtin_mul_overflow(n, shape[i], &n);
+  }
+  int64_t b;
+  if (over || __builtin_mul_overflow(n, (int64_t)itemsize, &b) || b > MAX_BYTES) return -1;
+  if (count != NULL) *count = n;
+  if (bytes != NULL) *bytes = (size_t)b;
+  return 0;
+}
+
+/* "float32 array of shape {2, 3} is too large (more than 2^56 bytes)" pushed, when that shape is too large;
+ * else NULL */
+const char *cdv_shape_problem(lua_State *L, cdv_dtype t, int ndim, const int64_t *shape) {
+  if (cdv_shape_count(ndim, shape, cdv_dtypes[t].size, NULL, NULL) == 0) return NULL;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, cdv_dtypes[t].name);
+  luaL_addstring(&b, " array of shape {");
+  for (int i = 0; i < ndim; i++) {
+    lua_pushfstring(L, i ? ", %I" : "%I", (lua_Integer)shape[i]);
+    luaL_addvalue(&b);
+  }
+  luaL_addstring(&b, "} is too large (more than 2^56 bytes)");
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+/* NULL when every element of a (shape, strides, element 0 at data) lies inside [b->ptr, b->ptr + b->bytes), else
+ * why not (a static text). An array of no elements addresses nothing. */
+static const char *layout_problem(const cdv_array *a, const cdv_block *b, const char *data) {
+  int64_t count, lo = 0, hi = 0, is = (int64_t)cdv_dtypes[a->dtype].size;
+  if (cdv_shape_count(a->ndim, a->shape, (size_t)is, &count, NULL) != 0) return "its shape is too large";
+  if (count != a->size) return "its size is not the product of its shape";
+  if (count == 0) return NULL;
+  for (int i = 0; i < a->ndim; i++) {
+    int64_t d;
+    if (__builtin_mul_overflow(a->shape[i] - 1, a->strides[i], &d) ||
+        __builtin_add_overflow(d < 0 ? lo : hi, d, d < 0 ? &lo : &hi))
+      return "its strides reach past any block";
+  }
+  /* byte offsets from the block's start; uintptr_t: the block of an ipc array being made has no memory yet */
+  int64_t off = (int64_t)((uintptr_t)data - (uintptr_t)b->ptr), first, last;
+  if (__builtin_mul_overflow(lo, is, &first) || __builtin_add_overflow(first, off, &first) ||
+      __builtin_add_overflow(hi, 1, &last) || __builtin_mul_overflow(last, is, &last) ||
+      __builtin_add_overflow(last, off, &last))
+    return "its strides reach past any block";
+  if (first < 0) return "an element lies before its block";
+  if ((uint64_t)last > b->bytes) return "an element lies past the end of its block";
+  return NULL;
+}
+
+/* The first step of the constructor (NOTE [arrays inside their blocks]): a closed Array (no block until the memory
+ * exists) of dtype t, shape and strides (NULL: C order) pushed; a shape that is too large raises first. */
+static cdv_array *new_shaped(lua_State *L, cdv_dtype t, int ndim, const int64_t *shape, const int64_t *strides) {
+  const char *why = cdv_shape_problem(L, t, ndim, shape);
+  if (why != NULL) lua_error(L);
+  cdv_array *a = lua_newuserdatauv(L, sizeof *a, 0);
+  memset(a, 0, sizeof *a);
+  a->magic = CDV_ARRAY_MAGIC;
   a->dtype = t;
   set_shape(a, ndim, shape);
-  void *stream = s != NULL ? cdv_stream_for(L, d, s) : cdv_state_stream(L, st, d)->handle;
-  a->block = block_alloc(L, st, d, kind, nbytes(a), stream);
+  if (strides != NULL) memcpy(a->strides, strides, (size_t)ndim * sizeof *strides);
+  luaL_setmetatable(L, CDV_ARRAY);
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
+  return a;
+}
+
+/* The second step: a takes a reference of b (counted by the caller) with element 0 at data, if every element it
+ * addresses lies inside b; else the reference is dropped and the Array refused. */
+static void attach(lua_State *L, cdv_array *a, cdv_block *b, char *data) {
+  a->block = b;
+  a->data = data;
   cdv_live_add(CDV_LIVE_ARRAY, 1);
-  a->data = a->block->ptr;
+  const char *why = layout_problem(a, b, data);
+  if (why == NULL) return;
+  cdv_err e; /* the reference goes back as a's release would give it (NOTE [array memory]); never used memory */
+  a->block = NULL;
+  a->data = NULL;
+  cdv_live_add(CDV_LIVE_ARRAY, -1);
+  block_unref(b, &e);
+  luaL_error(L, "%s array would describe memory it does not own (%s)", cdv_dtypes[a->dtype].name, why);
+}
+
+/* cd._inside(a, ...) -> true, or false, why and the position of the first Array that is not: the invariant of NOTE
+ * [arrays inside their blocks], asked by the fuzzer of every live Array after each call (one call for all). A freed
+ * Array describes no memory; a value that is no Array (by its tag: NOTE [magic]) is passed over, whatever its
+ * metatable says. Internal (not in the manual). */
+static int l_inside(lua_State *L) {
+  for (int i = 1; i <= lua_gettop(L); i++) {
+    cdv_array *a = cdv_test_magic(L, i, sizeof *a, CDV_ARRAY_MAGIC);
+    const char *why = a != NULL && a->block != NULL ? layout_problem(a, a->block, a->data) : NULL;
+    if (why == NULL) continue;
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, why);
+    lua_pushinteger(L, i);
+    return 3;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static cdv_array *push_array(lua_State *L, cdv_state *st, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape,
+                             int kind, cdv_stream *s) {
+  size_t bytes; /* a shape too large is refused by new_shaped */
+  if (cdv_shape_count(ndim, shape, cdv_dtypes[t].size, NULL, &bytes) == 0)
+    cdv_gc_before_alloc(L, st, d, bytes); /* before the new userdata: NOTE [collector pacing] */
+  cdv_array *a = new_shaped(L, t, ndim, shape, NULL);
+  void *stream = s != NULL ? cdv_stream_for(L, d, s) : cdv_state_stream(L, st, d)->handle;
+  cdv_block *b = block_alloc(L, st, d, kind, nbytes(a), stream);
+  attach(L, a, b, b->ptr);
   return a;
 }
 
@@ -516,11 +612,9 @@ cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, co
 /* Memory the host owns (cudadev_push_array): no allocation, no quota, no statistics. */
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
                                void (*release)(void *ud, void *ptr), void *ud) {
-  cdv_array *a = new_array(L);
+  cdv_array *a = new_shaped(L, t, ndim, shape, NULL);
   cdv_block *b = calloc(1, sizeof *b);
   if (b == NULL) luaL_error(L, "not enough host memory");
-  a->dtype = t;
-  set_shape(a, ndim, shape);
   b->refs = 1;
   cdv_live_add(CDV_LIVE_BLOCK, 1);
   b->kind = CDV_MEM_DEVICE;
@@ -531,9 +625,7 @@ cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndi
   b->release = release;
   b->release_ud = ud;
   b->borrowed = release == NULL;
-  a->block = b;
-  a->data = ptr;
-  cdv_live_add(CDV_LIVE_ARRAY, 1);
+  attach(L, a, b, ptr);
   return a;
 }
 
@@ -1168,16 +1260,11 @@ static int array_zero(lua_State *L) {
 /* A view of a's memory from byte_off on; strides NULL: C order (NOTE [strided views]). */
 static cdv_array *push_view(lua_State *L, cdv_array *a, ptrdiff_t byte_off, cdv_dtype t, int ndim, const int64_t *shape,
                             const int64_t *strides) {
-  cdv_array *v = new_array(L);
+  cdv_array *v = new_shaped(L, t, ndim, shape, strides);
   /* the allocation may have run a finalizer that freed a (NOTE [pinned reads]) */
   if (a->block == NULL) luaL_error(L, "attempt to use a freed array");
-  v->dtype = t;
-  set_shape(v, ndim, shape);
-  if (strides != NULL) memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
-  v->block = a->block;
-  v->block->refs++;
-  cdv_live_add(CDV_LIVE_ARRAY, 1);
-  v->data = a->data + byte_off;
+  a->block->refs++;
+  attach(L, v, a->block, a->data + byte_off);
   return v;
 }
 
@@ -1186,7 +1273,7 @@ static int64_t check_pos(lua_State *L, int arg, int64_t n, int64_t def) {
   int isint;
   lua_Integer i = lua_tointegerx(L, arg, &isint);
   if (!isint) luaL_typeerror(L, arg, "integer");
-  if (i < 0) i += n + 1; /* negative positions count from the end, as in string.sub */
+  if (i < 0) i = i + 1 + n; /* negative positions count from the end, as in string.sub (n + 1 overflows at 2^63 - 1) */
   return i;
 }
 
@@ -1214,21 +1301,22 @@ static int array_slice(lua_State *L) {
   if (step > 0) {
     i = check_pos(L, 2, n, 1);
     j = check_pos(L, 3, n, n);
-    if (i < 1 || i > n + 1) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 1..%I", i, n));
+    if (i < 1 || i - 1 > n) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 1..%I", i, n));
     if (j < i - 1 || j > n) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range %I..%I", j, i - 1, n));
     count = j >= i ? (j - i) / step + 1 : 0;
   } else {
     i = check_pos(L, 2, n, n);
     j = check_pos(L, 3, n, 1);
     if (i < 0 || i > n) luaL_argerror(L, 2, lua_pushfstring(L, "index %I out of range 0..%I", i, n));
-    if (j < 1 || j > i + 1) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range 1..%I", j, i + 1));
+    if (j < 1 || j - 1 > i) luaL_argerror(L, 3, lua_pushfstring(L, "index %I out of range 1..%I", j, i + 1));
     count = i >= j ? (i - j) / (step == LUA_MININTEGER ? LUA_MAXINTEGER : -step) + 1 : 0;
   }
   int64_t shape[CDV_MAXDIM], strides[CDV_MAXDIM];
   memcpy(shape, a->shape, sizeof shape);
   memcpy(strides, a->strides, sizeof strides);
   shape[ax] = count;
-  if (count > 1) strides[ax] = a->strides[ax] * step; /* |step| < n here: no overflow */
+  /* |step| < n here, so only an empty array's stride (which addresses nothing) can overflow: {2^62, 2^62, 0} */
+  if (count > 1 && __builtin_mul_overflow(a->strides[ax], step, &strides[ax])) strides[ax] = a->strides[ax];
   ptrdiff_t off = count > 0 ? elem_offset(a, i - 1, a->strides[ax]) : 0; /* an empty view points at a's start */
   push_view(L, a, off, a->dtype, a->ndim, shape, strides);
   return 1;
@@ -1392,12 +1480,14 @@ static int array_view(lua_State *L) {
   memcpy(shape, a->shape, sizeof shape);
   int ndim = a->ndim ? a->ndim : 1;
   if (a->ndim == 0) shape[0] = 1;
-  size_t last = (size_t)shape[ndim - 1] * cdv_dtypes[a->dtype].size;
-  if (last % cdv_dtypes[t].size != 0)
-    luaL_argerror(
-        L, 2,
-        lua_pushfstring(L, "last dimension of %d bytes is not a whole number of %s", (int)last, cdv_dtypes[t].name));
-  shape[ndim - 1] = (int64_t)(last / cdv_dtypes[t].size);
+  int64_t last; /* an empty array's last dimension may be 2^61 float64 (NOTE [arrays inside their blocks]) */
+  if (__builtin_mul_overflow(shape[ndim - 1], (int64_t)cdv_dtypes[a->dtype].size, &last) || last > MAX_BYTES)
+    luaL_argerror(L, 2, "array is too large");
+  if (last % (int64_t)cdv_dtypes[t].size != 0)
+    luaL_argerror(L, 2,
+                  lua_pushfstring(L, "last dimension of %I bytes is not a whole number of %s", (lua_Integer)last,
+                                  cdv_dtypes[t].name));
+  shape[ndim - 1] = last / (int64_t)cdv_dtypes[t].size;
   if (!cdv_array_contiguous(a) && cdv_dtypes[t].size == cdv_dtypes[a->dtype].size) { /* the same layout */
     push_view(L, a, 0, t, a->ndim, a->shape, a->strides);
     return 1;
@@ -1911,6 +2001,7 @@ static const luaL_Reg functions[] = {{"empty", l_empty},
                                      {"zeros_like", l_zeros_like},
                                      {"full_like", l_full_like},
                                      {"copy", l_copy},
+                                     {"_inside", l_inside},
                                      {NULL, NULL}};
 
 int cdv_array_open(lua_State *L) {

@@ -251,7 +251,8 @@ static void plan_batches(lua_State *L, const cdv_array *a, const cdv_array *b, i
   batch_strides(a, p->bnd, p->shape, sa);
   batch_strides(b, p->bnd, p->shape, sb);
   p->nb = 0;
-  for (int i = p->bnd - 1; i >= 0; i--) acc *= p->shape[i];
+  for (int i = p->bnd - 1; i >= 0; i--) /* saturated: a result that large is refused before it is used */
+    if (__builtin_mul_overflow(acc, p->shape[i], &acc)) acc = INT64_MAX;
   for (int i = 0; i < p->bnd; i++) {
     acc /= p->shape[i] ? p->shape[i] : 1;
     if (p->shape[i] == 1) continue;
@@ -421,7 +422,9 @@ static int l_matmul(lua_State *L) {
                       (lua_Integer)kb);
   }
   batch_plan plan = {0};
-  plan_batches(L, a, b, m * n, &plan);
+  int64_t mn; /* {2^32, 0} x {0, 2^32}: refused below (NOTE [arrays inside their blocks]), not wrapped here */
+  if (__builtin_mul_overflow(m, n, &mn)) mn = INT64_MAX;
+  plan_batches(L, a, b, mn, &plan);
   int64_t k = ka, shape[CDV_MAXDIM + 2];
   int ndim = 0;
   for (int i = 0; i < plan.bnd; i++) shape[ndim++] = plan.shape[i];
@@ -433,6 +436,10 @@ static int l_matmul(lua_State *L) {
   if (b->block->dev != d)
     return luaL_error(L, "matmul: arrays are on %s and %s; move one with a:to(device)", d->alias, b->block->dev->alias);
   check_out(L, a, b, out, ndim, shape);
+  /* a 0 beside two huge dimensions passes the checks above ({2^32, 0} x {0, 2^32}): NOTE [arrays inside their
+   * blocks] */
+  const char *too_large = cdv_shape_problem(L, t, ndim, shape);
+  if (too_large != NULL) return luaL_error(L, "matmul: %s", too_large);
   void *stream = cdv_stream_for(L, d, s);
   if (out == NULL) {
     out = cdv_push_array(L, d, t, ndim, shape, CDV_MEM_DEVICE, s);

@@ -300,6 +300,10 @@ int cdv_host_wait(cdv_block *b, cdv_err *e); /* host memory: wait for the GPU st
 cdv_array *cdv_push_host_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, void *ptr,
                                void (*release)(void *ud, void *ptr), void *ud);
 char *cdv_array_host_data(lua_State *L, cdv_array *a); /* a in host memory: its elements, once idle */
+/* (see NOTE [arrays inside their blocks]) a shape's element and byte counts: 0, or -1 when too large */
+int cdv_shape_count(int ndim, const int64_t *shape, size_t itemsize, int64_t *count, size_t *bytes);
+/* "float32 array of shape {...} is too large (...)" pushed when the shape is too large, else NULL */
+const char *cdv_shape_problem(lua_State *L, cdv_dtype t, int ndim, const int64_t *shape);
 uint16_t cdv_f32_to_f16(float f);
 float cdv_f16_to_f32(uint16_t h);
 

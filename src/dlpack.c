@@ -30,8 +30,6 @@
 #include "cdv.h"
 #include "cudadev_dlpack.h"
 
-#define MAX_BYTES ((int64_t)1 << 56) /* as array.c: far above any device */
-
 /* ------------------------------------------------------------ dtypes */
 
 static const struct {
@@ -179,16 +177,13 @@ static const char *import_problem(lua_State *L, const DLTensor *t, import *im) {
   if (t->ndim < 0 || t->ndim > CDV_MAXDIM)
     return lua_pushfstring(L, "ndim must be 0 to %d, got %d", CDV_MAXDIM, (int)t->ndim);
   if (t->ndim > 0 && t->shape == NULL) return lua_pushfstring(L, "shape is NULL with ndim %d", (int)t->ndim);
-  int64_t size = 1;
-  int zero = 0;
+  int64_t size = 0;
   for (int i = 0; i < t->ndim; i++) {
     if (t->shape[i] < 0) return lua_pushfstring(L, "dimension %d has a negative extent (%I)", i + 1, t->shape[i]);
-    zero |= t->shape[i] == 0;
-    if (!zero && size > MAX_BYTES / cdv_dtypes[im->dtype].size / t->shape[i]) return "tensor is too large";
-    if (!zero) size *= t->shape[i];
     im->shape[i] = t->shape[i];
   }
-  if (zero) size = 0;
+  /* NOTE [arrays inside their blocks]: a 0 anywhere makes no elements */
+  if (cdv_shape_count(t->ndim, im->shape, cdv_dtypes[im->dtype].size, &size, NULL) != 0) return "tensor is too large";
   if ((why = strides_problem(L, t, size)) != NULL) return why;
   if (t->data == NULL && size > 0) return lua_pushliteral(L, "data is NULL");
   if ((why = device_problem(L, t->device, im)) != NULL) return why;

@@ -371,14 +371,13 @@ CUDADEV_API void cudadev_push_array(lua_State *L, void *ptr, const char *dtype, 
   check_protected(L, api, dtype_of, dtype);
   cdv_dtype t = (cdv_dtype)lua_tointeger(L, -1);
   lua_pop(L, 1);
-  int64_t size = 1;
+  int64_t size = 0;
   for (int i = 0; i < ndim; i++) {
     if (shape == NULL) luaL_error(L, "%s: shape is NULL with ndim %d", api, ndim);
     if (shape[i] < 0) luaL_error(L, "%s: dimension %d must be a non-negative integer", api, i + 1);
-    if (shape[i] != 0 && size > ((int64_t)1 << 56) / cdv_dtypes[t].size / shape[i])
-      luaL_error(L, "%s: array is too large", api);
-    size *= shape[i];
   }
+  if (cdv_shape_count(ndim, shape, cdv_dtypes[t].size, &size, NULL) != 0) /* NOTE [arrays inside their blocks] */
+    luaL_error(L, "%s: array is too large", api);
   if (ptr == NULL && size > 0) luaL_error(L, "%s: ptr is NULL", api);
   cdv_device *d = named_device(L, api, device);
   cdv_push_host_array(L, d, t, ndim, shape, ptr, release, release_ud);

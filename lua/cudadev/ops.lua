@@ -1496,6 +1496,11 @@ function cd.arange(...)
   local dtype, opts = range_opts(args, "arange", #nums + 1)
   local allint = math.type(start) == "integer" and math.type(stop) == "integer" and math.type(step) == "integer"
   dtype = dtype or (allint and "int64" or "float64")
+  -- integer bounds subtract as integers: arange(math.mininteger, math.maxinteger) wrapped to -1 (an empty array)
+  if allint and stop ~= start and (stop > start) ~= (stop - start > 0) then
+    if (stop > start) == (step > 0) then raise("arange: too many elements") end
+    stop = start   -- the true difference has the other sign than step: no elements
+  end
   local n = math.ceil((stop - start) / step)
   if n < 0 or n ~= n then n = 0 end
   n = math.tointeger(n) or raise("arange: too many elements")

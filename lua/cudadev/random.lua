@@ -66,16 +66,17 @@ local GEN = {
   end,
 }
 
-local function draw(fname, dist, shape, lo, hi, dtype, opts)
+-- (at, oat: the argument positions the dtype and the options were given at, which the bounds left out move)
+local function draw(fname, dist, shape, lo, hi, dtype, opts, at, oat)
   local d = dtype and internal.dtype_of_name(dtype)
   if dtype ~= nil and not d then   -- named by its type when it has no text of its own (tostring: its address)
-    argerror(fname, 4, "unknown dtype '" .. ((type(dtype) == "string" or type(dtype) == "number") and tostring(dtype) or type(dtype)) .. "'")
+    argerror(fname, at, "unknown dtype '" .. ((type(dtype) == "string" or type(dtype) == "number") and tostring(dtype) or type(dtype)) .. "'")
   end
   d = d or (dist == "randint" and "int64" or "float32")
   local kind = DT[d].kind
   if dist ~= "randint" and kind ~= "f" then raise(fmt("%s: %s is not a float dtype", fname, d)) end
   if dist == "randint" and kind ~= "i" and kind ~= "u" then raise(fmt("%s: %s is not an integer dtype", fname, d)) end
-  opts = check_opts(opts, { device = true, stream = true }, fname, 5)
+  opts = check_opts(opts, { device = true, stream = true }, fname, oat)
   local dev = opts.device and cd.device(opts.device) or (opts.stream and opts.stream.device) or cd.get_device()
   local a = cd.empty(shape, d, { device = dev, stream = opts.stream })
   local n = a.size
@@ -105,21 +106,25 @@ end
 -- cd.random.uniform(shape [, lo, hi] [, dtype] [, opts]): floats in [lo, hi) (default [0, 1)), float32 unless a
 -- float dtype is given
 function random.uniform(shape, lo, hi, dtype, opts)
-  if type(lo) ~= "number" then lo, hi, dtype, opts = 0.0, 1.0, lo, hi end
+  local at = 4
+  if type(lo) ~= "number" then lo, hi, dtype, opts, at = 0.0, 1.0, lo, hi, 2 end
   check_number("uniform", 2, lo)
   check_number("uniform", 3, hi)
-  if type(dtype) == "table" then dtype, opts = nil, dtype end
-  return draw("uniform", "uniform", shape, lo + 0.0, hi + 0.0, dtype, opts)
+  local oat = at + 1
+  if type(dtype) == "table" then dtype, opts, oat = nil, dtype, at end
+  return draw("uniform", "uniform", shape, lo + 0.0, hi + 0.0, dtype, opts, at, oat)
 end
 
 -- cd.random.normal(shape [, mean, std] [, dtype] [, opts]): normally distributed floats (default mean 0, std 1)
 function random.normal(shape, mean, std, dtype, opts)
-  if type(mean) ~= "number" then mean, std, dtype, opts = 0.0, 1.0, mean, std end
+  local at = 4
+  if type(mean) ~= "number" then mean, std, dtype, opts, at = 0.0, 1.0, mean, std, 2 end
   check_number("normal", 2, mean)
   check_number("normal", 3, std)
   if std < 0 then argerror("normal", 3, "standard deviation must not be negative") end
-  if type(dtype) == "table" then dtype, opts = nil, dtype end
-  return draw("normal", "normal", shape, mean + 0.0, std + 0.0, dtype, opts)
+  local oat = at + 1
+  if type(dtype) == "table" then dtype, opts, oat = nil, dtype, at end
+  return draw("normal", "normal", shape, mean + 0.0, std + 0.0, dtype, opts, at, oat)
 end
 
 -- randint's bounds must fit its dtype (NumPy's "high is out of bounds for int8"): hi is exclusive, so it may be
@@ -139,9 +144,10 @@ function random.randint(lo, hi, shape, dtype, opts)
   if math.type(lo) ~= "integer" then argerror("randint", 1, "integer expected, got " .. (math.type(lo) or typename(lo))) end
   if math.type(hi) ~= "integer" then argerror("randint", 2, "integer expected, got " .. (math.type(hi) or typename(hi))) end
   if hi <= lo then argerror("randint", 2, fmt("high (%d) must be greater than low (%d)", hi, lo)) end
-  if type(dtype) == "table" then dtype, opts = nil, dtype end
+  local oat = 5
+  if type(dtype) == "table" then dtype, opts, oat = nil, dtype, 4 end
   check_bounds(lo, hi, dtype)
-  return draw("randint", "randint", shape, lo, hi, dtype, opts)
+  return draw("randint", "randint", shape, lo, hi, dtype, opts, 4, oat)
 end
 
 random.seed()
