@@ -30,8 +30,8 @@ warnings.filterwarnings("ignore")
 class Got:
     """cudadev's answer: an Array (arr), a Lua value (lua) or an error (err)."""
 
-    def __init__(self, arr=None, lua=None, err=None, is_lua=False):
-        self.arr, self.lua, self.err, self.is_lua = arr, lua, err, is_lua
+    def __init__(self, arr=None, lua=None, err=None, is_lua=False, lst=None):
+        self.arr, self.lua, self.err, self.is_lua, self.lst = arr, lua, err, is_lua, lst
 
 
 class ShapeOnly:
@@ -67,6 +67,12 @@ def special(name, x):
     f = getattr(math, name)
     out = np.array([f(v) for v in x.astype(np.float64).ravel()], dtype=np.float64).reshape(x.shape)
     return out.astype(dt)
+
+
+def put(x, i, v):
+    c = x.copy()
+    np.put(c, i, v)
+    return c
 
 
 def full_of(x, v):
@@ -129,7 +135,7 @@ class NP:
 
 ENV = {"np": NP(), "A": A, "inplace": inplace, "argpos": argpos, "special": special, "full_of": full_of,
        "shape_only": shape_only, "fail": fail, "float": float, "bytes": bytes,
-       "V": lambda v: Got(lua=v, is_lua=True), "E": lambda m: Got(err=m)}
+       "put": put, "V": lambda v: Got(lua=v, is_lua=True), "E": lambda m: Got(err=m), "L": lambda l: Got(lst=l)}
 
 
 def read_case(line):
@@ -173,6 +179,13 @@ def allowed(case, g, w, dt):
         if case["name"].endswith("mean"):
             s = s / n
         return 4 * eps(dt) * (n + 1) * np.broadcast_to(s, g.shape)
+    if tol in ("cumsum", "cumprod"):
+        x = np.abs(np.asarray(env["x"]).astype(np.float64))
+        ax = env.get("axis")
+        n = max(x.size if ax is None else x.shape[ax], 1)
+        if tol == "cumprod":
+            return 4 * eps(dt) * (n + 1) * big
+        return 4 * eps(dt) * (n + 1) * np.cumsum(x, axis=ax).reshape(g.shape)
     if tol == "matmul":
         x, y = (np.abs(np.asarray(env[k]).astype(np.float64)) for k in ("x", "y"))
         k = x.shape[-1] if x.ndim else 1
@@ -231,6 +244,8 @@ def compare_lua(case, v, want):
         return "shape", "cudadev gave a Lua value %r, numpy %s" % (v, short(w))
     if not lua_kind_ok(v, w.dtype.kind):
         return "dtype", "cudadev gave Lua %s %r for numpy's %s %r" % (type(v).__name__, v, w.dtype, w.item())
+    if w.dtype.kind == "u" and type(v) is int and v < 0:
+        v += 1 << 64  # a uint64 above 2^63 - 1 reaches Lua as the integer of the same 64 bits
     if w.dtype.kind in "biu":
         return None if v == w.item() else ("value", "cudadev Lua %r, numpy %s %r" % (v, w.dtype, w.item()))
     return values_differ(case, np.array(float(v)), w, w.dtype)
@@ -249,7 +264,18 @@ def compare(case):
         return "raise", "cudadev %s; numpy %s" % (short(got), short(want))
     if got.is_lua:
         return compare_lua(case, got.lua, want)
-    g = got.arr
+    if got.lst is not None:
+        if not isinstance(want, (list, tuple)) or len(want) != len(got.lst):
+            return "shape", "cudadev %d arrays, numpy %s" % (len(got.lst), short(want))
+        for k, (g, w) in enumerate(zip(got.lst, want)):
+            r = compare_arrays(case, g, w)
+            if r:
+                return r[0], "array %d: %s" % (k + 1, r[1])
+        return None
+    return compare_arrays(case, got.arr, want)
+
+
+def compare_arrays(case, g, want):
     only_shape = isinstance(want, ShapeOnly)
     w = np.asarray(want.a if only_shape else want)
     if g.dtype != w.dtype:
