@@ -540,47 +540,45 @@ entry({ "cd.fromfile", kind = "file", np = "x", prep = "x.tofile(path)", combos 
 local function sort_entry(name, np, lua, opts)
   opts = opts or {}
   opts[1], opts.np, opts.lua = name, np, lua
-  opts.kind, opts.combos = opts.kind or "axis", opts.combos or 3
+  opts.kind, opts.combos, opts.group = opts.kind or "axis", opts.combos or 2, "sorting"
   return entry(opts)
 end
-if cd.sort then
-  sort_entry("cd.sort", "np.sort(x, axis=axis)", function(x, p) return cd.sort(x, p.axis) end, { default_axis = "-1" })
-  sort_entry("Array:sort", "np.sort(x, axis=axis)", function(x, p) return x:copy():sort(p.axis) end, { default_axis = "-1" })
-  sort_entry("cd.argsort", "np.argsort(x, axis=axis, kind='stable') + 1", function(x, p) return cd.argsort(x, p.axis) end,
-    { default_axis = "-1" })
-  sort_entry("Array:argsort", "np.argsort(x, axis=axis, kind='stable') + 1", function(x, p) return x:argsort(p.axis) end,
-    { default_axis = "-1" })
-  sort_entry("cd.unique", "np.unique(x, equal_nan=True)", function(x) return cd.unique(x) end)
-  sort_entry("cd.searchsorted", "np.searchsorted(np.sort(x), y, side) + 1", function(x, y, p)
-    return cd.searchsorted(cd.sort(x), y, p.side)
-  end, { kind = "search" })
-  for _, f in ipairs({ "cumsum", "cumprod" }) do
-    local tol = f == "cumsum" and "cumsum" or "cumprod"
-    sort_entry("cd." .. f, fmt("np.%s(x, axis=axis)", f), function(x, p) return cd[f](x, p.axis) end, { tol = tol })
-    sort_entry("Array:" .. f, fmt("np.%s(x, axis=axis)", f), function(x, p) return x[f](x, p.axis) end, { tol = tol })
-  end
-  sort_entry("cd.count_nonzero", "np.count_nonzero(x, axis=axis)", function(x, p) return cd.count_nonzero(x, p.axis) end)
-  sort_entry("cd.nonzero", "[i + 1 for i in np.nonzero(x)]", function(x) return cd.nonzero(x) end)
-  sort_entry("Array:nonzero", "[i + 1 for i in np.nonzero(x)]", function(x) return x:nonzero() end)
-  sort_entry("cd.concatenate", "np.concatenate([x, y], axis)", function(x, y, p) return cd.concatenate({ x, y }, p.axis) end,
-    { kind = "join" })
-  sort_entry("cd.stack", "np.stack([x, y], axis)", function(x, y, p) return cd.stack({ x, y }, p.axis) end, { kind = "join" })
-  sort_entry("cd.split", "np.split(x, 2, axis) if x.ndim else fail()", function(x, p) return cd.split(x, 2, p.axis) end,
-    { kind = "join" })
-  local TAKE = "np.take(x, np.where(i > 0, i - 1, i), axis=axis)"
-  sort_entry("cd.take", TAKE, function(x, i, p) return cd.take(x, i, p.axis) end, { kind = "positions" })
-  sort_entry("Array:take", TAKE, function(x, i, p) return x:take(i, p.axis) end, { kind = "positions" })
-  sort_entry("Array:[idx]", "np.take(x, np.where(i > 0, i - 1, i), axis=0)", function(x, i) return x[i] end,
-    { kind = "positions" })
-  sort_entry("Array:[mask]", "x[x != 0]", function(x) return x[x:ne(0)] end)
-  local PUT = "put(x, np.where(i > 0, i - 1, i), v)"
-  sort_entry("cd.put", PUT, function(x, i, p) local c = x:copy(); cd.put(c, i, p.v); return c end,
-    { kind = "positions", flat = true })
-  sort_entry("Array:put", PUT, function(x, i, p) local c = x:copy(); c:put(i, p.v); return c end,
-    { kind = "positions", flat = true })
-  sort_entry("Array:item", "x.reshape(-1)[i[0] - 1 if i[0] > 0 else i[0]].item()",
-    function(x, i) return x:item(i[1]) end, { kind = "positions", flat = true })
+sort_entry("cd.sort", "np.sort(x, axis=axis)", function(x, p) return cd.sort(x, p.axis) end, { default_axis = "-1" })
+sort_entry("Array:sort", "np.sort(x, axis=axis)", function(x, p) return x:copy():sort(p.axis) end, { default_axis = "-1" })
+sort_entry("cd.argsort", "np.argsort(x, axis=axis, kind='stable') + 1", function(x, p) return cd.argsort(x, p.axis) end,
+  { default_axis = "-1" })
+sort_entry("Array:argsort", "np.argsort(x, axis=axis, kind='stable') + 1", function(x, p) return x:argsort(p.axis) end,
+  { default_axis = "-1" })
+sort_entry("cd.unique", "np.unique(x, equal_nan=True)", function(x) return cd.unique(x) end)
+sort_entry("cd.searchsorted", "np.searchsorted(np.sort(x), y, side) + 1", function(x, y, p)
+  return cd.searchsorted(cd.sort(x), y, p.side)
+end, { kind = "search" })
+for _, f in ipairs({ "cumsum", "cumprod" }) do
+  local tol = f == "cumsum" and "cumsum" or "cumprod"
+  sort_entry("cd." .. f, fmt("np.%s(x, axis=axis)", f), function(x, p) return cd[f](x, p.axis) end, { tol = tol })
+  sort_entry("Array:" .. f, fmt("np.%s(x, axis=axis)", f), function(x, p) return x[f](x, p.axis) end, { tol = tol })
 end
+sort_entry("cd.count_nonzero", "np.count_nonzero(x, axis=axis)", function(x, p) return cd.count_nonzero(x, p.axis) end)
+sort_entry("cd.nonzero", "[i + 1 for i in np.nonzero(x)]", function(x) return cd.nonzero(x) end)
+sort_entry("Array:nonzero", "[i + 1 for i in np.nonzero(x)]", function(x) return x:nonzero() end)
+sort_entry("cd.concatenate", "np.concatenate([x, y], axis)", function(x, y, p) return cd.concatenate({ x, y }, p.axis) end,
+  { kind = "join" })
+sort_entry("cd.stack", "np.stack([x, y], axis)", function(x, y, p) return cd.stack({ x, y }, p.axis) end, { kind = "join" })
+sort_entry("cd.split", "np.split(x, 2, axis) if x.ndim else fail()", function(x, _, p) return cd.split(x, 2, p.axis) end,
+  { kind = "join" })
+local TAKE = "np.take(x, np.where(i > 0, i - 1, i), axis=axis)"
+sort_entry("cd.take", TAKE, function(x, i, p) return cd.take(x, i, p.axis) end, { kind = "positions" })
+sort_entry("Array:take", TAKE, function(x, i, p) return x:take(i, p.axis) end, { kind = "positions" })
+sort_entry("Array:[idx]", "np.take(x, np.where(i > 0, i - 1, i), axis=0)", function(x, i) return x[i] end,
+  { kind = "positions" })
+sort_entry("Array:[mask]", "x[x != 0]", function(x) return x[x:ne(0)] end)
+local PUT = "put(x, np.where(i > 0, i - 1, i), v)"
+sort_entry("cd.put", PUT, function(x, i, p) local c = x:copy(); cd.put(c, i, p.v); return c end,
+  { kind = "positions", flat = true })
+sort_entry("Array:put", PUT, function(x, i, p) local c = x:copy(); c:put(i, p.v); return c end,
+  { kind = "positions", flat = true })
+sort_entry("Array:item", "x.reshape(-1)[i[0] - 1 if i[0] > 0 else i[0]].item()",
+  function(x, i) return x:item(i[1]) end, { kind = "positions", flat = true })
 
 -- The names each entry covers, for the spec's check that every public array function has cases.
 function M.covered()
@@ -752,7 +750,8 @@ local function python(py, script, mode, infile, outfile)
 end
 
 -- Generates the cases, runs them through cudadev and NumPy, and returns the verdicts.
---   opts: python (the interpreter), dir (a temporary directory), seed, per_combo (cases per combination)
+--   opts: python (the interpreter), dir (a temporary directory), seed, per_combo (cases per combination),
+--   only (a Lua pattern: the entries whose names match, for working on a few)
 function M.run(opts)
   local r = rng(opts.seed or 28)
   local pairs_list, singles = {}, {}
@@ -765,6 +764,7 @@ function M.run(opts)
   local cases = {}
   for _, e in ipairs(ENTRIES) do
     e.combo_list = combos_for(r, e, decks)
+    if opts.only and not (e[1] .. " " .. (e.group or "")):find(opts.only) then e.combo_list = {} end
     local per = opts.per_combo or 10
     if e.same_as then per = math.max(per // 3, 1) end
     for _, combo in ipairs(e.combo_list) do
