@@ -175,10 +175,17 @@ def allowed(case, g, w, dt):
         n = max(x.size if ax is None else x.shape[ax] if x.ndim else 1, 1)
         if case["name"].endswith("prod"):
             return 4 * eps(dt) * (n + 1) * big
-        s = np.sum(np.abs(x), axis=ax, keepdims=kd)
+        s = np.nansum(np.abs(x), axis=ax, keepdims=kd)
         if case["name"].endswith("mean"):
             s = s / n
         return 4 * eps(dt) * (n + 1) * np.broadcast_to(s, g.shape)
+    if tol in ("var", "std"):
+        x = np.asarray(env["x"]).astype(np.float64)
+        ax, kd = env.get("axis"), env.get("keepdims", False)
+        n = max(x.size if ax is None else x.shape[ax] if x.ndim else 1, 1)
+        m2 = np.broadcast_to(np.mean(x * x, axis=ax, keepdims=kd) if x.size else 0.0, g.shape)
+        lim = 8 * eps(dt) * (n + 1) * m2
+        return np.sqrt(lim) if tol == "std" else lim
     if tol in ("cumsum", "cumprod"):
         x = np.abs(np.asarray(env["x"]).astype(np.float64))
         ax = env.get("axis")
@@ -186,6 +193,9 @@ def allowed(case, g, w, dt):
         if tol == "cumprod":
             return 4 * eps(dt) * (n + 1) * big
         return 4 * eps(dt) * (n + 1) * np.cumsum(x, axis=ax).reshape(g.shape)
+    if tol == "vdot":
+        x, y = (np.abs(np.asarray(env[k]).astype(np.float64)).ravel() for k in ("x", "y"))
+        return 4 * eps(dt) * (x.size + 1) * np.sum(x * y) if x.size == y.size else 0.0
     if tol == "matmul":
         x, y = (np.abs(np.asarray(env[k]).astype(np.float64)) for k in ("x", "y"))
         k = x.shape[-1] if x.ndim else 1
