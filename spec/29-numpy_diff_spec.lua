@@ -42,6 +42,16 @@ local DOCUMENTED = {
     end },
   { what = "cd.load of a Fortran-order .npy",
     match = function(c, v) return c.entry[1] == "cd.load" and v.kind == "raise" and matches(v.detail, "Fortran") end },
+  -- drawn cases rarely overflow float16 on the way: a direct check stands for them (check)
+  { what = "a float16 sum that passes float16's range on the way",
+    match = function(c, v)
+      return (c.entry[1]:match("sum$") or c.entry[1]:match("mean$")) and c.combo[1] == "float16" and v.kind == "value"
+        and matches(v.detail, "inf")
+    end,
+    check = function()
+      -- NumPy adds in float16: 60000 + 60000 is inf there, and so is the sum
+      assert.equal(60000, cd.array({ 60000, 60000, -60000 }, "float16"):sum())
+    end },
   { what = "astype of a float out of an integer dtype's range",
     match = function(c, v) return c.entry[1] == "Array:astype" and is_float(c.combo[1]) and is_int(c.combo[2]) and v.kind == "value" end },
 }
@@ -167,7 +177,10 @@ describe("NumPy differential suite on " .. cd.get_device().alias, function()
 
   for _, d in ipairs(DOCUMENTED) do
     it("shows the documented difference: " .. d.what, function()
-      assert(seen[d], "no generated case shows it any more: remove it from DOCUMENTED and doc/compute.md")
+      if d.check then d.check()
+      elseif not asan then   -- under ASan fewer cases are drawn: a difference may not show
+        assert(seen[d], "no generated case shows it any more: remove it from DOCUMENTED and doc/compute.md")
+      end
       local doc = assert(io.open("doc/compute.md")):read("a")
       assert(doc:find("| " .. d.what .. " |", 1, true), "doc/compute.md's table has no row for " .. d.what)
     end)
