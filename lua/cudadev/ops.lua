@@ -1345,7 +1345,9 @@ local function fast_reduce(kept, a, v)
 end
 
 -- A reduction method: make(dtype, opts) gives the reduction's description for reduce().
+local REDUCTIONS = {}   -- [fname] = make, for cd.fuse's trailing reductions (NOTE [operation plans])
 local function reduction_method(fname, make)
+  REDUCTIONS[fname] = make
   local kept = fast_cache()   -- [Device][dtype] = {p1, p2, out, rdt, gen}: NOTE [reduction fast path]
   return function(a, v)
     if is_array(a) then
@@ -1546,3 +1548,10 @@ internal.float_result, internal.float_pair = float_result, float_pair   -- ops_n
 -- for ops_numpy.lua (NumPy's other functions, on the same generators)
 internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
 internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
+
+-- What cd.fuse (fuse.lua) builds on: NOTE [operation plans]
+internal.ops = { DT = DT, BIN = BIN, MATH = MATH, FNAMES = FNAMES, META = META, HELPERS = HELPERS,
+  plan_binary = plan_binary, plan_unary = plan_unary, plan_where = plan_where, out_dtype = out_dtype,
+  scalar_fits = scalar_fits, check_scalar_fits = check_scalar_fits, run_elementwise = run_elementwise,
+  run_reduction = run_reduction, reduction_geometry = reduction_geometry, reductions = REDUCTIONS,
+  lua_value = lua_value, broadcast_shapes = broadcast_shapes, is_array = is_array }
