@@ -1,4 +1,4 @@
--- bench/arrays.lua PEERS_FILE: cudadev's side of bench/arrays_run (issue 17's array rows, without the rest of
+-- bench/arrays.lua PEERS_FILE: cudadev's side of bench/arrays_run (issue 17's and 28's array rows, without the rest of
 -- bench/run): a + b and a:sum() of 2^26 float32 on cuda:0, timed by events around the call (allocation of the
 -- result included), median of 30 after 3 warm-ups, results checked; then the table against the peers' lines
 -- (bench/arrays_peers.py, run before in the same call) with the ratios of the goals.
@@ -84,3 +84,32 @@ do
     cell(bmm), cell(peers.cupy_bmm), cell(peers.torch_bmm), best and ("%.2f×"):format(best / bmm) or "—",
     best and verdict(best / bmm >= 0.95) or ""))
 end
+-- issue 28's rows: sort and argsort of 2^24 uniform float32 (NOTE [radix sort]), cumsum of 2^26 (NOTE [scan
+-- passes]), a[mask] selecting about half of 2^26, concatenate of two 2^25 (its traffic against the C copy's)
+local function ratio_row(what, mine, theirs, goal)
+  print(("| %s, µs | %s | %s | — | ≥ %.2f× CuPy's speed (%s) %s |"):format(what, cell(mine), cell(theirs), goal,
+    theirs and ("%.2f×"):format(theirs / mine) or "—", theirs and verdict(theirs / mine >= goal) or ""))
+end
+local ns = math.max(n >> 2, 2)
+cd.random.seed(1)
+local u = cd.random.uniform(ns, "float32")
+local su = cd.sort(u)
+assert(su:slice(2, ns):ge(su:slice(1, ns - 1)):all(), "cd.sort is wrong")
+local pu = cd.argsort(u)
+assert(cd.take(u, pu:slice(1, 5)):eq(su:slice(1, 5)):all(), "cd.argsort is wrong")
+ratio_row(("cd.sort of %d float32"):format(ns), timed(function() return cd.sort(u) end), peers.cupy_sort, 0.9)
+ratio_row(("cd.argsort of %d float32"):format(ns), timed(function() return cd.argsort(u) end), peers.cupy_argsort, 0.9)
+local big = cd.random.uniform(n, "float32")
+local cs = cd.cumsum(a)
+assert(math.abs(cs[n] - expect) <= 1e-2 * expect, "cd.cumsum is wrong")   -- float32 sums of 2^26
+ratio_row("cd.cumsum", timed(function() return cd.cumsum(big) end), peers.cupy_cumsum, 0.9)
+local mask = big:gt(0.5)
+assert(big[mask].size == cd.count_nonzero(mask), "a[mask] is wrong")
+ratio_row("a[mask] (about half)", timed(function() return big[mask] end), peers.cupy_mask, 0.9)
+local h1, h2 = big:slice(1, n // 2), big:slice(n // 2 + 1, n)
+local cat = timed(function() return cd.concatenate({ h1, h2 }) end)
+local ctraffic2 = peers.torch_copy and 8 * n / peers.torch_copy / 1e3
+local ctr = 8 * n / cat / 1e3
+print(("| cd.concatenate of two halves, µs (GB/s) | %s (%.0f) | %s | C copy %s GB/s | ≥ 85%% of the C copy's traffic (%s) %s |"):format(
+  cell(cat), ctr, cell(peers.cupy_concat), ctraffic2 and ("%.0f"):format(ctraffic2) or "—",
+  ctraffic2 and ("%.0f%%"):format(100 * ctr / ctraffic2) or "—", ctraffic2 and verdict(ctr >= 0.85 * ctraffic2) or ""))

@@ -1,4 +1,5 @@
 """bench/arrays_peers.py: the peer side of bench/arrays_run. PyTorch's and CuPy's a + b and sum of 2^26 float32,
+CuPy's sort, argsort, cumsum, mask selection and concatenate (issue 28's rows),
 and PyTorch's device-to-device copy of 256 MiB (cudaMemcpyAsync: the C copy the traffic goal is measured
 against), each timed by CUDA events around the call (allocation of the result included, as cudadev's), median
 of 30 after 3 warm-ups, results checked. Output: `RESULT name microseconds` lines; a peer that cannot be
@@ -63,3 +64,19 @@ print(f"RESULT cupy_std {timed(lambda: ca.std()):.2f}")
 cx, cy = cp.asarray(x), cp.asarray(y)
 assert cp.allclose(cp.matmul(cx, cy)[7], cx[7] @ cy[7], rtol=1e-4, atol=1e-3)
 print(f"RESULT cupy_bmm {timed(lambda: cp.matmul(cx, cy)):.2f}")
+
+# issue 28's rows: sort and argsort of 2^24 uniform float32, cumsum of 2^26, a[mask] selecting about half of
+# 2^26, concatenate of two 2^25 (its traffic against torch_copy's)
+cp.random.seed(1)
+u = cp.random.rand(1 << 24, dtype=cp.float32)
+su = cp.sort(u)
+assert bool((su[1:] >= su[:-1]).all())
+print(f"RESULT cupy_sort {timed(lambda: cp.sort(u)):.2f}")
+print(f"RESULT cupy_argsort {timed(lambda: cp.argsort(u)):.2f}")
+big = cp.random.rand(N, dtype=cp.float32)
+print(f"RESULT cupy_cumsum {timed(lambda: cp.cumsum(big)):.2f}")
+mask = big > 0.5
+assert int(big[mask].size) == int(mask.sum())
+print(f"RESULT cupy_mask {timed(lambda: big[mask]):.2f}")
+h1, h2 = big[: N // 2], big[N // 2 :]
+print(f"RESULT cupy_concat {timed(lambda: cp.concatenate((h1, h2))):.2f}")

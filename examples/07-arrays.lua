@@ -1,5 +1,5 @@
 -- examples/07-arrays.lua: computing with arrays as in NumPy or CuPy: random data, arithmetic, reductions, a
--- matrix multiply, and a .npy file that NumPy reads. Runs on the default device: cuda:0 when there is a GPU,
+-- matrix multiply, sorting, scans and selection, and a .npy file that NumPy reads. Runs on the default device: cuda:0 when there is a GPU,
 -- else the cpu device (CUDADEV_DEVICE=cpu chooses the cpu device anyway).
 --
 --   make build && build/luacuda examples/07-arrays.lua
@@ -35,6 +35,15 @@ local h = x:matmul(w)                              -- {4, 3} @ {3, 2} -> {4, 2}
 print("x @ w =", h)
 local gram = cd.matmul(x, x, { transa = true })    -- x^T x, {3, 3}, without copying a transpose
 print("x^T x =", gram)
+
+-- Sorting, scans, selection and joining, as NumPy's (positions 1-based, as Lua counts).
+local v = x:reshape({ 12 })
+print("sorted:", cd.sort(v))
+print("order (1-based):", cd.argsort(v))
+print("running sum:", cd.cumsum(v))
+print("elements above 0.5:", v[v:gt(0.5)], " how many:", cd.count_nonzero(v:gt(0.5)))
+print("the last element:", v[-1], " first and third:", v[cd.array({ 1, 3 }, "int64")])
+print("x and steps joined by columns:", cd.concatenate({ x, steps:astype("float32") }, 2))
 
 -- Types convert explicitly, as NumPy's astype.
 print("as float64:", h:astype("float64"))

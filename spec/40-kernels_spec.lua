@@ -95,7 +95,7 @@ describe("compile options", function()
   it("reject unknown keys", function()
     expect_error(function() cd.compile(SAXPY, { nmae = "x.cu" }) end,
       "bad argument #2 to 'compile' (unknown option 'nmae' (expected name, options, headers, include_paths, "
-        .. "name_expressions, device, arch, target))")
+        .. "name_expressions, device, arch, target, timeout))")
   end)
 
   it("check list options", function()
@@ -476,7 +476,7 @@ helper.each_device(function(dev)
       end)
 
       it("rejects unknown keys", function()
-        cfg_error({ dim = 4, blok = 256 }, "unknown key 'blok' (expected grid, block, dim, shared, stream, device, cooperative)")
+        cfg_error({ dim = 4, blok = 256 }, "unknown key 'blok' (expected grid, block, dim, shared, stream, device, cooperative, timeout)")
       end)
 
       it("rejects a zero or fractional grid", function()
@@ -555,7 +555,7 @@ helper.each_device(function(dev)
           expect_error(function() cd.launch_config(cfg) end, "bad argument #1 to 'launch_config' (" .. text .. ")")
         end
         made_error({ grid = 1 }, "missing 'dim', or 'grid' and 'block'")
-        made_error({ dim = 4, blok = 256 }, "unknown key 'blok' (expected grid, block, dim, shared, stream, device, cooperative)")
+        made_error({ dim = 4, blok = 256 }, "unknown key 'blok' (expected grid, block, dim, shared, stream, device, cooperative, timeout)")
         made_error({ grid = 0, block = 32 }, "'grid' must be a positive integer or {x, y, z}, got 0")
         made_error({ dim = 4, shared = -1 }, "'shared' must be 0 to 4294967295 bytes")
         made_error({ dim = 4, stream = 7 }, "'stream': cudadev.Stream expected, got number")

@@ -73,16 +73,25 @@ print(s.cpu_disk_dir)
 print(s.disk_refused)
 ]==]):format(VICTIM_SRC)
 
--- Runs the victim with env ("VAR=value ..."); returns its output with the private directory's random part
--- replaced by XXXXXX.
+-- The private directory's random part replaced by XXXXXX
+local function unrandom(out) return (out:gsub("cudadev%-%w%w%w%w%w%w([\n'])", "cudadev-XXXXXX%1")) end
+
+-- Runs the victim with env ("VAR=value ..."); returns its output, unrandom.
 local function victim(env)
-  return (helper.run_child(VICTIM, "timeout 120 env -u CUDADEV_CACHE " .. env):gsub("cudadev%-%w%w%w%w%w%w\n",
-    "cudadev-XXXXXX\n"))
+  return unrandom(helper.run_child(VICTIM, "timeout 120 env -u CUDADEV_CACHE " .. env))
 end
 
--- What the victim prints when its object is compiled into dir and nothing is refused (or refused: the text).
-local function victim_out(dir, refused)
-  return ("1,11,21,31\n%s\n%s\nexit 0\n"):format(dir, refused or "nil")
+-- The line a process writes to stderr, once, when its cpu objects go to the private directory priv instead of
+-- the cache, because of why (NOTE [cache fallback]).
+local function fallback_line(why, priv)
+  return ("cudadev: %s; cpu kernels are compiled in '%s' for this process (removed at its end)\n"):format(why, priv)
+end
+
+-- What the victim prints when its object is compiled into dir and nothing is refused (or refused: the text);
+-- fell: why it fell back to dir, the private directory (the refusal when not given).
+local function victim_out(dir, refused, fell)
+  fell = fell or refused
+  return ("%s1,11,21,31\n%s\n%s\nexit 0\n"):format(fell and fallback_line(fell, dir) or "", dir, refused or "nil")
 end
 
 -- The name the victim's object has in any cache directory (the key does not depend on the directory).
@@ -163,7 +172,8 @@ describe("the cpu kernel cache trusts no directory another user could write", fu
         sh(base .. "/tmp2/cudadev-" .. uid .. "/cpu/" .. k)))
       local out = victim(("CDV_PLANTED_MARK=%s TMPDIR=%s env -u HOME -u XDG_CACHE_HOME -u CUDADEV_CACHE_DIR"):format(
         sh(base .. "/mark"), sh(base .. "/tmp2")))
-      assert.are.equal(victim_out(base .. "/tmp2/cudadev-XXXXXX"), out)
+      assert.are.equal(victim_out(base .. "/tmp2/cudadev-XXXXXX", nil, "no kernel cache directory (CUDADEV_CACHE_DIR, "
+        .. "XDG_CACHE_HOME and HOME are unset)"), out)
       assert.is_false(exists(base .. "/mark"))
       -- and the private directory went with the process
       assert.are.equal("cudadev-" .. uid .. "\n", capture("ls " .. sh(base .. "/tmp2")))
@@ -201,6 +211,69 @@ describe("the cpu kernel cache trusts no directory another user could write", fu
     prepare(base)
     assert.are.equal(victim_out(base .. "/cache/cpu"), victim(env(base, "CUDADEV_CACHE_DIR=" .. sh(base .. "/cache"))))
     assert.are.equal("700\n700\n", capture(("stat -c %%a %s %s"):format(sh(base .. "/cache"), sh(base .. "/cache/cpu"))))
+  end))
+end)
+
+-- The victim run as `nobody` (an ordinary user, for whom a mode is a mode) from a script it can read; its
+-- output, unrandom.
+local function other_victim(base, code, env)
+  local path = base .. "/victim.lua"
+  write(path, ("package.cpath = %q\nlocal cd = require 'cudadev'\n"):format(package.cpath) .. code)
+  run("chmod 0644 " .. sh(path))
+  return unrandom(capture(("timeout 120 %senv -u CUDADEV_CACHE %s lua5.4 %s 2>&1; echo \"exit $?\""):format(AS_OTHER,
+    env, sh(path))))
+end
+
+-- NOTE [cache fallback] (src/cpu_compile.c): every way a cache directory can be of no use ends in the private
+-- directory, said once on stderr.
+describe("a cpu kernel cache directory that cannot be used", function()
+  other_it("because the user cannot write it (its own, mode 0555): the objects go to the private directory",
+    with_base(function(base)
+      as_other(("mkdir -m 0700 %s %s && mkdir -m 0555 %s"):format(sh(base .. "/tmp"), sh(base .. "/cache"),
+        sh(base .. "/cache/cpu")))
+      -- a second kernel: the line is written once a process
+      local out = other_victim(base, VICTIM .. "cd.compile('extern \"C\" __global__ void k2() {}', { device = 'cpu' })\n"
+        .. "print(cd.kernel_cache_stats().cpu_disk_dir)\n", "TMPDIR=" .. sh(base .. "/tmp") .. " CUDADEV_CACHE_DIR="
+        .. sh(base .. "/cache"))
+      local priv = base .. "/tmp/cudadev-XXXXXX"
+      assert.are.equal(fallback_line(("the kernel cache directory '%s/cache/cpu' is not writable: Permission denied")
+        :format(base), priv) .. ("1,11,21,31\n%s\nnil\n%s\nexit 0\n"):format(priv, priv), out)
+    end))
+
+  it("because a directory above it cannot be created (a file is in the way)", with_base(function(base)
+    prepare(base)
+    write(base .. "/file", "")
+    assert.are.equal(victim_out(private(base), nil, ("cannot create the kernel cache directory '%s/file/cache/cpu': "
+      .. "Not a directory"):format(base)), victim(env(base, "CUDADEV_CACHE_DIR=" .. sh(base .. "/file/cache"))))
+  end))
+
+  -- a full file system: a 16 KiB tmpfs, mounted in a user and mount namespace of the child's own (unshare -rm)
+  local full_why = os.execute("unshare -rm true 2>/dev/null") ~= true and "unshare -rm does not run here"
+  local full_it = full_why and function(name) pending(("%s (%s)"):format(name, full_why)) end or it
+  full_it("because its file system is full (ENOSPC)", with_base(function(base)
+    prepare(base)
+    run(("mkdir -m 0700 %s"):format(sh(base .. "/cache")))
+    local out = victim(("unshare -rm sh -c %s"):format(sh(("mount -t tmpfs -o size=16k,mode=0700 tmpfs %s && exec env %s "
+      .. "lua5.4 \"$1\""):format(sh(base .. "/cache"), env(base, "CUDADEV_CACHE_DIR=" .. sh(base .. "/cache"))))))
+    local tmp = out:match("cannot write the sources into '" .. base:gsub("%p", "%%%0") .. "/cache/cpu/(tmp%-%x+%-%w+)'")
+    assert.is_truthy(tmp, out)
+    assert.are.equal(victim_out(private(base), nil, ("cannot write the sources into '%s/cache/cpu/%s': No space left on "
+      .. "device"):format(base, tmp)), out)
+  end))
+
+  -- a directory nobody can make anything in, root included (sysfs): the build in it fails, the private one works
+  local sys_why = not exists("/sys/devices/system/cpu") and "no /sys/devices/system/cpu (sysfs) here"
+  local sys_it = sys_why and function(name) pending(("%s (%s)"):format(name, sys_why)) end or it
+  sys_it("because nothing can be created in it, whoever runs (sysfs)", with_base(function(base)
+    prepare(base)
+    local out = victim(env(base, "CUDADEV_CACHE_DIR=/sys/devices/system"))
+    local line, rest = out:match("^(cudadev: [^\n]*)\n(.*)$")
+    assert.is_truthy(line, out)
+    -- as root the build fails (EPERM); as another user the directory is refused (root's)
+    assert.is_truthy(line:find("'/sys/devices/system/cpu'", 1, true), line)
+    assert.are.equal(fallback_line(line:match("^cudadev: (.*); cpu kernels"), private(base)), line .. "\n")
+    assert.are.equal(("1,11,21,31\n%s\n"):format(private(base)), rest:match("^(1,11,21,31\n[^\n]*\n)"))
+    assert.are.equal("exit 0\n", rest:match("exit %d+\n$"))
   end))
 end)
 
@@ -243,6 +316,30 @@ local function fifo_child(base, src, more)
 end
 
 describe("a compile", function()
+  -- NOTE [failed compiles] (src/cpu_compile.c)
+  it("that failed is remembered: the same broken source again does not run the host compiler", with_base(function(base)
+    write(base .. "/cxx", '#!/bin/sh\ncase "$*" in *kernel.cpp*) echo run >> "$CXX_RUNS";; esac\nexec c++ "$@"\n')
+    run("chmod 0755 " .. sh(base .. "/cxx"))
+    local out = helper.run_child([==[
+local function runs() local f = io.open(os.getenv("CXX_RUNS")) local n = f and #f:read("a") // 4 or 0 if f then f:close() end return n end
+local bad = 'extern "C" __global__ void k(int *x) { x[0] = nope; }'
+local ok1, e1 = pcall(cd.compile, bad, { device = "cpu" })
+local n1 = runs()
+local ok2, e2 = pcall(cd.compile, bad, { device = "cpu" })
+print(ok1, ok2, n1 > 0, runs() == n1, tostring(e1) == tostring(e2), e2.name, e1.log == e2.log and #e2.log > 0)
+-- another name is another message: compiled again; so is another source
+pcall(cd.compile, bad, { device = "cpu", name = "other.cu" })
+local n2 = runs()
+print(n2 > n1, pcall(cd.compile, 'extern "C" __global__ void k(int *x) { x[0] = 1; }', { device = "cpu" }), runs() > n2)
+cd.clear_kernel_cache()   -- forgets failures too
+pcall(cd.compile, bad, { device = "cpu" })
+print(runs() > n2 + 1)
+]==], ("env -u CUDADEV_CACHE CUDADEV_CACHE_DIR=%s CUDADEV_CXX=%s CXX_RUNS=%s"):format(sh(base .. "/cache"),
+      sh(base .. "/cxx"), sh(base .. "/runs")))
+    assert.are.equal("false\tfalse\ttrue\ttrue\ttrue\tHOST_COMPILER_ERROR\ttrue\ntrue\ttrue\ttrue\ntrue\nexit 0\n",
+      (out:gsub("Module%b()", "M")))
+  end))
+
   it("that includes a FIFO is refused before the host compiler opens it", with_base(function(base)
     run(("mkdir %s && mkfifo %s"):format(sh(base .. "/inc"), sh(base .. "/inc/fifo.h")))
     assert.are.equal(("cpu.compile: NVRTC_ERROR_COMPILATION: the included file '%s/inc/fifo.h' is not a regular file "

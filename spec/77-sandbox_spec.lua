@@ -317,3 +317,73 @@ describe("the includes of a sandboxed compile", function()
     end)
   end)
 end)
+
+-- NOTE [faults without addresses] (src/cpu_run.c): a host compiles its kernels, then runs scripts sandboxed
+-- (the prelude runs before cudadev_set_sandbox); a fault's text names a parameter and an offset, no address.
+describe("the error texts of a sandboxed state", function()
+  local PRELUDE = [[m = cd.compile('extern "C" __global__ void st(int *x, long long i) { x[i] = -1; }\n'
+    .. 'extern "C" __global__ void st2(int *a, int *x, long long i) { x[i] = a[0]; }', { device = "cpu" })]]
+
+  -- the text of the error of `call` (Lua, with b: 1024 i32 on the cpu device), which must raise one
+  local function fault(call)
+    local text = sandboxed(([[
+local b = cd.full(1024, 8, "i32", { device = "cpu" })
+local ok, err = pcall(function() %s end)
+assert(not ok, "no fault")
+return tostring(err)
+]]):format(call), { prelude = PRELUDE })
+    assert.is_nil(text:find("0x", 1, true), text)
+    return (text:gsub("^sandboxed:%d+: ", ""))
+  end
+
+  local SEGV = "cpu.launch: CUDA_ERROR_ILLEGAL_ADDRESS: kernel '%s' crashed on the cpu device: SIGSEGV (segmentation "
+    .. "fault) %s (block (0,0,0), thread (0,0,0))"
+
+  helper.worker_it("name the parameter and the offset of a fault before or past an array, never an address",
+    function()
+      assert.are.equal(SEGV:format("st", "at byte offset -4 of parameter 'x' (4096 bytes long)"),
+        fault("m.st({ dim = 1 }, b, -1)"))
+      assert.are.equal(SEGV:format("st", "at byte offset 4496 of parameter 'x' (4096 bytes long)"),
+        fault("m.st({ dim = 1 }, b, 1124)"))
+      -- a view: the parameter that points closest below the fault, with its own offset and length
+      assert.are.equal(SEGV:format("st2", "at byte offset 2400 of parameter 'x' (2048 bytes long)"),
+        fault("m.st2({ dim = 1 }, b, b:slice(513, 1024), 600)"))
+      assert.are.equal(SEGV:format("st", "away from every array"), fault("m.st({ dim = 1 }, b, 1 << 40)"))
+      -- outside a sandbox the same fault still gives the addresses
+      local m = cd.compile('extern "C" __global__ void st(int *x, long long i) { x[i] = -1; }', { device = "cpu" })
+      local ok, err = pcall(m.st, { dim = 1 }, cd.full(1024, 8, "i32", { device = "cpu" }), -1)
+      assert.is_false(ok)
+      assert.is_truthy(err.message:find(" at address 0x%x+, 4 bytes before the array at 0x%x+ %(4096 bytes%)"),
+        err.message)
+    end)
+
+  it("name a value by its type where its text would be its address (a table, a function)", function()
+    for _, c in ipairs({
+      { "cd.launch_config{ [{}] = 1 }", "bad argument #1 to 'launch_config' (unknown key 'table' (expected grid, block, "
+        .. "dim, shared, stream, device, cooperative, timeout))" },
+      { "local a = cd.zeros(4, 'i32', { device = 'cpu' }) a[{}] = 1", "bad argument #2 to 'newindex' (a table is not "
+        .. "an index (use a number, an integer or bool Array, or a:slice(i, j)))" },
+      { "local a = cd.zeros(4, 'i32', { device = 'cpu' }) return a[print]",
+        "bad argument #2 to 'index' (index function out of range 1..4)" },
+      { "cd.zeros({ {} }, 'i32', { device = 'cpu' })",
+        "bad argument #1 to 'zeros' (dimension 1 must be a non-negative integer, got table)" },
+      { "cd.compile('x', { arch = {} })",
+        "bad option 'arch' to 'compile' (expected \"sm_XY\" or an integer such as 90, got table)" },
+      { "cd.elementwise('float32 x', 'float32 y', 'y = x', { [{}] = 1 })",
+        "bad option 'table' to 'elementwise' (unknown option)" },
+    }) do
+      local ok, err = cd._sandbox(c[1])
+      assert.is_false(ok)
+      assert.are.equal(c[2], (err:gsub("^sandboxed:%d+: ", "")))
+    end
+  end)
+
+  it("of cd._sandbox's prelude: a string, run before the sandbox is on", function()
+    assert.are.equal("true\tfalse", sandboxed("return tostring(pre_ok) .. '\\t' .. tostring(pcall(cd.compile, "
+      .. "'extern \"C\" __global__ void k() {}', { device = 'cpu' }))",
+      { prelude = "pre_ok = pcall(cd.compile, 'extern \"C\" __global__ void k() {}', { device = 'cpu' })" }))
+    helper.assert_error_matches(function() cd._sandbox("return 1", { prelude = {} }) end,
+      "bad option 'prelude' to '_sandbox' (string expected)")
+    assert.are.same({ false, "prelude:1: boom" }, { cd._sandbox("return 1", { prelude = "error('boom')" }) })
+  end)
+end)

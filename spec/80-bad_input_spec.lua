@@ -569,7 +569,7 @@ describe("compile refuses", function()
       "bad option 'target' to 'compile' (expected \"cubin\", \"ptx\" or both in a table)")
     expect_error(function() cd.compile(SRC, { [true] = 1 }) end,
       "bad argument #2 to 'compile' (option keys must be strings (expected name, options, headers, include_paths, "
-      .. "name_expressions, device, arch, target))")
+      .. "name_expressions, device, arch, target, timeout))")
   end)
 
   it("a bad name or device option, naming the option", function()
@@ -661,8 +661,8 @@ describe("kernel launches refuse", function()
     cfg_error({ grid = 1, block = 1, shared = -1 }, "'shared' must be 0 to 1048576 bytes")
     cfg_error({ grid = 1, block = 1, shared = 1.5 }, "'shared' must be 0 to 1048576 bytes")
     cfg_error({ grid = 1, block = 1, shared = 2^40 }, "'shared' must be 0 to 1048576 bytes")
-    cfg_error({ grid = 1, block = 1, blok = 1 }, "unknown key 'blok' (expected grid, block, dim, shared, stream, device, cooperative)")
-    cfg_error({ grid = 1, block = 1, [1] = 1 }, "unknown key '1' (expected grid, block, dim, shared, stream, device, cooperative)")
+    cfg_error({ grid = 1, block = 1, blok = 1 }, "unknown key 'blok' (expected grid, block, dim, shared, stream, device, cooperative, timeout)")
+    cfg_error({ grid = 1, block = 1, [1] = 1 }, "unknown key '1' (expected grid, block, dim, shared, stream, device, cooperative, timeout)")
   end)
 
   it("a bad stream or device in the configuration, naming the key", function()

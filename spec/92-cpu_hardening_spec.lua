@@ -162,6 +162,96 @@ describe("out-of-bounds accesses on the cpu device", function()
   end)
 end)
 
+describe("a store past an array's end, seen by the canary after it (NOTE [tail canary])", function()
+  local m
+  local KIND = { f32 = "float", f64 = "double", i8 = "signed char" }
+  before_each(function()
+    local src = {}
+    for dt, ctype in pairs(KIND) do
+      src[#src + 1] = ('extern "C" __global__ void st_%s(%s *x, long long i) { x[i] = 0; }'):format(dt, ctype)
+    end
+    m = m or cd.compile(table.concat(src, "\n"), CPU)
+  end)
+  teardown(function() m = nil end)
+
+  local function message(k, bytes, first, last)
+    return ("kernel '%s' wrote past the end of argument #1 ('x', an array of %d bytes): bytes %d to %d past its "
+      .. "end changed (seen after the launch, in the canary kept there; which thread wrote is not known)")
+      :format(k, bytes, first, last)
+  end
+
+  -- the bytes an array of n bytes has after it: its block (the block cache's class of n, 512-byte steps, or of
+  -- n + 16 when that would leave fewer than 16 in a slab block; a slab block is 256 << k, up to 2048 bytes, else
+  -- the array's pages end there, at a guard page), at most 1024 of them
+  local function slack(n)
+    local class = (n + 511) // 512 * 512
+    if class <= 2048 and class - n < 16 then class = (n + 16 + 511) // 512 * 512 end
+    local block = class
+    if class <= 2048 then block = 256; while block < class do block = block * 2 end end
+    return math.min(block - n, 1024)
+  end
+
+  local GUARD = "^kernel 'st_%s' crashed on the cpu device: SIGSEGV %%(segmentation fault%%) at address 0x%%x+, 0 bytes "
+    .. "past the end of the array at 0x%%x+ %%(%d bytes%%) %%(block %%(0,0,0%%), thread %%(0,0,0%%)%%)$"
+
+  it("one element past the end is an error naming the argument, every size from 1 to 4097 (f32, f64, i8)", function()
+    local forking = os.getenv("CUDADEV_CPU_FORK") ~= "0"
+    for _, dt in ipairs({ "f32", "f64", "i8" }) do
+      local size = dt == "f32" and 4 or dt == "f64" and 8 or 1
+      local k = m["st_" .. dt]
+      for n = 1, 4097 do
+        local bytes = n * size
+        if slack(bytes) > 0 or forking then -- else its guard page faults, which would end this process
+          local a = cd.full(n, 1, dt, CPU)
+          local ok, err = pcall(k, { dim = 1 }, a, n)
+          assert.is_false(ok, ("%s n = %d: the store past the end went unseen"):format(dt, n))
+          assert.are.equal("CUDA_ERROR_ILLEGAL_ADDRESS", err.name)
+          if slack(bytes) == 0 then -- the array ends at its guard page
+            assert.is_truthy(err.message:find(GUARD:format(dt, bytes)), err.message)
+          elseif err.message ~= message("st_" .. dt, bytes, 0, size - 1) then
+            assert.are.equal(message("st_" .. dt, bytes, 0, size - 1), err.message)
+          end
+          assert.is_true(pcall(k, { dim = 1 }, a, n - 1), "the next launch is clean") -- the canary was rewritten
+          assert.are.equal(0, a[n])
+          if n > 1 then assert.are.equal(1, a[n - 1]) end
+          a:free()
+        end
+      end
+    end
+  end)
+
+  it("a store that starts anywhere in the bytes after the end is caught", function()
+    for _, n in ipairs({ 1, 100, 496, 497, 512, 1000, 2032, 2048, 3000, 4096 }) do
+      local a = cd.full(n, 1, "i8", CPU)
+      for j = n, n + slack(n) - 1 do
+        local ok, err = pcall(m.st_i8, { dim = 1 }, a, j)
+        assert.is_false(ok, ("n = %d, a store at %d went unseen"):format(n, j))
+        assert.are.equal(message("st_i8", n, j - n, j - n), err.message)
+      end
+      assert.is_true(pcall(m.st_i8, { dim = 1 }, a, 0))
+      a:free()
+    end
+  end)
+
+  fork_it("past the bytes after a big array's end, its guard page faults", function()
+    local a = cd.full(1000, 1, "f32", CPU) -- 4000 bytes in a block of 4096 at the end of its pages
+    local ok, err = pcall(m.st_f32, { dim = 1 }, a, 1024)
+    assert.is_false(ok)
+    assert.are.equal("CUDA_ERROR_ILLEGAL_ADDRESS", err.name)
+    assert.is_truthy(err.message:find("SIGSEGV", 1, true), err.message)
+    assert.is_true(pcall(m.st_f32, { dim = 1 }, a, 999), "the canary of a failed launch was written again")
+  end)
+
+  it("a view's end is its array's: a store past a view that ends inside the array is not seen", function()
+    local a = cd.full(1000, 1, "f32", CPU)
+    assert.is_true(pcall(m.st_f32, { dim = 1 }, a:slice(1, 500), 500))
+    assert.are.equal(0, a[501])
+    local ok, err = pcall(m.st_f32, { dim = 1 }, a:slice(501, 1000), 500)
+    assert.is_false(ok)
+    assert.are.equal(message("st_f32", 4000, 0, 3), err.message)
+  end)
+end)
+
 describe("many arrays on the cpu device", function()
   it("a million live small arrays fit (pooled: a few hundred mappings, not one each)", function()
     local out = helper.run_child([[
@@ -254,6 +344,104 @@ io.open(MARK, "w"):close()
 local ok, err = pcall(m.spin, { dim = 1 }, a)
 print("returned", ok, err)
 ]==]
+
+  -- NOTE [launch time limit] (src/cpu_run.c): every limit here is under a second, and each case checks that
+  -- it took less than 20 s in all
+  local SPIN_SRC = 'extern "C" __global__ void spin(int *p) { while (*(volatile int *)p == 0) {} }\n'
+    .. 'extern "C" __global__ void one(int *p) { p[blockIdx.x * blockDim.x + threadIdx.x] = 7; }'
+  local function past(limit)
+    return ("kernel 'spin' ran past its time limit of %s s on the cpu device and was stopped (the launch's timeout, "
+      .. "else cd.compile's, else CUDADEV_CPU_TIMEOUT)"):format(limit)
+  end
+
+  helper.worker_it("a launch's timeout stops a kernel that never ends, naming it and the limit; the next launch works",
+    function()
+      local t0 = os.time()
+      local m = cd.compile(SPIN_SRC, CPU)
+      local a = cd.zeros(256, "i32", CPU)
+      local ok, err = pcall(m.spin, { grid = 4, block = 32, timeout = 0.5 }, a)
+      assert.is_false(ok)
+      assert.are.same({ "cpu.launch", "CUDA_ERROR_LAUNCH_TIMEOUT", past("0.5"), false },
+        { err.api, err.name, err.message, err.sticky })
+      m.one({ grid = 4, block = 64 }, a)
+      assert.are.same({ 7, 7 }, { a[1], a[256] })
+      -- a LaunchConfig carries it, and a launch within its limit is not disturbed
+      local lc = cd.launch_config { grid = 1, block = 1, timeout = 0.25 }
+      assert.are.same({ 0.25, "LaunchConfig(grid=1, block=1, timeout=0.25)" }, { lc.timeout, tostring(lc) })
+      a[1] = 0
+      assert.are.equal(past("0.25"), select(2, pcall(m.spin, lc, a)).message)
+      m.one({ grid = 4, block = 64, timeout = 30 }, a)
+      assert.are.equal(7, a[1])
+      assert.is_true(os.time() - t0 < 20)
+    end)
+
+  helper.worker_it("cd.compile's timeout is its kernels' limit; a launch's own wins, and 0 is no limit", function()
+    local t0 = os.time()
+    local m = cd.compile(SPIN_SRC, { device = "cpu", timeout = 0.3 })
+    local a = cd.zeros(1, "i32", CPU)
+    assert.are.equal(past("0.3"), select(2, pcall(m.spin, { dim = 1 }, a)).message)
+    assert.are.equal(past("0.2"), select(2, pcall(m.spin, { dim = 1, timeout = 0.2 }, a)).message)
+    -- the same source without the option: the cached module, without the limit
+    local plain = cd.compile(SPIN_SRC, CPU)
+    assert.are.equal(past("0.2"), select(2, pcall(plain.spin, { dim = 1, timeout = 0.2 }, a)).message)
+    assert.are.equal(past("0.3"), select(2, pcall(m.spin, { dim = 1 }, a)).message)
+    assert.is_true(os.time() - t0 < 20)
+  end)
+
+  local ENV_CHILD = [==[
+local m = cd.compile(os.getenv("SRC"), { device = "cpu" })
+local a = cd.zeros(64, "i32", { device = "cpu" })
+-- under ASan a cooperative launch runs in-process (NOTE [forks under ASan]), where there is no time limit
+local asan = (os.getenv("LD_PRELOAD") or ""):match("asan")
+for _, c in ipairs({ { grid = 1, block = 32 }, not asan and { grid = 2, block = 32, cooperative = true } or nil }) do
+  local ok, err = pcall(m.spin, c, a)
+  print(ok, err and err.message)
+end
+m.one({ grid = 1, block = 64 }, a)
+print(a[1], a[64])
+]==]
+
+  it("CUDADEV_CPU_TIMEOUT bounds every contained launch: through the worker, a child per launch, a cooperative one",
+    function()
+      local t0 = os.time()
+      local coop = not (os.getenv("LD_PRELOAD") or ""):match("asan")   -- see ENV_CHILD
+      for _, fork in ipairs({ "1", "each" }) do
+        local out = helper.run_child(ENV_CHILD, ("timeout 60 env CUDADEV_CPU_TIMEOUT=0.4 CUDADEV_CPU_FORK=%s SRC=%s")
+          :format(fork, helper.shell_quote(SPIN_SRC)))
+        assert.are.equal(("false\t%s\n"):rep(coop and 2 or 1):format(past("0.4"), past("0.4")) .. "7\t7\nexit 0\n", out)
+      end
+      local out = helper.run_child(ENV_CHILD, ("timeout 60 env CUDADEV_CPU_TIMEOUT=soon SRC=%s"):format(
+        helper.shell_quote(SPIN_SRC)))
+      local bad = "CUDADEV_CPU_TIMEOUT must be a number of seconds (0 for no limit), not 'soon'"
+      assert.are.equal(("false\t%s\n"):format(bad):rep(coop and 2 or 1),
+        out:match("^false\t[^\n]*\n" .. (coop and "false\t[^\n]*\n" or "")), out)
+      assert.is_true(os.time() - t0 < 40)
+    end)
+
+  it("an in-process launch (CUDADEV_CPU_FORK=0) has no time limit: the option is taken and has no effect", function()
+    local out = helper.run_child([==[
+local m = cd.compile('extern "C" __global__ void slow(int *p) { for (volatile int i = 0; i < 100000000; i++) {} '
+  .. 'p[0] = 1; }', { device = "cpu" })
+local a = cd.zeros(1, "i32", { device = "cpu" })
+local t = cd.now()
+m.slow({ dim = 1, timeout = 0.01 }, a)
+print(a[1], cd.now() - t > 0.02)
+]==], "timeout 60 env CUDADEV_CPU_FORK=0 CUDADEV_CPU_TIMEOUT=0.01")
+    assert.are.equal("1\ttrue\nexit 0\n", out)
+  end)
+
+  it("a timeout that is not a number of seconds is refused, by the launch and by cd.compile", function()
+    local m = cd.compile(SPIN_SRC, CPU)
+    local a = cd.zeros(1, "i32", CPU)
+    for _, v in ipairs({ -1, "soon", 0 / 0, 1e10 }) do
+      helper.assert_error_matches(function() m.one({ dim = 1, timeout = v }, a) end,
+        "bad launch configuration for 'one' ('timeout' must be a number of seconds from 0 (no limit) to 1e9, got "
+        .. tostring(v) .. ")")
+      helper.assert_error_matches(function() cd.compile(SPIN_SRC, { device = "cpu", timeout = v }) end,
+        "bad option 'timeout' to 'compile' (a number of seconds from 0 (no limit) to 1e9 expected, got " .. tostring(v)
+        .. ")")
+    end
+  end)
 
   it("SIGINT sent to the process (not its group) ends a forked launch; lua then raises interrupted!", function()
     local out, how = interrupt_child(SPIN, "CUDADEV_CPU_FORK=1")

@@ -122,6 +122,23 @@ const char *cdv_typename(lua_State *L, int idx) {
   return n;
 }
 
+/* A value as error text, pushed: luaL_tolstring's, except that in a sandboxed state a value whose text would
+ * be its address (a table, a function, a thread, a userdata without __tostring) is named by its type (NOTE
+ * [faults without addresses]: no address in a sandbox's error texts). */
+const char *cdv_value_text(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  int t = lua_type(L, idx);
+  int by_address =
+      t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TTHREAD || t == LUA_TUSERDATA || t == LUA_TLIGHTUSERDATA;
+  if (by_address && cdv_get_state(L)->sandbox) {
+    if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL)
+      lua_pop(L, 1);
+    else
+      return lua_pushstring(L, cdv_typename(L, idx));
+  }
+  return luaL_tolstring(L, idx, NULL);
+}
+
 /* NOTE [checked values]: a userdata of type tname, recognised by its tag (NOTE [magic]); a value that
  * carries tname's metatable without being one (set with the debug library) is told apart from a value of
  * another type, so the message never reads "cudadev.Array expected, got cudadev.Array". */

@@ -235,7 +235,7 @@ static void gc_pressure(lua_State *L, cdv_state *st, size_t bytes) {
 static int mem_alloc(cdv_state *st, cdv_device *d, int kind, size_t bytes, void *stream, void **ptr, cdv_err *e) {
   if (kind == CDV_MEM_PINNED) return cdv_pinned_alloc(d, bytes, ptr, e);
   if (kind != CDV_MEM_DEVICE) return d->be->mem_alloc(d, bytes, kind, stream, ptr, e);
-  size_t c = cdv_block_class(bytes);
+  size_t c = cdv_array_class(d, bytes);
   if ((*ptr = cdv_block_take(st, d, c, stream)) != NULL) return 0;
   return d->be->mem_alloc(d, c, kind, stream, ptr, e);
 }
@@ -274,6 +274,11 @@ static cdv_block *block_alloc(lua_State *L, cdv_state *st, cdv_device *d, int ki
   b->quota = quota;
   b->charged = charged;
   b->owner = st;
+  if (d->be->mem_slack != NULL && b->ptr != NULL) { /* NOTE [tail canary] */
+    size_t slack = d->be->mem_slack(d, b->ptr, bytes);
+    b->slack = slack < CDV_CANARY_MAX ? slack : CDV_CANARY_MAX;
+    cdv_canary_fill(b);
+  }
   cdv_state_ref(st); /* (see NOTE [state record]) the block counts against it until freed */
   st->live_arrays++;
   if (quota != NULL) quota->quota_used += charged;
@@ -333,7 +338,7 @@ static int block_unref(cdv_block *b, cdv_err *e) {
     if (rc == 0 && b->kind == CDV_MEM_PINNED)
       cdv_pinned_free(d, b->ptr, b->bytes); /* idle now: reusable */
     else if (rc == 0 && b->kind == CDV_MEM_DEVICE && b->generation == d->generation) /* NOTE [block cache] */
-      rc = cdv_block_put(b->owner, d, b->ptr, cdv_block_class(b->bytes), stream, e);
+      rc = cdv_block_put(b->owner, d, b->ptr, cdv_array_class(d, b->bytes), stream, e);
     else if (rc == 0)
       rc = d->be->mem_free(d, b->ptr, b->kind, stream, e);
   }
@@ -388,9 +393,9 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
       int isint;
       lua_Integer v = lua_tointegerx(L, -1, &isint);
       if (!isint || v < 0)
-        luaL_argerror(L, arg,
-                      lua_pushfstring(L, "dimension %d must be a non-negative integer, got %s", i + 1,
-                                      luaL_tolstring(L, -1, NULL)));
+        luaL_argerror(
+            L, arg,
+            lua_pushfstring(L, "dimension %d must be a non-negative integer, got %s", i + 1, cdv_value_text(L, -1)));
       lua_pop(L, 1);
       shape[i] = v;
     }
@@ -1543,13 +1548,30 @@ static int array_astype(lua_State *L) {
 
 /* ------------------------------------------------------------ element access */
 
+/* NOTE [array indices]: a[i] takes a number (1-based; negative counts from the end, as a:slice does: a[-1] is
+ * the last element) here, and an integer or bool Array in Lua (sorting.lua's __views_index and
+ * __views_setindex: a gather, a mask selection, a scatter); a table is refused with the forms that work, where
+ * it used to read as an out-of-range index. */
+static int index_key(lua_State *L, int nargs) {
+  int t = lua_type(L, 2);
+  if (t == LUA_TTABLE)
+    return luaL_argerror(L, 2, "a table is not an index (use a number, an integer or bool Array, or a:slice(i, j))");
+  if (t != LUA_TUSERDATA || luaL_testudata(L, 2, CDV_ARRAY) == NULL) return 0;
+  call_views(L, nargs == 2 ? "__views_index" : "__views_setindex", nargs, nargs == 2 ? 1 : 0);
+  return 1;
+}
+
+/* A position i of n as a 0-based offset: negative from the end; out of range stays out of range. */
+static lua_Integer from_end(lua_Integer i, int64_t n) { return i < 0 && i >= -n ? i + n + 1 : i; }
+
 /* Element i (1-based) of a 1-d array, or row i of an N-d array as a view. */
 static int array_get(lua_State *L, cdv_array *a) {
+  if (index_key(L, 2)) return 1;
   int isint;
-  lua_Integer i = lua_tointegerx(L, 2, &isint);
   int64_t n = a->ndim ? a->shape[0] : 1;
+  lua_Integer i = from_end(lua_tointegerx(L, 2, &isint), n);
   if (!isint || i < 1 || i > n)
-    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
+    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", cdv_value_text(L, 2), n));
   size_t is = cdv_dtypes[a->dtype].size;
   ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1); /* NOTE [strided views] */
   if (a->ndim > 1) {
@@ -1576,14 +1598,16 @@ static int array_get(lua_State *L, cdv_array *a) {
 
 static int array_newindex(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
+  lua_settop(L, 3);
+  if (index_key(L, 3)) return 0;
   if (lua_type(L, 2) != LUA_TNUMBER)
-    return luaL_error(L, "cannot assign to field '%s' of an Array", luaL_tolstring(L, 2, NULL));
+    return luaL_error(L, "cannot assign to field '%s' of an Array", cdv_value_text(L, 2));
   int isint;
-  lua_Integer i = lua_tointegerx(L, 2, &isint);
   if (a->ndim > 1) return luaL_error(L, "cannot assign a row of a %d-d array (use a[i]:fill(v) or copy_from)", a->ndim);
   int64_t n = a->ndim ? a->shape[0] : 1;
+  lua_Integer i = from_end(lua_tointegerx(L, 2, &isint), n);
   if (!isint || i < 1 || i > n)
-    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", luaL_tolstring(L, 2, NULL), n));
+    return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", cdv_value_text(L, 2), n));
   uint64_t v = 0;
   size_t is = cdv_dtypes[a->dtype].size;
   check_elem(L, 3, 3, a->dtype, &v);

@@ -69,6 +69,17 @@ typedef struct cdv_err {
 /* Fill e from a printf-style message; returns -1 so backends can `return cdv_fail(...)`. */
 int cdv_fail(cdv_err *e, const char *api, int code, const char *name, const char *fmt, ...);
 
+/* NOTE [launch limits]: what a launch asks of a backend beyond its geometry and arguments. The CUDA backend
+ * has no use for either: a GPU launch returns at once (what bounds a GPU kernel is in doc/kernels.md), and a
+ * GPU fault has no address in its text. The cpu device stops a contained launch past its time limit (NOTE
+ * [launch time limit] in cpu_run.c) and words a fault of a sandboxed state without addresses. */
+typedef struct cdv_launch_opts {
+  double timeout; /* seconds: > 0 a limit, 0 none, < 0 the default ($CUDADEV_CPU_TIMEOUT) */
+  int sandbox; /* the launching state is sandboxed: error texts name parameters and offsets, not addresses */
+  int nparams;
+  const char *const *param_names; /* the kernel's nparams parameter names ("" where unknown), or NULL */
+} cdv_launch_opts;
+
 /* ---------------------------------------------------------------- devices */
 typedef struct cdv_backend cdv_backend;
 
@@ -139,6 +150,53 @@ typedef struct cdv_func_info {
   const char *cpu_path; /* the cpu device's "loop" or "fibers" (NOTE [kernel paths]); NULL elsewhere */
 } cdv_func_info;
 
+/* ---------------------------------------------------------------- built-in loops (NOTE [cpu loops]) */
+/* The operations of ops.lua a backend may run without a compile: elementwise (x = in[0], y = in[1]; where: the
+ * condition, x, y) and reductions. X(NAME, name): name is ops.lua's. */
+/* clang-format off */
+#define CDV_LOOP_OPS(X)                                                                                          \
+  X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(FLOORDIV, floordiv) X(MOD, mod) X(POW, pow)              \
+  X(MINIMUM, minimum) X(MAXIMUM, maximum) X(ATAN2, atan2) X(HYPOT, hypot) X(BAND, band) X(BOR, bor)        \
+  X(BXOR, bxor) X(SHL, shl) X(SHR, shr) X(EQ, eq) X(NE, ne) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge)        \
+  X(EXP, exp) X(EXP2, exp2) X(EXPM1, expm1) X(LOG, log) X(LOG2, log2) X(LOG10, log10) X(LOG1P, log1p)     \
+  X(SQRT, sqrt) X(CBRT, cbrt) X(SIN, sin) X(COS, cos) X(TAN, tan) X(ASIN, asin) X(ACOS, acos)             \
+  X(ATAN, atan) X(SINH, sinh) X(COSH, cosh) X(TANH, tanh) X(ASINH, asinh) X(ACOSH, acosh)                 \
+  X(ATANH, atanh) X(FLOOR, floor) X(CEIL, ceil) X(TRUNC, trunc) X(RINT, rint) X(ERF, erf) X(ERFC, erfc)   \
+  X(ABS, abs) X(NEGATIVE, negative) X(SIGN, sign) X(SQUARE, square) X(ISNAN, isnan) X(ISINF, isinf)       \
+  X(ISFINITE, isfinite) X(LOGICAL_NOT, logical_not) X(INVERT, invert) X(WHERE, where) X(COPY, copy)
+#define CDV_RED_OPS(X) \
+  X(SUM, sum) X(PROD, prod) X(MEAN, mean) X(MIN, min) X(MAX, max) X(ARGMIN, argmin) X(ARGMAX, argmax) X(ALL, all) X(ANY, any)
+/* clang-format on */
+#define CDV_LOOP_ENUM(N, n) CDV_LOOP_##N,
+#define CDV_RED_ENUM(N, n) CDV_RED_##N,
+enum { CDV_LOOP_OPS(CDV_LOOP_ENUM) CDV_LOOP_NOPS };
+enum { CDV_RED_OPS(CDV_RED_ENUM) CDV_RED_NOPS };
+#define CDV_LOOP_MAXDIM 8 /* CDV_MAXDIM of cdv.h */
+
+typedef struct cdv_loop_operand {
+  char *data; /* the element at index 0 */
+  cdv_dtype dtype;
+  int64_t stride[CDV_LOOP_MAXDIM]; /* in elements, per dimension of the output (0 where broadcast) */
+} cdv_loop_operand;
+
+/* out[idx] = (out)(res)(op of the inputs converted to calc), over shape; bits: the promoted dtype's width */
+typedef struct cdv_loop {
+  int op, nin, nd, bits;
+  cdv_dtype calc, calc2, res; /* calc2: the one y converts to (calc but for exact comparisons of int64 and uint64) */
+  int64_t shape[CDV_LOOP_MAXDIM];
+  cdv_loop_operand out, in[3];
+} cdv_loop;
+
+/* y (contiguous, outer * inner elements of out) = op over the K elements of x (contiguous, read as
+ * {outer, K, inner}) converted to acc, folded as nsplit blocks (NOTE [reduction passes]) */
+typedef struct cdv_reduce {
+  int op;
+  cdv_dtype in, acc, out;
+  const char *x;
+  char *y;
+  int64_t outer, K, inner, nsplit;
+} cdv_reduce;
+
 /* ---------------------------------------------------------------- the backend interface */
 /* Every operation returns 0 on success or -1 with *e filled. `stream` is a backend stream handle:
  * NULL means the device's default stream. No operation raises a Lua error or touches a lua_State. */
@@ -167,6 +225,11 @@ struct cdv_backend {
    * (its DMA engines read and write only page-locked memory); 0 when its copies are host memcpys.
    * NOTE [staged copies] in staging.c. */
   int stage_pageable;
+  /* (see NOTE [tail canary] in memory.c) tail_room: the bytes an array must leave free at the end of a block of
+   * the block cache's class cls (NULL: none); mem_slack: how many bytes after an array of `bytes` at ptr belong to its allocation (0 when
+   * the memory is not this backend's); NULL: the device keeps no canary */
+  size_t (*tail_room)(size_t cls);
+  size_t (*mem_slack)(cdv_device *d, const void *ptr, size_t bytes);
   int (*activate)(cdv_device *d, cdv_err *e); /* create/make current the context */
   int (*synchronize)(cdv_device *d, cdv_err *e);
   int (*mem_info)(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err *e);
@@ -205,13 +268,14 @@ struct cdv_backend {
    * i is past the last parameter. A size of CDV_PARAM_HUGE means that size or more (the cpu object's field). */
   int (*param_info)(cdv_device *d, void *fn, int i, size_t *offset, size_t *size);
   int (*occupancy)(cdv_device *d, void *fn, int block, size_t shared, int *blocks_per_sm, cdv_err *e);
+  /* opts: NOTE [launch limits]; NULL for the defaults */
   int (*launch)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared, void *stream,
-                void **args, cdv_err *e);
+                void **args, const cdv_launch_opts *opts, cdv_err *e);
   /* (see NOTE [cooperative launch]) the same launch with every block resident at once (grid-wide sync works);
    * coop_limit says how many blocks of that size fit at once: per_sm blocks on each of sms multiprocessors
    * (-1 with *e when the device cannot launch cooperatively). */
   int (*launch_cooperative)(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                            void *stream, void **args, cdv_err *e);
+                            void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e);
   int (*coop_limit)(cdv_device *d, void *fn, int block, size_t shared, int *per_sm, int *sms, cdv_err *e);
   /* (see NOTE [big shared memory]) let fn take `bytes` of dynamic shared memory per launch (more than the default
    * 48 KiB: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); *allowed is what it may take now (never lowered).
@@ -267,6 +331,10 @@ struct cdv_backend {
    * memory: both succeed and do nothing. */
   int (*mem_prefetch)(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
   int (*mem_advise)(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);
+  /* NOTE [cpu loops]: a built-in operation without a compile, done when it returns; 1 when the backend has no
+   * loop for that operation and types (the caller compiles it). NULL where the backend has none at all. */
+  int (*loop)(cdv_device *d, const cdv_loop *l, void *stream, cdv_err *e);
+  int (*reduce)(cdv_device *d, const cdv_reduce *r, void *stream, cdv_err *e);
 };
 enum {
   CDV_ADVISE_READ_MOSTLY = 1,
@@ -289,6 +357,11 @@ int cdv_cuda_fill_device(cdv_device *d, int ordinal, cdv_err *e); /* name, arch,
 int cdv_cuda_driver_version(void); /* cuDriverGetVersion, 0 without a driver */
 int cdv_nvrtc_version(int *major, int *minor); /* 0 on success */
 const char *cdv_nvrtc_toolkit_include(int which); /* "-I<toolkit>/include" (0), ".../include/cccl" (1), or "" */
+/* NOTE [nvrtc standard headers] (nvrtc_std.c): the request's headers followed by the standard ones it may use,
+ * in two arrays the caller frees (not their strings); the count, or -1 when out of memory. The SHA-256 of their
+ * text (hex), for the cache key. */
+int cdv_nvrtc_std_headers(const cdv_compile_req *req, const char ***names, const char ***srcs);
+const char *cdv_nvrtc_std_digest(void);
 int cdv_cuda_is_sticky(int curesult); /* NOTE [sticky faults] */
 /* the CUDA backend's attribute, reset and stream_of operations, also callable directly (tests/) */
 int cdv_cuda_attribute(cdv_device *d, int attr, int *value, cdv_err *e); /* cuDeviceGetAttribute */
@@ -352,6 +425,8 @@ void cdv_cuda_cache_stats(long out[CDV_DISK_NSTATS], char *dir, size_t ndir, cha
                           size_t nmiss);
 int cdv_cuda_cache_selftest(const char *dir, char *why, size_t n); /* cd._selftest.disk_cache */
 void cdv_cpu_cache_dir_used(char *out, size_t n); /* the cpu kernel cache's directory, "" before a compile */
+void cdv_cpu_cache_forget(void); /* drop the in-memory memo, failures included (disk entries stay) */
+long cdv_cpu_compiler_runs(void); /* the host compiler's runs for kernels (NOTE [cpu loops]) */
 void cdv_cache_refusal(char *out, size_t n); /* (see NOTE [cache trust]) the last directory refused, "" if none */
 int cdv_cache_trust_selftest(const char *dir, char *why, size_t n); /* cd._selftest.cache_trust */
 

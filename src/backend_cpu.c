@@ -464,11 +464,31 @@ int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len) {
   return rc;
 }
 
-/* Where addr is relative to the nearest array (within a MiB), for a fault's message; "" when none is near. */
-void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
-  uintptr_t best = (uintptr_t)1 << 20, lo = 0, hi = 0;
-  int small = 0;
-  out[0] = 0;
+/* Room for one element of the largest size after an array that lives in the pool, where the next block is
+ * another array's (NOTE [tail canary] in memory.c); an array of its own mapping ends at its guard page. */
+static size_t cpu_tail_room(size_t cls) { return cls <= SMALL_MAX ? BIG_ALIGN : 0; }
+
+/* The bytes after an array of `bytes` at ptr that its allocation holds (its canary: NOTE [tail canary] in
+ * memory.c); 0 when ptr does not start an allocation of ours. */
+static size_t cpu_mem_slack(cdv_device *d, const void *ptr, size_t bytes) {
+  (void)d;
+  unsigned i;
+  const char *end = NULL;
+  pthread_mutex_lock(&allocs_lock);
+  slab *s = block_of(ptr, &i, 1);
+  const alloc *a = s ? NULL : alloc_find(ptr);
+  if (s)
+    end = block_at(s, i) + ((size_t)ALIGN << s->cls);
+  else if (a && a->kind != KIND_SLAB)
+    end = (const char *)a->p + a->len;
+  pthread_mutex_unlock(&allocs_lock);
+  return end && (size_t)(end - (const char *)ptr) > bytes ? (size_t)(end - (const char *)ptr) - bytes : 0;
+}
+
+/* The array nearest addr (within a MiB): [*lo, *hi), *small when it is a small array's block; 0 when none. */
+int cdv_cpu_alloc_near(uintptr_t addr, uintptr_t *lo, uintptr_t *hi, int *small) {
+  uintptr_t best = (uintptr_t)1 << 20;
+  *lo = *hi = 0, *small = 0;
   pthread_mutex_lock(&allocs_lock);
   for (size_t k = 0; k < allocs.cap; k++) {
     const alloc *a = &allocs.v[k];
@@ -484,10 +504,18 @@ void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
       b = first + i * size, e = b + size, sz = size, sm = 1;
     }
     uintptr_t dist = addr < b ? b - addr : addr >= e ? addr - e + 1 : 0;
-    if (dist < best || (dist == 0 && best == 0)) best = dist, lo = b, hi = b + sz, small = sm;
+    if (dist < best || (dist == 0 && best == 0)) best = dist, *lo = b, *hi = b + sz, *small = sm;
   }
   pthread_mutex_unlock(&allocs_lock);
-  if (!hi) return;
+  return *hi != 0;
+}
+
+/* Where addr is relative to the nearest array (within a MiB), for a fault's message; "" when none is near. */
+void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n) {
+  uintptr_t lo, hi;
+  int small;
+  out[0] = 0;
+  if (!cdv_cpu_alloc_near(addr, &lo, &hi, &small)) return;
   const char *what = small ? "the small array" : "the array";
   if (addr < lo)
     snprintf(out, n, ", %lu bytes before %s at 0x%lx (%lu bytes)", (unsigned long)(lo - addr), what, (unsigned long)lo,
@@ -921,18 +949,18 @@ static int cpu_occupancy(cdv_device *d, void *fn, int block, size_t shared, int 
 }
 
 static int cpu_launch(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                      void *stream, void **args, cdv_err *e) {
+                      void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e) {
   (void)d;
   if (check_stream(stream, e)) return -1;
-  return cdv_cpu_launch(fn, grid, block, shared, args, 0, e);
+  return cdv_cpu_launch(fn, grid, block, shared, args, 0, opts, e);
 }
 
 /* NOTE [cpu grid sync] (cpu_run.c): every block on a worker thread of its own */
 static int cpu_launch_cooperative(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
-                                  unsigned shared, void *stream, void **args, cdv_err *e) {
+                                  unsigned shared, void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e) {
   (void)d;
   if (check_stream(stream, e)) return -1;
-  return cdv_cpu_launch(fn, grid, block, shared, args, 1, e);
+  return cdv_cpu_launch(fn, grid, block, shared, args, 1, opts, e);
 }
 
 /* The occupancy model (cpu_occupancy) on every worker thread, within what cdv_cpu_coop_max allows. */
@@ -961,6 +989,8 @@ static int cpu_mem_advise(cdv_device *d, void *ptr, size_t bytes, int advice, cd
 const cdv_backend cdv_backend_cpu = {
     .kind = "cpu",
     .host_memory = 1, /* NOTE [backend properties] */
+    .tail_room = cpu_tail_room, /* NOTE [tail canary] in memory.c */
+    .mem_slack = cpu_mem_slack,
     .done_when_queued = 1,
     .native_code = 1,
     .stage_pageable = 0,
@@ -996,4 +1026,6 @@ const cdv_backend cdv_backend_cpu = {
     .coop_limit = cpu_coop_limit,
     .mem_prefetch = cpu_mem_prefetch,
     .mem_advise = cpu_mem_advise,
+    .loop = cdv_cpu_loop,
+    .reduce = cdv_cpu_reduce,
 };

@@ -574,16 +574,20 @@ static const char *name_expr(const cdv_compile_req *req, int i, char *buf, size_
   return buf;
 }
 
-/* nvrtcCreateProgram with the request's headers, then nvrtcAddNameExpression for each C++ entry. The source
- * is copied so it is NUL-terminated whatever the caller's buffer is. */
+/* nvrtcCreateProgram with the request's headers and the standard ones (NOTE [nvrtc standard headers]), then
+ * nvrtcAddNameExpression for each C++ entry. The source is copied so it is NUL-terminated whatever the
+ * caller's buffer is. */
 static int program_create(const cdv_compile_req *req, nvrtcProgram *prog, cdv_err *e) {
+  const char **names = NULL, **srcs = NULL;
   char *src = malloc(req->source_len + 1);
-  if (!src) return nvrtc_oom(e, "nvrtcCreateProgram");
+  int nh = src ? cdv_nvrtc_std_headers(req, &names, &srcs) : -1;
+  if (nh < 0) return free(src), nvrtc_oom(e, "nvrtcCreateProgram");
   memcpy(src, req->source, req->source_len);
   src[req->source_len] = '\0';
-  int rc = CDV_NVRTC(e, nvrtcCreateProgram, prog, src, req->name ? req->name : "kernel.cu", req->nheaders,
-                     req->header_srcs, req->header_names);
+  int rc = CDV_NVRTC(e, nvrtcCreateProgram, prog, src, req->name ? req->name : "kernel.cu", nh, srcs, names);
   free(src);
+  free(names);
+  free(srcs);
   for (int i = 0; rc == 0 && i < req->nentries; i++) {
     char expr[512];
     if (req->is_expr && req->is_expr[i])
@@ -855,7 +859,8 @@ static int cuda_occupancy(cdv_device *d, void *fn, int block, size_t shared, int
 
 /* cuLaunchKernel with the arguments as an array of pointers to each value (no `extra`). */
 static int cuda_launch(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                       void *stream, void **args, cdv_err *e) {
+                       void *stream, void **args, const cdv_launch_opts *opts, cdv_err *e) {
+  (void)opts; /* NOTE [launch limits] */
   return cuda_activate(d, e) ? -1
                              : CDV_CU(e, cuLaunchKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1],
                                       block[2], shared, (CUstream)stream, args, NULL);
@@ -863,7 +868,9 @@ static int cuda_launch(cdv_device *d, void *fn, const unsigned grid[3], const un
 
 /* cuLaunchCooperativeKernel: every block resident at once (NOTE [cooperative launch] in cdv.h) */
 static int cuda_launch_cooperative(cdv_device *d, void *fn, const unsigned grid[3], const unsigned block[3],
-                                   unsigned shared, void *stream, void **args, cdv_err *e) {
+                                   unsigned shared, void *stream, void **args, const cdv_launch_opts *opts,
+                                   cdv_err *e) {
+  (void)opts; /* NOTE [launch limits] */
   return cuda_activate(d, e) ? -1
                              : CDV_CU(e, cuLaunchCooperativeKernel, (CUfunction)fn, grid[0], grid[1], grid[2], block[0],
                                       block[1], block[2], shared, (CUstream)stream, args);

@@ -63,7 +63,7 @@ typedef struct cdv_state {
    * registry), as lua_topointer gives them. Lua interns short strings, so a key read from a config table is
    * one of these exactly when its string object is: the launch path compares one pointer (lua_topointer,
    * about 15 instructions) where the type and the text pointer cost 41 a key. */
-  const void *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device, *key_cooperative;
+  const void *key_grid, *key_block, *key_dim, *key_shared, *key_stream, *key_device, *key_cooperative, *key_timeout;
   /* NOTE [block cache] (memory.c): device blocks this state freed, kept for reuse, oldest first */
   int nheld;
   int closing; /* the state is closing: freed blocks go straight back */
@@ -144,6 +144,7 @@ typedef struct cdv_block {
   cdv_state *quota; /* the state whose quota counts the block (NULL: none); NOTE [state limits] */
   size_t charged; /* what the quota counts for it: what the allocation really holds (cdv_footprint) */
   cdv_state *owner; /* the state that allocated it, whose cache keeps it when freed (NOTE [block cache]) */
+  size_t slack; /* bytes of canary after its last byte (NOTE [tail canary]; 0: none) */
 } cdv_block;
 
 #define CDV_MAXDIM 8
@@ -193,6 +194,7 @@ void cdv_set_index(lua_State *L, int mt, lua_CFunction index);
 /* (see NOTE [class registration]) the metatable tname (left on the stack) with meta, and methods behind index */
 void cdv_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction index);
 const char *cdv_typename(lua_State *L, int idx); /* __name of its metatable, else the basic type */
+const char *cdv_value_text(lua_State *L, int idx); /* luaL_tolstring, without addresses in a sandbox (pushed) */
 int cdv_opt_error(lua_State *L, const char *key, const char *fname, const char *why); /* raises */
 int cdv_self_error(lua_State *L, int arg, const char *why); /* raises; NOTE [self errors] */
 
@@ -277,6 +279,7 @@ int cdv_array_ipc_handle(lua_State *L); /* a:ipc_handle() */
 /* array.c */
 int cdv_array_open(lua_State *L);
 cdv_array *cdv_check_array(lua_State *L, int arg); /* live (not freed, not stale) */
+void cdv_array_loops_open(lua_State *L); /* array_loops.c: NOTE [cpu loops] */
 cdv_array *cdv_push_array(lua_State *L, cdv_device *d, cdv_dtype t, int ndim, const int64_t *shape, int kind,
                           cdv_stream *s);
 int cdv_check_dtype(lua_State *L, int arg, cdv_dtype def);
@@ -333,6 +336,7 @@ typedef struct cdv_launch_config {
   int cooperative; /* cooperative = true: every block resident at once (NOTE [cooperative launch]) */
   cdv_stream *stream; /* NULL: the device's current stream; a LaunchConfig's user value keeps it alive */
   cdv_device *device; /* NULL: the kernel's */
+  double timeout; /* seconds a contained cpu launch may run (0: none); -1 when not given (NOTE [launch limits]) */
   uint64_t memo_kernel; /* a LaunchConfig: the serial of the last kernel it was resolved for, and the */
   unsigned memo_grid[3], memo_block[3]; /* geometry that gave (module.c) */
 } cdv_launch_config;
@@ -341,6 +345,7 @@ typedef struct cdv_launch_config {
 const cdv_launch_config *cdv_get_launch_config(lua_State *L, int idx, const cdv_state *st, const char *kname,
                                                size_t max_shared, cdv_launch_config *tmp);
 int cdv_launch_config_error(lua_State *L, const char *kname, const char *msg);
+double cdv_seconds(lua_State *L, int idx, const char *key); /* seconds at idx, or -1 with a complaint pushed */
 int cdv_launch_config_open(lua_State *L);
 
 /* memory.c */
@@ -351,6 +356,10 @@ void cdv_mem_account(cdv_device *d, int64_t bytes, int blocks); /* array.c repor
  * a freed block (giving the oldest back when full); release gives back those of d (NULL: every device's) freed
  * on one stream, or all of them (freed, or forgotten when their context is gone). */
 size_t cdv_block_class(size_t bytes);
+size_t cdv_array_class(const cdv_device *d, size_t bytes); /* with room for d's canary: NOTE [tail canary] */
+#define CDV_CANARY_MAX 1024 /* the most bytes of canary after an array (NOTE [tail canary]) */
+void cdv_canary_fill(cdv_block *b);
+int cdv_canary_check(cdv_block *b, size_t *first, size_t *last);
 void *cdv_block_take(cdv_state *st, cdv_device *d, size_t bytes, void *stream);
 int cdv_block_put(cdv_state *st, cdv_device *d, void *ptr, size_t bytes, void *stream, cdv_err *e);
 int cdv_block_release(cdv_state *st, cdv_device *d, void *stream, int all, cdv_err *e);

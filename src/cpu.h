@@ -114,6 +114,7 @@ typedef struct cdv_cpu_func {
 int cdv_cpu_alloc_containing(const void *p, void **base, size_t *len);
 /* ", N bytes past the end of the array at 0x... (M bytes)" for a fault at addr, or "" when no array is near */
 void cdv_cpu_alloc_describe(uintptr_t addr, char *out, size_t n);
+int cdv_cpu_alloc_near(uintptr_t addr, uintptr_t *lo, uintptr_t *hi, int *small); /* the array addr is nearest */
 
 /* ---------------------------------------------------------------- cpu_object.c */
 /* 0 when the object at path may be loaded: NOTE [no static initialisers], NOTE [static shared limit] */
@@ -122,11 +123,17 @@ int cdv_cpu_object_check(const char *path, cdv_err *e);
 /* ---------------------------------------------------------------- cpu_compile.c */
 int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e);
 int cdv_cpu_cache_verify(const char *path, cdv_err *e); /* 0 when the cached object is whole */
-void cdv_cpu_cache_forget(void); /* drop the in-memory memo (disk entries stay) */
+/* $var as seconds (a decimal number, 0 for no limit; dflt when unset or empty), or -1 with *e (api's) for a
+ * value that is not one */
+double cdv_cpu_env_seconds(const char *var, double dflt, const char *api, cdv_err *e);
+
+/* ---------------------------------------------------------------- cpu_loops.c (NOTE [cpu loops]) */
+int cdv_cpu_loop(cdv_device *d, const cdv_loop *l, void *stream, cdv_err *e);
+int cdv_cpu_reduce(cdv_device *d, const cdv_reduce *r, void *stream, cdv_err *e);
 
 /* ---------------------------------------------------------------- cpu_run.c */
 int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared, void **args,
-                   int cooperative, cdv_err *e);
+                   int cooperative, const cdv_launch_opts *opts, cdv_err *e);
 int cdv_cpu_coop_max(unsigned nthreads); /* blocks of nthreads a cooperative launch may have (NOTE [cpu grid sync]) */
 int cdv_cpu_worker_count(void);
 /* backend_cpu.c maps or unmaps memory a launch may reach (an array's mapping, a slab, a module): NOTE [launch

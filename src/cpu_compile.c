@@ -751,19 +751,19 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
  * ETIMEDOUT. (Being in its own group, the compiler does not see a terminal's Ctrl-C: the deadline ends it.) */
 #define DEFAULT_TIMEOUT 300.0
 
-/* The deadline in seconds (0: none), or -1 with *e for a value that is not a number of seconds. */
-static double compile_timeout(cdv_err *e) {
-  const char *v = getenv("CUDADEV_COMPILE_TIMEOUT");
-  if (!v || !*v) return DEFAULT_TIMEOUT;
+double cdv_cpu_env_seconds(const char *var, double dflt, const char *api, cdv_err *e) {
+  const char *v = getenv(var);
+  if (!v || !*v) return dflt;
   char *end;
   double t = strtod(v, &end);
   if (end == v || *end || !(t >= 0 && t <= 1e9)) /* also refuses NaN */
-    return cdv_fail(e, "cpu.compile", EINVAL, "EINVAL",
-                    "CUDADEV_COMPILE_TIMEOUT must be a number of seconds "
-                    "(0 for no limit), not '%s'",
-                    v),
-           -1;
+    return cdv_fail(e, api, EINVAL, "EINVAL", "%s must be a number of seconds (0 for no limit), not '%s'", var, v), -1;
   return t;
+}
+
+/* The deadline in seconds (0: none), or -1 with *e for a value that is not a number of seconds. */
+static double compile_timeout(cdv_err *e) {
+  return cdv_cpu_env_seconds("CUDADEV_COMPILE_TIMEOUT", DEFAULT_TIMEOUT, "cpu.compile", e);
 }
 
 static double now_s(void) {
@@ -913,9 +913,12 @@ static int get_compiler(cdv_strlist *argv, char **version, cdv_err *e) {
 
 /* ---------------------------------------------------------------- cache directory, memo, trailer */
 /* (see NOTE [cpu kernel cache]) the directory, created on demand and used only when NOTE [cache trust]
- * (diskcache.c) allows it. When it cannot be created (HOME unset, absent or read-only) or is refused, the
- * objects go to this process's private directory (a random name, 0700, removed at exit): compiling works,
- * without the persistence the user asked for. The directory last used is kept for cd.kernel_cache_stats(). */
+ * (diskcache.c) allows it. NOTE [cache fallback]: when it cannot be used, for whatever reason (HOME unset,
+ * a parent that cannot be created, refused by the trust rules, not writable by this user, or a build in it
+ * that fails for want of room or permission), the objects go to this process's private directory (a random
+ * name, 0700, removed at exit): compiling works, without the persistence the user asked for. The first
+ * fallback of the process says so once on stderr, since nothing else would tell a user why every process
+ * compiles afresh. The directory last used is kept for cd.kernel_cache_stats(). */
 static pthread_mutex_t dir_lock = PTHREAD_MUTEX_INITIALIZER;
 static char dir_used[PATH_MAX];
 
@@ -925,40 +928,95 @@ void cdv_cpu_cache_dir_used(char *out, size_t n) {
   pthread_mutex_unlock(&dir_lock);
 }
 
-static int cache_dir(char *out, size_t n, cdv_err *e) {
-  char why[PATH_MAX + 256];
-  cdv_cache_dir("cpu", out, n);
-  if (!out[0] || cdv_cache_trust_dir(out, 1, why, sizeof why) != 0) {
-    char first[PATH_MAX + 256];
-    snprintf(first, sizeof first, "%s", out[0] ? why : "");
-    if (cdv_cache_private_dir(out, n, why, sizeof why))
-      return cdv_fail(e, "cpu.compile", EACCES, "EACCES", "%s%s%s", first, first[0] ? "; " : "", why);
-  }
+static void use_dir(const char *dir) {
   pthread_mutex_lock(&dir_lock);
-  snprintf(dir_used, sizeof dir_used, "%s", out);
+  snprintf(dir_used, sizeof dir_used, "%s", dir);
   pthread_mutex_unlock(&dir_lock);
+}
+
+/* (see NOTE [cache fallback]) the private directory into out, because of why; logged once a process */
+static int fall_back(const char *why, char *out, size_t n, cdv_err *e) {
+  static int logged;
+  char first[PATH_MAX + 600], priv[PATH_MAX + 256];
+  snprintf(first, sizeof first, "%s", why);
+  if (cdv_cache_private_dir(out, n, priv, sizeof priv))
+    return cdv_fail(e, "cpu.compile", EACCES, "EACCES", "%s%s%s", first, first[0] ? "; " : "", priv);
+  if (!__atomic_exchange_n(&logged, 1, __ATOMIC_SEQ_CST))
+    fprintf(stderr, "cudadev: %s; cpu kernels are compiled in '%s' for this process (removed at its end)\n",
+            first[0] ? first : "no kernel cache directory (CUDADEV_CACHE_DIR, XDG_CACHE_HOME and HOME are unset)", out);
+  use_dir(out);
   return 0;
 }
 
+static int cache_dir(char *out, size_t n, cdv_err *e) {
+  char why[PATH_MAX + 256] = "";
+  cdv_cache_dir("cpu", out, n);
+  int rc = out[0] ? cdv_cache_trust_dir(out, 1, why, sizeof why) : -1;
+  if (rc == 0 && faccessat(AT_FDCWD, out, W_OK | X_OK, AT_EACCESS)) /* trusted, and still of no use */
+    snprintf(why, sizeof why, "the kernel cache directory '%s' is not writable: %s", out, strerror(errno)), rc = -1;
+  if (rc != 0) return fall_back(why, out, n, e);
+  use_dir(out);
+  return 0;
+}
+
+/* The memo: what compiles of this process gave, by key. A whole object (path), or, NOTE [failed compiles], a
+ * failure of the source itself (the host compiler's error, a refused construct) with its error and log: the
+ * same request fails again without running the compiler, which a server asked again and again for a broken
+ * kernel would otherwise run each time. Failures of the surroundings (a timeout, a directory, memory) are
+ * not remembered. At most MAX_FAILED failures are kept, the newest. */
+#define MAX_FAILED 64
+#define HOST_COMPILER_ERROR "HOST_COMPILER_ERROR" /* NOTE [host compiler errors] */
+
 typedef struct memo {
   char key[65];
-  char *path;
+  char *path; /* NULL for a failure */
+  char *name; /* a failure: the request's file name, which its message names */
+  cdv_err err; /* a failure: its error, log included */
   struct memo *next;
 } memo;
 
 static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 static memo *memos;
 
-static char *memo_get(const char *key) {
+static void memo_free(memo *m) {
+  free(m->path), free(m->name), free(m->err.log);
+  free(m);
+}
+
+/* the object's path (malloc'd) for key, or NULL; *failed set (and *e filled) when key's compile failed */
+static char *memo_get(const char *key, const char *name, int *failed, cdv_err *e) {
   char *path = NULL;
+  *failed = 0;
   pthread_mutex_lock(&memo_lock);
-  for (memo *m = memos; m; m = m->next)
-    if (!strcmp(m->key, key)) {
+  for (memo *m = memos; m && !path && !*failed; m = m->next) {
+    if (strcmp(m->key, key)) continue;
+    if (m->path) {
       path = strdup(m->path);
-      break;
+    } else if (!strcmp(m->name, name)) {
+      *e = m->err;
+      e->log = m->err.log ? strdup(m->err.log) : NULL;
+      *failed = 1;
     }
+  }
   pthread_mutex_unlock(&memo_lock);
   return path;
+}
+
+static void memo_add(memo *m) {
+  int failures = 0;
+  pthread_mutex_lock(&memo_lock);
+  m->next = memos;
+  memos = m;
+  for (memo **p = &memos; *p;) { /* the oldest failures beyond MAX_FAILED go */
+    if (!(*p)->path && ++failures > MAX_FAILED) {
+      memo *old = *p;
+      *p = old->next;
+      memo_free(old);
+    } else {
+      p = &(*p)->next;
+    }
+  }
+  pthread_mutex_unlock(&memo_lock);
 }
 
 static void memo_put(const char *key, const char *path) {
@@ -968,10 +1026,23 @@ static void memo_put(const char *key, const char *path) {
     return; /* the memo is an optimisation: without it the next compile checks the disk */
   }
   snprintf(m->key, sizeof m->key, "%s", key);
-  pthread_mutex_lock(&memo_lock);
-  m->next = memos;
-  memos = m;
-  pthread_mutex_unlock(&memo_lock);
+  memo_add(m);
+}
+
+/* (see NOTE [failed compiles]) remember e when the source caused it */
+static void memo_failed(const char *key, const char *name, const cdv_err *e) {
+  if (strcmp(e->name, HOST_COMPILER_ERROR) && strcmp(e->name, "CUDA_ERROR_NOT_SUPPORTED")) return;
+  memo *m = calloc(1, sizeof *m);
+  if (!m || !(m->name = strdup(name)) || (e->log && !(m->err.log = strdup(e->log)))) {
+    if (m) free(m->name);
+    free(m);
+    return;
+  }
+  char *log = m->err.log;
+  m->err = *e;
+  m->err.log = log;
+  snprintf(m->key, sizeof m->key, "%s", key);
+  memo_add(m);
 }
 
 void cdv_cpu_cache_forget(void) {
@@ -979,8 +1050,7 @@ void cdv_cpu_cache_forget(void) {
   while (memos) {
     memo *m = memos;
     memos = m->next;
-    free(m->path);
-    free(m);
+    memo_free(m);
   }
   pthread_mutex_unlock(&memo_lock);
 }
@@ -2804,7 +2874,6 @@ static void first_error(const char *log, char *out, size_t n) {
  * message and the whole output in the log. A missing CUDA toolkit header (CUB, Thrust, libcu++, cuRAND...) is
  * named as such: those headers hold GPU code the cpu device cannot compile, and the file and line are gcc's,
  * which follow #line directives. */
-#define HOST_COMPILER_ERROR "HOST_COMPILER_ERROR"
 
 /* The toolkit header in gcc's "fatal error: NAME: No such file or directory", or 0. */
 static int missing_toolkit_header(const char *first, char *name, size_t n) {
@@ -2839,12 +2908,28 @@ static int compile_failed(cdv_err *e, const cdv_compile_req *req, const char *lo
   return -1;
 }
 
-/* Write the sources into a fresh directory inside the cache directory, compile, publish. */
+/* Host compiler runs for kernels (cache hits are none): cd.kernel_cache_stats().cpu_compiles, which shows that
+ * the built-in operations ran without one (NOTE [cpu loops]). */
+static long compiler_runs;
+long cdv_cpu_compiler_runs(void) { return __atomic_load_n(&compiler_runs, __ATOMIC_RELAXED); }
+
+/* (see NOTE [cache fallback]) what build returns when the directory failed it, not the source: no room, no
+ * permission, a read-only file system. A directory at an entry's name is not one: it stays an error. */
+#define DIR_FAILED (-2)
+
+static int dir_errno(int err) {
+  return err == ENOSPC || err == EDQUOT || err == EROFS || err == EACCES || err == EPERM || err == EFBIG;
+}
+
+/* Write the sources into a fresh directory inside the cache directory, compile, publish. DIR_FAILED when the
+ * directory is of no use. */
 static int build(job *j, const char *dir, const char *path, char **log, cdv_err *e) {
   const cdv_compile_req *req = j->req;
   char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s/tmp-%.8s-XXXXXX", dir, j->key) >= (int)sizeof tmp || !mkdtemp(tmp))
-    return cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot create a build directory in '%s'", dir);
+  if (snprintf(tmp, sizeof tmp, "%s/tmp-%.8s-XXXXXX", dir, j->key) >= (int)sizeof tmp || !mkdtemp(tmp)) {
+    cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot create a build directory in '%s'", dir);
+    return DIR_FAILED;
+  }
   int rc = write_file(tmp, "kernel.cpp", j->tu.p, j->tu.n);
   for (int i = 0; stub_headers[i] && rc == 0; i++)
     if (cdv_header_index(req, stub_headers[i]) < 0) rc = write_file(tmp, stub_headers[i], "#pragma once\n", 13);
@@ -2853,9 +2938,9 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
   for (int i = 0; i < req->nheaders && rc == 0; i++)
     rc = write_file(tmp, req->header_names[i], j->hdr_text[i], j->hdr_len[i]);
   if (rc) {
-    rc = cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot write the sources into '%s'", tmp);
+    cdv_cpu_fail_errno(e, "cpu.compile", errno, "cannot write the sources into '%s'", tmp);
     cdv_remove_tree(tmp);
-    return rc;
+    return DIR_FAILED;
   }
   char incl[PATH_MAX + 2], out[PATH_MAX + 16], src[PATH_MAX + 16];
   snprintf(incl, sizeof incl, "-I%s", tmp);
@@ -2875,7 +2960,7 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
     rc = oom(e);
   else if (limit < 0)
     rc = -1;
-  else if (run_capture(argv.v, limit, &cout, &st, &late))
+  else if (__atomic_add_fetch(&compiler_runs, 1, __ATOMIC_RELAXED), run_capture(argv.v, limit, &cout, &st, &late))
     rc = cdv_cpu_fail_errno(e, "c++", errno, "cannot run the host C++ compiler '%s'", argv.v[0]);
   else if (late) { /* NOTE [compile timeout] */
     rc = cdv_fail(e, "c++", ETIMEDOUT, "ETIMEDOUT",
@@ -2887,13 +2972,24 @@ static int build(job *j, const char *dir, const char *path, char **log, cdv_err 
     char first[320];
     first_error(cout.p, first, sizeof first);
     rc = compile_failed(e, req, cout.p ? cout.p : "", first);
-  } else {
-    rc = publish(out, path, e);
+    if (cout.p && (strstr(cout.p, "No space left on device") || strstr(cout.p, "Disk quota exceeded")))
+      rc = DIR_FAILED; /* the compiler could not write its output there */
+  } else if ((rc = publish(out, path, e)) && dir_errno(e->code)) {
+    rc = DIR_FAILED;
   }
   *log = cout.p ? cout.p : strdup("");
   cdv_sl_free(&argv);
   cdv_remove_tree(tmp);
   return rc;
+}
+
+/* (see NOTE [cache fallback]) a build in dir failed for the directory's sake: the private directory instead,
+ * unless dir is that already (then the error stands) */
+static int private_again(char *dir, size_t n, cdv_err *e) {
+  char priv[PATH_MAX], why[PATH_MAX + 256];
+  if (cdv_cache_private_dir(priv, sizeof priv, why, sizeof why) || !strcmp(priv, dir)) return -1;
+  snprintf(why, sizeof why, "%s", e->message);
+  return fall_back(why, dir, n, e);
 }
 
 static int fill_image(job *j, const char *path, char *log, cdv_image *out, cdv_err *e) {
@@ -2913,6 +3009,44 @@ static int has_fast(const job *j) {
   return 0;
 }
 
+/* The object at path (in dir, which becomes the private directory when dir fails: NOTE [cache fallback]): an
+ * entry of an earlier process, or built now. */
+static int compile_into(job *j, char *dir, size_t ndir, char *path, size_t npath, char **log, cdv_err *e) {
+  const cdv_compile_req *req = j->req;
+  cdv_err ignored;
+  int rc;
+  if (cdv_cpu_cache_verify(path, &ignored) == 0) return 0; /* a whole entry from an earlier process */
+  if ((rc = build(j, dir, path, log, e)) == DIR_FAILED && private_again(dir, ndir, e) == 0) {
+    free(*log), *log = NULL;
+    free(e->log), e->log = NULL;
+    snprintf(path, npath, "%s/%s.so", dir, j->key);
+    rc = build(j, dir, path, log, e);
+  }
+  if (rc == DIR_FAILED) rc = -1;
+  if (rc && has_fast(j) && !strcmp(e->name, HOST_COMPILER_ERROR)) {
+    /* (see NOTE [fast paths]) A generated function did not compile: again without those the log names (all
+     * when it names none), in the same cache entry; then without any */
+    int named = 0;
+    for (int i = 0; i < req->nentries; i++) {
+      char fn[128];
+      snprintf(fn, sizeof fn, "cdv_fis_%s", j->syms[i]);
+      if (j->entry_fast[i] && *log && strstr(*log, fn)) j->fast_off[i] = 1, named = 1;
+    }
+    for (int i = 0; i < req->nentries && !named; i++) j->fast_off[i] = 1;
+    for (int pass = 0; pass < 2 && rc && has_fast(j) && !strcmp(e->name, HOST_COMPILER_ERROR); pass++) {
+      free(*log), *log = NULL;
+      free(e->log), e->log = NULL;
+      rc = make_tu(j, pass == 0) ? oom(e) : build(j, dir, path, log, e) ? -1 : 0;
+    }
+  }
+  if (rc && j->refusal && !strcmp(e->name, HOST_COMPILER_ERROR)) {
+    char *clog = e->log; /* (see NOTE [refused constructs]) the construct is the likely cause; keep the log */
+    cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%s", j->refusal);
+    e->log = clog;
+  }
+  return rc;
+}
+
 int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
   if (!req || !req->source) return cdv_fail(e, "cpu.compile", 1, "CUDA_ERROR_INVALID_VALUE", "no source to compile");
   memset(out, 0, sizeof *out);
@@ -2926,38 +3060,18 @@ int cdv_cpu_compile(const cdv_compile_req *req, cdv_image *out, cdv_err *e) {
   if (rc == 0) rc = scan_all(&j, e);
   if (rc == 0) rc = build_cmd(&j, e);
   char dir[PATH_MAX], path[PATH_MAX + 80], *log = NULL, *hit = NULL;
-  if (rc == 0 && (hit = memo_get(j.key))) {
-    rc = fill_image(&j, hit, NULL, out, e);
+  int failed = 0;
+  const char *name = req->name ? req->name : "kernel.cu";
+  if (rc == 0 && ((hit = memo_get(j.key, name, &failed, e)) || failed)) {
+    rc = failed ? -1 : fill_image(&j, hit, NULL, out, e); /* NOTE [failed compiles] */
   } else if (rc == 0 && (rc = cache_dir(dir, sizeof dir, e)) == 0) {
     snprintf(path, sizeof path, "%s/%s.so", dir, j.key);
-    cdv_err ignored;
-    if (cdv_cpu_cache_verify(path, &ignored) == 0)
-      rc = 0; /* a whole entry from an earlier process */
-    else if ((rc = build(&j, dir, path, &log, e)) && has_fast(&j) && !strcmp(e->name, HOST_COMPILER_ERROR)) {
-      /* (see NOTE [fast paths]) A generated function did not compile: again without those the log names (all
-       * when it names none), in the same cache entry; then without any */
-      int named = 0;
-      for (int i = 0; i < req->nentries; i++) {
-        char fn[128];
-        snprintf(fn, sizeof fn, "cdv_fis_%s", j.syms[i]);
-        if (j.entry_fast[i] && log && strstr(log, fn)) j.fast_off[i] = 1, named = 1;
-      }
-      for (int i = 0; i < req->nentries && !named; i++) j.fast_off[i] = 1;
-      for (int pass = 0; pass < 2 && rc && has_fast(&j) && !strcmp(e->name, HOST_COMPILER_ERROR); pass++) {
-        free(log), log = NULL;
-        free(e->log), e->log = NULL;
-        rc = make_tu(&j, pass == 0) ? oom(e) : build(&j, dir, path, &log, e);
-      }
-    }
-    if (rc && j.refusal && !strcmp(e->name, HOST_COMPILER_ERROR)) {
-      char *clog = e->log; /* (see NOTE [refused constructs]) the construct is the likely cause; keep the log */
-      cdv_fail(e, "cpu.compile", 801, "CUDA_ERROR_NOT_SUPPORTED", "%s", j.refusal);
-      e->log = clog;
-    }
+    rc = compile_into(&j, dir, sizeof dir, path, sizeof path, &log, e);
     if (rc == 0) {
       memo_put(j.key, path);
       rc = fill_image(&j, path, log, out, e);
-    } else if (log) {
+    } else {
+      memo_failed(j.key, name, e);
       out->log = log;
     }
   }

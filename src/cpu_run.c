@@ -49,6 +49,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -113,6 +114,8 @@ typedef struct launch {
   const cdv_cpu_func *plain; /* the kernel when fn is its fast path: NOTE [naming the thread] */
   int retrack; /* this launch re-runs a block to name its thread: quiet, with a time limit */
   status *result; /* where run_forked leaves a copy of the final status, or NULL */
+  double timeout; /* seconds a contained launch may run, 0 for no limit: NOTE [launch time limit] */
+  const cdv_launch_opts *opts; /* the host's (NULL: the defaults), read by the host only */
 } launch;
 
 typedef struct worker worker;
@@ -1104,6 +1107,7 @@ static void child_signals(void) {
   /* interrupting the host (Ctrl-C) also ends the launch; the host's own handlers are for the host */
   static const int dfl[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
   for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++) signal(dfl[i], dfl[i] == SIGPIPE ? SIG_IGN : SIG_DFL);
+  sigaddset(&unblock, SIGALRM); /* NOTE [launch time limit]: its default action ends the process */
   pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
 }
 
@@ -1122,6 +1126,31 @@ static void *child_thread(void *arg) {
   return NULL;
 }
 
+/* NOTE [launch time limit]: a contained launch may have a time limit (the launch's timeout, else its
+ * module's cd.compile timeout, else $CUDADEV_CPU_TIMEOUT; resolved in cdv_cpu_launch). The process that runs
+ * it (the launch worker or a child of its own) arms ITIMER_REAL with it and disarms it when the blocks are
+ * done, before it says so; SIGALRM's default action then ends that process wherever a kernel is (a loop that
+ * never ends, a deadlock of its own making), as a fault would: the host sees it end by SIGALRM, reports the
+ * limit, and the next launch forks a fresh worker. The process, not the host, keeps the time: the host
+ * waits as before (a spin, then a blocking read), with no clock of its own to poll. An in-process launch
+ * (CUDADEV_CPU_FORK=0, or one whose arguments keep it in the process: NOTE [fault containment]) has no time
+ * limit: its blocks run on the host's threads, and stopping them where they are could leave a lock of the
+ * host's held (stdio's, malloc's) for ever after. cdv_cpu_interrupt() can still stop it, at that risk. */
+static void limit_arm(double seconds) { /* child_signals made SIGALRM's action the default, unblocked */
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  it.it_value.tv_sec = (time_t)seconds;
+  it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
+  if (!it.it_value.tv_sec && !it.it_value.tv_usec) it.it_value.tv_usec = 1;
+  setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void limit_disarm(void) {
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  setitimer(ITIMER_REAL, &it, NULL);
+}
+
 __attribute__((noreturn)) static void child_main(launch *L, int nw) {
 #ifdef __linux__
   prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the launching thread */
@@ -1135,6 +1164,8 @@ __attribute__((noreturn)) static void child_main(launch *L, int nw) {
     int fd = open("/dev/null", O_WRONLY);
     if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
     alarm(RETRACK_SECONDS);
+  } else if (L->timeout > 0) {
+    limit_arm(L->timeout); /* NOTE [launch time limit] */
   }
   pthread_t th[MAX_WORKERS];
   int started = 1;
@@ -1196,8 +1227,46 @@ static int reported_error(const char *k, const status *st, const char *where, cd
   }
 }
 
+/* NOTE [faults without addresses]: a sandboxed state's error texts carry no address (a host that shows them
+ * to its users would show its memory layout): a fault names the kernel's parameter whose array it is nearest
+ * and the offset from what that parameter points to, " at byte offset 4400 of parameter 'x' (4096 bytes
+ * long)" (its bytes from there to the end of its array), or says that no argument's array is near. Parameters
+ * are matched by their pointer values (the object's list of parameters says which are pointers); the
+ * closest one at or below the fault wins, so a view names itself. */
+static int fault_param(const launch *L, uintptr_t addr, uintptr_t lo, uintptr_t hi, uintptr_t *at) {
+  const cdv_cpu_sig *sig = L->fn->sig;
+  int best = -1;
+  for (unsigned i = 0; sig && L->args && i < sig->n; i++) {
+    uintptr_t p;
+    if (!CDV_CPU_PARAM_PTR(sig->w[i]) || !L->args[i]) continue;
+    memcpy(&p, L->args[i], sizeof p);
+    if (p < lo || p >= hi) continue;
+    int closer = best < 0 || (p <= addr ? *at > addr || p > *at : *at > addr && p < *at);
+    if (closer) best = (int)i, *at = p;
+  }
+  return best;
+}
+
+static void fault_place_sandboxed(const launch *L, uintptr_t addr, char *out, size_t n) {
+  uintptr_t lo, hi, p = 0;
+  int small, i = cdv_cpu_alloc_near(addr, &lo, &hi, &small) ? fault_param(L, addr, lo, hi, &p) : -2;
+  const cdv_launch_opts *o = L->opts;
+  if (i == -2) {
+    snprintf(out, n, " away from every array");
+  } else if (i < 0) {
+    snprintf(out, n, " near an array that is not one of its arguments");
+  } else if (i < o->nparams && o->param_names && o->param_names[i][0]) {
+    snprintf(out, n, " at byte offset %lld of parameter '%s' (%llu bytes long)", (long long)(addr - p),
+             o->param_names[i], (unsigned long long)(hi - p));
+  } else {
+    snprintf(out, n, " at byte offset %lld of parameter %d (%llu bytes long)", (long long)(addr - p), i + 1,
+             (unsigned long long)(hi - p));
+  }
+}
+
 /* A signal that ended the child: what the fault handler saw, if it ran. */
-static int signal_error(const char *k, const status *st, int sig, const char *where, cdv_err *e) {
+static int signal_error(const launch *L, const status *st, int sig, const char *where, cdv_err *e) {
+  const char *k = L->fn->name;
   if (sig == SIGINT && !st->claimed)
     return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
                     "kernel '%s' was interrupted (SIGINT) before "
@@ -1212,7 +1281,9 @@ static int signal_error(const char *k, const status *st, int sig, const char *wh
   const char *t = signal_text(sig);
   if (!t) snprintf(sigbuf, sizeof sigbuf, "signal %d", sig), t = sigbuf;
   int addr = st->claimed && (sig == SIGSEGV || sig == SIGBUS);
-  if (addr) { /* and where that is relative to the nearest array (NOTE [cpu memory] in backend_cpu.c) */
+  if (addr && L->opts && L->opts->sandbox) { /* NOTE [faults without addresses] */
+    fault_place_sandboxed(L, st->addr, at, sizeof at);
+  } else if (addr) { /* and where that is relative to the nearest array (NOTE [cpu memory] in backend_cpu.c) */
     char near[150];
     cdv_cpu_alloc_describe(st->addr, near, sizeof near);
     snprintf(at, sizeof at, " at address 0x%lx%s", (unsigned long)st->addr, near);
@@ -1285,7 +1356,7 @@ static int launch_error(const launch *L, const status *st, int signo, cdv_err *e
   if (st->claimed && st->kind != CDV_CPU_FAIL_SIGNAL)
     rc = reported_error(L->fn->name, st, where, e);
   else if (sig)
-    rc = signal_error(L->fn->name, st, sig, where, e);
+    rc = signal_error(L, st, sig, where, e);
   else
     rc = cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
                   "kernel '%s' ended the cpu device's launch "
@@ -1297,6 +1368,13 @@ static int launch_error(const launch *L, const status *st, int signo, cdv_err *e
 
 /* The error of a launch whose process ended before it finished: waited (its wait status ws is known) or not. */
 static int ended_error(const launch *L, const status *st, int waited, int ws, cdv_err *e) {
+  if (waited && WIFSIGNALED(ws) && WTERMSIG(ws) == SIGALRM && L->timeout > 0 && !st->claimed) {
+    cdv_fail(e, "cpu.launch", 702, "CUDA_ERROR_LAUNCH_TIMEOUT",
+             "kernel '%s' ran past its time limit of %g s on the cpu device and was stopped (the launch's timeout, "
+             "else cd.compile's, else CUDADEV_CPU_TIMEOUT)",
+             L->fn->name, L->timeout); /* NOTE [launch time limit] */
+    return -1;
+  }
   if (waited && WIFEXITED(ws) && WEXITSTATUS(ws) != EXIT_FAILED && !st->claimed)
     return cdv_fail(e, "cpu.launch", 719, "CUDA_ERROR_LAUNCH_FAILED",
                     "kernel '%s' ended the launch process "
@@ -1570,10 +1648,12 @@ static void lw_serve(lw_page *pg) {
     fflush(NULL);
     _exit(EXIT_FAILED);
   }
+  if (L.timeout > 0) limit_arm(L.timeout); /* NOTE [launch time limit] */
   if (L.nworkers > 1 && !under_asan()) /* one thread takes every block (NOTE [forks under ASan]) */
     run_pool(&L, L.nworkers);
   else
     worker_run(&L, 0);
+  if (L.timeout > 0) limit_disarm();
   fflush(NULL);
   L.st->done = 1;
 }
@@ -1808,9 +1888,26 @@ int cdv_cpu_coop_max(unsigned nthreads) {
   return n;
 }
 
+/* (see NOTE [launch time limit]) $CUDADEV_CPU_TIMEOUT, read once; -1 with *e when it is not a number */
+static pthread_once_t timeout_once = PTHREAD_ONCE_INIT;
+static double env_timeout;
+static cdv_err env_timeout_err;
+static void read_env_timeout(void) {
+  env_timeout = cdv_cpu_env_seconds("CUDADEV_CPU_TIMEOUT", 0, "cpu.launch", &env_timeout_err);
+}
+
+static double launch_timeout(const cdv_launch_opts *opts, cdv_err *e) {
+  if (opts && opts->timeout >= 0) return opts->timeout;
+  pthread_once(&timeout_once, read_env_timeout);
+  if (env_timeout < 0) *e = env_timeout_err;
+  return env_timeout;
+}
+
 int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned block[3], unsigned shared, void **args,
-                   int cooperative, cdv_err *e) {
+                   int cooperative, const cdv_launch_opts *opts, cdv_err *e) {
   if (check_config(f, grid, block, shared, e)) return -1;
+  double timeout = launch_timeout(opts, e);
+  if (timeout < 0) return -1;
   uint64_t nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
   if (cooperative && nblocks > (uint64_t)cdv_cpu_coop_max(block[0] * block[1] * block[2]))
     return cdv_fail(e, "cpu.launch", 720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
@@ -1820,6 +1917,8 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   launch L;
   memset(&L, 0, sizeof L);
   L.fn = f;
+  L.timeout = timeout;
+  L.opts = opts;
   cdv_cpu_func fast; /* NOTE [fast paths] in cpu_compile.c: when the block's per-thread arrays fit its stack */
   uint64_t nth = (uint64_t)block[0] * block[1] * block[2];
   if (f->fis && !cooperative && f->fis_row <= CDV_CPU_FIS_STACK && f->fis_row * nth <= CDV_CPU_FIS_STACK) {

@@ -7,7 +7,8 @@
  * live in $CUDADEV_CACHE_DIR/cuda, else $XDG_CACHE_HOME/cudadev/cuda, else ~/.cache/cudadev/cuda
  * (CUDADEV_CACHE=0 turns the cache off), each named by a SHA-256 over everything that changes NVRTC's output:
  * a format version, NVRTC itself (NOTE [nvrtc identity]), the driver version, the toolkit include folders
- * NVRTC is given (NOTE [toolkit includes]), the architecture and the targets asked for, the file name, the source, the options, the
+ * NVRTC is given (NOTE [toolkit includes]), the standard headers we give it and which of them it gets (NOTE [nvrtc
+ * standard headers]), the architecture and the targets asked for, the file name, the source, the options, the
  * include paths, the headers (by name, so the order of the Lua table does not matter), the entries and which
  * of them are name expressions, and the path and bytes of every file the source and the headers include from
  * disk (diskcache.c's include scan: "..." next to the source file, as NVRTC looks there, then the -I options
@@ -200,7 +201,7 @@ static void hash_list(cdv_sha256 *s, const char *what, int n, const char *const 
 }
 
 /* Where NVRTC looks for includes: -I / --include-path options, then include_paths (the order opts_build uses). */
-static void include_dirs(const cdv_compile_req *req, cdv_strlist *dirs) {
+void cdv_cuda_include_dirs(const cdv_compile_req *req, cdv_strlist *dirs) {
   for (int i = 0; i < req->nopts; i++) {
     const char *v = cdv_opt_value(req->opts, req->nopts, &i, "-I", 1);
     if (v || (v = cdv_opt_value(req->opts, req->nopts, &i, "--include-path", 0))) cdv_sl_add(dirs, v);
@@ -225,13 +226,14 @@ static int hash_includes(cdv_sha256 *s, const cdv_compile_req *req) {
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - name) : 1, slash ? name : ".");
   if (slash == name) snprintf(dir, sizeof dir, "/");
   cdv_strlist dirs = {0};
-  include_dirs(req, &dirs);
+  cdv_cuda_include_dirs(req, &dirs);
   cdv_incscan is = {req, &dirs, s, NULL, {0}, dirs.oom, ""};
   scan_text_includes(&is, dir, name, req->source, req->source_len);
   for (int i = 0; i < req->nheaders; i++) {
     const char *h = req->header_srcs[i];
     scan_text_includes(&is, dir, req->header_names[i], h, strlen(h));
   }
+  cdv_nvrtc_std_key(req, &dirs, &is, s); /* NOTE [nvrtc standard headers] */
   int rc = is.incomplete || is.special[0] ? -1 : 0;
   cdv_sl_free(&is.seen);
   cdv_sl_free(&dirs);
@@ -245,6 +247,7 @@ static int hash_request(cdv_sha256 *s, const cdv_compile_req *req) {
   cdv_sha256_str(s, misc);
   cdv_sha256_str(s, cdv_nvrtc_toolkit_include(0)); /* NOTE [toolkit includes] */
   cdv_sha256_str(s, cdv_nvrtc_toolkit_include(1));
+  cdv_sha256_str(s, cdv_nvrtc_std_digest()); /* NOTE [nvrtc standard headers] */
   cdv_sha256_str(s, req->name ? req->name : "kernel.cu");
   hash_bytes(s, req->source, req->source_len);
   hash_list(s, "options", req->nopts, req->opts);

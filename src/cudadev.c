@@ -345,11 +345,11 @@ static cdv_state *new_record(lua_State *L) {
   records[nrecords++] = st;
   pthread_mutex_unlock(&records_lock);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &ANCHOR_KEY);
-  const void **keys[] = {&st->key_grid,   &st->key_block,  &st->key_dim,        &st->key_shared,
-                         &st->key_stream, &st->key_device, &st->key_cooperative};
-  static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative"};
-  lua_createtable(L, 7, 0); /* (see NOTE [launch keys]) anchors the interned names */
-  for (int i = 0; i < 7; i++) {
+  const void **keys[] = {&st->key_grid,   &st->key_block,  &st->key_dim,         &st->key_shared,
+                         &st->key_stream, &st->key_device, &st->key_cooperative, &st->key_timeout};
+  static const char *const names[] = {"grid", "block", "dim", "shared", "stream", "device", "cooperative", "timeout"};
+  lua_createtable(L, 8, 0); /* (see NOTE [launch keys]) anchors the interned names */
+  for (int i = 0; i < 8; i++) {
     lua_pushstring(L, names[i]);
     *keys[i] = lua_topointer(L, -1);
     lua_rawseti(L, -2, i + 1);
@@ -367,9 +367,9 @@ cdv_state *cdv_get_state(lua_State *L) {
  * each gets the module table, the Array metatable (whose methods table it may extend) and a table the parts
  * share their internals through (ops.lua's kernel generation, which random.lua uses). */
 static int run_at_open(const char *name) {
-  static const char *const parts[] = {"cudadev.extra",  "cudadev.files", "cudadev.fuse",
-                                      "cudadev.mpi",    "cudadev.ops",   "cudadev.ops_numpy",
-                                      "cudadev.random", "cudadev.views", NULL};
+  static const char *const parts[] = {
+      "cudadev.extra",     "cudadev.files",  "cudadev.fuse",    "cudadev.mpi",   "cudadev.ops",
+      "cudadev.ops_numpy", "cudadev.random", "cudadev.sorting", "cudadev.views", NULL};
   for (int i = 0; parts[i] != NULL; i++)
     if (strcmp(name, parts[i]) == 0) return 1;
   return 0;
@@ -422,6 +422,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_stream_open(L);
   cdv_event_open(L);
   cdv_array_open(L);
+  cdv_array_loops_open(L); /* NOTE [cpu loops] */
   cdv_module_open(L);
   cdv_blas_open(L); /* after module.c's cd._selftest, which it extends */
   cdv_peer_open(L);

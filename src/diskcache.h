@@ -95,12 +95,18 @@ typedef struct cdv_incscan {
 } cdv_incscan;
 
 int cdv_header_index(const cdv_compile_req *req, const char *name); /* the request's header of that name, or -1 */
+/* the directories NVRTC searches for the request before the toolkit's: its -I and --include-path options, then its
+ * include_paths (cuda_cache.c) */
+void cdv_cuda_include_dirs(const cdv_compile_req *req, cdv_strlist *dirs);
 
 /* Resolve each include of incs (from a file in dir; NULL: look only on the include directories) as the
  * compilers do, a quoted one next to the including file first, and read each file found once into the key,
  * following its own includes; an absolute name is read where it says. Files that are on none of these paths
  * (system headers) are not looked at. */
 void cdv_include_scan(cdv_incscan *is, const char *dir, const cdv_strlist *incs);
+/* NOTE [nvrtc standard headers] (nvrtc_std.c): into key, the names of the standard headers NVRTC is given for req
+ * (dirs: cdv_cuda_include_dirs), and through is the files on those directories that they include */
+void cdv_nvrtc_std_key(const cdv_compile_req *req, const cdv_strlist *dirs, cdv_incscan *is, cdv_sha256 *key);
 
 /* The value of option `name` in opts[*i]: "-Xval", "-X=val", or the next token (*i moves on to it); NULL if
  * opts[*i] is not that option. joined: "-Xval" is accepted. */

@@ -118,7 +118,9 @@ CUDADEV_API void cudadev_set_options(lua_State *L, const cudadev_options *o) {
  * and the cpu device maps whole pages for it. */
 size_t cdv_footprint(const cdv_device *d, int kind, size_t bytes) {
   if (bytes == 0) return 0;
-  size_t c = kind == CDV_MEM_PINNED ? cdv_pinned_class(bytes) : kind == CDV_MEM_DEVICE ? cdv_block_class(bytes) : bytes;
+  size_t c = kind == CDV_MEM_PINNED   ? cdv_pinned_class(bytes)
+             : kind == CDV_MEM_DEVICE ? cdv_array_class(d, bytes)
+                                      : bytes;
   if (c < bytes) return SIZE_MAX; /* no class holds it: the allocation fails anyway */
   if (d->be->host_memory || kind == CDV_MEM_PINNED) { /* NOTE [backend properties] */
     static size_t pg; /* a benign race: every thread writes the same value */
@@ -393,7 +395,9 @@ CUDADEV_API void cudadev_push_stream(lua_State *L, void *stream, const char *dev
   if (stream != NULL) {
     cdv_device_use(L, d);
     if (d->be->stream_of(d, stream, &e) != 0)
-      luaL_error(L, "%s: %p is not a stream of %s (%s: %s)", api, stream, d->alias, e.name, e.message);
+      luaL_error(L, "%s: %s is not a stream of %s (%s: %s)", api,
+                 cdv_get_state(L)->sandbox ? "the handle" : lua_pushfstring(L, "%p", stream), d->alias, e.name,
+                 e.message); /* no address in a sandbox's error texts */
   }
   /* a Stream that is not owned: __gc and :destroy() leave the host's stream alone */
   cdv_new_stream(L, d)->handle = stream;

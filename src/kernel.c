@@ -21,6 +21,7 @@ typedef struct kparam {
   size_t off;
   int64_t lo, hi; /* integers: the range of the C type (Lua integers are signed: u64 stops at 2^63-1) */
   unsigned elem_size; /* pointers: the element size an Array must have, 0 when any will do */
+  cdv_block *watch; /* pointers: this launch's Array block with a canary (NOTE [tail canary]), or NULL */
 } kparam;
 
 typedef struct kernel {
@@ -41,6 +42,8 @@ typedef struct kernel {
   int coop_threads, coop_max; /* the last block size checked for a cooperative launch, and the blocks that */
   int coop_sms; /* fit at once with it and coop_shared bytes (0 threads: none checked yet), */
   size_t coop_shared; /* on coop_sms multiprocessors (NOTE [cooperative launch]) */
+  double timeout; /* its module's cd.compile timeout, -1 for none (NOTE [launch limits]) */
+  const char **pnames; /* its parameters' names, into sig (for the backend's messages) */
   char name[128];
 } kernel;
 
@@ -246,7 +249,7 @@ static int ptx_signature(const char *ptx, const char *name, cdv_sig *sig) {
   return 0;
 }
 
-int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name) {
+int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name, double timeout) {
   if (m->dev == NULL) return cdv_module_no_device(L, m);
   int idx = -1;
   for (int i = 0; i < m->nentries && idx < 0; i++)
@@ -280,6 +283,7 @@ int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name
   cdv_state_ref(k->st); /* (see NOTE [state record]) its launch path reads the record */
   static uint64_t serials;
   k->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+  k->timeout = timeout;
   snprintf(k->name, sizeof k->name, "%s", name);
   cdv_err e;
   void *fn = NULL;
@@ -302,10 +306,12 @@ int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name
                           : "no source");
   }
   const char *msg = build_plan(k, &k->sig, err, sizeof err);
+  if (msg == NULL && !(k->pnames = calloc((size_t)k->nparams + 1, sizeof *k->pnames))) msg = "not enough memory";
   if (msg != NULL) {
     k->fn = NULL;
     return luaL_error(L, "%s", msg);
   }
+  for (int i = 0; i < k->nparams; i++) k->pnames[i] = k->sig.params[i].name;
   cdv_live_add(CDV_LIVE_KERNEL, 1);
   return 1;
 }
@@ -317,6 +323,8 @@ static int kernel_gc(lua_State *L) {
   free(k->p);
   free(k->buf);
   free(k->argv);
+  free(k->pnames);
+  k->pnames = NULL;
   k->p = NULL;
   k->buf = NULL;
   k->argv = NULL;
@@ -392,6 +400,7 @@ static void put_float(lua_State *L, kernel *k, int i, int idx, char *dst, cdv_pk
 static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void *stream) {
   void *ptr = NULL;
   cdv_array *a = cdv_test_magic(L, idx, sizeof *a, CDV_ARRAY_MAGIC);
+  k->p[i].watch = NULL;
   if (a != NULL) {
     if (a->block == NULL) arg_error(L, k, i, "a freed Array");
     cdv_block *b = a->block;
@@ -416,6 +425,7 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
       arg_error(L, k, i, "a non-contiguous Array; pass a:contiguous()");
     ptr = a->data;
     cdv_block_used(b, k->dev, stream);
+    if (b->slack) k->p[i].watch = b;
   } else if (lua_isnil(L, idx)) {
     ptr = NULL;
   } else if (lua_isinteger(L, idx) && !k->st->sandbox) {
@@ -594,12 +604,38 @@ static void resolve_config(lua_State *L, kernel *k, const cdv_launch_config *c, 
   }
 }
 
+/* (see NOTE [tail canary] in memory.c) after a launch on a device that keeps canaries: an error naming the first
+ * Array argument whose block's canary changed; every changed one is written again, so a launch that failed
+ * (whose own error wins) leaves none for the next. */
+static int tail_check(kernel *k, cdv_err *e) {
+  int rc = 0;
+  for (int i = 0; i < k->nparams; i++) {
+    cdv_block *b = k->p[i].watch;
+    size_t first, last;
+    if (b == NULL || !cdv_canary_check(b, &first, &last) || rc) continue;
+    rc = cdv_fail(
+        e, "cpu.launch", 700, "CUDA_ERROR_ILLEGAL_ADDRESS",
+        "kernel '%s' wrote past the end of argument #%d ('%s', an array of %zu bytes): bytes %zu to %zu "
+        "past its end changed (seen after the launch, in the canary kept there; which thread wrote is not known)",
+        k->name, i + 1, k->sig.params[i].name, b->bytes, first, last);
+  }
+  return rc;
+}
+
+/* The backend's launch result, then the canaries of a device that keeps them (NOTE [tail canary]). */
+static int launched(kernel *k, int rc, cdv_err *e) {
+  if (k->dev->be->mem_slack == NULL) return rc;
+  cdv_err later;
+  return tail_check(k, rc ? &later : e) || rc ? -1 : 0;
+}
+
 /* The end of a launch with cooperative = true (NOTE [cooperative launch]), out of the common path. */
 static __attribute__((noinline)) int launch_cooperative(lua_State *L, kernel *k, const cdv_launch_config *c,
-                                                        const unsigned grid[3], const unsigned block[3], void *stream) {
+                                                        const unsigned grid[3], const unsigned block[3], void *stream,
+                                                        const cdv_launch_opts *o) {
   cdv_device *d = k->dev;
   cdv_err e;
-  if (d->be->launch_cooperative(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &e) != 0)
+  if (launched(k, d->be->launch_cooperative(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, o, &e), &e))
     return cdv_raise(L, d, &e);
   if (k->st->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
   return 0;
@@ -636,8 +672,10 @@ static int launch(lua_State *L) {
       if (k->p[i].kind == CDV_P_PTR) put_arg(L, k, i, i + 3, stream);
   cdv_device_check(L, d); /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
-  if (__builtin_expect(c->cooperative, 0)) return launch_cooperative(L, k, c, grid, block, stream);
-  if (d->be->launch(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &e) != 0) return cdv_raise(L, d, &e);
+  cdv_launch_opts o = {c->timeout >= 0 ? c->timeout : k->timeout, st->sandbox, k->nparams, k->pnames};
+  if (__builtin_expect(c->cooperative, 0)) return launch_cooperative(L, k, c, grid, block, stream, &o);
+  if (launched(k, d->be->launch(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &o, &e), &e))
+    return cdv_raise(L, d, &e);
   if (st->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
   return 0;
 }

@@ -14,6 +14,19 @@
 
 #include "cdv.h"
 
+/* NOTE [launch limits]: the number of seconds at idx (0 for no limit), or -1 with the complaint pushed (about
+ * key, when not NULL) */
+double cdv_seconds(lua_State *L, int idx, const char *key) {
+  double t = lua_tonumber(L, idx);
+  if (lua_type(L, idx) == LUA_TNUMBER && t >= 0 && t <= 1e9) return t; /* also refuses NaN */
+  const char *got = cdv_value_text(L, idx);
+  if (key)
+    lua_pushfstring(L, "'%s' must be a number of seconds from 0 (no limit) to 1e9, got %s", key, got);
+  else
+    lua_pushfstring(L, "a number of seconds from 0 (no limit) to 1e9 expected, got %s", got);
+  return -1;
+}
+
 /* errors while reading a configuration: for a launch, about the kernel; for cd.launch_config, argument 1 */
 int cdv_launch_config_error(lua_State *L, const char *kname, const char *msg) {
   if (kname == NULL) return luaL_argerror(L, 1, msg);
@@ -47,7 +60,7 @@ static void dims(lua_State *L, const char *kname, int idx, const char *key, uint
   }
   cdv_launch_config_error(
       L, kname,
-      lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, luaL_tolstring(L, idx, NULL)));
+      lua_pushfstring(L, "'%s' must be a positive integer or {x, y, z}, got %s", key, cdv_value_text(L, idx)));
 }
 
 /* The table at idx into *c. Keys are compared as pointers (NOTE [launch keys]). */
@@ -60,6 +73,7 @@ static void parse(lua_State *L, int idx, const cdv_state *st, const char *kname,
   c->shared = 0;
   c->stream = NULL;
   c->device = NULL;
+  c->timeout = -1;
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     const void *key = lua_topointer(L, -2); /* NOTE [launch keys] */
@@ -90,12 +104,15 @@ static void parse(lua_State *L, int idx, const cdv_state *st, const char *kname,
         cdv_launch_config_error(L, kname,
                                 lua_pushfstring(L, "'cooperative' must be a boolean, got %s", luaL_typename(L, v)));
       c->cooperative = lua_toboolean(L, v);
+    } else if (key == st->key_timeout) {
+      c->timeout = cdv_seconds(L, v, "timeout");
+      if (c->timeout < 0) cdv_launch_config_error(L, kname, lua_tostring(L, -1));
     } else {
       cdv_launch_config_error(L, kname,
                               lua_pushfstring(L,
                                               "unknown key '%s' (expected grid, block, dim, shared, "
-                                              "stream, device, cooperative)",
-                                              luaL_tolstring(L, -2, NULL)));
+                                              "stream, device, cooperative, timeout)",
+                                              cdv_value_text(L, -2)));
     }
     lua_settop(L, v - 1);
   }
@@ -165,7 +182,12 @@ static int config_index(lua_State *L) {
     lua_pushinteger(L, c->shared);
   else if (strcmp(key, "cooperative") == 0)
     lua_pushboolean(L, c->cooperative);
-  else if (strcmp(key, "stream") == 0)
+  else if (strcmp(key, "timeout") == 0) {
+    if (c->timeout >= 0)
+      lua_pushnumber(L, c->timeout);
+    else
+      lua_pushnil(L);
+  } else if (strcmp(key, "stream") == 0)
     lua_getiuservalue(L, 1, 1);
   else if (strcmp(key, "device") == 0) {
     if (c->device)
@@ -210,10 +232,14 @@ static int config_tostring(lua_State *L) {
     luaL_addvalue(&b);
   }
   if (c->cooperative) luaL_addstring(&b, ", cooperative=true");
+  if (c->timeout >= 0) {
+    lua_pushfstring(L, ", timeout=%f", c->timeout);
+    luaL_addvalue(&b);
+  }
   if (c->stream) {
     luaL_addstring(&b, ", stream=");
     lua_getiuservalue(L, 1, 1);
-    luaL_tolstring(L, -1, NULL);
+    cdv_value_text(L, -1);
     lua_remove(L, -2);
     luaL_addvalue(&b);
   }

@@ -228,6 +228,60 @@ size_t cdv_block_class(size_t bytes) {
   return bytes > SIZE_MAX - (BLOCK_ALIGN - 1) ? bytes : (bytes + BLOCK_ALIGN - 1) & ~(BLOCK_ALIGN - 1);
 }
 
+/* The class an array of `bytes` on d takes: the block cache's, or one with room for d's canary (NOTE [tail
+ * canary]). */
+size_t cdv_array_class(const cdv_device *d, size_t bytes) {
+  size_t c = cdv_block_class(bytes), room = d->be->tail_room ? d->be->tail_room(c) : 0;
+  return c - bytes >= room || bytes > SIZE_MAX - room ? c : cdv_block_class(bytes + room);
+}
+
+/* NOTE [tail canary]: on the cpu device a kernel's store one element past an array's end landed in the unused
+ * rest of the array's own block (the block cache rounds sizes to 512 bytes) and went unseen, unless the size
+ * was a multiple of 512 (then the guard page caught it). So the cpu backend asks for room after an array
+ * (tail_room): a class that would leave fewer than 16 bytes (the largest element) after an array that lives
+ * in a slab (NOTE [cpu memory] in backend_cpu.c), where the next block is another array's, is replaced by the
+ * next one; an array of its own mapping ends at its guard page or leaves a multiple of its element size, so an
+ * element one past its end either faults or lies wholly in the slack. The bytes after the array's last one, to
+ * the end of its allocation (mem_slack, at most CDV_CANARY_MAX of them), hold a pattern, written when the
+ * block is handed to the array. After each launch, kernel.c compares the pattern
+ * after every Array argument's block (not a view's own end: the block's) and raises an error that names the
+ * argument and the bytes past the end that changed, then writes the pattern again. A store that starts past
+ * the end is thus caught whenever it lands in the slack (always for one element past the end; for a big
+ * array, up to its guard page, which catches the rest), unless it writes the pattern's own bytes there. It
+ * cannot name the thread (the launch is over when the pattern is read). Memory a host lends (cudadev_push_array, DLPack)
+ * is not ours and has no canary. The cost is a compare of at most CDV_CANARY_MAX bytes per Array argument
+ * per launch. The pattern depends on the byte's address, so a fill of one repeated byte does not match it. */
+static const unsigned char canary[32] = {0xa5, 0x5c, 0xc3, 0x3a, 0x96, 0x69, 0xd2, 0x2d, 0xb4, 0x4b, 0xe1,
+                                         0x1e, 0x87, 0x78, 0xcc, 0x33, 0xa5, 0x5c, 0xc3, 0x3a, 0x96, 0x69,
+                                         0xd2, 0x2d, 0xb4, 0x4b, 0xe1, 0x1e, 0x87, 0x78, 0xcc, 0x33};
+
+/* The pattern's bytes for the up to 16 bytes at p (twice over in canary[], so any start has 16 in a row). */
+static const unsigned char *canary_at(const unsigned char *p) { return canary + ((uintptr_t)p & 15); }
+
+void cdv_canary_fill(cdv_block *b) {
+  unsigned char *p = (unsigned char *)b->ptr + b->bytes;
+  for (size_t i = 0; i < b->slack; i += 16) memcpy(p + i, canary_at(p + i), b->slack - i < 16 ? b->slack - i : 16);
+}
+
+/* The first and last bytes past the end of b whose pattern changed (1), rewritten; 0 when none did. Compared 8
+ * bytes at a time, inline (libc's memcmp per 16 bytes cost 80 ns an argument): this runs after every launch, for
+ * each Array argument. */
+int cdv_canary_check(cdv_block *b, size_t *first, size_t *last) {
+  const unsigned char *p = (const unsigned char *)b->ptr + b->bytes;
+  size_t n = b->slack, i = 0;
+  for (uint64_t x, y; i + 8 <= n; i += 8) {
+    memcpy(&x, p + i, 8), memcpy(&y, canary_at(p + i), 8);
+    if (x != y) break;
+  }
+  while (i < n && p[i] == canary_at(p + i)[0]) i++;
+  if (i == n) return 0;
+  while (p[i] == canary_at(p + i)[0]) i++;
+  while (p[n - 1] == canary_at(p + n - 1)[0]) n--;
+  *first = i, *last = n - 1;
+  cdv_canary_fill(b);
+  return 1;
+}
+
 /* Takes slot i out of the state's cache (the order of the rest kept) and out of the counts. */
 static cdv_held_block unhold(cdv_state *st, int i) {
   cdv_held_block h = st->held[i];

@@ -82,8 +82,8 @@ static void hash_str(hasher *h, const char *s) { hash_bytes(h, s ? s : "", s ? s
 
 /* ------------------------------------------------------------ compile options */
 
-static const char *const compile_opts[] = {"name", "options", "headers", "include_paths", "name_expressions", "device",
-                                           "arch", "target",  NULL};
+static const char *const compile_opts[] = {"name",   "options", "headers", "include_paths", "name_expressions",
+                                           "device", "arch",    "target",  "timeout",       NULL};
 
 typedef struct strlist {
   int n;
@@ -159,7 +159,7 @@ static int parse_arch(lua_State *L, int o) {
     arch = -1;
   if (arch < 0 || (t != LUA_TNIL && (arch < 10 || arch > 1000)))
     luaL_error(L, "bad option 'arch' to 'compile' (expected \"sm_XY\" or an integer such as 90, got %s)",
-               luaL_tolstring(L, -1, NULL));
+               cdv_value_text(L, -1));
   lua_pop(L, 1);
   return arch;
 }
@@ -193,6 +193,7 @@ static void parse_target(lua_State *L, int o, int *ptx, int *cubin) {
 typedef struct module_ud {
   uint64_t magic;
   cdv_module_t *m;
+  double timeout; /* cd.compile's timeout for its kernels' launches, -1 when not given (NOTE [launch limits]) */
 } module_ud; /* CDV_MODULE_MAGIC (NOTE [magic]) */
 
 static module_ud *check_module_ud(lua_State *L, int arg) {
@@ -206,10 +207,11 @@ static cdv_module_t *check_module(lua_State *L, int arg) {
   return u->m;
 }
 
-static void push_module(lua_State *L, cdv_module_t *m) {
+static module_ud *push_module(lua_State *L, cdv_module_t *m) {
   module_ud *u = lua_newuserdatauv(L, sizeof *u, 1);
   u->magic = CDV_MODULE_MAGIC;
   u->m = NULL;
+  u->timeout = -1;
   luaL_setmetatable(L, CDV_MODULE);
   cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
   lua_newtable(L); /* Kernel values by name: one launch plan per kernel */
@@ -217,6 +219,7 @@ static void push_module(lua_State *L, cdv_module_t *m) {
   cdv_module_ref(m);
   u->m = m;
   cdv_live_add(CDV_LIVE_MODULE, 1);
+  return u;
 }
 
 static cdv_module_t *cache_find(const uint64_t key[2]) {
@@ -442,6 +445,9 @@ static int l_compile(lua_State *L) {
   parse_target(L, 2, &want_ptx, &want_cubin);
   cdv_device *d = cdv_opt_device_field(L, 2, "compile");
   given_dev = d != NULL;
+  double timeout = -1; /* NOTE [launch limits] */
+  if (cdv_opt_field(L, 2, "timeout") != LUA_TNIL && (timeout = cdv_seconds(L, -1, NULL)) < 0)
+    cdv_opt_error(L, "timeout", "compile", lua_tostring(L, -1));
   if (d == NULL) d = cdv_default_device(L);
   if (arch && d->be->native_code && given_dev) /* NOTE [backend properties] */
     return luaL_error(L, "bad option 'arch' to 'compile' (arch targets CUDA devices; leave it out to compile for %s)",
@@ -482,7 +488,7 @@ static int l_compile(lua_State *L) {
   uint64_t key[2] = {h.a, h.b};
   cdv_module_t *m = cache_find(key);
   if (m != NULL) {
-    push_module(L, m);
+    push_module(L, m)->timeout = timeout; /* a Module value's own: the cached record is shared */
     return 1;
   }
 
@@ -520,7 +526,7 @@ static int l_compile(lua_State *L) {
   m->dev = d;
   m->generation = d ? d->generation : 0;
   m->arch = arch;
-  push_module(L, cache_insert(m));
+  push_module(L, cache_insert(m))->timeout = timeout;
   return 1;
 }
 
@@ -542,7 +548,7 @@ static int module_get(lua_State *L) {
   lua_getiuservalue(L, 1, 1);
   if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
   lua_pop(L, 1);
-  cdv_push_kernel(L, 1, m, name);
+  cdv_push_kernel(L, 1, m, name, check_module_ud(L, 1)->timeout);
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, name);
   return 1;
@@ -781,7 +787,7 @@ static int l_kernel_cache_stats(lua_State *L) {
   long hits = memory_hits, misses = memory_misses, entries = 0;
   for (cdv_module_t *m = cache; m != NULL; m = m->next) entries++;
   pthread_mutex_unlock(&cache_lock);
-  lua_createtable(L, 0, 11);
+  lua_createtable(L, 0, 12);
   lua_pushinteger(L, hits);
   lua_setfield(L, -2, "memory_hits");
   lua_pushinteger(L, misses);
@@ -808,6 +814,8 @@ static int l_kernel_cache_stats(lua_State *L) {
     lua_pushstring(L, miss);
     lua_setfield(L, -2, "disk_last_miss");
   }
+  lua_pushinteger(L, cdv_cpu_compiler_runs()); /* NOTE [cpu loops] */
+  lua_setfield(L, -2, "cpu_compiles");
   cdv_cpu_cache_dir_used(dir, sizeof dir); /* NOTE [cache trust] */
   if (dir[0]) {
     lua_pushstring(L, dir);
@@ -851,6 +859,7 @@ static int l_cache_trust_selftest(lua_State *L) {
 /* Drops the in-memory cache; modules still held by Module values stay loaded until collected. */
 static int l_clear_kernel_cache(lua_State *L) {
   (void)L;
+  cdv_cpu_cache_forget(); /* its objects by key, and the failures it remembers (NOTE [failed compiles]) */
   pthread_mutex_lock(&cache_lock);
   cdv_module_t *m = cache;
   cache = NULL;

@@ -33,7 +33,8 @@ int cdv_module_no_device(lua_State *L, cdv_module_t *m); /* raises: compiled for
 const char *cdv_push_joined(lua_State *L, int n, char **v); /* "a, b, c" (pushed) */
 
 /* kernel.c */
-int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name); /* m's kernel `name` */
+/* m's kernel `name`; timeout: its launches' default time limit (cd.compile's, -1 for none: NOTE [launch limits]) */
+int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name, double timeout);
 void cdv_kernel_open(lua_State *L);
 
 #endif

@@ -447,23 +447,34 @@ static int to_text(lua_State *S) {
   return 1;
 }
 
-/* loads and runs the script; its first result as a string (under lua_pcall with to_text) */
+/* loads and runs the script (named by upvalue 1); its first result as a string (under lua_pcall with to_text) */
 static int run_in(lua_State *S) {
   const char *script = lua_touserdata(S, 1);
   lua_settop(S, 0);
-  if (luaL_loadbuffer(S, script, strlen(script), "=sandboxed") != LUA_OK) return lua_error(S);
+  if (luaL_loadbuffer(S, script, strlen(script), lua_tostring(S, lua_upvalueindex(1))) != LUA_OK) return lua_error(S);
   lua_call(S, 0, 1);
   if (lua_isnil(S, -1)) return 1;
   luaL_tolstring(S, -1, NULL);
   return 1;
 }
 
-/* cd._sandbox(script [, {memory_quota=, max_arrays=, include_dirs=, allowed_compile_options=, debug=}])
- * -> ok, result: runs script in a new lua_State with the standard libraries (debug too unless debug=false),
- * sandboxed with those options, cudadev loaded as the global `cd`; closes it. */
+/* Runs code in S under to_text, as chunk `name`; 1 when it ran, else 0 (the error on S's stack). */
+static int run_code(lua_State *S, const char *code, const char *name) {
+  lua_pushcfunction(S, to_text);
+  lua_pushstring(S, name);
+  lua_pushcclosure(S, run_in, 1);
+  lua_pushlightuserdata(S, (void *)code);
+  return lua_pcall(S, 1, 1, -3) == LUA_OK;
+}
+
+/* cd._sandbox(script [, {memory_quota=, max_arrays=, include_dirs=, allowed_compile_options=, debug=,
+ * prelude=}]) -> ok, result: runs script in a new lua_State with the standard libraries (debug too unless
+ * debug=false), sandboxed with those options, cudadev loaded as the global `cd`; closes it. prelude: Lua code
+ * run in that state first, before the sandbox is turned on (cudadev_set_sandbox), as a host that compiles its
+ * kernels and then runs scripts does. */
 int cdv_sandbox_run(lua_State *L) {
-  static const char *const known[] = {"memory_quota", "max_arrays", "include_dirs", "allowed_compile_options",
-                                      "debug",        NULL};
+  static const char *const known[] = {"memory_quota", "max_arrays", "include_dirs", "allowed_compile_options", "debug",
+                                      "prelude",      NULL};
   const char *script = luaL_checkstring(L, 1);
   if (cdv_get_state(L)->sandbox) return luaL_error(L, "_sandbox is not available in this sandbox");
   cdv_check_options(L, 2, known, "_sandbox");
@@ -474,6 +485,10 @@ int cdv_sandbox_run(lua_State *L) {
   o.include_dirs = opt_list(L, "include_dirs");
   o.allowed_compile_options = opt_list(L, "allowed_compile_options");
   int keep_debug = cdv_check_boolean_field(L, 2, "debug", 1, "_sandbox");
+  const char *prelude = NULL;
+  if (cdv_opt_field(L, 2, "prelude") != LUA_TNIL && !(prelude = lua_tostring(L, -1)))
+    cdv_opt_error(L, "prelude", "_sandbox", "string expected");
+  o.sandbox = prelude == NULL; /* else turned on after the prelude */
   lua_State *S = luaL_newstate();
   if (S == NULL) return luaL_error(L, "not enough memory");
   luaL_openlibs(S);
@@ -484,10 +499,12 @@ int cdv_sandbox_run(lua_State *L) {
   cudadev_set_options(S, &o);
   luaL_requiref(S, "cudadev", luaopen_cudadev, 1);
   lua_setglobal(S, "cd");
-  lua_pushcfunction(S, to_text);
-  lua_pushcfunction(S, run_in);
-  lua_pushlightuserdata(S, (void *)script);
-  int ok = lua_pcall(S, 1, 1, 1) == LUA_OK;
+  int ok = prelude ? run_code(S, prelude, "=prelude") : 1;
+  if (ok && prelude) {
+    cudadev_set_sandbox(S, 1);
+    lua_settop(S, 0);
+  }
+  if (ok) ok = run_code(S, script, "=sandboxed");
   lua_pushboolean(L, ok);
   if (lua_type(S, -1) == LUA_TSTRING)
     lua_pushstring(L, lua_tostring(S, -1));

@@ -120,7 +120,7 @@ static void *kernel1(mod *m, const char *src, const char *entry) {
 
 static int launch(void *fn, unsigned gx, unsigned bx, unsigned shared, void **args, cdv_err *e) {
   unsigned g[3] = {gx, 1, 1}, b[3] = {bx, 1, 1};
-  return be->launch(&cpu, fn, g, b, shared, NULL, args, e);
+  return be->launch(&cpu, fn, g, b, shared, NULL, args, NULL, e);
 }
 
 static int launch_ok(void *fn, unsigned gx, unsigned bx, unsigned shared, void **args) {
@@ -769,7 +769,7 @@ static void test_indexing(void) {
   int n = 24 * 64, *out = dalloc((size_t)n * 4);
   void *args[] = {&out};
   cdv_err e;
-  int rc = be->launch(&cpu, fn, g, b, 0, NULL, args, &e), ok = 1;
+  int rc = be->launch(&cpu, fn, g, b, 0, NULL, args, NULL, &e), ok = 1;
   for (int i = 0; i < n; i++) ok &= out[i] == (i / 64) * 1000 + i % 64;
   CHECK(rc == 0 && ok, "every (block, thread) pair once");
   dfree(out);
@@ -977,11 +977,11 @@ static void test_launch_checks(void) {
   if (!fn) return;
   cdv_err e;
   unsigned g[3] = {1, 1, 1}, b[3] = {2048, 1, 1}, g0[3] = {0, 1, 1}, b1[3] = {32, 1, 1};
-  expect_error("2048 threads", be->launch(&cpu, fn, g, b, 0, NULL, NULL, &e), &e, "CUDA_ERROR_INVALID_VALUE",
+  expect_error("2048 threads", be->launch(&cpu, fn, g, b, 0, NULL, NULL, NULL, &e), &e, "CUDA_ERROR_INVALID_VALUE",
                "exceeds the cpu device's limits");
-  expect_error("empty grid", be->launch(&cpu, fn, g0, b1, 0, NULL, NULL, &e), &e, "CUDA_ERROR_INVALID_VALUE",
+  expect_error("empty grid", be->launch(&cpu, fn, g0, b1, 0, NULL, NULL, NULL, &e), &e, "CUDA_ERROR_INVALID_VALUE",
                "must be at least 1");
-  expect_error("shared", be->launch(&cpu, fn, g, b1, 1u << 21, NULL, NULL, &e), &e, "CUDA_ERROR_INVALID_VALUE",
+  expect_error("shared", be->launch(&cpu, fn, g, b1, 1u << 21, NULL, NULL, NULL, &e), &e, "CUDA_ERROR_INVALID_VALUE",
                "exceeds the cpu device's limit");
   cdv_func_info fi;
   int bps;
@@ -1022,7 +1022,7 @@ static void *thread_main(void *arg) {
   void *args[] = {&n, &a, &x, &y};
   unsigned g[3] = {(unsigned)n / 256, 1, 1}, b[3] = {256, 1, 1};
   cdv_err e;
-  for (int r = 0; r < 20; r++) t->rc |= be->launch(&cpu, t->fn, g, b, 0, NULL, args, &e);
+  for (int r = 0; r < 20; r++) t->rc |= be->launch(&cpu, t->fn, g, b, 0, NULL, args, NULL, &e);
   t->ok = 1;
   for (int i = 0; i < n; i++) t->ok &= y[i] == 20.0f;
   dfree(x), dfree(y);

@@ -433,8 +433,8 @@ static void run_saxpy(void *mod, const cdv_image *img) {
   void *args[4] = {&a, &dx, &dy, &n};
   unsigned grid[3] = {(unsigned)(n + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
   TRY("event_record", gpu.be->event_record(&gpu, ev0, s, &e_));
-  TRY("launch saxpy", gpu.be->launch(&gpu, fn, grid, block, 0, s, args, &e_));
-  TRY("launch axpy<float>", gpu.be->launch(&gpu, fn2, grid, block, 0, s, args, &e_));
+  TRY("launch saxpy", gpu.be->launch(&gpu, fn, grid, block, 0, s, args, NULL, &e_));
+  TRY("launch axpy<float>", gpu.be->launch(&gpu, fn2, grid, block, 0, s, args, NULL, &e_));
   TRY("event_record", gpu.be->event_record(&gpu, ev1, s, &e_));
   TRY("memcpy DtoH", gpu.be->memcpy(&gpu, y, &cpu_dev, dy, &gpu, bytes, s, &e_));
   TRY("stream_synchronize", gpu.be->stream_synchronize(&gpu, s, &e_));
@@ -623,7 +623,7 @@ static int test_fault(void) {
     return show_err("setup", &e), 1;
   void *args[1] = {&bad};
   unsigned one[3] = {1, 1, 1};
-  int rc = gpu.be->launch(&gpu, fn, one, one, 0, NULL, args, &e);
+  int rc = gpu.be->launch(&gpu, fn, one, one, 0, NULL, args, NULL, &e);
   if (rc == 0) rc = gpu.be->synchronize(&gpu, &e);
   show_err("poke(0x10)", &e);
   check(rc == -1 && e.sticky && e.code == CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal address is a sticky fault");

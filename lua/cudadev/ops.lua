@@ -282,7 +282,9 @@ local function check_opts(opts, known, fname, n)
   if opts == nil then return {} end
   if type(opts) ~= "table" or is_array(opts) then argerror(fname, n, "options table expected, got " .. typename(opts), 1) end
   for k in pairs(opts) do
-    if not known[k] then raise(fmt("bad option '%s' to '%s' (unknown option)", tostring(k), fname)) end
+    -- a key that is no string or number is named by its type: tostring would give its address
+    if not known[k] then raise(fmt("bad option '%s' to '%s' (unknown option)", type(k) == "number" and tostring(k)
+      or type(k) == "string" and k or typename(k), fname)) end
   end
   return opts
 end
@@ -372,6 +374,18 @@ local function elementwise_source(name, ins, outs, body, preamble, nd)
     "}", "" }, "\n")
 end
 
+-- NOTE [cpu loops] (src/cpu_loops.c): a built-in operation's spec carries loop = {op=, calc=, res=, bits=} (the
+-- calc dtype its operands are converted to, the dtype of its expression's value, the promoted dtype's width for
+-- the shifts); a device whose backend has loops runs it without a compile (the cpu device), others answer false
+-- and the kernel is generated as before. A stream of another device goes to the kernel, which says so.
+local loop_c, reduce_c = array_mt.__loop, array_mt.__reduce
+local function run_loop(lp, dev, stream, out, ins)
+  if stream ~= nil and stream.device ~= dev then return false end
+  local a = {}
+  for i, p in ipairs(ins) do a[2 * i - 1], a[2 * i] = p.value, p.dtype end
+  return loop_c(lp.op, lp.calc, lp.calc2, lp.res, lp.bits or 0, out, unpack(a, 1, 2 * #ins))
+end
+
 -- Runs an elementwise operation. spec: {name=, ins = {{name=, dtype=, value=, raw=}}, outs = {{name=, dtype=,
 -- value= (an Array or nil)}}, body=, preamble=, fname=, stream=, key=, shape=}: creates the missing outputs with the
 -- broadcast shape, checks devices and shapes, and launches. Returns the output arrays.
@@ -426,6 +440,7 @@ local function run_elementwise(spec)
     outs[i] = o
   end
   if n == 0 then return outs end
+  if spec.loop and run_loop(spec.loop, dev, spec.stream, outs[1], spec.ins) then return outs end
   -- the specialisation: dtypes, scalars, raw, which inputs broadcast (NOTE [generated kernels])
   -- an array read or written at other than its flat index (broadcast, or a strided view: NOTE [strided views]
   -- in array.c) gets its strides over the output's shape as arguments, and a strided view its flat base
@@ -482,7 +497,7 @@ end
 local function copy_elements(a, out, stream, fname)
   return run_elementwise({ fname = fname or "copy", name = "cdv_copy", ins = { { name = "x", dtype = a.dtype, value = a } },
     outs = { { name = "z", dtype = a.dtype, value = out } }, body = "z = x", key = "copy", stream = stream,
-    shape = out and out.shape })[1]
+    shape = out and out.shape, loop = { op = "copy", calc = a.dtype, res = a.dtype } })[1]
 end
 internal.copy_elements = copy_elements
 
@@ -711,8 +726,13 @@ local function run_reduction(spec)
       return src, kname .. pass
     end
   end
-  local p1 = kernel_for(dev, key .. "|p1", build("_p1"))
   local nsplit = splits(dev, K, nout)
+  -- NOTE [cpu loops]: the same folds in the same order, without a compile
+  if spec.loop and (spec.stream == nil or spec.stream.device == dev) and
+     reduce_c(spec.loop.op, spec.loop.acc, sins[1].value, o, outer, K, inner, nsplit) then
+    return o
+  end
+  local p1 = kernel_for(dev, key .. "|p1", build("_p1"))
   if nout * nsplit > 0x7fffffff then raise(fmt("%s: %d outputs are more than one launch can reduce", fname, nout)) end
   local args, m = {}, #spec.ins
   for i, p in ipairs(sins) do
@@ -1004,7 +1024,13 @@ local function fast_binary(op, x, y)
   if not (x.is_contiguous and y.is_contiguous and same_shape(xs, y.shape)) then return nil end
   local n = prod(xs)
   local o = cd.empty(xs, f.res, { device = dev })
-  if n > 0 then f.k({ grid = grid_for(dev, n), block = BLOCK }, x, y, o, n) end
+  if n == 0 then return o end
+  if f.loop then
+    local lp = f.loop
+    if loop_c(lp.op, lp.calc, lp.calc2, lp.res, lp.bits, o, x, x.dtype, y, y.dtype) then return o end
+    return nil   -- loops turned off since: the general path
+  end
+  f.k({ grid = grid_for(dev, n), block = BLOCK }, x, y, o, n)
   return o
 end
 
@@ -1039,7 +1065,7 @@ local function plan_binary(op, x, y, fname, arr)
     xC, yC, expr = int64_type(da), int64_type(db), fmt("_cdv_cmp(x, y) %s 0", op.cmp)
   end
   local res = op.result(r, da, db)
-  return { r = r, cdt = cdt, res = res, xdt = arr(x) and x.dtype or sdt, ydt = arr(y) and y.dtype or sdt,
+  return { r = r, cdt = cdt, res = res, xdt = arr(x) and x.dtype or sdt, ydt = arr(y) and y.dtype or sdt, xC = xC, yC = yC,
     pre = fmt("const %s x = (%s)x_; const %s y = (%s)y_;", xC, xC, yC, yC),
     value = fmt("(%s)(%s)", DT[res].calc, expr) }
 end
@@ -1070,14 +1096,19 @@ local function binary(op, x, y, out, stream, fname)
   local res, odt = p.res, out_dtype(p.res, out, fname)
   local ins = { { name = "x_", dtype = p.xdt, value = x }, { name = "y_", dtype = p.ydt, value = y } }
   local body = fmt("{ %s z = (%s)(%s); }", p.pre, DT[odt].ctype, p.value)
+  -- NOTE [cpu loops]: y's calc type is given apart where it is not x's (a signed and a uint64 array compared)
+  local lp = { op = op.name, calc = dtype_of_name(p.xC), calc2 = p.xC ~= p.yC and dtype_of_name(p.yC) or nil,
+    res = dtype_of_name(DT[res].calc), bits = DT[p.cdt].size * 8 }
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
     outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
-    key = "bin:" .. op.name .. ":" .. p.r .. ":" .. p.cdt .. ":" .. res .. ":" .. odt, stream = stream })
-  -- the kernel of contiguous operands of one shape (its arguments are x, y, z, n): NOTE [binary fast path]
-  if both and k and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) then
+    key = "bin:" .. op.name .. ":" .. p.r .. ":" .. p.cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
+  -- the kernel of contiguous operands of one shape (its arguments are x, y, z, n), or the loop that ran instead
+  -- of one: NOTE [binary fast path]
+  if both and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) and o[1].size > 0 then
     local dev = x.device
     fast_bin[dev] = fast_bin[dev] or {}
-    fast_bin[dev][op.name .. "|" .. x.dtype .. "|" .. y.dtype] = { k = k, res = odt, gen = dev.generation }
+    fast_bin[dev][op.name .. "|" .. x.dtype .. "|" .. y.dtype] = { k = k, loop = not k and lp, res = odt,
+      gen = dev.generation }
   end
   return o[1]
 end
@@ -1188,7 +1219,7 @@ local function plan_unary(name, spec, d)
   if why then raise(fmt("%s: %s", name, why)) end
   local res = spec.result(d)
   local C = DT[res].kind == "b" and DT[d].calc or DT[res].calc
-  return { res = res, pre = fmt("const %s x = (%s)x_;", C, C), value = spec.expr(C, wrap_type(d), d) }
+  return { res = res, C = C, pre = fmt("const %s x = (%s)x_;", C, C), value = spec.expr(C, wrap_type(d), d) }
 end
 
 local function unary(name, spec, x, out, stream)
@@ -1206,9 +1237,10 @@ local function unary(name, spec, x, out, stream)
     odt = out.dtype
   end
   local body = fmt("{ %s z = (%s)(%s); }", p.pre, DT[odt].ctype, p.value)
+  local lp = { op = name, calc = dtype_of_name(p.C), res = DT[res].kind == "b" and "bool" or dtype_of_name(p.C) }
   return run_elementwise({ fname = name, name = "cdv_" .. name, ins = { { name = "x_", dtype = d, value = x } },
     outs = { { name = "z", dtype = odt, value = out } }, body = body, key = "un:" .. name .. ":" .. d .. ":" .. odt,
-    stream = stream })[1]
+    stream = stream, loop = lp })[1]
 end
 
 for name, spec in pairs(MATH) do
@@ -1250,7 +1282,8 @@ function cd.where(c, x, y, opts)
   return run_elementwise({ fname = "where", name = "cdv_where", stream = stream, key = "where:" .. r,
     ins = { { name = "c_", dtype = c.dtype, value = c }, { name = "x_", dtype = is_array(x) and x.dtype or r, value = x },
             { name = "y_", dtype = is_array(y) and y.dtype or r, value = y } },
-    outs = { { name = "z", dtype = r, value = out } }, body = body })[1]
+    outs = { { name = "z", dtype = r, value = out } }, body = body,
+    loop = { op = "where", calc = dtype_of_name(C), res = dtype_of_name(C) } })[1]
 end
 
 
@@ -1306,7 +1339,8 @@ local function reduce(a, o, fname, r)
   local res, p1, p2 = run_reduction({ fname = fname, name = "cdv_" .. fname,
     ins = { { name = "x", dtype = a.dtype, value = a } }, out = { name = "y", dtype = r.out, value = o.out },
     rtype = r.rtype, map_expr = r.map, reduce_expr = r.reduce, post_map = r.post, identity = r.identity,
-    preamble = r.preamble, axis = o.axis, keepdims = o.keepdims, stream = o.stream })
+    preamble = r.preamble, axis = o.axis, keepdims = o.keepdims, stream = o.stream,
+    loop = { op = fname, acc = r.acc or r.rtype.dtype } })
   if o.axis == nil and o.out == nil and not o.keepdims then return lua_value(res), p1, p2 end
   return res, p1, p2
 end
@@ -1421,7 +1455,7 @@ __device__ __forceinline__ _cdv_vi _cdv_pick(_cdv_vi a, _cdv_vi b) {
 ]], C, cmp, cmp)
     -- i is the flat index; along an axis the position within the axis: (i / inner) % K
     local map = o.axis == nil and fmt("_cdv_vi{(%s)x, i}", C) or fmt("_cdv_vi{(%s)x, (i / _inner) %% _K}", C)
-    return { out = "int64", rtype = { ctype = "_cdv_vi", size = 16 }, empty_error = true, map = map,
+    return { out = "int64", rtype = { ctype = "_cdv_vi", size = 16 }, acc = dtype_of_name(C), empty_error = true, map = map,
       reduce = "_cdv_pick(a, b)", post = "y = a.i + 1", preamble = pre,
       identity = fmt("_cdv_vi{(%s)(%s), 9223372036854775807ll}", C, extreme(d, not high)) }
   end)
@@ -1548,6 +1582,7 @@ internal.float_result, internal.float_pair = float_result, float_pair   -- ops_n
 -- for ops_numpy.lua (NumPy's other functions, on the same generators)
 internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
 internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
+internal.sum_dtype, internal.hash = sum_dtype, hash   -- sorting.lua
 
 -- What cd.fuse (fuse.lua) builds on: NOTE [operation plans]
 internal.ops = { DT = DT, BIN = BIN, MATH = MATH, FNAMES = FNAMES, META = META, HELPERS = HELPERS,

@@ -68,7 +68,9 @@ local GEN = {
 
 local function draw(fname, dist, shape, lo, hi, dtype, opts)
   local d = dtype and internal.dtype_of_name(dtype)
-  if dtype ~= nil and not d then argerror(fname, 4, "unknown dtype '" .. tostring(dtype) .. "'") end
+  if dtype ~= nil and not d then   -- named by its type when it has no text of its own (tostring: its address)
+    argerror(fname, 4, "unknown dtype '" .. ((type(dtype) == "string" or type(dtype) == "number") and tostring(dtype) or type(dtype)) .. "'")
+  end
   d = d or (dist == "randint" and "int64" or "float32")
   local kind = DT[d].kind
   if dist ~= "randint" and kind ~= "f" then raise(fmt("%s: %s is not a float dtype", fname, d)) end

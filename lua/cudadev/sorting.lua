@@ -1,0 +1,1002 @@
+-- NumPy's sorting, scans, joining and indexing functions (cd.sort, cd.argsort, cd.unique, cd.searchsorted,
+-- cd.cumsum, cd.cumprod, cd.concatenate, cd.stack, cd.split, cd.take, cd.put, cd.nonzero, cd.count_nonzero,
+-- a:item(), and a[idx] / a[mask] through array.c's NOTE [array indices]), on every device through generated
+-- kernels (ops.lua's NOTE [generated kernels]): the cpu device runs the same CUDA C. Built into the library; run
+-- once by luaopen_cudadev after ops.lua with the module table, the Array metatable and the parts' internals.
+--
+-- Positions seen from Lua are 1-based, as argmin/argmax give them: argsort, nonzero, searchsorted and unique's
+-- index answer 1-based positions, and take, put and a[idx] take them (negative ones count from the end).
+local cd, array_mt, internal = ...
+local methods = array_mt.methods
+local DT, kernel_for, grid_for, header = internal.DT, internal.kernel_for, internal.grid_for, internal.header
+local raise, argerror, typename, check_opts = internal.raise, internal.argerror, internal.typename, internal.check_opts
+local dtype_of_name, sum_dtype, result_type = internal.dtype_of_name, internal.sum_dtype, internal.result_type
+local prod, BLOCK, hash = internal.shape_size, internal.BLOCK, internal.hash
+local fmt, concat = string.format, table.concat
+
+local function is_array(v) return cd.type(v) == "Array" end
+
+local function check_array(v, fname, n)
+  if not is_array(v) then argerror(fname, n, "Array expected, got " .. typename(v), 1) end
+  return v
+end
+
+-- An axis (1-based, negative from the end) of an array of nd dimensions as 1..nd.
+local function check_axis(axis, nd, fname, n)
+  if math.type(axis) ~= "integer" then argerror(fname, n, "axis (integer) expected, got " .. typename(axis), 1) end
+  local ax = axis < 0 and nd + 1 + axis or axis
+  if ax < 1 or ax > nd then
+    argerror(fname, n, fmt("axis %d is out of range for an array of %d dimensions (1..%d, or -1..-%d)", axis, nd,
+      nd, nd), 1)
+  end
+  return ax
+end
+
+-- The unsigned C type of each element size, which the sort reads the elements' bits as.
+local UINT = { [1] = "unsigned char", [2] = "unsigned short", [4] = "unsigned int", [8] = "unsigned long long" }
+local UNAME = { [1] = "uint8", [2] = "uint16", [4] = "uint32", [8] = "uint64" }
+
+-- a moved so that axis ax is its last, contiguous, and the permutation that moved it (nil when it was last)
+local function axis_last(a, ax)
+  local nd = a.ndim
+  if ax == nd then return a:contiguous(), nil end
+  local perm = {}
+  for i = 1, nd do if i ~= ax then perm[#perm + 1] = i end end
+  perm[nd] = ax
+  return a:transpose(perm):contiguous(), perm
+end
+
+-- r (of the moved shape) back in a's order, contiguous as NumPy's results are
+local function axis_back(r, perm)
+  if perm == nil then return r end
+  local inv = {}
+  for i, p in ipairs(perm) do inv[p] = i end
+  return r:transpose(inv):contiguous()
+end
+
+-- ------------------------------------------------------------------------------------------ scans
+-- NOTE [scan passes]: an inclusive or exclusive scan along rows of K contiguous elements, by tiles of ST: a
+-- tile is loaded into shared memory in coalesced order, each thread scans ST / SB consecutive elements, and a
+-- block scan of the threads' totals joins them. _one scans in one pass, each tile finding its offset from the
+-- tiles before it (NOTE [scan look-back]). A compaction (a[mask], nonzero, unique) needs its count before its
+-- output exists: _up sums each tile, the sums are scanned (by _one) and _pick writes each picked element at its
+-- position. cumsum, cumprod and the radix sort's digit offsets are _one.
+local SB, SI = 256, 8
+local ST = SB * SI
+
+-- A look-back's wait (NOTE [scan look-back]) sleeps between reads, as CUB's does: on the cpu device the tile
+-- it waits for may be on a worker the system has paused, which a busy loop would keep waiting.
+local BACKOFF = [==[
+#if __CUDA_ARCH__ >= 700
+#define CDV_BACKOFF() __nanosleep(64)
+#else
+#define CDV_BACKOFF() ((void)0)
+#endif
+]==]
+
+local SCAN_COMMON = BACKOFF .. [==[
+#define SB 256
+#define SI 8
+#define ST (SB * SI)
+__device__ __forceinline__ ACC cdv_op(ACC a, ACC b) { return OP; }
+// The exclusive scan of v over the block's SB threads; *tot gets the block's total.
+__device__ ACC cdv_block_excl(ACC v, ACC *buf, ACC *tot) {
+  int t = threadIdx.x;
+  buf[t] = v;
+  __syncthreads();
+  for (int o = 1; o < SB; o <<= 1) {
+    ACC u = t >= o ? buf[t - o] : (ACC)(IDENT);
+    __syncthreads();
+    if (t >= o) buf[t] = cdv_op(u, buf[t]);
+    __syncthreads();
+  }
+  ACC r = t ? buf[t - 1] : (ACC)(IDENT);
+  *tot = buf[SB - 1];
+  __syncthreads();
+  return r;
+}
+]==]
+
+-- The source of a scan's kernels: TI in, ACC accumulated, TO out; map(x) turns an input into ACC; op the
+-- operation with its identity. The compaction kernel (_pick) writes VAL at the exclusive scan's position of
+-- each element whose map is 1, when s.val is given (s.tv: its C type).
+local function scan_source(name, s)
+  local common = SCAN_COMMON:gsub("ACC", s.acc):gsub("OP", s.op):gsub("IDENT", s.ident)
+  return concat({ header(s.dtypes), s.preamble or "",
+    fmt("typedef %s TI; typedef %s ACC; typedef %s TO;", s.ti, s.acc, s.to),
+    fmt("__device__ __forceinline__ ACC cdv_map(TI x) { return %s; }", s.map),
+    common, fmt([==[
+extern "C" __global__ void %s_up(const TI *x, ACC *sums, long long K, long long tiles) {
+  __shared__ ACC buf[SB];
+  long long row = blockIdx.x / tiles, s = (blockIdx.x %% tiles) * ST, e = K < s + ST ? K : s + ST;
+  ACC a = (ACC)(%s);
+  for (long long i = s + threadIdx.x; i < e; i += SB) a = cdv_op(a, cdv_map(x[row * K + i]));
+  ACC tot;
+  cdv_block_excl(a, buf, &tot);
+  if (threadIdx.x == 0) sums[blockIdx.x] = tot;
+}
+
+// Loads tile b of x into s (mapped; the identity past the row); returns the exclusive scan of the threads'
+// totals at this thread, *tot the tile's total, *base the tile's first element's index and *m its count.
+__device__ ACC cdv_load(const TI *x, ACC *s, ACC *buf, long long b, long long K, long long tiles, ACC *tot,
+                        long long *base, long long *m) {
+  long long row = b / tiles, t0 = (b %% tiles) * ST;
+  *base = row * K + t0;
+  *m = K - t0 < ST ? K - t0 : ST;
+  for (int j = 0; j < SI; j++) {
+    int l = j * SB + threadIdx.x;
+    s[l] = l < *m ? cdv_map(x[*base + l]) : (ACC)(%s);
+  }
+  __syncthreads();
+  ACC a = (ACC)(%s);
+  for (int j = 0; j < SI; j++) a = cdv_op(a, s[threadIdx.x * SI + j]);
+  return cdv_block_excl(a, buf, tot);
+}
+
+// Turns this thread's elements of s into their exclusive scan from pre.
+__device__ void cdv_rescan(ACC *s, ACC pre) {
+  for (int j = 0; j < SI; j++) {
+    ACC v = s[threadIdx.x * SI + j];
+    s[threadIdx.x * SI + j] = pre;
+    pre = cdv_op(pre, v);
+  }
+  __syncthreads();
+}
+
+// NOTE [scan look-back]: one pass. Tiles are taken in order from *ticket, so every tile before a block's was
+// taken by a block that is running; a tile publishes its total (flag 1), then looks back over the tiles before
+// it in its row, adding totals until one has published its inclusive prefix (flag 2, which the row's first
+// tile does at once), and publishes its own. Values are written before their flag, with a fence between, and
+// read after it, as the CUDA guide's threadFenceReduction sample orders them; 2n traffic where _up and _down
+// read the input twice.
+extern "C" __global__ void %s_one(const TI *x, TO *out, ACC *part, int *flag, unsigned *ticket, long long K,
+                                  long long tiles, int excl) {
+  __shared__ ACC s[ST];
+  __shared__ ACC buf[SB];
+  __shared__ unsigned tk;
+  __shared__ ACC pre_s;
+  if (threadIdx.x == 0) tk = atomicAdd(ticket, 1u);
+  __syncthreads();
+  long long b = tk, base, m;
+  ACC tot, pre = cdv_load(x, s, buf, b, K, tiles, &tot, &base, &m);
+  if (threadIdx.x == 0) {
+    volatile ACC *vp = part;
+    volatile int *vf = flag;
+    ACC p = (ACC)(%s);
+    if (b %% tiles != 0) {
+      vp[2 * b] = tot;
+      __threadfence();
+      vf[b] = 1;
+      for (long long j = b - 1;; j--) {
+        int f;
+        while ((f = vf[j]) == 0) CDV_BACKOFF();
+        __threadfence();
+        if (f == 2) {
+          p = cdv_op(vp[2 * j + 1], p);
+          break;
+        }
+        p = cdv_op(vp[2 * j], p);
+      }
+    }
+    vp[2 * b + 1] = cdv_op(p, tot);
+    __threadfence();
+    vf[b] = 2;
+    pre_s = p;
+  }
+  __syncthreads();
+  cdv_rescan(s, cdv_op(pre_s, pre));
+  for (int j = 0; j < SI; j++) {
+    int l = j * SB + threadIdx.x;
+    if (l < m) out[base + l] = (TO)(excl ? s[l] : cdv_op(s[l], cdv_map(x[base + l])));
+  }
+}
+
+]==], name, s.ident, s.ident, s.ident, name, s.ident), s.val and fmt([==[
+extern "C" __global__ void %s_pick(const TI *x, const TV *v, TV *out, const ACC *offs, long long K, long long tiles) {
+  __shared__ ACC s[ST];
+  __shared__ ACC buf[SB];
+  long long base, m;
+  ACC tot, pre = cdv_load(x, s, buf, blockIdx.x, K, tiles, &tot, &base, &m);
+  cdv_rescan(s, cdv_op(offs[blockIdx.x], pre));
+  for (int j = 0; j < SI; j++) {
+    long long l = j * SB + threadIdx.x, i = base + l;
+    if (l < m && cdv_map(x[i])) out[s[l]] = %s;
+  }
+}
+]==], name, s.val):gsub("TV", s.tv) or "" }, "\n")
+end
+
+-- The kernels of a scan description s (see scan_source) on dev.
+local function scan_kernels(dev, s)
+  local key = concat({ "scan", s.ti, s.acc, s.to, s.tv or "", s.op, s.ident, s.map, s.val or "" }, "|")
+  local m = {}
+  for _, part in ipairs({ "one", s.val and "up", s.val and "pick" }) do
+    m[part] = kernel_for(dev, key .. "|" .. part, function()
+      local name = "cdv_scan_" .. hash(key)
+      return scan_source(name, s), name .. "_" .. part
+    end)
+  end
+  return m
+end
+
+-- The plain sum scan of ACC values (the tiles' sums), exclusive.
+local function sums_spec(acc, dtype)
+  return { ti = acc, acc = acc, to = acc, op = "a + b", ident = "0", map = "x", dtypes = { dtype } }
+end
+
+-- Scans the rows (nrows of K) of the contiguous x into out (either may be the other) with s's kernels ks
+-- (NOTE [scan look-back]); excl: exclusive; acc_dtype: the dtype of s.acc.
+local function scan_rows(dev, ks, x, out, K, nrows, excl, acc_dtype)
+  local nt = nrows * ((K + ST - 1) // ST)
+  local part = cd.empty(2 * nt, acc_dtype, { device = dev })
+  local flag = cd.zeros(nt + 1, "int32", { device = dev })   -- the last one: the ticket
+  ks.one({ grid = nt, block = SB }, x, out, part, flag, flag:slice(nt + 1, nt + 1), K, nt // nrows, excl and 1 or 0)
+end
+
+-- The C expression of x (of dtype d) converted to the C type C (float16 through float).
+local function convert(d, C)
+  return DT[d].ctype == C and "x" or fmt("(%s)(%s)x", C, DT[d].calc)
+end
+
+-- ------------------------------------------------------------------------------------------ compaction
+-- The elements of the contiguous v (any dtype; nil: the 1-based flat positions, int64) where the contiguous
+-- flags x (any dtype) are nonzero, in order, as a 1-d Array: the flags' scan gives each picked element its
+-- position (NOTE [scan passes]); the count is read back, as a selection's size must be known (CuPy does too).
+local function compact(x, v)
+  local dev, n = x.device, x.size
+  local vd = v and v.dtype or "int64"
+  if n == 0 then return cd.empty(0, vd, { device = dev }) end
+  local s = { ti = DT[x.dtype].ctype, acc = "long long", to = "long long", tv = DT[vd].ctype, op = "a + b",
+    ident = "0", map = fmt("(long long)((%s)x != 0)", DT[x.dtype].calc), val = v and "v[i]" or "(long long)(i + 1)",
+    dtypes = { x.dtype, vd } }
+  local ks = scan_kernels(dev, s)
+  local tiles = (n + ST - 1) // ST
+  -- one more sum, zero: after the exclusive scan it is the count
+  local sums = cd.zeros(tiles + 1, "int64", { device = dev })
+  ks.up({ grid = tiles, block = SB }, x, sums, n, tiles)
+  scan_rows(dev, scan_kernels(dev, sums_spec("long long", "int64")), sums, sums, tiles + 1, 1, true, "int64")
+  local count = sums[tiles + 1]
+  local out = cd.empty(count, vd, { device = dev })
+  if count > 0 then ks.pick({ grid = tiles, block = SB }, x, v, out, sums, n, tiles) end
+  return out
+end
+
+-- ------------------------------------------------------------------------------------------ radix sort
+-- NOTE [radix sort]: sort and argsort are a least-significant-digit radix sort, 8 bits a pass, of the elements'
+-- bits turned into unsigned keys that order as the values do (floats: the sign bit flipped, negative ones'
+-- other bits too; every NaN one key above +inf, so NaNs come last, in their order; argsort's keys make -0.0 and
+-- 0.0 one, so that it is stable as NumPy's stable sort). _hist counts the digits of every pass at once, and
+-- their scans (NOTE [scan passes]) are each digit's first position; then each pass is one _scatter, whose
+-- tiles find their first position per digit from the tiles before them (NOTE [radix look-back]), and which
+-- ranks each tile's elements stably (per warp, by ballots over the digit's bits, warps in order),
+-- orders them by digit in shared memory and writes each digit's run at its position, coalesced. The first pass
+-- turns elements into keys and the last turns keys back (sort) or writes positions (argsort). Rows (a sort
+-- along an axis of an N-d array, moved last) are sorted by their values, then by their row numbers (the
+-- payload's index / K), in more passes: being stable, the second order keeps the first within a row.
+local RADIX = BACKOFF .. [==[
+#define BLOCK 256
+#define ITEMS NITEMS
+#define PAYLOAD HASPAY
+#define TILE (BLOCK * ITEMS)
+typedef KTYPE KT;
+#define SIGN ((KT)((KT)1 << (BITS - 1)))
+// the key of an element's bits (mode 1: the first pass) as an unsigned number that orders as the values do
+__device__ __forceinline__ KT cdv_fwd(KT u, int merge) {
+  FWD
+}
+// the bits of a key's element
+__device__ __forceinline__ KT cdv_inv(KT k) {
+  INV
+}
+__device__ __forceinline__ unsigned cdv_digit(KT k, long long p, int mode, int shift, long long K) {
+  if (mode & 4) return (unsigned)(((unsigned long long)(p / K) >> shift) & 255u);
+  return (unsigned)((k >> shift) & 255u);
+}
+
+// modes: 1 first pass (keys from elements, payload from positions), 2 last pass (elements from keys), 4 the
+// digit from the payload's row, 8 read keys, 16 read the payload, 32 write positions (p % K + 1), 64 merge zeros;
+// a null kout or pout is not written
+// The digit counts of every pass at once (keys from elements, row numbers from positions), added into gh.
+extern "C" __global__ void NAME_hist(const KT *kin, unsigned *gh, long long n, long long K, int nkey, int nrow,
+                                     int merge) {
+  __shared__ unsigned h[12][256];
+  for (int q = 0; q < nkey + nrow; q++) h[q][threadIdx.x] = 0;
+  __syncthreads();
+  for (long long i = (long long)blockIdx.x * BLOCK + threadIdx.x; i < n; i += (long long)BLOCK * gridDim.x) {
+    KT k = cdv_fwd(kin[i], merge);
+    for (int q = 0; q < nkey; q++) atomicAdd(&h[q][(unsigned)(k >> (8 * q)) & 255u], 1u);
+    unsigned long long row = (unsigned long long)(i / K);
+    for (int q = 0; q < nrow; q++) atomicAdd(&h[nkey + q][(unsigned)(row >> (8 * q)) & 255u], 1u);
+  }
+  __syncthreads();
+  for (int q = 0; q < nkey + nrow; q++) {
+    unsigned c = h[q][threadIdx.x];
+    if (c) atomicAdd(&gh[q * 256 + threadIdx.x], c);
+  }
+}
+
+extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long *pin, long long *pout,
+                                        const unsigned *starts, unsigned long long *status, unsigned *ticket,
+                                        long long n, int shift, long long K, int mode) {
+  __shared__ KT sk[TILE];
+  __shared__ long long sp[PAYLOAD ? TILE : 1];  // a sort of one row carries no payload
+  __shared__ unsigned wh[BLOCK / 32][256];  // per warp and digit: the count, then the earlier warps' count
+  __shared__ unsigned bs[256];              // per digit: the block's elements of smaller digits
+  __shared__ unsigned go[256];              // per digit: the block's first position in the output
+  __shared__ unsigned tk;
+  int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  if (tid == 0) tk = atomicAdd(ticket, 1u);
+  for (int w = 0; w < BLOCK / 32; w++) wh[w][tid] = 0;
+  __syncthreads();
+  long long blk = tk;   // tiles in the order blocks start: NOTE [radix look-back]
+  long long wbase = blk * TILE + (long long)warp * 32 * ITEMS;
+  KT k[ITEMS];
+  long long p[ITEMS];
+  unsigned r[ITEMS], d[ITEMS];
+  for (int j = 0; j < ITEMS; j++) {
+    long long i = wbase + j * 32 + lane;
+    int ok = i < n;
+    k[j] = 0;
+    p[j] = i;
+    d[j] = 0;
+    if (ok) {
+      if ((mode & 8) || !(mode & 4)) {
+        k[j] = kin[i];
+        if (mode & 1) k[j] = cdv_fwd(k[j], mode & 64);
+      }
+      if ((mode & 16) && !(mode & 1)) p[j] = pin[i];
+      d[j] = cdv_digit(k[j], p[j], mode, shift, K);
+    }
+    // the lanes holding the same digit: a ballot per bit of the digit
+    unsigned peers = __ballot_sync(0xffffffffu, ok);
+    for (int b = 0; b < 8; b++) {
+      unsigned bit = (d[j] >> b) & 1u, bb = __ballot_sync(0xffffffffu, bit);
+      peers &= bit ? bb : ~bb;
+    }
+    unsigned cnt = ok ? wh[warp][d[j]] : 0;
+    r[j] = cnt + __popc(peers & ((1u << lane) - 1u));
+    __syncwarp();
+    if (ok && 31 - __clz(peers) == lane) wh[warp][d[j]] = cnt + __popc(peers);
+    __syncwarp();
+  }
+  __syncthreads();
+  unsigned s = 0;
+  for (int w = 0; w < BLOCK / 32; w++) {
+    unsigned c = wh[w][tid];
+    wh[w][tid] = s;
+    s += c;
+  }
+  bs[tid] = s;
+  // NOTE [radix look-back]: a tile's first position per digit is the digit's start plus the digit's count in the
+  // tiles before it, which each tile publishes as soon as it knows it, flag and value in one 64-bit word (bit 62:
+  // the tile's own count, bit 63: the count of it and every tile before it); the thread of each digit adds the
+  // words before its tile's until an inclusive one (tile 0's is). Tiles go in ticket order, so every tile before
+  // a block's belongs to a running block (NOTE [scan look-back]).
+  volatile unsigned long long *vs = status;
+  unsigned long long before = 0;
+  if (blk > 0) {
+    vs[blk * 256 + tid] = (1ull << 62) | s;
+    for (long long j = blk - 1;; j--) {
+      unsigned long long w;
+      while ((w = vs[j * 256 + tid]) == 0) CDV_BACKOFF();
+      before += w & ((1ull << 62) - 1);
+      if (w >> 63) break;
+    }
+  }
+  vs[blk * 256 + tid] = (1ull << 63) | (before + s);
+  go[tid] = starts[tid] + (unsigned)before;
+  __syncthreads();
+  for (int o = 1; o < 256; o <<= 1) {
+    unsigned u = tid >= o ? bs[tid - o] : 0;
+    __syncthreads();
+    bs[tid] += u;
+    __syncthreads();
+  }
+  unsigned incl = bs[tid];
+  __syncthreads();
+  bs[tid] = incl - s;
+  __syncthreads();
+  for (int j = 0; j < ITEMS; j++) {
+    if (wbase + j * 32 + lane < n) {
+      unsigned lp = bs[d[j]] + wh[warp][d[j]] + r[j];
+      sk[lp] = k[j];
+      if (PAYLOAD) sp[lp] = p[j];
+    }
+  }
+  __syncthreads();
+  long long m = n - blk * TILE;
+  for (int j = 0; j < ITEMS; j++) {
+    int lp = j * BLOCK + tid;
+    if (lp < m) {
+      KT kk = sk[lp];
+      long long pp = PAYLOAD ? sp[lp] : 0;
+      unsigned dd = cdv_digit(kk, pp, mode, shift, K);
+      long long g = (long long)go[dd] + (lp - (long long)bs[dd]);
+      if (kout) kout[g] = (mode & 2) ? cdv_inv(kk) : kk;
+      if (pout) pout[g] = (mode & 32) ? pp % K + 1 : pp;
+    }
+  }
+}
+]==]
+-- elements a thread ranks: 16 without a payload, 8 with one (the shared memory of 2048 int64 payloads and keys)
+local function radix_items(payload) return payload and 8 or 16 end
+
+-- the key transforms of a dtype's kind, as C statements over KT u / KT k
+local function transforms(kind)
+  if kind == "i" then return "return u ^ SIGN;", "return k ^ SIGN;" end
+  if kind ~= "f" then return "return u;", "return k;" end
+  return [[
+  KT mag = u & (KT)~SIGN, inf = EXPMASK;
+  if (mag > inf) u = (KT)(inf | ((inf >> 1) & (KT)~inf));  // every NaN the same: positive, quiet
+  else if (merge && mag == 0) u = 0;                                   // -0.0 as 0.0
+  return (u & SIGN) ? (KT)~u : (KT)(u | SIGN);]],
+    "return (k & SIGN) ? (KT)(k & (KT)~SIGN) : (KT)~k;"
+end
+
+local EXPMASK = { [2] = "(KT)0x7c00u", [4] = "(KT)0x7f800000u", [8] = "(KT)0x7ff0000000000000ull" }
+
+local function radix_kernels(dev, dtype, payload)
+  local T = DT[dtype]
+  local name = "cdv_radix_" .. T.kind .. T.size .. (payload and "p" or "")
+  local key = "radix|" .. name
+  local function build()
+    local fwd, inv = transforms(T.kind)
+    local src = RADIX:gsub("KTYPE", UINT[T.size]):gsub("BITS", tostring(T.size * 8)):gsub("FWD", fwd)
+      :gsub("NITEMS", tostring(radix_items(payload))):gsub("HASPAY", payload and "1" or "0")
+      :gsub("INV", inv):gsub("EXPMASK", EXPMASK[T.size] or "0"):gsub("NAME", name)
+    return src
+  end
+  return {
+    hist = kernel_for(dev, key .. "|hist", function() return build(), name .. "_hist" end),
+    scatter = kernel_for(dev, key .. "|scatter", function() return build(), name .. "_scatter" end),
+  }
+end
+
+local OFFS = sums_spec("unsigned int", "uint32")
+
+-- The radix sort of the rows (of K) of the contiguous b (NOTE [radix sort]). positions: argsort's answer
+-- (int64, 1-based within each row); otherwise the sorted values. Returns a contiguous Array of b's shape.
+local function radix_sort(b, K, positions)
+  local dev, n, T = b.device, b.size, DT[b.dtype]
+  local out = cd.empty(b.shape, positions and "int64" or b.dtype, { device = dev })
+  if n == 0 then return out end
+  if n >= 2^31 then raise(fmt("sort: %d elements; the radix sort takes fewer than 2^31", n)) end
+  local nrows = n // K
+  local ut = UNAME[T.size]
+  local x = b.dtype == ut and b or b:view(ut)
+  local passes = {}
+  for s = 0, T.size * 8 - 8, 8 do passes[#passes + 1] = { shift = s } end
+  if nrows > 1 then   -- the row numbers' digits (NOTE [radix sort]): as many as nrows - 1 has
+    local s = 0
+    while (nrows - 1) >> s > 0 do passes[#passes + 1] = { shift = s, row = true }; s = s + 8 end
+  end
+  local payload = positions or nrows > 1
+  local ks = radix_kernels(dev, b.dtype, payload)
+  local sk = scan_kernels(dev, OFFS)
+  local tile = 256 * radix_items(payload)
+  local nblk, np, nkey = (n + tile - 1) // tile, #passes, T.size
+  -- every pass's digit starts at once, then each pass's tiles find their offsets (NOTE [radix look-back])
+  local starts = cd.zeros(256 * np, "uint32", { device = dev })
+  ks.hist({ grid = grid_for(dev, n), block = 256 }, x, starts, n, K, nkey, np - nkey, positions and 1 or 0)
+  scan_rows(dev, sk, starts, starts, 256, np, true, "uint32")
+  local status = cd.zeros(256 * nblk * np, "uint64", { device = dev })
+  local tickets = cd.zeros(np, "uint32", { device = dev })
+  local kin, pin = x, nil
+  local kbuf, pbuf = {}, {}
+  for i, ps in ipairs(passes) do
+    local first, last = i == 1, i == #passes
+    local move_keys = not (positions and ps.row) and not (positions and last)
+    local mode = (first and 1 or 0) | (last and not positions and 2 or 0) | (ps.row and 4 or 0)
+      | (move_keys and 8 or 0) | (payload and 16 or 0) | (last and positions and 32 or 0) | (positions and 64 or 0)
+    local kout, pout
+    if last then
+      kout, pout = (not positions) and (out.dtype == ut and out or out:view(ut)) or nil, positions and out or nil
+    else
+      local slot = i % 2 + 1
+      if move_keys then kbuf[slot] = kbuf[slot] or cd.empty(n, ut, { device = dev }); kout = kbuf[slot] end
+      if payload then pbuf[slot] = pbuf[slot] or cd.empty(n, "int64", { device = dev }); pout = pbuf[slot] end
+    end
+    ks.scatter({ grid = nblk, block = 256 }, kin, kout, pin, pout, starts:slice(256 * i - 255, 256 * i),
+      status:slice(256 * nblk * (i - 1) + 1, 256 * nblk * i), tickets:slice(i, i), n, ps.shift, K, mode)
+    kin, pin = kout or kin, pout
+  end
+  return out
+end
+
+-- sort (positions false) and argsort (true) of a along axis (default the last), a 0-d array as one element
+local function sorted(a, axis, fname, positions)
+  check_array(a, fname, 1)
+  if a.ndim == 0 then
+    if axis ~= nil then check_axis(axis, 1, fname, 2) end
+    return radix_sort(a:reshape({ 1 }), 1, positions):reshape({})
+  end
+  local ax = axis == nil and a.ndim or check_axis(axis, a.ndim, fname, 2)
+  local b, perm = axis_last(a, ax)
+  return axis_back(radix_sort(b, a.shape[ax], positions), perm)
+end
+
+-- cd.sort(a [, axis]) -> a sorted copy of a along axis (default the last), NaNs last (NumPy's np.sort)
+function cd.sort(a, axis) return sorted(a, axis, "sort", false) end
+
+-- cd.argsort(a [, axis]) -> the 1-based positions that sort a along axis, stably (int64)
+function cd.argsort(a, axis) return sorted(a, axis, "argsort", true) end
+methods.argsort = cd.argsort
+
+-- a:sort([axis]): sorts a in place (NumPy's ndarray.sort); returns a
+function methods.sort(a, axis)
+  local r = cd.sort(a, axis)
+  a:copy_from(r)
+  return a
+end
+
+-- ------------------------------------------------------------------------------------------ cumsum, cumprod
+local function cum_opts(v, fname)
+  if v == nil then return {} end
+  if math.type(v) == "integer" then return { axis = v } end
+  if type(v) ~= "table" or is_array(v) then argerror(fname, 2, "axis (integer) or options table expected, got " .. typename(v), 1) end
+  return check_opts(v, { axis = true, dtype = true }, fname, 2)
+end
+
+local function cumulative(fname, op, ident)
+  return function(a, v)
+    check_array(a, fname, 1)
+    local o = cum_opts(v, fname)
+    local od = sum_dtype(a.dtype)
+    if o.dtype ~= nil then
+      od = type(o.dtype) == "string" and dtype_of_name(o.dtype)
+      if not od then raise(fmt("bad option 'dtype' to '%s' (unknown dtype %s)", fname, tostring(o.dtype))) end
+    end
+    local b, perm, K
+    if o.axis == nil then   -- NumPy's axis=None: over the flattened array
+      b, K = a:contiguous():reshape({ a.size }), a.size
+    else
+      local ax = a.ndim == 0 and check_axis(o.axis, 1, fname, 2) or check_axis(o.axis, a.ndim, fname, 2)
+      if a.ndim == 0 then b, K = a:reshape({ 1 }), 1
+      else b, perm = axis_last(a, ax); K = a.shape[ax] end
+    end
+    local out = cd.empty(b.shape, od, { device = a.device })
+    if b.size > 0 then
+      local acc = od == "float16" and "float32" or od
+      local A = DT[acc].ctype
+      local W = DT[acc].kind == "i" and "unsigned long long" or nil   -- signed overflow wraps, as NumPy's does
+      local expr = W and fmt("(%s)((%s)a %s (%s)b)", A, W, op, W) or fmt("a %s b", op)
+      local s = { ti = DT[a.dtype].ctype, acc = A, to = DT[od].ctype, op = expr, ident = ident, map = convert(a.dtype, A),
+        dtypes = { a.dtype, od } }
+      scan_rows(a.device, scan_kernels(a.device, s), b, out, K, b.size // K, false, acc)
+    end
+    if o.axis == nil then return out end
+    if a.ndim == 0 then return out end
+    return axis_back(out, perm)
+  end
+end
+cd.cumsum = cumulative("cumsum", "+", "0")
+cd.cumprod = cumulative("cumprod", "*", "1")
+methods.cumsum, methods.cumprod = cd.cumsum, cd.cumprod
+
+-- ------------------------------------------------------------------------------------------ joining
+local function check_list(list, fname)
+  if type(list) ~= "table" or is_array(list) then argerror(fname, 1, "table of Arrays expected, got " .. typename(list), 1) end
+  if #list == 0 then argerror(fname, 1, "need at least one array", 1) end
+  local dev
+  for i = 1, #list do   -- not ipairs: a hole ({nil, a}) is an element that is not an Array
+    local v = list[i]
+    if not is_array(v) then argerror(fname, 1, fmt("element %d is %s, not an Array", i, typename(v)), 1) end
+    dev = dev or v.device
+    if v.device ~= dev then
+      argerror(fname, 1, fmt("arrays are on %s and %s; move one with a:to(device)", dev.alias, v.device.alias), 1)
+    end
+  end
+  return dev, result_type(list)
+end
+
+local function shape_text(s) return "{" .. concat(s, ", ") .. "}" end
+
+-- cd.concatenate(list [, axis]) -> the arrays joined along axis (default 1), NumPy's dtype promotion. Each
+-- array goes into its slice of the result as a device copy (a strided copy where the slice or it is strided).
+function cd.concatenate(list, axis)
+  local dev, dtype = check_list(list, "concatenate")
+  local first = list[1]
+  if first.ndim == 0 then argerror("concatenate", 1, "zero-dimensional arrays cannot be concatenated", 1) end
+  local ax = check_axis(axis == nil and 1 or axis, first.ndim, "concatenate", 2)
+  local shape = first.shape
+  shape[ax] = 0
+  for i, v in ipairs(list) do
+    local s = v.shape
+    local bad = #s ~= #shape
+    for d = 1, #s do if d ~= ax and s[d] ~= shape[d] then bad = true end end
+    if bad then
+      argerror("concatenate", 1, fmt("array %d has shape %s, array 1 %s: all but axis %d must match", i,
+        shape_text(s), shape_text(first.shape), ax), 1)
+    end
+    shape[ax] = shape[ax] + s[ax]
+  end
+  local out = cd.empty(shape, dtype, { device = dev })
+  local o = 0
+  for _, v in ipairs(list) do
+    local k = v.shape[ax]
+    if k > 0 then
+      out:slice(o + 1, o + k, 1, ax):copy_from(v.dtype == dtype and v or v:astype(dtype))
+    end
+    o = o + k
+  end
+  return out
+end
+
+-- cd.stack(list [, axis]) -> the arrays (of one shape) joined along a new axis (default 1)
+function cd.stack(list, axis)
+  local dev, dtype = check_list(list, "stack")
+  local s1 = list[1].shape
+  for i, v in ipairs(list) do
+    local s = v.shape
+    local same = #s == #s1
+    for d = 1, #s do same = same and s[d] == s1[d] end
+    if not same then
+      argerror("stack", 1, fmt("array %d has shape %s, array 1 %s: stacked arrays must have one shape", i,
+        shape_text(s), shape_text(s1)), 1)
+    end
+  end
+  local ax = check_axis(axis == nil and 1 or axis, #s1 + 1, "stack", 2)
+  local shape = {}
+  for d = 1, #s1 + 1 do shape[d] = d < ax and s1[d] or d == ax and #list or s1[d - 1] end
+  local out = cd.empty(shape, dtype, { device = dev })
+  if out.size == 0 then return out end
+  for i, v in ipairs(list) do
+    out:slice(i, i, 1, ax):copy_from(v.dtype == dtype and v or v:astype(dtype))
+  end
+  return out
+end
+
+-- cd.split(a, sections_or_cuts [, axis]) -> a table of views of a along axis (default 1): `sections` equal
+-- parts, or a table of cuts {3, 5}: NumPy's numbers, the count of elements before each cut (elements 1..3,
+-- 4..5 and 6..n).
+function cd.split(a, how, axis)
+  check_array(a, "split", 1)
+  if a.ndim == 0 then argerror("split", 1, "a 0-d array cannot be split", 1) end
+  local ax = check_axis(axis == nil and 1 or axis, a.ndim, "split", 3)
+  local n = a.shape[ax]
+  local cuts = {}
+  if math.type(how) == "integer" then
+    if how < 1 then argerror("split", 2, fmt("number of sections must be at least 1, got %d", how), 1) end
+    if n % how ~= 0 then argerror("split", 2, fmt("%d elements do not split into %d equal sections", n, how), 1) end
+    for i = 1, how - 1 do cuts[i] = i * (n // how) end
+  elseif type(how) == "table" and not is_array(how) then
+    for i, c in ipairs(how) do
+      if math.type(c) ~= "integer" then argerror("split", 2, fmt("cut %d is %s, not an integer", i, typename(c)), 1) end
+      cuts[i] = c
+    end
+  else
+    argerror("split", 2, "number of sections or table of cuts expected, got " .. typename(how), 1)
+  end
+  local parts, lo = {}, 0
+  cuts[#cuts + 1] = n
+  for _, c in ipairs(cuts) do
+    -- as NumPy's: a cut past the end is the end, a cut before the previous one gives an empty part
+    local hi = math.max(lo, math.min(c < 0 and n + c or c, n))
+    parts[#parts + 1] = a:slice(lo + 1, hi, 1, ax)
+    lo = hi
+  end
+  return parts
+end
+
+-- ------------------------------------------------------------------------------------------ take, put
+-- NOTE [index kernels]: out[outer, j, inner] = a[outer, idx[j], inner] (gather) or the reverse (scatter, v
+-- cycled as NumPy's put cycles it), with idx's positions 1-based, negative from the end; a position out of
+-- range sets bad[0] and bad[1] to it and the call raises once the kernel is done.
+local INDEX = [==[
+extern "C" __global__ void NAME(T *a, const long long *idx, T *v, long long n, long long J, long long inner,
+                                long long K, long long nv, long long *bad) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+    long long in = i % inner, r = i / inner, j = r % J, outer = r / J, q = idx[j];
+    long long pos = q < 0 ? q + K : q - 1;
+    if (pos < 0 || pos >= K) {
+      bad[0] = 1;
+      bad[1] = q;
+      continue;
+    }
+    STMT;
+  }
+}
+]==]
+
+local function index_kernel(dev, dtype, scatter)
+  local key = fmt("index|%s|%s", dtype, scatter and "put" or "take")
+  return kernel_for(dev, key, function()
+    local name = "cdv_" .. (scatter and "put_" or "take_") .. dtype
+    local stmt = scatter and "a[(outer * K + pos) * inner + in] = v[i % nv]" or "v[i] = a[(outer * K + pos) * inner + in]"
+    return header({ dtype }) .. INDEX:gsub("NAME", name):gsub("STMT", function() return stmt end):gsub("T %*", DT[dtype].ctype .. " *"), name
+  end)
+end
+
+local function check_positions(idx, fname, n)
+  if not is_array(idx) then argerror(fname, n, "integer Array of positions expected, got " .. typename(idx), 2) end
+  local k = DT[idx.dtype].kind
+  if k ~= "i" and k ~= "u" then argerror(fname, n, "positions must be integers, not " .. idx.dtype, 2) end
+  return idx.dtype == "int64" and idx:contiguous() or idx:astype("int64")
+end
+
+local function raise_bad(bad, K, fname, n)
+  local t = bad:totable()
+  if t[1] ~= 0 then argerror(fname, n, fmt("index %d out of range 1..%d (or -%d..-1 from the end)", t[2], K, K), 2) end
+end
+
+-- a gather into v (put false) or a scatter of v (put true) of a's axis ax at positions idx (NOTE [index kernels])
+local function run_index(a, ax, idx, v, put, fname, n)
+  local shape, outer, inner = a.shape, 1, 1
+  for d = 1, #shape do
+    if d < ax then outer = outer * shape[d] elseif d > ax then inner = inner * shape[d] end
+  end
+  local K = #shape == 0 and 1 or shape[ax]
+  local total = outer * idx.size * inner
+  if total == 0 then return end
+  if K == 0 then argerror(fname, n, fmt("index out of range for an empty axis"), 2) end
+  local dev = a.device
+  local bad = cd.zeros(2, "int64", { device = dev })
+  index_kernel(dev, a.dtype, put)({ grid = grid_for(dev, total), block = BLOCK }, a, idx, v, total, idx.size, inner,
+    K, v.size, bad)
+  raise_bad(bad, K, fname, n)
+end
+
+-- take's work, errors named for fname (take, or a[idx]'s index)
+local function take(a, idx, axis, fname)
+  local pos = check_positions(idx, fname, 2)
+  local src, ax = a:contiguous(), 1
+  if axis == nil then src = src:reshape({ a.size })
+  else ax = a.ndim == 0 and check_axis(axis, 1, fname, 3) or check_axis(axis, a.ndim, fname, 3) end
+  local shape, ishape = {}, idx.shape
+  local sshape = src.shape
+  for d = 1, math.max(#sshape, 1) do
+    if d == ax then for _, e in ipairs(ishape) do shape[#shape + 1] = e end
+    elseif sshape[d] then shape[#shape + 1] = sshape[d] end
+  end
+  local out = cd.empty(shape, a.dtype, { device = a.device })
+  if src.ndim == 0 then src = src:reshape({ 1 }) end
+  run_index(src, ax, pos, out, false, fname, 2)
+  return out
+end
+
+-- cd.take(a, idx [, axis]) -> a's elements at the 1-based positions idx (of the flattened a, or along axis)
+function cd.take(a, idx, axis)
+  check_array(a, "take", 1)
+  return take(a, idx, axis, "take")
+end
+methods.take = cd.take
+
+-- v as a contiguous Array of dtype on dev (a scalar as one element)
+local function values_for(v, dtype, dev, fname, n)
+  if is_array(v) then
+    if v.device ~= dev then argerror(fname, n, fmt("values are on %s but the array on %s", v.device.alias, dev.alias), 2) end
+    return v.dtype == dtype and v:contiguous() or v:astype(dtype)
+  end
+  if type(v) ~= "number" and type(v) ~= "boolean" then
+    argerror(fname, n, "Array or number expected, got " .. typename(v), 2)
+  end
+  return cd.full({ 1 }, v, dtype, { device = dev })
+end
+
+local function scatter(a, ax, pos, v, fname, n)
+  local vals = values_for(v, a.dtype, a.device, fname, n)
+  if vals.size == 0 then
+    if pos.size == 0 then return end
+    argerror(fname, n, "no values to put", 2)
+  end
+  run_index(a.ndim == 0 and a:reshape({ 1 }) or a, ax, pos, vals, true, fname, 2)
+end
+
+-- cd.put(a, idx, v): a's elements (flattened) at the 1-based positions idx become v (cycled, as NumPy's put);
+-- where idx repeats a position, which value lands there is not specified on a GPU
+function cd.put(a, idx, v)
+  check_array(a, "put", 1)
+  local pos = check_positions(idx, "put", 2)
+  if not a.is_contiguous then raise("put: the array is not contiguous (put writes into a view's own elements only when it is)") end
+  scatter(a:reshape({ a.size }), 1, pos, v, "put", 3)
+end
+methods.put = cd.put
+
+-- ------------------------------------------------------------------------------------------ nonzero, where
+-- flat 1-based positions (int64) as one Array per dimension of shape
+local function unravel(flat, shape)
+  if #shape == 1 then return { flat } end
+  local out, stride = {}, 1
+  for d = #shape, 1, -1 do
+    out[d] = ((flat - 1) // stride) % shape[d] + 1
+    stride = stride * shape[d]
+  end
+  return out
+end
+
+-- cd.nonzero(a) -> a table of int64 Arrays, one per dimension: the 1-based positions of a's nonzero elements
+function cd.nonzero(a)
+  check_array(a, "nonzero", 1)
+  if a.ndim == 0 then argerror("nonzero", 1, "a 0-d array has no positions: use a:item() ~= 0 or a:reshape(1)", 1) end
+  return unravel(compact(a:contiguous()), a.shape)
+end
+methods.nonzero = cd.nonzero
+
+local where3 = cd.where
+-- cd.where(c) with one argument is cd.nonzero(c), as NumPy's
+function cd.where(c, ...)
+  if select("#", ...) == 0 then
+    check_array(c, "where", 1)
+    return cd.nonzero(c)
+  end
+  return where3(c, ...)
+end
+
+-- cd.count_nonzero(a [, axis]) -> the number of nonzero elements (an integer; along axis an int64 Array)
+function cd.count_nonzero(a, axis)
+  check_array(a, "count_nonzero", 1)
+  if axis ~= nil and math.type(axis) ~= "integer" then
+    argerror("count_nonzero", 2, "axis (integer) expected, got " .. typename(axis), 1)
+  end
+  return a:ne(0):sum(axis)
+end
+
+-- ------------------------------------------------------------------------------------------ searchsorted
+local SEARCH = [==[
+__device__ __forceinline__ bool cdv_lt(CALC x, CALC y) { return x < y || (y != y && x == x); }  // NaN last, as sort
+extern "C" __global__ void NAME(const T *a, const V *v, long long *out, long long n, long long m, int right) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (long long)blockDim.x * gridDim.x) {
+    CALC x = (CALC)v[i];
+    long long lo = 0, hi = n;
+    while (lo < hi) {
+      long long mid = lo + (hi - lo) / 2;
+      CALC y = (CALC)a[mid];
+      if (right ? !cdv_lt(x, y) : cdv_lt(y, x)) lo = mid + 1; else hi = mid;
+    }
+    out[i] = lo + 1;
+  }
+}
+]==]
+
+-- cd.searchsorted(a, v [, side]) -> the 1-based positions where v's elements would go into the sorted 1-d a to
+-- keep it sorted (side "left": before equal elements, "right": after them): 1..#a + 1. An integer for a number.
+function cd.searchsorted(a, v, side)
+  check_array(a, "searchsorted", 1)
+  if a.ndim ~= 1 then argerror("searchsorted", 1, fmt("a 1-d sorted array expected, got %d dimensions", a.ndim), 1) end
+  if side ~= nil and side ~= "left" and side ~= "right" then
+    argerror("searchsorted", 3, fmt("side must be \"left\" or \"right\", got %s", typename(side) == "string" and fmt("%q", side) or typename(side)), 1)
+  end
+  local scalar = not is_array(v)
+  if scalar and type(v) ~= "number" and type(v) ~= "boolean" then
+    argerror("searchsorted", 2, "Array or number expected, got " .. typename(v), 1)
+  end
+  if not scalar and v.device ~= a.device then
+    argerror("searchsorted", 2, fmt("values are on %s but the array on %s", v.device.alias, a.device.alias), 1)
+  end
+  local dev = a.device
+  local r = result_type({ a, v })
+  local vals = scalar and cd.full({ 1 }, v, r, { device = dev }) or v:contiguous()
+  local src = a:contiguous()
+  local C = DT[r].calc
+  local k = kernel_for(dev, fmt("search|%s|%s|%s", a.dtype, vals.dtype, C), function()
+    local name = fmt("cdv_search_%s_%s", a.dtype, vals.dtype)
+    return header({ a.dtype, vals.dtype }) .. SEARCH:gsub("NAME", name):gsub("const T", "const " .. DT[a.dtype].ctype)
+      :gsub("const V", "const " .. DT[vals.dtype].ctype):gsub("CALC", C), name
+  end)
+  local out = cd.empty(vals.shape, "int64", { device = dev })
+  if out.size > 0 then
+    k({ grid = grid_for(dev, out.size), block = BLOCK }, src, vals, out, src.size, out.size, side == "right" and 1 or 0)
+  end
+  if scalar then return out[1] end
+  return out
+end
+
+-- ------------------------------------------------------------------------------------------ unique
+local UNIQ = [==[
+extern "C" __global__ void NAME(const T *s, unsigned char *f, long long n) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+    CALC x = (CALC)s[i], y = i ? (CALC)s[i - 1] : x;
+    f[i] = i == 0 || !(x == y || (x != x && y != y));   // NaNs are one value, as NumPy's equal_nan
+  }
+}
+extern "C" __global__ void NAME_counts(const long long *starts, long long *c, long long m, long long n) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (long long)blockDim.x * gridDim.x)
+    c[i] = (i + 1 < m ? starts[i + 1] : n + 1) - starts[i];
+}
+]==]
+
+local function unique_kernel(dev, dtype, part)
+  return kernel_for(dev, "unique|" .. dtype .. "|" .. part, function()
+    local name = "cdv_unique_" .. dtype
+    return header({ dtype }) .. UNIQ:gsub("NAME", name):gsub("const T", "const " .. DT[dtype].ctype)
+      :gsub("CALC", DT[dtype].calc), name .. (part == "flags" and "" or "_" .. part)
+  end)
+end
+
+-- cd.unique(a [, {return_index=, return_inverse=, return_counts=}]) -> the sorted unique values of a (flattened;
+-- NaNs one value), then as asked: the 1-based positions of their first occurrences, the positions in the
+-- unique values that rebuild a (a's shape), their counts (NumPy's order)
+function cd.unique(a, opts)
+  check_array(a, "unique", 1)
+  opts = check_opts(opts, { return_index = true, return_inverse = true, return_counts = true }, "unique", 2)
+  local dev, n = a.device, a.size
+  local flat = a:contiguous():reshape({ n })
+  local perm, s
+  if opts.return_index or opts.return_inverse then
+    perm = cd.argsort(flat)
+    s = cd.take(flat, perm)
+  else
+    s = cd.sort(flat)
+  end
+  local flags = cd.empty(n, "bool", { device = dev })
+  if n > 0 then unique_kernel(dev, a.dtype, "flags")({ grid = grid_for(dev, n), block = BLOCK }, s, flags, n) end
+  local res = { compact(flags, s) }
+  local starts = (opts.return_index or opts.return_counts) and compact(flags) or nil
+  if opts.return_index then res[#res + 1] = cd.take(perm, starts) end
+  if opts.return_inverse then
+    local inv = cd.empty(n, "int64", { device = dev })
+    if n > 0 then cd.put(inv, perm, cd.cumsum(flags)) end
+    res[#res + 1] = inv:reshape(a.shape)
+  end
+  if opts.return_counts then
+    local m = starts.size
+    local c = cd.empty(m, "int64", { device = dev })
+    if m > 0 then unique_kernel(dev, "int64", "counts")({ grid = grid_for(dev, m), block = BLOCK }, starts, c, m, n) end
+    res[#res + 1] = c
+  end
+  return table.unpack(res)
+end
+
+-- ------------------------------------------------------------------------------------------ item, a[idx]
+-- a:item([i]) -> the only element of a as a Lua value (or the element at the flat 1-based position i)
+function methods.item(a, i)
+  check_array(a, "item", 1)
+  if i == nil then
+    if a.size ~= 1 then argerror("item", 1, fmt("can only convert an array of size 1 to a Lua value, not %d", a.size), 1) end
+    i = 1
+  end
+  if math.type(i) ~= "integer" then argerror("item", 2, "integer position expected, got " .. typename(i), 1) end
+  if i == 0 or i > a.size or i < -a.size then argerror("item", 2, fmt("position %d out of range 1..%d", i, a.size), 1) end
+  local flat = a:contiguous():reshape({ a.size })
+  return flat[i]
+end
+
+-- a bool mask over the leading dimensions of a (all of them: a 1-d result) as the 1-based positions of its
+-- true elements over those dimensions, and a viewed with those dimensions as one
+local function mask_positions(a, mask, fname)
+  local ms, as = mask.shape, a.shape
+  local ok = #ms <= #as and #ms > 0
+  for d = 1, #ms do ok = ok and ms[d] == as[d] end
+  if not ok then
+    raise(fmt("bad argument #2 to '%s' (a bool mask of shape %s does not match the array's shape %s)", fname,
+      shape_text(ms), shape_text(as)))
+  end
+  local rows = prod(ms)
+  local rest = { rows }
+  for d = #ms + 1, #as do rest[#rest + 1] = as[d] end
+  return compact(mask:contiguous()), rest
+end
+
+-- an index Array that is not a mask: of integers, into an array with positions
+local function check_index(a, key, fname, instead)
+  local k = DT[key.dtype].kind
+  if k ~= "i" and k ~= "u" then
+    raise(fmt("bad argument #2 to '%s' (an index Array must be of integers or bool, not %s)", fname, key.dtype))
+  end
+  if a.ndim == 0 then raise(fmt("bad argument #1 to '%s' (a 0-d array has no positions: use %s)", fname, instead)) end
+end
+
+-- a[idx] and a[mask], which array.c calls (NOTE [array indices])
+rawset(array_mt, "__views_index", function(a, key)
+  if key.dtype == "bool" then
+    local pos, rest = mask_positions(a, key, "index")
+    return take(a:contiguous():reshape(rest), pos, 1, "index")
+  end
+  check_index(a, key, "index", "a:item()")
+  return take(a, key, 1, "index")
+end)
+
+-- a[idx] = v and a[mask] = v: v a number or an Array (cycled over the selected elements, as NumPy's put)
+rawset(array_mt, "__views_setindex", function(a, key, v)
+  local pos, target
+  if key.dtype == "bool" then
+    local rest
+    pos, rest = mask_positions(a, key, "newindex")
+    target = a.is_contiguous and a:reshape(rest) or nil
+  else
+    check_index(a, key, "newindex", "a:fill(v)")
+    pos, target = check_positions(key, "newindex", 2), a.is_contiguous and a or nil
+  end
+  if target == nil then raise("bad argument #1 to 'newindex' (assigning through an index Array needs a contiguous array)") end
+  scatter(target, 1, pos, v, "newindex", 3)
+end)
