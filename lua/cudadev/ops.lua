@@ -1264,7 +1264,7 @@ local function plan_where(c, x, y, arr)
   local r = result_type({ x, y }, arr)
   for _, v in ipairs({ x, y }) do if not arr(v) then check_scalar_fits(v, r, "where") end end
   local C, CC = DT[r].calc, DT[c.dtype].calc
-  return { res = r, value = fmt("((%s)c_ != 0) ? (%s)(%s)x_ : (%s)(%s)y_", CC, DT[r].ctype, C, DT[r].ctype, C) }
+  return { res = r, C = C, value = fmt("((%s)c_ != 0) ? (%s)(%s)x_ : (%s)(%s)y_", CC, DT[r].ctype, C, DT[r].ctype, C) }
 end
 
 function cd.where(c, x, y, opts)
@@ -1283,7 +1283,7 @@ function cd.where(c, x, y, opts)
     ins = { { name = "c_", dtype = c.dtype, value = c }, { name = "x_", dtype = is_array(x) and x.dtype or r, value = x },
             { name = "y_", dtype = is_array(y) and y.dtype or r, value = y } },
     outs = { { name = "z", dtype = r, value = out } }, body = body,
-    loop = { op = "where", calc = dtype_of_name(C), res = dtype_of_name(C) } })[1]
+    loop = { op = "where", calc = dtype_of_name(p.C), res = dtype_of_name(p.C) } })[1]
 end
 
 
