@@ -367,9 +367,9 @@ cdv_state *cdv_get_state(lua_State *L) {
  * each gets the module table, the Array metatable (whose methods table it may extend) and a table the parts
  * share their internals through (ops.lua's kernel generation, which random.lua uses). */
 static int run_at_open(const char *name) {
-  static const char *const parts[] = {"cudadev.extra",   "cudadev.files",     "cudadev.mpi",
-                                      "cudadev.ops",     "cudadev.ops_numpy", "cudadev.random",
-                                      "cudadev.sorting", "cudadev.views",     NULL};
+  static const char *const parts[] = {
+      "cudadev.extra",     "cudadev.files",  "cudadev.fuse",    "cudadev.mpi",   "cudadev.ops",
+      "cudadev.ops_numpy", "cudadev.random", "cudadev.sorting", "cudadev.views", NULL};
   for (int i = 0; parts[i] != NULL; i++)
     if (strcmp(name, parts[i]) == 0) return 1;
   return 0;

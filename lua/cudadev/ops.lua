@@ -50,6 +50,8 @@ local function dtype_of_name(s) return DT[s] and s or SHORT[s] or CNAMES[s] end
 local typename = internal.typename   -- extra.lua
 
 local function is_array(v) return cd.type(v) == "Array" end
+-- a stand-in of cd.fuse's tracing (fuse.lua), which the operations hand to it (NOTE [operation plans])
+local function fuse_stand_in(v) return type(v) == "table" and getmetatable(v) == internal.fuse_mt and internal.fuse_mt ~= nil end
 
 local raise = internal.raise   -- extra.lua: at the position of the caller outside cudadev's Lua parts
 
@@ -96,11 +98,13 @@ local function default_scalar_dtype(v)
   return k == "b" and "bool" or k == "i" and "int64" or "float64"
 end
 
--- The result dtype of arrays and scalars together.
-local function result_type(args)
+-- The result dtype of arrays and scalars together. arr (default is_array) says which of args are arrays: cd.fuse's
+-- stand-ins are too (NOTE [operation plans]).
+local function result_type(args, arr)
+  arr = arr or is_array
   local r
   for _, v in ipairs(args) do
-    if is_array(v) then r = r and promote2(r, v.dtype) or v.dtype end
+    if arr(v) then r = r and promote2(r, v.dtype) or v.dtype end
   end
   if r == nil then
     for _, v in ipairs(args) do
@@ -110,7 +114,7 @@ local function result_type(args)
     return r
   end
   for _, v in ipairs(args) do
-    if not is_array(v) then r = promote_scalar(r, v) end
+    if not arr(v) then r = promote_scalar(r, v) end
   end
   return r
 end
@@ -983,8 +987,9 @@ local function scalar_fits(v, d)
   return not (r and math.type(v) == "integer" and (v < r[1] or v > r[2]))
 end
 
-local function scalar_fits_all(vs, d)
-  for _, v in ipairs(vs) do if not is_array(v) and not scalar_fits(v, d) then return false end end
+local function scalar_fits_all(vs, d, arr)
+  arr = arr or is_array
+  for _, v in ipairs(vs) do if not arr(v) and not scalar_fits(v, d) then return false end end
   return true
 end
 
@@ -1037,6 +1042,53 @@ local function fast_binary(op, x, y, out)
   return o
 end
 
+-- NOTE [operation plans]: what an operation computes, apart from running it: the checks on its operands, its
+-- dtypes, and its C code, given the operands' dtypes and Lua scalars. binary(), unary() and cd.where make a kernel
+-- of one plan; cd.fuse (fuse.lua) joins the plans of a traced function into one kernel, so its answers are the
+-- unfused operators' by construction. arr says which operands are arrays (cd.fuse's stand-ins are too).
+
+-- The plan of x OP y: {r = promoted dtype, cdt = compute dtype, res = result dtype, xdt, ydt = the dtypes the
+-- operands arrive in (a scalar's: the promoted dtype, or the compute dtype where it does not fit: NOTE [exact
+-- comparisons]), pre = C statements declaring x and y in the compute type from x_ and y_, value = the result's
+-- C expression in its calculation type}.
+local function plan_binary(op, x, y, fname, arr)
+  arr = arr or is_array
+  if not arr(x) and not arr(y) then raise(fmt("%s: at least one operand must be an Array", fname)) end
+  local r = result_type({ x, y }, arr)
+  if r == "bool" and op.bool_as then r = op.bool_as end
+  local why = op.refuse and op.refuse(r)
+  if why then raise(fmt("%s: %s", fname, why)) end
+  local da, db = arr(x) and x.dtype or r, arr(y) and y.dtype or r
+  local cdt = op.compute and op.compute(r, da, db) or r
+  for _, v in ipairs({ x, y }) do
+    if not arr(v) then
+      if op.exact_scalars and not scalar_fits(v, r) then cdt = wide_compare(r) else check_scalar_fits(v, r, fname) end
+    end
+  end
+  local C = DT[cdt].calc
+  local sdt = scalar_fits_all({ x, y }, r, arr) and r or cdt
+  local expr = op.expr(cdt, wrap_type(cdt))
+  local xC, yC = C, C
+  if op.cmp and mixed_ints(r, da, db) then
+    xC, yC, expr = int64_type(da), int64_type(db), fmt("_cdv_cmp(x, y) %s 0", op.cmp)
+  end
+  local res = op.result(r, da, db)
+  return { r = r, cdt = cdt, res = res, xdt = arr(x) and x.dtype or sdt, ydt = arr(y) and y.dtype or sdt, xC = xC, yC = yC,
+    pre = fmt("const %s x = (%s)x_; const %s y = (%s)y_;", xC, xC, yC, yC),
+    value = fmt("(%s)(%s)", DT[res].calc, expr) }
+end
+
+-- The dtype an operation's result of dtype res is stored in: res, or out's (NumPy's same_kind casting).
+local function out_dtype(res, out, fname)
+  if out == nil then return res end
+  if not is_array(out) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", fname, typename(out))) end
+  if KIND_ORDER[DT[res].kind] > KIND_ORDER[DT[out.dtype].kind] then
+    raise(fmt("%s: the result is %s, which cannot be stored in %s %s array (use an out of the result's dtype, " ..
+      "or a:astype first)", fname, res, DT[out.dtype].kind == "i" and "an" or "a", out.dtype))
+  end
+  return out.dtype
+end
+
 -- x OP y -> Array; out: an Array to write (in place when it is x), stream: where to run.
 local function binary(op, x, y, out, stream, fname)
   local both = stream == nil and is_array(x) and is_array(y) and (out == nil or is_array(out))
@@ -1045,55 +1097,19 @@ local function binary(op, x, y, out, stream, fname)
     if o then return o end
   end
   fname = fname or op.name
+  if fuse_stand_in(x) or fuse_stand_in(y) then return internal.fuse_binary(op, x, y, out, stream, fname) end
   check_operand(x, fname, 1)
   check_operand(y, fname, 2)
-  if not is_array(x) and not is_array(y) then
-    raise(fmt("%s: at least one operand must be an Array", fname))
-  end
-  local r = result_type({ x, y })
-  if r == "bool" and op.bool_as then r = op.bool_as end
-  local why = op.refuse and op.refuse(r)
-  if why then raise(fmt("%s: %s", fname, why)) end
-  local da, db = is_array(x) and x.dtype or r, is_array(y) and y.dtype or r
-  local cdt = op.compute and op.compute(r, da, db) or r
-  for _, v in ipairs({ x, y }) do
-    if not is_array(v) then
-      if op.exact_scalars and not scalar_fits(v, r) then cdt = wide_compare(r) else check_scalar_fits(v, r, fname) end
-    end
-  end
-  local res = op.result(r, da, db)
-  local odt = res
-  if out ~= nil then
-    if not is_array(out) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", fname, typename(out))) end
-    if KIND_ORDER[DT[res].kind] > KIND_ORDER[DT[out.dtype].kind] then
-      raise(fmt("%s: the result is %s, which cannot be stored in %s %s array (use an out of the result's dtype, " ..
-        "or a:astype first)", fname, res, DT[out.dtype].kind == "i" and "an" or "a", out.dtype))
-    end
-    odt = out.dtype
-  end
-  local C = DT[cdt].calc
-  -- the operands in the compute dtype's calculation type (scalars arrive in the promoted dtype itself, or in the
-  -- compute dtype where they do not fit the promoted one: NOTE [exact comparisons])
-  local sdt = scalar_fits_all({ x, y }, r) and r or cdt
-  local ins = {
-    { name = "x", dtype = is_array(x) and x.dtype or sdt, value = x },
-    { name = "y", dtype = is_array(y) and y.dtype or sdt, value = y },
-  }
-  local expr = op.expr(cdt, wrap_type(cdt))
-  local xC, yC = C, C
-  if op.cmp and mixed_ints(r, da, db) then
-    xC, yC, expr = int64_type(da), int64_type(db), fmt("_cdv_cmp(x, y) %s 0", op.cmp)
-  end
-  local body = fmt("{ const %s x = (%s)x_; const %s y = (%s)y_; z = (%s)(%s)(%s); }", xC, xC, yC, yC, DT[odt].ctype,
-    DT[res].calc, expr)
-  -- the generator names inputs by parameter: x_ and y_ are the raw operands
-  ins[1].name, ins[2].name = "x_", "y_"
+  local p = plan_binary(op, x, y, fname)
+  local res, odt = p.res, out_dtype(p.res, out, fname)
+  local ins = { { name = "x_", dtype = p.xdt, value = x }, { name = "y_", dtype = p.ydt, value = y } }
+  local body = fmt("{ %s z = (%s)(%s); }", p.pre, DT[odt].ctype, p.value)
   -- NOTE [cpu loops]: y's calc type is given apart where it is not x's (a signed and a uint64 array compared)
-  local lp = { op = op.name, calc = dtype_of_name(xC), calc2 = xC ~= yC and dtype_of_name(yC) or nil,
-    res = dtype_of_name(DT[res].calc), bits = DT[cdt].size * 8 }
+  local lp = { op = op.name, calc = dtype_of_name(p.xC), calc2 = p.xC ~= p.yC and dtype_of_name(p.yC) or nil,
+    res = dtype_of_name(DT[res].calc), bits = DT[p.cdt].size * 8 }
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
     outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
-    key = "bin:" .. op.name .. ":" .. r .. ":" .. cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
+    key = "bin:" .. op.name .. ":" .. p.r .. ":" .. p.cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
   -- the kernel of contiguous operands of one shape (its arguments are x, y, z, n), or the loop that ran instead
   -- of one: NOTE [binary fast path]
   if both and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) and o[1].size > 0 and
@@ -1205,12 +1221,23 @@ end }
 MATH.isfinite = { result = to_bool, expr = function(_, _, d) return DT[d].kind == "f" and "(x - x) == (x - x)" or "true" end }
 MATH.logical_not = { result = to_bool, expr = function() return "!x" end }
 
-local function unary(name, spec, x, out, stream)
-  if not is_array(x) then argerror(name, 1, "Array expected, got " .. typename(x), 1) end
-  local d = x.dtype
+-- The plan of a unary operation on an array of dtype d (NOTE [operation plans]): {res = result dtype, pre = C
+-- declaring x from x_, value = the result's C expression}. It is computed in the result's calculation type (an
+-- integer input of a float function is converted first; the input's for a bool result).
+local function plan_unary(name, spec, d)
   local why = spec.refuse and spec.refuse(d)
   if why then raise(fmt("%s: %s", name, why)) end
   local res = spec.result(d)
+  local C = DT[res].kind == "b" and DT[d].calc or DT[res].calc
+  return { res = res, C = C, pre = fmt("const %s x = (%s)x_;", C, C), value = spec.expr(C, wrap_type(d), d) }
+end
+
+local function unary(name, spec, x, out, stream)
+  if fuse_stand_in(x) then return internal.fuse_unary(name, spec, x, out, stream) end
+  if not is_array(x) then argerror(name, 1, "Array expected, got " .. typename(x), 1) end
+  local d = x.dtype
+  local p = plan_unary(name, spec, d)
+  local res = p.res
   local odt = res
   if out ~= nil then
     if not is_array(out) then raise(fmt("bad option 'out' to '%s' (Array expected, got %s)", name, typename(out))) end
@@ -1219,11 +1246,8 @@ local function unary(name, spec, x, out, stream)
     end
     odt = out.dtype
   end
-  -- computed in the result's calculation type (an integer input of a float function is converted first)
-  local C = DT[res].kind == "b" and DT[d].calc or DT[res].calc
-  local W = wrap_type(d)
-  local body = fmt("{ const %s x = (%s)x_; z = (%s)(%s); }", C, C, DT[odt].ctype, spec.expr(C, W, d))
-  local lp = { op = name, calc = dtype_of_name(C), res = DT[res].kind == "b" and "bool" or dtype_of_name(C) }
+  local body = fmt("{ %s z = (%s)(%s); }", p.pre, DT[odt].ctype, p.value)
+  local lp = { op = name, calc = dtype_of_name(p.C), res = DT[res].kind == "b" and "bool" or dtype_of_name(p.C) }
   return run_elementwise({ fname = name, name = "cdv_" .. name, ins = { { name = "x_", dtype = d, value = x } },
     outs = { { name = "z", dtype = odt, value = out } }, body = body, key = "un:" .. name .. ":" .. d .. ":" .. odt,
     stream = stream, loop = lp })[1]
@@ -1244,23 +1268,32 @@ end
 methods.abs = function(a, opts) return cd.abs(a, opts) end
 
 -- cd.where(cond, x, y [, {out=, stream=}]): x where cond is nonzero, else y (broadcast together)
+-- The plan of cd.where (NOTE [operation plans]): {res = result dtype, value = the C expression of c_, x_, y_}.
+local function plan_where(c, x, y, arr)
+  arr = arr or is_array
+  local r = result_type({ x, y }, arr)
+  for _, v in ipairs({ x, y }) do if not arr(v) then check_scalar_fits(v, r, "where") end end
+  local C, CC = DT[r].calc, DT[c.dtype].calc
+  return { res = r, C = C, value = fmt("((%s)c_ != 0) ? (%s)(%s)x_ : (%s)(%s)y_", CC, DT[r].ctype, C, DT[r].ctype, C) }
+end
+
 function cd.where(c, x, y, opts)
+  if fuse_stand_in(c) or fuse_stand_in(x) or fuse_stand_in(y) then return internal.fuse_where(c, x, y, opts) end
   if not is_array(c) then argerror("where", 1, "Array expected, got " .. typename(c)) end
   check_operand(x, "where", 2)
   check_operand(y, "where", 3)
   local out, stream = op_opts(opts, "where", 4)
-  local r = result_type({ x, y })
-  for _, v in ipairs({ x, y }) do if not is_array(v) then check_scalar_fits(v, r, "where") end end
+  local p = plan_where(c, x, y)
+  local r = p.res
   if out ~= nil and out.dtype ~= r then
     raise(fmt("where: output is %s but the result is %s", out.dtype, r))
   end
-  local C, CC = DT[r].calc, DT[c.dtype].calc
-  local body = fmt("z = ((%s)c_ != 0) ? (%s)(%s)x_ : (%s)(%s)y_", CC, DT[r].ctype, C, DT[r].ctype, C)
+  local body = "z = " .. p.value
   return run_elementwise({ fname = "where", name = "cdv_where", stream = stream, key = "where:" .. r,
     ins = { { name = "c_", dtype = c.dtype, value = c }, { name = "x_", dtype = is_array(x) and x.dtype or r, value = x },
             { name = "y_", dtype = is_array(y) and y.dtype or r, value = y } },
     outs = { { name = "z", dtype = r, value = out } }, body = body,
-    loop = { op = "where", calc = dtype_of_name(C), res = dtype_of_name(C) } })[1]
+    loop = { op = "where", calc = dtype_of_name(p.C), res = dtype_of_name(p.C) } })[1]
 end
 
 
@@ -1356,7 +1389,9 @@ local function fast_reduce(kept, a, v)
 end
 
 -- A reduction method: make(dtype, opts) gives the reduction's description for reduce().
+local REDUCTIONS = {}   -- [fname] = make, for cd.fuse's trailing reductions (NOTE [operation plans])
 local function reduction_method(fname, make)
+  REDUCTIONS[fname] = make
   local kept = fast_cache()   -- [Device][dtype] = {p1, p2, out, rdt, gen}: NOTE [reduction fast path]
   return function(a, v)
     if is_array(a) then
@@ -1563,3 +1598,10 @@ internal.float_result, internal.float_pair = float_result, float_pair   -- ops_n
 internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
 internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
 internal.sum_dtype, internal.hash = sum_dtype, hash   -- sorting.lua
+
+-- What cd.fuse (fuse.lua) builds on: NOTE [operation plans]
+internal.ops = { DT = DT, BIN = BIN, MATH = MATH, FNAMES = FNAMES, META = META, HELPERS = HELPERS,
+  plan_binary = plan_binary, plan_unary = plan_unary, plan_where = plan_where, out_dtype = out_dtype,
+  scalar_fits = scalar_fits, check_scalar_fits = check_scalar_fits, run_elementwise = run_elementwise,
+  run_reduction = run_reduction, reduction_geometry = reduction_geometry, reductions = REDUCTIONS,
+  lua_value = lua_value, broadcast_shapes = broadcast_shapes, is_array = is_array }
