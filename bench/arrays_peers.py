@@ -80,3 +80,21 @@ assert int(big[mask].size) == int(mask.sum())
 print(f"RESULT cupy_mask {timed(lambda: big[mask]):.2f}")
 h1, h2 = big[: N // 2], big[N // 2 :]
 print(f"RESULT cupy_concat {timed(lambda: cp.concatenate((h1, h2))):.2f}")
+
+# issue 31's rows: cupy.fuse and torch.compile of x * y + z and of ((x - y) ** 2).sum() on 2^26 float32 (the same
+# data as bench/arrays.lua's a, b, a + b); torch.compile when it works on this host (it needs Triton)
+fx = cp.fuse(lambda p, q, r: p * q + r)
+cc = ca + cb
+assert bool(cp.allclose(fx(ca, cb, cc)[:4096], (ca * cb + cc)[:4096]))
+print(f"RESULT cupy_fuse_axpy {timed(lambda: fx(ca, cb, cc)):.2f}")
+fs = cp.fuse(lambda p, q: cp.sum((p - q) ** 2))
+print(f"RESULT cupy_fuse_sq {timed(lambda: fs(ca, cb)):.2f}")
+try:
+    tx = torch.compile(lambda p, q, r: p * q + r)
+    ts = torch.compile(lambda p, q: ((p - q) ** 2).sum())
+    cx3 = a + b
+    tx(a, b, cx3), ts(a, b)
+    print(f"RESULT torch_compile_axpy {timed(lambda: tx(a, b, cx3)):.2f}")
+    print(f"RESULT torch_compile_sq {timed(lambda: ts(a, b)):.2f}")
+except Exception as e:  # no Triton, no compiler: the rows say so
+    print(f"arrays_peers: torch.compile failed: {type(e).__name__}: {e}", file=sys.stderr)
