@@ -1671,6 +1671,18 @@ static void *lw_watch(void *arg) {
   return NULL;
 }
 
+/* Every descriptor but stdin, stdout, stderr and sock (NOTE [launch worker]). close_range does it in two system
+ * calls: a close() per descriptor up to the limit cost a worker in a server with 20,000 allowed descriptors
+ * 20,000 calls (30-37 ms a fork). The loop is for kernels without close_range (before Linux 5.9). */
+static void close_others(int sock) {
+  if ((sock == 3 || syscall(SYS_close_range, 3u, (unsigned)sock - 1, 0u) == 0) &&
+      syscall(SYS_close_range, (unsigned)sock + 1, ~0u, 0u) == 0)
+    return;
+  long maxfd = sysconf(_SC_OPEN_MAX);
+  for (long fd = 3; fd < (maxfd > 0 ? maxfd : 65536); fd++)
+    if (fd != sock) close((int)fd);
+}
+
 __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host, unsigned last) {
   in_worker = 1;
   /* the host's locks as they were at fork: held by threads that do not exist here */
@@ -1679,9 +1691,7 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host,
   memcpy(&pool.m, &m0, sizeof m0), memcpy(&pool.go, &c0, sizeof c0), memcpy(&pool.done, &c0, sizeof c0);
   pool.nthreads = pool.want = pool.busy = 0, pool.gen = 0, pool.L = NULL;
   memcpy(&slots_lock, &m0, sizeof m0), memcpy(&run_lock, &m0, sizeof m0);
-  long maxfd = sysconf(_SC_OPEN_MAX);
-  for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
-    if (fd != sock) close(fd);
+  close_others(sock);
   child_signals();
   child_altstack();
   if (!under_asan()) { /* NOTE [forks under ASan] */
