@@ -34,6 +34,57 @@ print("value", a[1])
   end)
 end)
 
+-- NOTE [maps for the worker] (src/cpu_run.c)
+describe("arrays made between launches", function()
+  local cd = require "cudadev"
+  local CPU = { device = "cpu" }
+  local SRC = 'extern "C" __global__ void k(float *p, int n) '
+    .. '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += 1; }'
+
+  helper.worker_it("reach the live launch worker: a loop of new arrays and launches forks no new worker", function()
+    local m = cd.compile(SRC, CPU)
+    local a = cd.zeros(4096, "float32", CPU)
+    local function step(i)
+      local b = a * 2 + 1 -- the operations' results: new arrays (their modules load at the first step)
+      m.k({ grid = 16, block = 256 }, b, 4096)
+      local big = cd.full(100000 + i, i, "int32", CPU) -- a mapping of its own, a new size each time
+      m.k({ grid = 1, block = 1 }, big, 0)
+      return b:sum(), big[100000 + i]
+    end
+    step(0)
+    local forks = cd._cpu_worker_forks()
+    for i = 1, 40 do
+      local s, last = step(i)
+      assert.are.same({ 4096 * 2, i }, { s, last })
+      if i % 10 == 0 then collectgarbage() end -- their mappings go too
+    end
+    assert.are.equal(forks, cd._cpu_worker_forks())
+  end)
+
+  helper.worker_it("a kernel's writes to an array made after the worker reach the host, and its guard pages fault",
+    function()
+      local m = cd.compile(SRC, CPU)
+      m.k({ grid = 1, block = 1 }, cd.zeros(1, "float32", CPU), 1) -- the worker exists
+      local forks = cd._cpu_worker_forks()
+      local small, big = cd.zeros(8, "float32", CPU), cd.zeros(5000, "float32", CPU)
+      m.k({ grid = 1, block = 8 }, small, 8)
+      m.k({ grid = 20, block = 256 }, big, 5000)
+      assert.are.same({ 1, 1, 1, 1, 1, 1, 1, 1 }, helper.values(small))
+      assert.are.same({ 1, 1, 5000 }, { big[1], big[5000], big:sum() })
+      assert.are.equal(forks, cd._cpu_worker_forks())
+      -- a store past the end of the new array faults in its guard page, as in a worker forked after it
+      local st = cd.compile('extern "C" __global__ void st(float *p, int i) { p[i] = 1; }', CPU)
+      st.st({ grid = 1, block = 1 }, big, 0) -- loads the module (a fresh worker), then a new array to give it
+      forks = cd._cpu_worker_forks()
+      big = cd.zeros(1024, "float32", CPU) -- 4096 bytes: its end is a page's
+      local ok, err = pcall(st.st, { grid = 1, block = 1 }, big, 1024 + 100)
+      assert.are.equal(forks, cd._cpu_worker_forks())
+      assert.is_false(ok)
+      assert.are.equal("CUDA_ERROR_ILLEGAL_ADDRESS", err.name)
+      assert.is_truthy(err.message:find("400 bytes past the end of the array at", 1, true), err.message)
+    end)
+end)
+
 -- NOTE [stale private directories] (src/diskcache.c)
 describe("the private cache directories of processes that are gone", function()
   local sh = helper.shell_quote
