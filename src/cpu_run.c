@@ -1763,9 +1763,9 @@ static int ndone;
  * FENCE_MAX bytes of each free range of its address space (PROT_NONE, MAP_NORESERVE: no memory), but the one
  * below the stack, which the host's mmap does not use. Its own mappings then go below the fences, the host's go
  * into them, where the worker maps them over the fence (MAP_FIXED: the range is known to be no mapping of its
- * own) and puts the fence back when the host unmaps them. A host mapping outside the fences (the host had
- * used the range before the fork) must find the range free here (MAP_FIXED_NOREPLACE), else the worker is
- * replaced. Read with read(): the worker allocates nothing with malloc (NOTE [fiber stacks]). */
+ * own) and puts the fence back when the host unmaps them; an array the host had before the fork becomes a
+ * fence too when it is unmapped. Another host mapping outside the fences (the host's own memory, freed since
+ * the fork) must find the range free here (MAP_FIXED_NOREPLACE), else the worker is replaced. Read with read(): the worker allocates nothing with malloc (NOTE [fiber stacks]). */
 #define FENCE_MAX ((size_t)64 << 30)
 #define MAX_FENCES 256
 static struct { char *lo, *hi; } fences[MAX_FENCES];
@@ -1834,8 +1834,11 @@ static int lw_take_maps(int sock, lw_page *pg) {
   for (unsigned i = 0; i < pg->nops && rc == 0; i++) {
     struct lw_op *o = &pg->ops[i];
     int in = fenced(o->p, o->len);
-    if (!o->map) {
-      if (!in || fence_at(o->p, o->len, MAP_FIXED)) munmap(o->p, o->len);
+    if (!o->map) { /* the range was the host's array: it stays the host's, fenced (a fence of its own if new) */
+      if (fence_at(o->p, o->len, MAP_FIXED))
+        munmap(o->p, o->len);
+      else if (!in && nfences < MAX_FENCES)
+        fences[nfences].lo = o->p, fences[nfences++].hi = o->p + o->len;
       ndone = 0;
       continue;
     }
