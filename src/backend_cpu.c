@@ -116,8 +116,9 @@ size_t cdv_cpu_available(void) {
 }
 
 /* ---------------------------------------------------------------- memory */
-/* NOTE [cpu memory]: arrays are MAP_SHARED|MAP_ANONYMOUS memory, so that a launch run in a forked child (NOTE
- * [fault containment] in cpu_run.c) writes memory the parent sees. Two layouts:
+/* NOTE [cpu memory]: arrays are MAP_SHARED memory (anonymous, or a memfd while a launch worker lives: NOTE [maps
+ * for the worker] in cpu_run.c), so that a launch run in a forked child (NOTE [fault containment] in cpu_run.c)
+ * writes memory the parent sees. Two layouts:
  * - an array of more than SMALL_MAX bytes is a mapping of its own, [guard page][data][guard page], its data
  *   pushed to the end of the pages (at a multiple of BIG_ALIGN) so that running off its end faults at once; a
  *   write up to a page before its start faults too, or lands in its own unused head, never in a neighbour.
@@ -260,7 +261,7 @@ static slab *slab_new(int c, cdv_err *e) {
   int err = errno;
   if (r != MAP_FAILED) {
     char *a = (char *)(((uintptr_t)r + SLAB - 1) & ~(uintptr_t)(SLAB - 1));
-    b = mmap(a, SLAB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    b = cdv_cpu_map_shared(a, SLAB, 1); /* NOTE [maps for the worker] */
     err = errno;
     if (a > r) munmap(r, (size_t)(a - r));
     munmap(a + SLAB, (size_t)(r + 2 * SLAB - (a + SLAB)));
@@ -278,13 +279,12 @@ static slab *slab_new(int c, cdv_err *e) {
   if (nb % 64) s->bits[nb / 64] = ~0ull << (nb % 64);
   alloc a = {b, SLAB, SLAB, b, SLAB, KIND_SLAB, s};
   if (alloc_insert(&a)) {
-    munmap(b, SLAB);
+    cdv_cpu_unmap_shared(b, SLAB);
     mem_unreserve(SLAB);
     free(s);
     cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
     return NULL;
   }
-  cdv_cpu_maps_changed(); /* NOTE [launch worker] */
   s->next = avail[c];
   if (avail[c]) avail[c]->prev = s;
   avail[c] = s;
@@ -344,9 +344,8 @@ static void small_free(slab *s, unsigned i) {
   if (s->nfree == s->nblocks && (avail[s->cls] != s || s->next)) {
     avail_remove(s);
     alloc_find(s->base)->p = TOMB;
-    munmap(s->base, SLAB);
+    cdv_cpu_unmap_shared(s->base, SLAB);
     mem_unreserve(SLAB);
-    cdv_cpu_maps_changed();
     free(s);
   }
 }
@@ -358,7 +357,8 @@ static int big_alloc(size_t bytes, int kind, alloc *a, cdv_err *e) {
   if (data < bytes || data + guards < data)
     return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "cannot allocate %zu bytes", bytes);
   if (mem_reserve(data + guards, e)) return -1;
-  char *m = mmap(NULL, data + guards, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  char *m = kind == CDV_MEM_PINNED ? mmap(NULL, data, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)
+                                   : cdv_cpu_map_shared(NULL, data + guards, 1); /* NOTE [maps for the worker] */
   if (m == MAP_FAILED) {
     int err = errno;
     mem_unreserve(data + guards);
@@ -383,6 +383,15 @@ static int big_alloc(size_t bytes, int kind, alloc *a, cdv_err *e) {
   return 0;
 }
 
+/* An array's own mapping goes: pinned memory is plain (NOTE [launch worker]), others were made by
+ * cdv_cpu_map_shared (NOTE [maps for the worker]). */
+static int unmap(const alloc *a) {
+  if (a->kind != CDV_MEM_PINNED) return cdv_cpu_unmap_shared(a->map, a->maplen);
+  int rc = munmap(a->map, a->maplen);
+  cdv_cpu_maps_changed();
+  return rc;
+}
+
 /* Small host arrays from the pool, others a mapping each (NOTE [cpu memory]), plus cuMemHostRegister through
  * cdv_cuda_host_register for pinned memory. Without a CUDA driver nothing can read page-locked memory, and
  * pinned memory is plain memory: the pinned pool and the staged copies (NOTE [pinned pool], NOTE [staged
@@ -405,11 +414,11 @@ static int cpu_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, vo
   pthread_mutex_unlock(&allocs_lock);
   if (rc) {
     if (kind == CDV_MEM_PINNED) cdv_cuda_host_unregister(a.map);
-    munmap(a.map, a.maplen);
+    unmap(&a);
     mem_unreserve(a.maplen);
     return cdv_fail(e, "cpu.mem_alloc", ENOMEM, "CUDA_ERROR_OUT_OF_MEMORY", "out of host memory");
   }
-  cdv_cpu_maps_changed(); /* NOTE [launch worker] */
+  if (kind == CDV_MEM_PINNED) cdv_cpu_maps_changed(); /* NOTE [launch worker]; others: cdv_cpu_map_shared */
   *ptr = a.p;
   return 0;
 }
@@ -434,10 +443,8 @@ static int cpu_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_er
   if (!found.p)
     return cdv_fail(e, "cpu.mem_free", EINVAL, INVALID_VALUE, "pointer %p was not allocated by the cpu device", ptr);
   if (found.kind == CDV_MEM_PINNED) cdv_cuda_host_unregister(found.map);
-  if (munmap(found.map, found.maplen))
-    return cdv_cpu_fail_errno(e, "cpu.mem_free", errno, "munmap of %p failed", found.map);
+  if (unmap(&found)) return cdv_cpu_fail_errno(e, "cpu.mem_free", errno, "munmap of %p failed", found.map);
   mem_unreserve(found.maplen);
-  cdv_cpu_maps_changed();
   return 0;
 }
 

@@ -136,9 +136,15 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
                    int cooperative, const cdv_launch_opts *opts, cdv_err *e);
 int cdv_cpu_coop_max(unsigned nthreads); /* blocks of nthreads a cooperative launch may have (NOTE [cpu grid sync]) */
 int cdv_cpu_worker_count(void);
-/* backend_cpu.c maps or unmaps memory a launch may reach (an array's mapping, a slab, a module): NOTE [launch
- * worker] in cpu_run.c */
+/* backend_cpu.c maps or unmaps memory a launch may reach that the worker cannot be given (a module, pinned
+ * memory): NOTE [launch worker] in cpu_run.c */
 void cdv_cpu_maps_changed(void);
+/* mmap and munmap of an array's mapping or a slab that the live launch worker gets too, without a fork (NOTE
+ * [maps for the worker] in cpu_run.c); guards: its first and last pages are guard pages */
+void *cdv_cpu_map_shared(void *fixed, size_t len, int guards);
+int cdv_cpu_unmap_shared(void *p, size_t len);
+/* launch workers forked by this process (for the specs: cd._cpu_worker_forks) */
+unsigned long cdv_cpu_worker_forks(void);
 /* Ends running launches (async-signal-safe): NOTE [interrupting a launch] in cpu_run.c */
 void cdv_cpu_interrupt(void);
 /* errno-based failure: "what: strerror" with the errno's name */

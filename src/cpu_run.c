@@ -1460,12 +1460,12 @@ static void run_coop_inprocess(launch *L, int nw) {
  * - What it sees: everything the host had mapped when it was forked. Arrays and the writable data of modules
  *   are MAP_SHARED (NOTE [cpu memory], NOTE [shared module data] in backend_cpu.c), so its writes are the
  *   host's, as a forked child's were; code and constant data are the same bytes at the same addresses.
- *   Memory the host maps afterwards does not reach it. So backend_cpu.c calls cdv_cpu_maps_changed() when
- *   it maps or unmaps an array's mapping or a slab, and loads or unloads a module; a launch that finds the
- *   count changed since the worker was forked ends the worker and forks a fresh one first. Cached array
- *   blocks (NOTE [block cache]) and slabs with room map nothing new, so a loop of launches and temporaries
- *   forks once. The worker also starts afresh when the host's stdout or stderr is another file than when it
- *   was forked (kernels' printf goes there).
+ *   Memory the host maps afterwards does not reach it by itself: an array's mapping or a slab made or
+ *   unmapped since is given to the worker with the next launch (NOTE [maps for the worker]). For a module
+ *   loaded or unloaded, and pinned memory, backend_cpu.c calls cdv_cpu_maps_changed(); a launch that finds
+ *   that count changed since the worker was forked ends the worker and forks a fresh one first. So a loop of
+ *   launches and temporaries forks once its modules are loaded. The worker also starts afresh when the
+ *   host's stdout or stderr is another file than when it was forked (kernels' printf goes there).
  * - The message: the launch record (grid, block, the entry point, arrays to prefault) and the argument
  *   bytes, copied into a MAP_SHARED page made before the first worker, with the status of NOTE [fault
  *   containment]. A kernel whose object does not list its parameters, or whose arguments do not fit, is
@@ -1505,6 +1505,8 @@ static void run_coop_inprocess(launch *L, int nw) {
  *   gets there within its budget. A worker forked anew starts from the req value read before the fork, so a
  *   launch posted before it first looks is not missed; the flags are cleared before each fork. */
 #define LW_ARGS 16384 /* argument bytes a message carries */
+#define LW_OPS 1024 /* maps and unmaps a message carries: NOTE [maps for the worker] */
+#define LW_FDS 64 /* of which maps (descriptors held open until then) */
 
 typedef struct lw_page {
   /* (see NOTE [launch handshake]) the host's line and the worker's, apart: neither's spin reads a line that
@@ -1518,6 +1520,13 @@ typedef struct lw_page {
   launch L; /* fn, args and st rewritten by the worker */
   cdv_cpu_func fn;
   unsigned nargs, off[CDV_CPU_MAX_PARAMS];
+  unsigned nops; /* maps to take before the launch: NOTE [maps for the worker] */
+  struct lw_op {
+    char *p;
+    size_t len;
+    int map; /* 1: map the next descriptor received there; 0: unmap */
+    int guards;
+  } ops[LW_OPS];
   _Alignas(64) unsigned char args[LW_ARGS];
 } lw_page;
 
@@ -1532,8 +1541,112 @@ static struct {
   long spin; /* the host's spin budget: NOTE [launch handshake] */
 } lw = {0, -1, 0, {0, 0}, {0, 0}, NULL, 0};
 static unsigned maps_gen;
+static unsigned long lw_forks; /* workers forked: cd._cpu_worker_forks */
 
 void cdv_cpu_maps_changed(void) { __atomic_add_fetch(&maps_gen, 1, __ATOMIC_SEQ_CST); }
+unsigned long cdv_cpu_worker_forks(void) { return __atomic_load_n(&lw_forks, __ATOMIC_RELAXED); }
+
+/* NOTE [maps for the worker]: an array made after the worker was forked used to end the worker (a fork per
+ * launch in a loop whose temporaries outgrow the block cache, 3 forks a request in a server: issue 30). While
+ * a worker lives, a new array's or slab's mapping is therefore a memfd (MAP_SHARED of a descriptor, the same
+ * shared memory as MAP_ANONYMOUS), and the mapping and its unmapping are queued here: the next launch sends the
+ * descriptors over the worker's socket (SCM_RIGHTS) and the list in the page, and the worker maps each at the
+ * host's address (MAP_FIXED_NOREPLACE, guard pages mprotect'ed) or unmaps it before it runs the launch. The
+ * host closes its descriptors once sent: a mapping keeps its memory. With no worker alive a mapping is plain
+ * anonymous memory, as before: the next worker is forked with it. What still forks a fresh worker: a queue
+ * fuller than LW_OPS (LW_FDS maps), a descriptor that cannot be made (EMFILE), an address the worker uses for something of
+ * its own (its threads' stacks), pinned memory and modules (cdv_cpu_maps_changed). maps_lock covers the mmap
+ * or munmap and its queueing together (a later mapping at an unmapped address is queued after the unmap) and
+ * the worker's fork (one made before the fork is the worker's already). */
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  struct lw_op v[LW_OPS];
+  int fd[LW_OPS]; /* the memfd of a map, -1 for an unmap */
+  int n, nfd;
+  int live; /* a worker lives: mappings are queued for it */
+  int full; /* one could not be queued: the worker must start afresh */
+} pend;
+
+/* Drops the queue (maps_lock held): no worker, or a fresh one that has everything. */
+static void pend_clear(int live) {
+  for (int i = 0; i < pend.n; i++)
+    if (pend.fd[i] >= 0) close(pend.fd[i]);
+  pend.n = pend.nfd = 0, pend.full = 0, pend.live = live;
+}
+
+/* (maps_lock held) a map (fd, a memfd) or an unmap (fd -1) for the worker */
+static void pend_add(char *p, size_t len, int fd, int guards) {
+  if (pend.n == LW_OPS || (fd >= 0 && pend.nfd == LW_FDS)) {
+    if (fd >= 0) close(fd);
+    pend.full = 1;
+    return;
+  }
+  pend.v[pend.n] = (struct lw_op){p, len, fd >= 0, guards};
+  pend.fd[pend.n++] = fd;
+  pend.nfd += fd >= 0;
+}
+
+void *cdv_cpu_map_shared(void *fixed, size_t len, int guards) {
+  pthread_mutex_lock(&maps_lock);
+  int fd = pend.live && !pend.full ? memfd_create("cudadev-array", MFD_CLOEXEC) : -1;
+  if (fd >= 0 && ftruncate(fd, (off_t)len)) close(fd), fd = -1;
+  int flags = MAP_SHARED | (fixed ? MAP_FIXED : 0) | (fd < 0 ? MAP_ANONYMOUS : 0);
+  void *m = mmap(fixed, len, PROT_READ | PROT_WRITE, flags, fd, 0);
+  int err = errno;
+  if (m == MAP_FAILED && fd >= 0) close(fd);
+  if (m != MAP_FAILED && pend.live && fd < 0)
+    pend.full = 1; /* no descriptor to give: the worker starts afresh */
+  else if (m != MAP_FAILED && pend.live)
+    pend_add(m, len, fd, guards);
+  pthread_mutex_unlock(&maps_lock);
+  errno = err;
+  return m;
+}
+
+int cdv_cpu_unmap_shared(void *p, size_t len) {
+  pthread_mutex_lock(&maps_lock);
+  int rc = munmap(p, len), err = errno;
+  if (rc == 0 && pend.live) pend_add(p, len, -1, 0);
+  pthread_mutex_unlock(&maps_lock);
+  errno = err;
+  return rc;
+}
+
+/* The worker is gone: the next one is forked with every mapping (NOTE [maps for the worker]). */
+static void lw_gone(void) {
+  pthread_mutex_lock(&maps_lock);
+  pend_clear(0);
+  pthread_mutex_unlock(&maps_lock);
+}
+
+/* (see NOTE [maps for the worker]) the queue into the page and its descriptors onto the socket; -1 when the
+ * worker must start afresh instead. lw_lock held. */
+static int lw_send_maps(int sock, lw_page *pg) {
+  pthread_mutex_lock(&maps_lock);
+  int rc = pend.full ? -1 : 0, nfd = 0, fds[LW_FDS];
+  for (int i = 0; i < pend.n; i++) {
+    pg->ops[i] = pend.v[i];
+    if (pend.fd[i] >= 0) fds[nfd++] = pend.fd[i];
+  }
+  pg->nops = rc ? 0 : (unsigned)pend.n;
+  if (rc == 0 && nfd) {
+    char c = 'M', ctl[CMSG_SPACE(sizeof fds)];
+    struct iovec iov = {&c, 1};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfd)};
+    memset(ctl, 0, sizeof ctl);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET, cm->cmsg_type = SCM_RIGHTS, cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfd);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfd);
+    ssize_t r;
+    while ((r = sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+      ;
+    rc = r == 1 ? 0 : -1;
+  }
+  pend_clear(1);
+  pthread_mutex_unlock(&maps_lock);
+  return rc;
+}
 
 /* Which launches go where: 0 in-process, 1 the launch worker, 2 a child per launch. Read once. */
 static int fork_mode(void) {
@@ -1581,6 +1694,30 @@ static int lw_spin(const unsigned *w, unsigned old, long *budget) {
   }
 }
 
+/* Descriptors the worker received (NOTE [maps for the worker]), in order, not yet mapped. */
+static int lw_stash[LW_FDS], lw_nstash;
+
+/* A byte from sock into *c; the descriptors that come with it go to lw_stash (a plain read() would close
+ * them). */
+static ssize_t lw_recv(int sock, char *c) {
+  char ctl[CMSG_SPACE(sizeof(int) * LW_FDS)];
+  struct iovec iov = {c, 1};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+  ssize_t r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  for (struct cmsghdr *cm = r > 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm; cm = CMSG_NXTHDR(&msg, cm))
+    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+      int n = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fd;
+      for (int i = 0; i < n; i++) {
+        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        if (lw_nstash < LW_FDS)
+          lw_stash[lw_nstash++] = fd;
+        else
+          close(fd);
+      }
+    }
+  return r;
+}
+
 /* (see NOTE [launch handshake]) waits until *w is no longer old: a bounded spin, then blocking reads of sock
  * with *sleeping set for the other side to see (a byte is a wake-up, perhaps a stale one: *w decides). 0 when
  * it moved, -1 when the socket ended: the other side is gone. */
@@ -1590,7 +1727,7 @@ static int lw_wait(int sock, const unsigned *w, unsigned old, int *sleeping, lon
   int rc = 0;
   while (!rc && __atomic_load_n(w, __ATOMIC_SEQ_CST) == old) {
     char c;
-    ssize_t r = read(sock, &c, 1);
+    ssize_t r = lw_recv(sock, &c);
     if (r <= 0 && !(r < 0 && errno == EINTR)) rc = -1;
   }
   __atomic_store_n(sleeping, 0, __ATOMIC_SEQ_CST);
@@ -1609,6 +1746,117 @@ static int lw_post(int sock, unsigned *w, unsigned v, const int *sleeping) {
   return r == 1 ? 0 : -1;
 }
 
+/* Arrays this worker populated before keep their page tables: NOTE [prefaulting] is for new ones. An unmap
+ * (NOTE [maps for the worker]) forgets them all: a new array at the same address has no page tables yet. */
+static struct {
+  char *p;
+  size_t n;
+} done[256];
+static int ndone;
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* (see NOTE [maps for the worker]) Where the host maps next is where the worker's own mappings would go too:
+ * both processes place them top-down from the same holes. So the worker starts by fencing the holes: the top
+ * FENCE_MAX bytes of each free range of its address space (PROT_NONE, MAP_NORESERVE: no memory), but the one
+ * below the stack, which the host's mmap does not use. Its own mappings then go below the fences, the host's go
+ * into them, where the worker maps them over the fence (MAP_FIXED: the range is known to be no mapping of its
+ * own) and puts the fence back when the host unmaps them; an array the host had before the fork becomes a
+ * fence too when it is unmapped. Another host mapping outside the fences (the host's own memory, freed since
+ * the fork) must find the range free here (MAP_FIXED_NOREPLACE), else the worker is replaced. Read with read(): the worker allocates nothing with malloc (NOTE [fiber stacks]). */
+#define FENCE_MAX ((size_t)64 << 30)
+#define MAX_FENCES 256
+static struct { char *lo, *hi; } fences[MAX_FENCES];
+static int nfences;
+
+/* The free ranges of /proc/self/maps below the stack, into fences[] (their top FENCE_MAX bytes). */
+static void find_holes(void) {
+  static char buf[1 << 16];
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  uintptr_t prev = 0;
+  size_t have = 0;
+  ssize_t r = 1;
+  while (fd >= 0 && r > 0 && nfences < MAX_FENCES) {
+    r = read(fd, buf + have, sizeof buf - 1 - have);
+    have += r > 0 ? (size_t)r : 0;
+    buf[have] = 0;
+    char *line = buf, *nl;
+    while ((nl = strchr(line, '\n')) && nfences < MAX_FENCES) {
+      *nl = 0;
+      uintptr_t lo = (uintptr_t)strtoull(line, NULL, 16), hi = (uintptr_t)strtoull(strchr(line, '-') + 1, NULL, 16);
+      if (strstr(line, "[stack]"))
+        r = 0, nl = line + strlen(line); /* the holes above are not the host's */
+      else if (prev && lo > prev)
+        fences[nfences].lo = (char *)(lo - prev > FENCE_MAX ? lo - FENCE_MAX : prev), fences[nfences++].hi = (char *)lo;
+      prev = hi > prev ? hi : prev;
+      line = nl + 1;
+      if (!r) break;
+    }
+    have = (size_t)(buf + have - line);
+    memmove(buf, line, have);
+  }
+  if (fd >= 0) close(fd);
+}
+
+/* A fence over [p, p + n) (NOTE [maps for the worker]); 0 when it is there. */
+static int fence_at(char *p, size_t n, int flag) {
+  return mmap(p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flag, -1, 0) == p ? 0 : -1;
+}
+
+static void lw_fence(void) {
+  find_holes();
+  int keep = 0;
+  for (int i = 0; i < nfences; i++)
+    if (fence_at(fences[i].lo, (size_t)(fences[i].hi - fences[i].lo), MAP_FIXED_NOREPLACE) == 0)
+      fences[keep++] = fences[i];
+  nfences = keep;
+}
+
+/* Whether [p, p + n) lies in one fence. */
+static int fenced(const char *p, size_t n) {
+  for (int i = 0; i < nfences; i++)
+    if (p >= fences[i].lo && p + n <= fences[i].hi) return 1;
+  return 0;
+}
+
+/* (see NOTE [maps for the worker]) the worker maps and unmaps what the host did since the last launch; -1 when
+ * it cannot (the socket ended, or the address is taken here): it must be replaced. */
+static int lw_take_maps(int sock, lw_page *pg) {
+  unsigned need = 0;
+  for (unsigned i = 0; i < pg->nops; i++) need += pg->ops[i].map;
+  char c;
+  while (lw_nstash < (int)need)
+    if (lw_recv(sock, &c) <= 0 && errno != EINTR) return -1;
+  size_t pgsz = (size_t)sysconf(_SC_PAGESIZE);
+  int next = 0, rc = 0;
+  for (unsigned i = 0; i < pg->nops && rc == 0; i++) {
+    struct lw_op *o = &pg->ops[i];
+    int in = fenced(o->p, o->len);
+    if (!o->map) { /* the range was the host's array: it stays the host's, fenced (a fence of its own if new) */
+      if (fence_at(o->p, o->len, MAP_FIXED))
+        munmap(o->p, o->len);
+      else if (!in && nfences < MAX_FENCES)
+        fences[nfences].lo = o->p, fences[nfences++].hi = o->p + o->len;
+      ndone = 0;
+      continue;
+    }
+    int how = MAP_SHARED | (in ? MAP_FIXED : MAP_FIXED_NOREPLACE);
+    void *m = mmap(o->p, o->len, PROT_READ | PROT_WRITE, how, lw_stash[next++], 0);
+    if (m != o->p) { /* a kernel before 4.17 takes the flag as a hint: the address may differ */
+      if (m != MAP_FAILED) munmap(m, o->len);
+      rc = -1;
+    } else if (o->guards) {
+      mprotect(o->p, pgsz, PROT_NONE), mprotect(o->p + o->len - pgsz, pgsz, PROT_NONE);
+    }
+  }
+  for (int i = 0; i < lw_nstash; i++) close(lw_stash[i]);
+  lw_nstash = 0;
+  pg->nops = 0;
+  return rc;
+}
+
 /* The worker's copy of the message's launch (its own argument pointers, its own status pointer). */
 static void lw_serve(lw_page *pg) {
   void *args[CDV_CPU_MAX_PARAMS];
@@ -1621,12 +1869,6 @@ static void lw_serve(lw_page *pg) {
   L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED); /* this process's count */
   child_status = L.st;
   child_launch = &L;
-  /* arrays this worker populated before keep their page tables: NOTE [prefaulting] is for new ones */
-  static struct {
-    char *p;
-    size_t n;
-  } done[256];
-  static int ndone;
   int keep = 0;
   for (int k = 0; k < L.npre; k++) {
     int seen = 0;
@@ -1671,6 +1913,18 @@ static void *lw_watch(void *arg) {
   return NULL;
 }
 
+/* Every descriptor but stdin, stdout, stderr and sock (NOTE [launch worker]). close_range does it in two system
+ * calls: a close() per descriptor up to the limit cost a worker in a server with 20,000 allowed descriptors
+ * 20,000 calls (30-37 ms a fork). The loop is for kernels without close_range (before Linux 5.9). */
+static void close_others(int sock) {
+  if ((sock == 3 || syscall(SYS_close_range, 3u, (unsigned)sock - 1, 0u) == 0) &&
+      syscall(SYS_close_range, (unsigned)sock + 1, ~0u, 0u) == 0)
+    return;
+  long maxfd = sysconf(_SC_OPEN_MAX);
+  for (long fd = 3; fd < (maxfd > 0 ? maxfd : 65536); fd++)
+    if (fd != sock) close((int)fd);
+}
+
 __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host, unsigned last) {
   in_worker = 1;
   /* the host's locks as they were at fork: held by threads that do not exist here */
@@ -1679,9 +1933,8 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host,
   memcpy(&pool.m, &m0, sizeof m0), memcpy(&pool.go, &c0, sizeof c0), memcpy(&pool.done, &c0, sizeof c0);
   pool.nthreads = pool.want = pool.busy = 0, pool.gen = 0, pool.L = NULL;
   memcpy(&slots_lock, &m0, sizeof m0), memcpy(&run_lock, &m0, sizeof m0);
-  long maxfd = sysconf(_SC_OPEN_MAX);
-  for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
-    if (fd != sock) close(fd);
+  close_others(sock);
+  lw_fence(); /* before the worker maps anything of its own */
   child_signals();
   child_altstack();
   if (!under_asan()) { /* NOTE [forks under ASan] */
@@ -1696,6 +1949,7 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host,
   for (;;) {
     if (lw_wait(sock, &pg->req, last, &pg->wsleep, &budget)) _exit(0); /* the host is gone or let the worker go */
     last = __atomic_load_n(&pg->req, __ATOMIC_SEQ_CST);
+    if (pg->nops && lw_take_maps(sock, pg)) _exit(0); /* not started: the host forks a fresh worker for it */
     __atomic_store_n(&pg->started, 1, __ATOMIC_SEQ_CST);
     lw_serve(pg);
     if (lw_post(sock, &pg->done, last, &pg->hsleep)) _exit(0); /* the host is gone */
@@ -1720,6 +1974,7 @@ static void lw_stop(void) {
   while (waitpid(lw.pid, NULL, 0) < 0 && errno == EINTR)
     ;
   lw.pid = 0, lw.sock = -1;
+  lw_gone();
 }
 
 /* A process forked from this one (not the worker) has no worker: the host's is not its own to talk to. */
@@ -1727,7 +1982,8 @@ static void lw_forget(void) {
   if (lw.sock >= 0) close(lw.sock);
   lw.pid = 0, lw.sock = -1, lw.pg = NULL; /* the page stays the host's; this process maps its own */
   pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
-  memcpy(&lw_lock, &m0, sizeof m0);
+  memcpy(&lw_lock, &m0, sizeof m0), memcpy(&maps_lock, &m0, sizeof m0);
+  pend_clear(0);
 }
 
 static pthread_once_t lw_once = PTHREAD_ONCE_INIT;
@@ -1741,7 +1997,9 @@ static int lw_start(const launch *L, cdv_err *e) {
   unsigned gen = __atomic_load_n(&maps_gen, __ATOMIC_SEQ_CST);
   fflush(NULL);
   pthread_mutex_lock(&slots_lock); /* held across fork: the worker must not see the tables mid-update */
+  pthread_mutex_lock(&maps_lock); /* and every mapping made so far is its own: NOTE [maps for the worker] */
   lw_page *pg = lw.pg; /* lw_forget, run in the child by fork, forgets lw.pg */
+  pg->nops = 0;
   pg->wsleep = pg->hsleep = 0;
   unsigned last = pg->req; /* read before the fork: the host may post the next launch before the worker runs */
   pid_t host = getpid(), pid = fork();
@@ -1750,6 +2008,8 @@ static int lw_start(const launch *L, cdv_err *e) {
     lw_main(sv[1], pg, host, last);
   }
   int err = errno;
+  pend_clear(pid > 0);
+  pthread_mutex_unlock(&maps_lock);
   pthread_mutex_unlock(&slots_lock);
   close(sv[1]);
   if (pid < 0) {
@@ -1757,6 +2017,7 @@ static int lw_start(const launch *L, cdv_err *e) {
     return cdv_cpu_fail_errno(e, "cpu.launch", err, "cannot fork the launch process of kernel '%s'", L->fn->name);
   }
   lw.pid = pid, lw.sock = sv[0], lw.gen = gen;
+  __atomic_add_fetch(&lw_forks, 1, __ATOMIC_RELAXED);
   out_ids(lw.out_dev, lw.out_ino);
   return 0;
 }
@@ -1798,6 +2059,8 @@ static int run_worker(launch *L, cdv_err *e, int *rc) {
     if (lw.pid > 0 && (lw.gen != __atomic_load_n(&maps_gen, __ATOMIC_SEQ_CST) || memcmp(dev, lw.out_dev, sizeof dev) ||
                        memcmp(ino, lw.out_ino, sizeof ino)))
       lw_stop();
+    if (lw.pid > 0 && lw_send_maps(lw.sock, pg)) /* NOTE [maps for the worker] */
+      lw_stop();
     if (lw.pid <= 0 && lw_start(L, e)) {
       *rc = -1;
       break;
@@ -1824,6 +2087,7 @@ static int run_worker(launch *L, cdv_err *e, int *rc) {
     while ((w = waitpid(lw.pid, &ws, 0)) < 0 && errno == EINTR)
       ;
     lw.pid = 0, lw.sock = -1;
+    lw_gone();
     if (!started && attempt == 0) { /* it died idle: a fresh one takes the launch */
       interrupt_disarm();
       continue;

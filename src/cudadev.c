@@ -63,6 +63,14 @@ static int l_live(lua_State *L) {
   return 1;
 }
 
+/* cd._cpu_worker_forks() -> the cpu launch workers this process forked (NOTE [maps for the worker], for the
+ * specs) */
+unsigned long cdv_cpu_worker_forks(void);
+static int l_cpu_worker_forks(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)cdv_cpu_worker_forks());
+  return 1;
+}
+
 /* cd.now() -> seconds of CLOCK_MONOTONIC, a double: wall time for scripts (os.clock is CPU time). cd.time
  * (extra.lua) and the REPL's :time read it. */
 static int l_now(lua_State *L) {
@@ -440,6 +448,8 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   lua_setfield(L, -2, "_live");
   lua_pushcfunction(L, l_hooks);
   lua_setfield(L, -2, "_hooks");
+  lua_pushcfunction(L, l_cpu_worker_forks);
+  lua_setfield(L, -2, "_cpu_worker_forks");
   lua_pushcfunction(L, l_now);
   lua_setfield(L, -2, "now");
   lua_pushcfunction(L, l_doc_files);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include "diskcache.h"
@@ -333,6 +334,110 @@ __attribute__((destructor)) static void remove_private_dir(void) {
   if (private_dir[0] && private_pid == getpid()) cdv_remove_tree(private_dir);
 }
 
+/* NOTE [stale private directories]: a private directory is removed at exit, but a process that is killed (a
+ * server's worker, a launch that took the host down) leaves it, and a host that serves requests can leave many.
+ * Each private directory therefore holds a file "owner": the pid of its process and that process's start time
+ * (field 22 of /proc/PID/stat, so that a reused pid is not taken for the owner). The first fallback of a
+ * process removes, in the same place, the directories cudadev-XXXXXX whose owner is gone, and only those it
+ * can tell are ours: a directory (not a symbolic link) of this uid, mode 0700, whose owner file is a regular
+ * file of this uid. A directory without one (made by an older cudadev, or just made) is left. Everything is
+ * done relative to opened directories (openat, unlinkat, O_NOFOLLOW), so a link planted inside leads nowhere;
+ * in a sticky /tmp nobody else can rename what is ours meanwhile. */
+#define OWNER_FILE "owner"
+
+/* The start time of process pid (in clock ticks since boot), 0 when it does not exist, -1 when unknown. */
+static long long start_time(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return n == 0 ? 0 : -1;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  long long t = -1;
+  for (int field = 2; p && *p; p++) /* field 2 ends at p; the start time is field 22 */
+    if (*p == ' ' && ++field == 22) {
+      t = strtoll(p + 1, NULL, 10);
+      break;
+    }
+  return t;
+}
+
+/* Removes the entries of the directory fd (closed here) and below, never following a link. */
+static void remove_below(int fd, int depth) {
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW)) continue;
+    if (S_ISDIR(st.st_mode) && depth < 16) {
+      int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) remove_below(sub, depth + 1);
+      unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    } else if (!S_ISDIR(st.st_mode))
+      unlinkat(dirfd(d), de->d_name, 0);
+  }
+  closedir(d);
+}
+
+/* 1 when the directory fd's owner file names a process that is gone. */
+static int owner_gone(int fd) {
+  int f = openat(fd, OWNER_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (f < 0) return 0;
+  char buf[64];
+  struct stat st;
+  ssize_t n = fstat(f, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ? -1 : read(f, buf, sizeof buf - 1);
+  close(f);
+  long pid;
+  long long t;
+  if (n <= 0 || (buf[n] = 0, sscanf(buf, "%ld %lld", &pid, &t) != 2) || pid <= 0) return 0;
+  long long now = start_time((pid_t)pid);
+  return now == 0 || (now > 0 && now != t);
+}
+
+/* (see NOTE [stale private directories]) the private directories in place whose process is gone */
+static void remove_stale_private(const char *place) {
+  if (start_time(getpid()) <= 0) return; /* no /proc: nothing can be told */
+  int pfd = open(place, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = pfd < 0 ? NULL : fdopendir(pfd);
+  if (!d) {
+    if (pfd >= 0) close(pfd);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    struct stat st;
+    if (strncmp(de->d_name, "cudadev-", 8) || strlen(de->d_name) != 14) continue;
+    int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (!fstat(fd, &st) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0700 && owner_gone(fd)) {
+      remove_below(fd, 0);
+      unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    } else
+      close(fd);
+  }
+  closedir(d);
+}
+
+/* The owner file of the private directory dir (NOTE [stale private directories]). */
+static void write_owner(const char *dir) {
+  char path[PATH_MAX], line[64];
+  long long t = start_time(getpid());
+  if (t <= 0 || snprintf(path, sizeof path, "%s/" OWNER_FILE, dir) >= (int)sizeof path) return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  int n = snprintf(line, sizeof line, "%ld %lld\n", (long)getpid(), t);
+  if (write(fd, line, (size_t)n) != n) unlinkat(AT_FDCWD, path, 0);
+  close(fd);
+}
+
 int cdv_cache_private_dir(char *out, size_t n, char *why, size_t nwhy) {
   pthread_mutex_lock(&private_lock);
   if (!private_dir[0] || private_pid != getpid()) {
@@ -344,9 +449,11 @@ int cdv_cache_private_dir(char *out, size_t n, char *why, size_t nwhy) {
         snprintf(why, nwhy, "cannot create a private kernel cache directory in '%s': %s", places[i], strerror(errno));
         continue;
       }
-      if (cdv_cache_trust_dir(tmpl, 0, why, nwhy) == 0)
+      if (cdv_cache_trust_dir(tmpl, 0, why, nwhy) == 0) {
         snprintf(private_dir, sizeof private_dir, "%s", tmpl), private_pid = getpid();
-      else
+        write_owner(tmpl);
+        remove_stale_private(places[i]);
+      } else
         rmdir(tmpl);
     }
   }
