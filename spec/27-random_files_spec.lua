@@ -217,6 +217,31 @@ helper.each_device(function(dev)
       assert(took < 2, took)
     end)
 
+    it("fromfile with a shape reads no more than the shape's bytes and one: a FIFO written forever is refused at once", function()
+      local path = tmp()
+      os.remove(path)
+      assert(os.execute("mkfifo " .. path))
+      -- the writer: zeros until its reader goes (SIGPIPE) or 20 s pass, slowly (as the cd.load case above)
+      local p = io.popen(("exec timeout 20 sh -c 'exec > %s; while head -c 65536 /dev/zero; do sleep 0.01; done' " ..
+        "2>/dev/null & echo $!"):format(path))
+      local pid = p:read("l")
+      p:close()
+      finally(function()
+        os.execute("kill " .. pid .. " 2>/dev/null")
+        os.remove(path)
+      end)
+      local t0 = cd.now()
+      helper.assert_error_matches(function() cd.fromfile(path, "float32", { 2, 2 }, D) end,
+        "fromfile: " .. path .. " holds more than the 16 bytes of shape {2, 2}")
+      local took = cd.now() - t0
+      assert(took < 2, took)
+      -- a shape that is no shape is refused before the file is opened
+      helper.assert_error_matches(function() cd.fromfile(path, "float32", { 2, -1 }) end,
+        "bad argument #3 to 'fromfile' (dimension 2 is not a non-negative integer)")
+      helper.assert_error_matches(function() cd.fromfile(path, "float64", { 1 << 62, 4 }) end,
+        "bad argument #3 to 'fromfile' (shape {4611686018427387904, 4} needs more than 2^63 - 2 bytes)")
+    end)
+
     it("writes and reads raw bytes with tofile and fromfile", function()
       local path = tmp()
       local a = cd.arange(12, "int32", D)
