@@ -70,6 +70,32 @@ helper.each_device(function(dev)
       assert.are.equal("uint8", cd.random.randint(0, 256, 10, "uint8", D).dtype)
     end)
 
+    it("randint takes the shape first as uniform and normal do, and NumPy's order (lo, hi, shape) still", function()
+      cd.random.seed(21)
+      local a = cd.random.randint(-3, 4, { 2, 50 }, "int16", D)
+      cd.random.seed(21)
+      local b = cd.random.randint({ 2, 50 }, -3, 4, "int16", D)
+      assert.are.same({ 2, 50 }, b.shape)
+      assert.are.equal("int16", b.dtype)
+      assert.are.equal(a:tobytes(), b:tobytes())
+      cd.random.seed(21)
+      assert.are.equal(a:tobytes(), cd.random.randint({ 2, 50 }, -3, 4, "int16", { device = dev }):tobytes())
+      assert.are.equal("int64", cd.random.randint({ 3 }, 0, 2, D).dtype)
+      -- three integers: NumPy's order (a hundred dice, not one number in [7, 100))
+      local dice = cd.random.randint(1, 7, 100, D)
+      assert.are.same({ 100 }, dice.shape)
+      assert.is_true(dice:max() <= 6)
+      -- errors name the positions of the order given
+      helper.assert_error_matches(function() cd.random.randint({ 4 }, 0.5, 5) end,
+        "bad argument #2 to 'randint' (integer expected, got float)")
+      helper.assert_error_matches(function() cd.random.randint({ 4 }, 5, 5) end,
+        "bad argument #3 to 'randint' (high (5) must be greater than low (5))")
+      helper.assert_error_matches(function() cd.random.randint({ 4 }, 0, 1000, "int8") end,
+        "bad argument #3 to 'randint' (high 1000 is out of bounds for int8 (at most 128, one past its largest value))")
+      helper.assert_error_matches(function() cd.random.randint({ 4 }, -1, 5, "uint8") end,
+        "bad argument #2 to 'randint' (low -1 is out of bounds for uint8 (0..255))")
+    end)
+
     it("checks its arguments", function()
       helper.assert_error_matches(function() cd.random.uniform(10, "int32", D) end, "uniform: int32 is not a float dtype")
       helper.assert_error_matches(function() cd.random.randint(5, 5, 10) end,
