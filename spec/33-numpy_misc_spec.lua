@@ -389,6 +389,12 @@ helper.each_device(function(dev)
       E(function() cd.broadcast_to(v, { 2, 4 }) end, "broadcast_to: an array of shape {3} cannot be broadcast to {2, 4}")
       E(function() cd.broadcast_to(arr({ { 1, 2 } }), { 2 }) end, "broadcast_to: an array of shape {1, 2} cannot be broadcast to {2}")
       E(function() cd.broadcast_to(v, { -1 }) end, "bad argument #2 to 'broadcast_to' (dimension 1 is not a non-negative integer)")
+      -- a shape whose bytes are no Lua integer (found by the fuzzer: its nbytes came out -4)
+      E(function() cd.broadcast_to(arr({ 1 }), math.maxinteger) end,
+        "bad argument #2 to 'broadcast_to' (shape {9223372036854775807} has more than 2^63 - 1 bytes of float64)")
+      E(function() cd.broadcast_to(arr({ 1 }), { 1 << 31, 1 << 31 }) end,
+        "bad argument #2 to 'broadcast_to' (shape {2147483648, 2147483648} has more than 2^63 - 1 bytes of float64)")
+      assert.are.same({ 0, math.maxinteger }, cd.broadcast_to(arr({ 1 }), { 0, math.maxinteger }).shape)
       -- the view never reaches past its base's elements
       E(function() getmetatable(v).__as_strided(v, { 4 }, { 1 }) end,
         "bad argument #2 to '__as_strided' (the view reaches past the array's elements)")

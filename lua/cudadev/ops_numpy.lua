@@ -644,8 +644,14 @@ function cd.broadcast_to(a, shape)
   check_array(a, "broadcast_to", 1)
   if type(shape) == "number" then shape = { shape } end
   if type(shape) ~= "table" or is_array(shape) then argerror("broadcast_to", 2, "shape (table of sizes) expected, got " .. typename(shape)) end
+  local bytes, zero = a.itemsize, false -- (of the shape: its nbytes must be a Lua integer, as an allocation's)
   for i, d in ipairs(shape) do
     if math.type(d) ~= "integer" or d < 0 then argerror("broadcast_to", 2, fmt("dimension %d is not a non-negative integer", i)) end
+    zero = zero or d == 0
+    if bytes and d > 0 and bytes > math.maxinteger // d then bytes = nil elseif bytes then bytes = bytes * d end
+  end
+  if bytes == nil and not zero then
+    argerror("broadcast_to", 2, fmt("shape %s has more than 2^63 - 1 bytes of %s", shape_text(shape), a.dtype))
   end
   local nd, an, st = #shape, a.ndim, a.strides
   local bad = nd < an
