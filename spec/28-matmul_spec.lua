@@ -208,6 +208,28 @@ helper.each_device(function(dev)
       end
     end)
 
+    it("copies other strided views first (a slice with a step, a 3-d a.T), as CuPy does (issue 30)", function()
+      local function ints(shape, seed)
+        local n = 1
+        for _, d in ipairs(shape) do n = n * d end
+        local t = {}
+        for i = 1, n do t[i] = (i * seed) % 7 - 3 end
+        return cd.array(t, "float32", { device = dev }):reshape(shape)
+      end
+      local function same(got, want) assert.are.same(want:totable(), got:totable()) end
+      local a3 = ints({ 2, 3, 5 }, 3).T                 -- {5, 3, 2}: its batch dimension reversed too (no op reads it)
+      same(cd.matmul(a3, ints({ 2, 4 }, 5)), cd.matmul(a3:contiguous(), ints({ 2, 4 }, 5)))
+      local a, bs = ints({ 3, 5 }, 2), ints({ 5, 14 }, 4):slice(1, 14, 2, 2)   -- every other column: {5, 7}
+      assert.is_false(bs.is_contiguous)
+      same(cd.matmul(a, bs), cd.matmul(a, bs:contiguous()))
+      local out = cd.zeros({ 3, 7 }, "float32", { device = dev })
+      cd.matmul(a, bs, { out = out, stream = cd.stream(dev) })
+      cd.synchronize()
+      same(out, cd.matmul(a, bs:contiguous()))
+      -- the view itself is left as it was
+      same(bs, ints({ 5, 14 }, 4):slice(1, 14, 2, 2))
+    end)
+
     it("multiplies float16 arrays, accumulating in float32", function()
       local A, B = values(40, 9), values(40, 10)
       local a, b = matrix(A, 5, 8, "float16", dev), matrix(B, 8, 5, "float16", dev)
@@ -244,12 +266,6 @@ helper.each_device(function(dev)
         "matmul: the batch dimensions of {2, 2, 2} and {3, 2, 2} cannot be broadcast together (2 and 3)")
       E(function() cd.matmul(a, cd.zeros({}, D)) end,
         "matmul: b is 0-d; matmul takes arrays of 1 or more dimensions (multiply by a number with *)")
-      -- a strided view (NOTE [matmul contiguity]): its elements are not where the product reads them (a transposed
-      -- matrix is read as transa reads it: a 3-d a.T reverses its batch dimension too, which no op reads)
-      E(function() cd.matmul(cd.zeros({ 2, 3, 5 }, D).T, cd.zeros({ 2, 4 }, D)) end,
-        "matmul: a is not contiguous; call a:contiguous() first")
-      E(function() cd.matmul(a, cd.zeros({ 5, 14 }, D):slice(1, 14, 2, 2)) end,
-        "matmul: b is not contiguous; call b:contiguous() first")
       -- (Lua names the function as it finds it: 'matmul' or 'cudadev.matmul')
       helper.assert_error_contains(function() cd.matmul(a, 2) end, "matmul' (cudadev.Array expected, got number)")
       local c5 = cd.zeros({ 5, 2 }, D)

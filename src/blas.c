@@ -188,9 +188,23 @@ static const char *shape_text(lua_State *L, const cdv_array *a) {
 /* NOTE [matmul contiguity]: the product reads every operand as one dense row-major block, read as it is or
  * transposed (BLAS's op): transa/transb give the product a transposed operand without a copy, and so does a
  * transposed view of a dense array (a.T of a matrix, a:swapaxes(-1, -2) of a stack, as CuPy takes them), read
- * as the dense array it views with the other op. Any other strided view (NOTE [strided views]) is refused, since
- * its elements are not where the product reads them and past its end may lie memory it does not own. */
+ * as the dense array it views with the other op. Any other strided view (NOTE [strided views]) is first copied
+ * by a:contiguous() on the product's stream (as CuPy copies it): its elements are not where the product reads
+ * them and past its end may lie memory it does not own. */
 static int is_dense(const cdv_array *a) { return cdv_array_contiguous(a); }
+
+/* x's C-ordered copy, x:contiguous({stream = opts.stream}) (NOTE [matmul contiguity]), left on the stack. */
+static cdv_array *contiguous_copy(lua_State *L, int x_idx, int opts) {
+  lua_getfield(L, x_idx, "contiguous");
+  lua_pushvalue(L, x_idx);
+  lua_createtable(L, 0, 1);
+  if (lua_istable(L, opts)) {
+    lua_getfield(L, opts, "stream");
+    lua_setfield(L, -2, "stream");
+  }
+  lua_call(L, 2, 1);
+  return cdv_check_array(L, -1);
+}
 
 /* The block the product reads for operand x (NOTE [matmul contiguity]): x itself when dense (0 returned); when x
  * is a transposed view of a dense array, that array in *st, whose last two dimensions are x's swapped (1
@@ -411,7 +425,8 @@ static int l_matmul(lua_State *L) {
                       "a:astype(\"float32\")",
                       cdv_dtypes[t].name);
   /* shapes: a 1-d a is one row, a 1-d b one column, and that dimension is dropped from the result */
-  const cdv_array *ops[2] = {a, b}, *reads[2] = {a, b}; /* reads: the dense blocks the product reads */
+  cdv_array *ops[2] = {a, b};
+  const cdv_array *reads[2] = {a, b}; /* the dense blocks the product reads */
   cdv_array stored[2];
   int flip[2] = {0, 0};
   const char *names[2] = {"a", "b"};
@@ -422,10 +437,14 @@ static int l_matmul(lua_State *L) {
                         "with *)",
                         names[i]);
     flip[i] = dense_operand(ops[i], &stored[i]);
-    if (flip[i] < 0)
-      return luaL_error(L, "matmul: %s is not contiguous; call %s:contiguous() first", names[i], names[i]);
+    if (flip[i] < 0) { /* a strided view of no transposition: copied (a slice with a step, a 3-d a.T) */
+      ops[i] = contiguous_copy(L, i + 1, 3);
+      reads[i] = ops[i];
+      flip[i] = 0;
+    }
     if (flip[i]) reads[i] = &stored[i];
   }
+  a = ops[0], b = ops[1]; /* (a copy's block is the one the product uses) */
   if (transa && a->ndim < 2) return cdv_opt_error(L, "transa", "matmul", "a must be 2-d to be transposed");
   if (transb && b->ndim < 2) return cdv_opt_error(L, "transb", "matmul", "b must be 2-d to be transposed");
   int na = a->ndim, nb = b->ndim;
