@@ -70,6 +70,32 @@ helper.each_device(function(dev)
       assert.are.equal("uint8", cd.random.randint(0, 256, 10, "uint8", D).dtype)
     end)
 
+    it("randint takes the shape first as uniform and normal do, and NumPy's order (lo, hi, shape) still", function()
+      cd.random.seed(21)
+      local a = cd.random.randint(-3, 4, { 2, 50 }, "int16", D)
+      cd.random.seed(21)
+      local b = cd.random.randint({ 2, 50 }, -3, 4, "int16", D)
+      assert.are.same({ 2, 50 }, b.shape)
+      assert.are.equal("int16", b.dtype)
+      assert.are.equal(a:tobytes(), b:tobytes())
+      cd.random.seed(21)
+      assert.are.equal(a:tobytes(), cd.random.randint({ 2, 50 }, -3, 4, "int16", { device = dev }):tobytes())
+      assert.are.equal("int64", cd.random.randint({ 3 }, 0, 2, D).dtype)
+      -- three integers: NumPy's order (a hundred dice, not one number in [7, 100))
+      local dice = cd.random.randint(1, 7, 100, D)
+      assert.are.same({ 100 }, dice.shape)
+      assert.is_true(dice:max() <= 6)
+      -- errors name the positions of the order given
+      helper.assert_error_matches(function() cd.random.randint({ 4 }, 0.5, 5) end,
+        "bad argument #2 to 'randint' (integer expected, got float)")
+      helper.assert_error_matches(function() cd.random.randint({ 4 }, 5, 5) end,
+        "bad argument #3 to 'randint' (high (5) must be greater than low (5))")
+      helper.assert_error_matches(function() cd.random.randint({ 4 }, 0, 1000, "int8") end,
+        "bad argument #3 to 'randint' (high 1000 is out of bounds for int8 (at most 128, one past its largest value))")
+      helper.assert_error_matches(function() cd.random.randint({ 4 }, -1, 5, "uint8") end,
+        "bad argument #2 to 'randint' (low -1 is out of bounds for uint8 (0..255))")
+    end)
+
     it("checks its arguments", function()
       helper.assert_error_matches(function() cd.random.uniform(10, "int32", D) end, "uniform: int32 is not a float dtype")
       helper.assert_error_matches(function() cd.random.randint(5, 5, 10) end,
@@ -215,6 +241,31 @@ helper.each_device(function(dev)
         "load: " .. path .. " is not a .npy file cudadev can read: its shape {4} needs 16 bytes of data, but more follow the header")
       local took = cd.now() - t0
       assert(took < 2, took)
+    end)
+
+    it("fromfile with a shape reads no more than the shape's bytes and one: a FIFO written forever is refused at once", function()
+      local path = tmp()
+      os.remove(path)
+      assert(os.execute("mkfifo " .. path))
+      -- the writer: zeros until its reader goes (SIGPIPE) or 20 s pass, slowly (as the cd.load case above)
+      local p = io.popen(("exec timeout 20 sh -c 'exec > %s; while head -c 65536 /dev/zero; do sleep 0.01; done' " ..
+        "2>/dev/null & echo $!"):format(path))
+      local pid = p:read("l")
+      p:close()
+      finally(function()
+        os.execute("kill " .. pid .. " 2>/dev/null")
+        os.remove(path)
+      end)
+      local t0 = cd.now()
+      helper.assert_error_matches(function() cd.fromfile(path, "float32", { 2, 2 }, D) end,
+        "fromfile: " .. path .. " holds more than the 16 bytes of shape {2, 2}")
+      local took = cd.now() - t0
+      assert(took < 2, took)
+      -- a shape that is no shape is refused before the file is opened
+      helper.assert_error_matches(function() cd.fromfile(path, "float32", { 2, -1 }) end,
+        "bad argument #3 to 'fromfile' (dimension 2 is not a non-negative integer)")
+      helper.assert_error_matches(function() cd.fromfile(path, "float64", { 1 << 62, 4 }) end,
+        "bad argument #3 to 'fromfile' (shape {4611686018427387904, 4} needs more than 2^63 - 2 bytes)")
     end)
 
     it("writes and reads raw bytes with tofile and fromfile", function()

@@ -175,6 +175,61 @@ helper.each_device(function(dev)
       assert_close(cd.matmul(a, b2, { transa = true }), C, bound, "float64", 6)
     end)
 
+    it("takes transposed views (a.T, swapaxes of a stack) as transa and transb do, without a copy (issue 30)", function()
+      -- small integer values: every product is exact, so the view's product equals its copy's bit for bit
+      local function ints(shape, dt, seed)
+        local n = 1
+        for _, d in ipairs(shape) do n = n * d end
+        local t = {}
+        for i = 1, n do t[i] = (i * seed) % 7 - 3 end
+        return cd.array(t, dt, { device = dev }):reshape(shape)
+      end
+      local function same(got, want) assert.are.same(want:totable(), got:totable()) end
+      for _, dt in ipairs({ "float32", "float64" }) do
+        local a, b = ints({ 6, 4 }, dt, 3), ints({ 6, 5 }, dt, 5)   -- a.T 4 x 6, b 6 x 5
+        assert.is_false(a.T.is_contiguous)
+        same(cd.matmul(a.T, b), cd.matmul(a.T:contiguous(), b))
+        local bt = ints({ 5, 6 }, dt, 2)                                -- bt.T 6 x 5
+        same(cd.matmul(a.T, bt.T), cd.matmul(a.T:contiguous(), bt.T:contiguous()))
+        same(cd.matmul(ints({ 3, 6 }, dt, 4), bt.T), cd.matmul(ints({ 3, 6 }, dt, 4), bt.T:contiguous()))
+        -- with the option too: a transposed view transposed again is the array it views
+        same(cd.matmul(a.T, ints({ 4, 2 }, dt, 6), { transa = true }), cd.matmul(a, ints({ 4, 2 }, dt, 6)))
+        -- a 1-d operand against a transposed matrix, and out=
+        same(cd.matmul(ints({ 6 }, dt, 1), bt.T), cd.matmul(ints({ 6 }, dt, 1), bt.T:contiguous()))
+        local out = cd.zeros({ 4, 5 }, dt, { device = dev })
+        assert.are.equal(out, cd.matmul(a.T, b, { out = out }))
+        same(out, cd.matmul(a.T:contiguous(), b))
+        -- stacks: the last two dimensions swapped (cuBLAS's strided-batched call reads them transposed)
+        local s, t = ints({ 3, 6, 4 }, dt, 5), ints({ 3, 5, 6 }, dt, 3)
+        local sv, tv = cd.swapaxes(s, 2, 3), cd.swapaxes(t, 2, 3)           -- {3, 4, 6} and {3, 6, 5}
+        same(cd.matmul(sv, tv), cd.matmul(sv:contiguous(), tv:contiguous()))
+        same(cd.matmul(sv, b), cd.matmul(sv:contiguous(), b))                -- a 2-d b for every batch
+        same(cd.matmul(a.T, tv), cd.matmul(a.T:contiguous(), tv:contiguous())) -- a 2-d transposed a for every batch
+      end
+    end)
+
+    it("copies other strided views first (a slice with a step, a 3-d a.T), as CuPy does (issue 30)", function()
+      local function ints(shape, seed)
+        local n = 1
+        for _, d in ipairs(shape) do n = n * d end
+        local t = {}
+        for i = 1, n do t[i] = (i * seed) % 7 - 3 end
+        return cd.array(t, "float32", { device = dev }):reshape(shape)
+      end
+      local function same(got, want) assert.are.same(want:totable(), got:totable()) end
+      local a3 = ints({ 2, 3, 5 }, 3).T                 -- {5, 3, 2}: its batch dimension reversed too (no op reads it)
+      same(cd.matmul(a3, ints({ 2, 4 }, 5)), cd.matmul(a3:contiguous(), ints({ 2, 4 }, 5)))
+      local a, bs = ints({ 3, 5 }, 2), ints({ 5, 14 }, 4):slice(1, 14, 2, 2)   -- every other column: {5, 7}
+      assert.is_false(bs.is_contiguous)
+      same(cd.matmul(a, bs), cd.matmul(a, bs:contiguous()))
+      local out = cd.zeros({ 3, 7 }, "float32", { device = dev })
+      cd.matmul(a, bs, { out = out, stream = cd.stream(dev) })
+      cd.synchronize()
+      same(out, cd.matmul(a, bs:contiguous()))
+      -- the view itself is left as it was
+      same(bs, ints({ 5, 14 }, 4):slice(1, 14, 2, 2))
+    end)
+
     it("multiplies float16 arrays, accumulating in float32", function()
       local A, B = values(40, 9), values(40, 10)
       local a, b = matrix(A, 5, 8, "float16", dev), matrix(B, 8, 5, "float16", dev)
@@ -211,11 +266,6 @@ helper.each_device(function(dev)
         "matmul: the batch dimensions of {2, 2, 2} and {3, 2, 2} cannot be broadcast together (2 and 3)")
       E(function() cd.matmul(a, cd.zeros({}, D)) end,
         "matmul: b is 0-d; matmul takes arrays of 1 or more dimensions (multiply by a number with *)")
-      -- a strided view (NOTE [matmul contiguity]): its elements are not where the product reads them
-      E(function() cd.matmul(cd.zeros({ 5, 3 }, D).T, cd.zeros({ 5, 2 }, D)) end,
-        "matmul: a is not contiguous; call a:contiguous() first")
-      E(function() cd.matmul(a, cd.zeros({ 5, 14 }, D):slice(1, 14, 2, 2)) end,
-        "matmul: b is not contiguous; call b:contiguous() first")
       -- (Lua names the function as it finds it: 'matmul' or 'cudadev.matmul')
       helper.assert_error_contains(function() cd.matmul(a, 2) end, "matmul' (cudadev.Array expected, got number)")
       local c5 = cd.zeros({ 5, 2 }, D)

@@ -158,6 +158,11 @@ helper.each_device(function(dev)
         assert.are.equal(1, m[1][1])
         assert.are.same({ { 1, 4 }, { 2, 5 }, { 3, 6 } }, m.T:copy():totable())
         assert.are.same({ 5, 3, 1 }, arr({ 1, 2, 3, 4, 5 }):slice(5, 1, -2):copy():totable())
+        -- a non-Array self is named by its type's name, not "userdata" (the API fuzzer's seed 9)
+        local m2 = m23()
+        helper.assert_error_matches(function() m2.contiguous(cd.scope(dev)) end,
+          "bad argument #1 to 'contiguous' (Array expected, got cudadev.Scope)")
+        helper.assert_error_matches(function() m2.copy(io.stdout) end, "bad argument #1 to 'copy' (Array expected, got FILE*)")
       end)
 
       it("reads views: tostring, tobytes, astype, elements", function()

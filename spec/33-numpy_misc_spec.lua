@@ -278,6 +278,20 @@ helper.each_device(function(dev)
       E(function() cd.ones_like({}) end, "bad argument #1 to 'ones_like' (Array expected, got table)")
     end)
 
+    it("eye and identity name the position of the argument that is wrong (the fuzzer found #4 past the arguments)", function()
+      E(function() cd.identity(3, 7) end, "bad argument #2 to 'identity' (dtype name expected, got number)")
+      E(function() cd.identity(3, "float32", 5) end, "bad argument #3 to 'identity' (options table expected, got number)")
+      E(function() cd.identity(3, nil, 5) end, "bad argument #3 to 'identity' (options table expected, got number)")
+      E(function() cd.eye(3, true) end, "bad argument #2 to 'eye' (dtype name expected, got boolean)")
+      E(function() cd.eye(3, "float32", 5) end, "bad argument #3 to 'eye' (options table expected, got number)")
+      E(function() cd.eye(3, 2, "int5") end, "bad argument #3 to 'eye' (dtype name expected, got 'int5')")
+      E(function() cd.eye(3, 2, "int8", 5) end, "bad argument #4 to 'eye' (options table expected, got number)")
+      E(function() cd.eye(3, nil, 0, "float32", 5) end, "bad argument #5 to 'eye' (options table expected, got number)")
+      -- m and k may be nil (NumPy's None): the dtype after them is still the dtype
+      assert.are.same({ { 0, 1, 0 }, { 0, 0, 1 }, { 0, 0, 0 } }, cd.eye(3, nil, 1, "int32", D):totable())
+      assert.equal("int8", cd.eye(2, nil, nil, "int8", D).dtype)
+    end)
+
     it("diag builds from a vector and reads a diagonal of a matrix (views included)", function()
       assert.are.same({ { 1, 0 }, { 0, 2 } }, cd.diag(arr({ 1, 2 })):totable())
       assert.are.same({ { 0, 1, 0 }, { 0, 0, 2 }, { 0, 0, 0 } }, cd.diag(arr({ 1, 2 }), 1):totable())
@@ -375,6 +389,12 @@ helper.each_device(function(dev)
       E(function() cd.broadcast_to(v, { 2, 4 }) end, "broadcast_to: an array of shape {3} cannot be broadcast to {2, 4}")
       E(function() cd.broadcast_to(arr({ { 1, 2 } }), { 2 }) end, "broadcast_to: an array of shape {1, 2} cannot be broadcast to {2}")
       E(function() cd.broadcast_to(v, { -1 }) end, "bad argument #2 to 'broadcast_to' (dimension 1 is not a non-negative integer)")
+      -- a shape whose bytes are no Lua integer (found by the fuzzer: its nbytes came out -4)
+      E(function() cd.broadcast_to(arr({ 1 }), math.maxinteger) end,
+        "bad argument #2 to 'broadcast_to' (shape {9223372036854775807} has more than 2^63 - 1 bytes of float64)")
+      E(function() cd.broadcast_to(arr({ 1 }), { 1 << 31, 1 << 31 }) end,
+        "bad argument #2 to 'broadcast_to' (shape {2147483648, 2147483648} has more than 2^63 - 1 bytes of float64)")
+      assert.are.same({ 0, math.maxinteger }, cd.broadcast_to(arr({ 1 }), { 0, math.maxinteger }).shape)
       -- the view never reaches past its base's elements
       E(function() getmetatable(v).__as_strided(v, { 4 }, { 1 }) end,
         "bad argument #2 to '__as_strided' (the view reaches past the array's elements)")
@@ -390,6 +410,13 @@ helper.each_device(function(dev)
       assert.are.same({ 2, 4 }, cd.dot(arr({ 1, 2 }), 2):totable())
       assert.equal(30, cd.vdot(arr({ { 1, 2 }, { 3, 4 } }), arr({ 1, 2, 3, 4 })))
       assert.equal(1 * 1 + 3 * 2 + 2 * 3 + 4 * 4, cd.vdot(arr({ { 1, 2 }, { 3, 4 } }).T, arr({ 1, 2, 3, 4 })))
+      assert.equal(7.0, cd.dot(2, 3.5))
+      assert.are.same({ 1, 2 }, cd.dot(true, arr({ 1, 2 })):totable())
+      -- a boolean with no Array: a bad argument, not Lua's 'attempt to perform arithmetic' (found by the fuzzer)
+      E(function() cd.dot(true, 31) end,
+        "bad argument #1 to 'dot' (Array or number expected, got boolean (a boolean needs an Array operand))")
+      E(function() cd.dot(2, false) end,
+        "bad argument #2 to 'dot' (Array or number expected, got boolean (a boolean needs an Array operand))")
       E(function() cd.dot(arr({ 1, 2 }), arr({ 1, 2, 3 })) end, "dot: shapes {2} and {3} do not match")
       E(function() cd.vdot(arr({ 1, 2 }), arr({ 1, 2, 3 })) end, "vdot: a has 2 elements but b has 3")
       E(function() cd.dot(cd.zeros({ 2, 2, 2 }, "float32", D), cd.zeros({ 2, 2 }, "float32", D)) end,

@@ -99,6 +99,67 @@ describe("a:astype", function()
     end)
   end)
 
+  -- NOTE [astype kernel]: the generated kernel (a:astype on a GPU) against the host loop (a:astype on the cpu
+  -- device, before: on every device), byte for byte, over every dtype pair and the edge values of each rule
+  helper.each_device(function(dev)
+    it("the device kernel converts as the host loop, byte for byte, every dtype pair and edge value, " .. dev, function()
+      local D = { device = dev }
+      local mt = getmetatable(cd.zeros(1, "f32", D))
+      local DTYPES = { "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                       "float32", "float64" }
+      local floats = { 0, -0.0, 0.5, -0.5, 1.5, -2.7, 1 / 3, 127.5, 128, -128.5, -129, 255.5, 256, -1, 32767.9, 32768,
+                       -32769, 65504, 65519, 65520, 65535.5, 65536, 2049, 2 ^ 24 + 1, 2 ^ 31 - 0.5, 2 ^ 31, -2 ^ 31 - 1,
+                       2 ^ 32, 2 ^ 53 + 1, 2 ^ 63, -2 ^ 63, 2 ^ 64, -2 ^ 64, 1e30, -1e30, 1e300, 6e-8, 1e-45, 5e-324,
+                       1 / 0, -1 / 0, 0 / 0, -(0 / 0) }
+      local ints = { 0, 1, -1, 127, 128, -128, -129, 255, 256, 32767, 32768, -32769, 65535, 65536, 65519, 65520, 2049,
+                     2147483647, 2147483648, -2147483649, 4294967295, 4294967296, 2 ^ 24 + 1, (1 << 53) + 1,
+                     (1 << 62) + 1, math.maxinteger, math.mininteger, -2 }
+      local src = {
+        bool = cd.array({ true, false, true }, "bool", D),
+        -- NaNs with payloads (signalling ones too), as a file may hold them
+        float64 = cd.array(cd.array(floats, "float64"):tobytes() .. string.pack("<I8I8", 0x7ff0000000000001,
+          0xfff4000000000abc), "float64", D),
+        int64 = cd.array(ints, "int64", D),
+      }
+      src.float32 = cd.array(mt.__astype_host(src.float64, "float32"):tobytes() .. string.pack("<I4I4", 0x7f800001, 0xff812345),
+        "float32", D)
+      src.float16 = cd.array(mt.__astype_host(src.float64, "float16"):tobytes() .. string.pack("<I2I2", 0x7c01, 0xfd55),
+        "float16", D)
+      for _, d in ipairs(DTYPES) do   -- each integer dtype: the int64 values wrapped into it
+        if not src[d] then src[d] = mt.__astype_host(src.int64, d) end
+      end
+      for _, from in ipairs(DTYPES) do
+        local a = src[from]
+        for _, to in ipairs(DTYPES) do
+          local want = mt.__astype_host(a, to):tobytes()
+          assert.are.equal(want, mt.__astype_kernel(a, to):tobytes(), from .. " into " .. to)
+          assert.are.equal(want, a:astype(to):tobytes(), from .. " into " .. to)   -- on a GPU: the kernel
+        end
+      end
+      -- a strided view is converted as its contiguous copy
+      local m = cd.arange(12, "int32", D):reshape({ 3, 4 }).T
+      assert.are.same(m:contiguous():astype("float16"):totable(), mt.__astype_kernel(m, "float16"):totable())
+      assert.are.same(m:contiguous():astype("float16"):totable(), m:astype("float16"):totable())
+      assert.are.equal(0, mt.__astype_kernel(cd.empty(0, "u8", D), "f64").size)
+      cd.synchronize()
+    end)
+  end)
+
+  -- the kernel a GPU runs, compiled by NVRTC for sm_90 (no GPU needed; the cpu device's host compiler took it)
+  helper.nvrtc_it("the astype kernel compiles under NVRTC for sm_90", function()
+    local real, STOP, src = cd.compile, {}, nil
+    cd._live()   -- forget the kernels kept from earlier tests: the source is generated again
+    cd.compile = function(s, o)
+      if type(o) == "table" and o.name == "cdv_astype.cu" then src = s error(STOP) end
+      return real(s, o)
+    end
+    local ok, err = pcall(getmetatable(cd.zeros(1)).__astype_kernel, cd.zeros(2), "int8")
+    cd.compile = real
+    assert(not ok and err == STOP, tostring(err))
+    local cok, cerr = pcall(cd.compile, src, { arch = "sm_90", name = "cdv_astype.cu" })
+    assert(cok, tostring(cerr))
+  end)
+
   it("checks its arguments", function()
     local a = cd.zeros(2)
     expect_error(function() a:astype() end, "bad argument #1 to 'astype' (value expected)")

@@ -1503,8 +1503,11 @@ static int array_view(lua_State *L) {
  * the cases C leaves undefined made definite: a float into an integer dtype truncates toward zero and
  * saturates at the dtype's range (NaN gives 0, as CUDA's __float2int_rz does); an integer into a narrower
  * integer dtype wraps (keeps the low bits); anything into bool is `value ~= 0` (NaN is true); bool is 0 or 1.
- * It runs on the host: a CUDA array's elements come over, are converted in one C loop, and go back to a new
- * array on the same device. A later issue's kernels can replace the round trip; the results will not change. */
+ * On a device whose arrays live in host memory (the cpu device) it runs on the host, in one C loop. On a GPU it
+ * runs on the device: the generated kernel getmetatable(a).__astype_kernel (ops.lua, NOTE [astype kernel]) does
+ * the same steps in the same order, so the bytes are the same (NaN payloads and float16 rounding included);
+ * getmetatable(a).__astype_host is the host loop on any device (a GPU array's elements make a round trip), kept
+ * for the specs that compare the two. */
 typedef struct scalar {
   int is_float;
   double f;
@@ -1612,15 +1615,22 @@ static void store_scalar(cdv_dtype t, char *p, scalar v, cdv_dtype from) {
   }
 }
 
-/* a:astype(dtype [, {stream=}]) -> a converted copy on a's device (NOTE [astype]); a copy also when the
- * dtype is a's own, as NumPy's astype */
-static int array_astype(lua_State *L) {
+/* The checked arguments of astype: a, its new dtype and the stream option. */
+static cdv_array *astype_args(lua_State *L, cdv_dtype *t, cdv_stream **s) {
   cdv_array *a = cdv_check_array(L, 1);
   luaL_checkany(L, 2);
-  cdv_dtype t = cdv_check_dtype(L, 2, a->dtype);
+  *t = cdv_check_dtype(L, 2, a->dtype);
   cdv_check_options(L, 3, copy_opts, "astype");
-  cdv_stream *s = cdv_opt_stream_field(L, 3, "astype");
+  *s = cdv_opt_stream_field(L, 3, "astype");
   lua_settop(L, 3);
+  return a;
+}
+
+/* getmetatable(a).__astype_host(a, dtype [, {stream=}]): astype by the host loop on any device (NOTE [astype]) */
+static int array_astype_host(lua_State *L) {
+  cdv_dtype t;
+  cdv_stream *s;
+  cdv_array *a = astype_args(L, &t, &s);
   const char *src = a->size > 0 ? host_view(L, a) : NULL; /* may push a temporary host copy */
   size_t is = cdv_dtypes[a->dtype].size, os = cdv_dtypes[t].size;
   luaL_Buffer b;
@@ -1632,6 +1642,21 @@ static int array_astype(lua_State *L) {
   cdv_stream *alloc_s = s != NULL && s->dev == a->block->dev ? s : NULL;
   cdv_array *r = cdv_push_array(L, a->block->dev, t, a->ndim, a->shape, CDV_MEM_DEVICE, alloc_s);
   if (a->size > 0) copy_lua(L, bytes, r, 0, 0, a->size, a->size, s);
+  return 1;
+}
+
+/* a:astype(dtype [, {stream=}]) -> a converted copy on a's device (NOTE [astype]); a copy also when the
+ * dtype is a's own, as NumPy's astype. A GPU's array is converted there, by the generated kernel. */
+static int array_astype(lua_State *L) {
+  cdv_dtype t;
+  cdv_stream *s;
+  cdv_array *a = astype_args(L, &t, &s);
+  if (a->block->dev->be->host_memory || luaL_getmetafield(L, 1, "__astype_kernel") != LUA_TFUNCTION)
+    return array_astype_host(L);
+  lua_pushvalue(L, 1);
+  lua_pushstring(L, cdv_dtypes[t].name);
+  lua_pushvalue(L, 3);
+  lua_call(L, 3, 1);
   return 1;
 }
 
@@ -2008,10 +2033,15 @@ int cdv_array_open(lua_State *L) {
   static const luaL_Reg pin_meta[] = {{"__close", pin_release}, {"__gc", pin_release}, {NULL, NULL}};
   cdv_new_class(L, CDV_ARRAY_PIN, pin_meta, NULL, NULL); /* NOTE [pinned reads] */
   lua_pop(L, 1);
-  static const luaL_Reg meta[] = {{"__newindex", array_newindex},     {"__len", array_len},
-                                  {"__tostring", array_tostring},     {"__gc", array_gc},
-                                  {"__close", array_close},           {"__flat_base", array_flat_base},
-                                  {"__as_strided", array_as_strided}, {NULL, NULL}};
+  static const luaL_Reg meta[] = {{"__newindex", array_newindex},
+                                  {"__len", array_len},
+                                  {"__tostring", array_tostring},
+                                  {"__gc", array_gc},
+                                  {"__close", array_close},
+                                  {"__flat_base", array_flat_base},
+                                  {"__as_strided", array_as_strided},
+                                  {"__astype_host", array_astype_host},
+                                  {NULL, NULL}};
   cdv_new_class(L, CDV_ARRAY, meta, methods, array_index); /* NOTE [class registration] */
   lua_pop(L, 1);
   luaL_setfuncs(L, functions, 0);

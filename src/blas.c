@@ -185,10 +185,39 @@ static const char *shape_text(lua_State *L, const cdv_array *a) {
   return lua_tostring(L, -1);
 }
 
-/* NOTE [matmul contiguity]: the product reads every operand as one dense row-major block: a strided view
- * (NOTE [strided views]) is refused, since its elements are not where the product reads them and past its end
- * may lie memory it does not own. transa/transb give the product a transposed operand without a copy. */
+/* NOTE [matmul contiguity]: the product reads every operand as one dense row-major block, read as it is or
+ * transposed (BLAS's op): transa/transb give the product a transposed operand without a copy, and so does a
+ * transposed view of a dense array (a.T of a matrix, a:swapaxes(-1, -2) of a stack, as CuPy takes them), read
+ * as the dense array it views with the other op. Any other strided view (NOTE [strided views]) is first copied
+ * by a:contiguous() on the product's stream (as CuPy copies it): its elements are not where the product reads
+ * them and past its end may lie memory it does not own. */
 static int is_dense(const cdv_array *a) { return cdv_array_contiguous(a); }
+
+/* x's C-ordered copy, x:contiguous({stream = opts.stream}) (NOTE [matmul contiguity]), left on the stack. */
+static cdv_array *contiguous_copy(lua_State *L, int x_idx, int opts) {
+  lua_getfield(L, x_idx, "contiguous");
+  lua_pushvalue(L, x_idx);
+  lua_createtable(L, 0, 1);
+  if (lua_istable(L, opts)) {
+    lua_getfield(L, opts, "stream");
+    lua_setfield(L, -2, "stream");
+  }
+  lua_call(L, 2, 1);
+  return cdv_check_array(L, -1);
+}
+
+/* The block the product reads for operand x (NOTE [matmul contiguity]): x itself when dense (0 returned); when x
+ * is a transposed view of a dense array, that array in *st, whose last two dimensions are x's swapped (1
+ * returned: the product transposes it once more); -1 when x is neither. */
+static int dense_operand(const cdv_array *x, cdv_array *st) {
+  if (is_dense(x)) return 0;
+  if (x->ndim < 2) return -1;
+  int i = x->ndim - 2, j = x->ndim - 1;
+  *st = *x;
+  st->shape[i] = x->shape[j], st->shape[j] = x->shape[i];
+  st->strides[i] = x->strides[j], st->strides[j] = x->strides[i];
+  return is_dense(st) ? 1 : -1;
+}
 
 static double opt_number(lua_State *L, int o, const char *k, double def) {
   if (cdv_opt_field(L, o, k) == LUA_TNIL) {
@@ -397,7 +426,10 @@ static int l_matmul(lua_State *L) {
                       "a:astype(\"float32\")",
                       cdv_dtypes[t].name);
   /* shapes: a 1-d a is one row, a 1-d b one column, and that dimension is dropped from the result */
-  const cdv_array *ops[2] = {a, b};
+  cdv_array *ops[2] = {a, b};
+  const cdv_array *reads[2] = {a, b}; /* the dense blocks the product reads */
+  cdv_array stored[2];
+  int flip[2] = {0, 0};
   const char *names[2] = {"a", "b"};
   for (int i = 0; i < 2; i++) {
     if (ops[i]->ndim < 1)
@@ -405,9 +437,15 @@ static int l_matmul(lua_State *L) {
                         "matmul: %s is 0-d; matmul takes arrays of 1 or more dimensions (multiply by a number "
                         "with *)",
                         names[i]);
-    if (!is_dense(ops[i]))
-      return luaL_error(L, "matmul: %s is not contiguous; call %s:contiguous() first", names[i], names[i]);
+    flip[i] = dense_operand(ops[i], &stored[i]);
+    if (flip[i] < 0) { /* a strided view of no transposition: copied (a slice with a step, a 3-d a.T) */
+      ops[i] = contiguous_copy(L, i + 1, 3);
+      reads[i] = ops[i];
+      flip[i] = 0;
+    }
+    if (flip[i]) reads[i] = &stored[i];
   }
+  a = ops[0], b = ops[1]; /* (a copy's block is the one the product uses) */
   if (transa && a->ndim < 2) return cdv_opt_error(L, "transa", "matmul", "a must be 2-d to be transposed");
   if (transb && b->ndim < 2) return cdv_opt_error(L, "transb", "matmul", "b must be 2-d to be transposed");
   int na = a->ndim, nb = b->ndim;
@@ -445,7 +483,7 @@ static int l_matmul(lua_State *L) {
     out = cdv_push_array(L, d, t, ndim, shape, CDV_MEM_DEVICE, s);
     out_idx = lua_gettop(L);
   }
-  gemm_call g = {a, b, out, transa, transb, m, n, k, alpha, beta};
+  gemm_call g = {reads[0], reads[1], out, transa ^ flip[0], transb ^ flip[1], m, n, k, alpha, beta};
   cdv_err e;
   if (d->be->host_memory) { /* (see NOTE [backend properties]) the host computes on the arrays in place */
     cdv_device_check(L, d);

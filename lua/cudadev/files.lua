@@ -59,20 +59,58 @@ local function shape_text(shape)
   return "{" .. table.concat(shape, ", ") .. "}"
 end
 
--- cd.fromfile(path, dtype [, shape] [, opts]): an Array of the file's bytes (NumPy's fromfile); opts: device
+-- At most max bytes of f, read in pieces: f may be a FIFO whose writer never stops, and f:read(n) takes n
+-- bytes of memory before it reads any.
+local function read_at_most(f, max)
+  local parts, got = {}, 0
+  while got < max do
+    local s = f:read(math.min(max - got, 1 << 20))
+    if s == nil or s == "" then break end
+    parts[#parts + 1] = s
+    got = got + #s
+  end
+  return table.concat(parts)
+end
+
+-- The shape argument of fromfile as a table of sizes, and the bytes it needs (checked before the file is read)
+local function fromfile_shape(shape, item)
+  if type(shape) == "number" then shape = { shape } end
+  if type(shape) ~= "table" then argerror("fromfile", 3, "shape expected, got " .. typename(shape)) end
+  local n = item
+  for i, d in ipairs(shape) do
+    if math.type(d) ~= "integer" or d < 0 then argerror("fromfile", 3, fmt("dimension %d is not a non-negative integer", i)) end
+    if d > 0 and n > (math.maxinteger - 1) // d then argerror("fromfile", 3, fmt("shape %s needs more than 2^63 - 2 bytes", shape_text(shape))) end
+    n = n * d
+  end
+  return shape, n
+end
+
+-- cd.fromfile(path, dtype [, shape] [, opts]): an Array of the file's bytes (NumPy's fromfile); opts: device.
+-- With a shape, at most its bytes and one more are read (as cd.load): a longer file, or a FIFO written forever,
+-- is refused without being read to its end.
 function cd.fromfile(path, dtype, shape, opts)
   check_path(path, "fromfile", 1)
   if type(dtype) ~= "string" then argerror("fromfile", 2, "dtype expected, got " .. typename(dtype)) end
   if type(shape) == "table" and cd.type(shape) == nil and shape.device ~= nil and opts == nil then
     shape, opts = nil, shape
   end
+  local need
+  local item = cd.array("", dtype).itemsize -- (an unknown dtype named as cd.array names it)
+  if shape ~= nil then shape, need = fromfile_shape(shape, item) end
   local f = open(path, "rb", "fromfile")
-  local data = f:read("a")
+  local data = need and read_at_most(f, need + 1) or f:read("a")
+  if need and #data > need then
+    local size = f:seek("end") -- a regular file's length; nil for a FIFO
+    f:close()
+    if size and size % item == 0 then
+      raise(fmt("fromfile: %s holds %d %s elements, not the %d of shape %s", path, size // item, dtype,
+        shape_size(shape), shape_text(shape)))
+    end
+    raise(fmt("fromfile: %s holds more than the %d bytes of shape %s", path, need, shape_text(shape)))
+  end
   f:close()
   local a = cd.array(data, dtype, opts)
   if shape ~= nil then
-    if type(shape) == "number" then shape = { shape } end
-    if type(shape) ~= "table" then argerror("fromfile", 3, "shape expected, got " .. typename(shape)) end
     if shape_size(shape) ~= a.size then
       raise(fmt("fromfile: %s holds %d %s elements, not the %d of shape %s", path, a.size, a.dtype, shape_size(shape),
         shape_text(shape)))
@@ -146,19 +184,6 @@ local function data_bytes(f, path, shape, item)
     bad(path, fmt("its shape %s needs more than 2^63 - 2 bytes of data", shape_text(shape)), f)
   end
   return n * item
-end
-
--- At most max bytes of f, read in pieces: f may be a FIFO whose writer never stops, and f:read(n) takes n
--- bytes of memory before it reads any.
-local function read_at_most(f, max)
-  local parts, got = {}, 0
-  while got < max do
-    local s = f:read(math.min(max - got, 1 << 20))
-    if s == nil or s == "" then break end
-    parts[#parts + 1] = s
-    got = got + #s
-  end
-  return table.concat(parts)
 end
 
 -- cd.load(path [, {device=, stream=}]) -> Array: a .npy file (NOTE [npy files])

@@ -1588,6 +1588,126 @@ function cd._live()
   return live()
 end
 
+-- ------------------------------------------------------------------------------------------ astype on a device
+-- NOTE [astype kernel]: a:astype on a GPU (NOTE [astype] in array.c) runs this one generated kernel, for every
+-- pair of dtypes (the pair is a launch argument: one compile per device, not 144). It takes the host loop's
+-- steps in order, so the bytes are the host's: an element is loaded as a double (a float, float16 through
+-- float) or as a 64-bit integer, then stored; float16 is converted bit by bit as cdv_f32_to_f16/cdv_f16_to_f32
+-- are, and a NaN changing width keeps its sign and payload quietened as x86's cvtss2sd/cvtsd2ss keep them (a
+-- GPU's cvt gives the canonical NaN).
+local ASTYPE_DT = { "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                    "float32", "float64" }
+local ASTYPE_CODE = {}
+for i, d in ipairs(ASTYPE_DT) do ASTYPE_CODE[d] = i - 1 end
+local ASTYPE_HELPERS = [[
+typedef unsigned long long _cdv_u64;
+union _cdv_f32bits { float f; unsigned int u; };
+union _cdv_f64bits { double f; _cdv_u64 u; };
+__device__ static double _cdv_f32_to_f64(float f) {
+  _cdv_f32bits x; x.f = f;
+  if (f != f) { _cdv_f64bits r; r.u = ((_cdv_u64)(x.u >> 31) << 63) | 0x7ff8000000000000ull | ((_cdv_u64)(x.u & 0x7fffff) << 29); return r.f; }
+  return (double)f;
+}
+__device__ static float _cdv_f64_to_f32(double d) {
+  _cdv_f64bits x; x.f = d;
+  if (d != d) { _cdv_f32bits r; r.u = (unsigned int)(x.u >> 63) << 31 | 0x7fc00000u | (unsigned int)((x.u >> 29) & 0x3fffff); return r.f; }
+  return (float)d;
+}
+__device__ static float _cdv_h2f(unsigned short h) {
+  unsigned int sign = (unsigned int)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+  if (e == 0x1f) x = sign | 0x7f800000u | (mant << 13);
+  else if (e != 0) x = sign | ((e + 112) << 23) | (mant << 13);
+  else if (mant == 0) x = sign;
+  else { int k = -1; do { k++; mant <<= 1; } while (!(mant & 0x400)); x = sign | ((unsigned int)(112 - k) << 23) | ((mant & 0x3ff) << 13); }
+  _cdv_f32bits r; r.u = x; return r.f;
+}
+__device__ static unsigned short _cdv_f2h(float f) {
+  _cdv_f32bits b; b.f = f;
+  unsigned int x = b.u, sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
+  int e = (int)((x >> 23) & 0xff) - 127 + 15;
+  if (((x >> 23) & 0xff) == 0xff) return (unsigned short)(sign | 0x7c00 | (mant ? 0x200 : 0));
+  if (e >= 31) return (unsigned short)(sign | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return (unsigned short)sign;
+    mant |= 0x800000;
+    unsigned int shift = (unsigned int)(14 - e), h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) h++;
+    return (unsigned short)(sign | h);
+  }
+  unsigned int h = sign | ((unsigned int)e << 10) | (mant >> 13), rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+  return (unsigned short)h;
+}
+]]
+
+-- array.c's int_min and int_max of each integer dtype: as doubles (INT64_MAX's is 2^63, UINT64_MAX's 2^64) and
+-- as the stored two's complement
+local ASTYPE_SAT = {
+  int8 = { "-128.0", "127.0", "(_cdv_u64)-128LL", "127ull" },
+  int16 = { "-32768.0", "32767.0", "(_cdv_u64)-32768LL", "32767ull" },
+  int32 = { "-2147483648.0", "2147483647.0", "(_cdv_u64)-2147483648LL", "2147483647ull" },
+  int64 = { "-9223372036854775808.0", "9223372036854775808.0", "0x8000000000000000ull", "0x7fffffffffffffffull" },
+  uint8 = { "0.0", "255.0", "0ull", "255ull" },
+  uint16 = { "0.0", "65535.0", "0ull", "65535ull" },
+  uint32 = { "0.0", "4294967295.0", "0ull", "4294967295ull" },
+  uint64 = { "0.0", "18446744073709551616.0", "0ull", "0xffffffffffffffffull" },
+}
+
+-- C statements loading element i of dtype d into (isf, f, u) (array.c's load_scalar), and storing them as d
+-- (store_scalar; sgn: the source is a signed integer)
+local function astype_load(d)
+  local T = DT[d]
+  if d == "float16" then return "isf = 1; f = _cdv_f32_to_f64(_cdv_h2f(((const unsigned short *)src)[i]));" end
+  if d == "float32" then return "isf = 1; f = _cdv_f32_to_f64(((const float *)src)[i]);" end
+  if d == "float64" then return "isf = 1; f = ((const double *)src)[i];" end
+  if d == "bool" then return "u = ((const unsigned char *)src)[i];" end
+  if T.kind == "i" then return fmt("u = (_cdv_u64)(long long)((const %s *)src)[i];", T.ctype) end
+  return fmt("u = (_cdv_u64)((const %s *)src)[i];", T.ctype)
+end
+local function astype_store(d)
+  local T = DT[d]
+  if d == "bool" then return "((unsigned char *)dst)[i] = isf ? f != 0 : u != 0;" end
+  local fd = "(isf ? f : sgn ? (double)(long long)u : (double)u)"
+  if d == "float64" then return fmt("((double *)dst)[i] = %s;", fd) end
+  if d == "float32" then return fmt("((float *)dst)[i] = _cdv_f64_to_f32(%s);", fd) end
+  if d == "float16" then return fmt("((unsigned short *)dst)[i] = _cdv_f2h(_cdv_f64_to_f32(%s));", fd) end
+  local r = ASTYPE_SAT[d] -- (double)int_min, (double)int_max, and the two as stored
+  local sat = T.kind == "i" and fmt("f <= %s ? %s : f >= %s ? %s : (_cdv_u64)(long long)f", r[1], r[3], r[2], r[4])
+    or fmt("f <= 0 ? 0 : f >= %s ? %s : (_cdv_u64)f", r[2], r[4])
+  return fmt("{ _cdv_u64 v = isf ? (f != f ? 0 : %s) : u; ((%s *)dst)[i] = (%s)v; }", sat, T.ctype, T.ctype)
+end
+
+local function astype_source()
+  local src = { ASTYPE_HELPERS,
+    'extern "C" __global__ void cdv_astype(const void *src, void *dst, int from, int to, int sgn, long long _n) {',
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < _n; i += (long long)blockDim.x * gridDim.x) {",
+    "    int isf = 0; double f = 0; _cdv_u64 u = 0;", "    switch (from) {" }
+  for i, d in ipairs(ASTYPE_DT) do src[#src + 1] = fmt("      case %d: %s break;", i - 1, astype_load(d)) end
+  src[#src + 1] = "    }"
+  src[#src + 1] = "    switch (to) {"
+  for i, d in ipairs(ASTYPE_DT) do src[#src + 1] = fmt("      case %d: %s break;", i - 1, astype_store(d)) end
+  src[#src + 1] = "    }"
+  src[#src + 1] = "  }"
+  src[#src + 1] = "}"
+  return concat(src, "\n") .. "\n", "cdv_astype"
+end
+
+-- getmetatable(a).__astype_kernel(a, dtype [, {stream=}]): a:astype by the generated kernel on a's device, any
+-- device (a:astype calls it for GPU arrays, its arguments checked: NOTE [astype])
+array_mt.__astype_kernel = function(a, d, opts)
+  local stream = opts and opts.stream
+  local dev = a.device
+  if stream ~= nil and stream.device ~= dev then stream = nil end -- (another device's stream: as the host path)
+  local out = cd.empty(a.shape, d, { device = dev, stream = stream })
+  local n = a.size
+  if n == 0 then return out end
+  if not a.is_contiguous then a = a:contiguous(stream and { stream = stream } or nil) end
+  local k = kernel_for(dev, "astype", astype_source)
+  k({ grid = grid_for(dev, n), block = BLOCK, stream = stream }, a, out, ASTYPE_CODE[a.dtype], ASTYPE_CODE[d],
+    DT[a.dtype].kind == "i" and 1 or 0, n)
+  return out
+end
+
 -- for random.lua (NOTE [generated kernels])
 internal.DT, internal.kernel_for, internal.grid_for, internal.header = DT, kernel_for, grid_for, header
 internal.check_opts, internal.raise, internal.argerror, internal.typename = check_opts, raise, argerror, typename

@@ -472,11 +472,12 @@ end)
 -- ------------------------------------------------------------------------------------------ constructors
 -- [dtype] [, {device=, stream=}] after the positional arguments of a constructor
 local function make_opts(dtype, opts, fname, n)
-  if type(dtype) == "table" and opts == nil then dtype, opts = nil, dtype end
+  local on = n + 1 -- the options' position: n when they come in the dtype's place
+  if type(dtype) == "table" and opts == nil then dtype, opts, on = nil, dtype, n end
   if dtype ~= nil and (type(dtype) ~= "string" or not dtype_of_name(dtype)) then
     argerror(fname, n, "dtype name expected, got " .. (type(dtype) == "string" and "'" .. dtype .. "'" or typename(dtype)), 1)
   end
-  local o = check_opts(opts, { device = true, stream = true }, fname, n + 1)
+  local o = check_opts(opts, { device = true, stream = true }, fname, on)
   local dev = o.device and cd.device(o.device) or (o.stream and o.stream.device) or cd.get_device()
   return dtype and dtype_of_name(dtype) or "float32", dev, o.stream
 end
@@ -488,14 +489,17 @@ end
 
 -- cd.eye(n [, m [, k]] [, dtype] [, {device=, stream=}]): the n x m array (m = n) with ones on diagonal k
 -- (0 the main one, above it positive) and zeros elsewhere; cudadev's default dtype float32 (NumPy's: float64)
+-- (m and k may be nil, as NumPy's None; the first argument after n that is neither a number nor nil is the dtype
+-- or the options, and errors name its real position)
 function cd.eye(n, m, k, dtype, opts)
-  if type(m) ~= "number" then m, k, dtype, opts = nil, nil, m, k
-  elseif type(k) ~= "number" then k, dtype, opts = nil, k, dtype end
+  local dpos = 4
+  if m ~= nil and type(m) ~= "number" then m, k, dtype, opts, dpos = nil, nil, m, k, 2
+  elseif k ~= nil and type(k) ~= "number" then k, dtype, opts, dpos = nil, k, dtype, 3 end
   check_count(n, "eye", 1, "row count")
   if m ~= nil then check_count(m, "eye", 2, "column count") end
   m, k = m or n, k or 0
   if math.type(k) ~= "integer" then argerror("eye", 3, "integer diagonal offset expected, got " .. tostring(k)) end
-  local d, dev, stream = make_opts(dtype, opts, "eye", 4)
+  local d, dev, stream = make_opts(dtype, opts, "eye", dpos)
   local out = cd.empty({ n, m }, d, { device = dev, stream = stream })
   if out.size == 0 then return out end
   return ew("eye", d, { { "m_", m, "int64" }, { "k_", k, "int64" } }, d,
@@ -505,6 +509,7 @@ end
 -- cd.identity(n [, dtype] [, opts]): cd.eye(n)
 function cd.identity(n, dtype, opts)
   check_count(n, "identity", 1, "size")
+  make_opts(dtype, opts, "identity", 2) -- (checked here: eye would name its own positions)
   return cd.eye(n, n, 0, dtype, opts)
 end
 
@@ -639,8 +644,14 @@ function cd.broadcast_to(a, shape)
   check_array(a, "broadcast_to", 1)
   if type(shape) == "number" then shape = { shape } end
   if type(shape) ~= "table" or is_array(shape) then argerror("broadcast_to", 2, "shape (table of sizes) expected, got " .. typename(shape)) end
+  local bytes, zero = a.itemsize, false -- (of the shape: its nbytes must be a Lua integer, as an allocation's)
   for i, d in ipairs(shape) do
     if math.type(d) ~= "integer" or d < 0 then argerror("broadcast_to", 2, fmt("dimension %d is not a non-negative integer", i)) end
+    zero = zero or d == 0
+    if bytes and d > 0 and bytes > math.maxinteger // d then bytes = nil elseif bytes then bytes = bytes * d end
+  end
+  if bytes == nil and not zero then
+    argerror("broadcast_to", 2, fmt("shape %s has more than 2^63 - 1 bytes of %s", shape_text(shape), a.dtype))
   end
   local nd, an, st = #shape, a.ndim, a.strides
   local bad = nd < an
@@ -683,6 +694,13 @@ end
 function cd.dot(a, b)
   check_operand(a, "dot", 1)
   check_operand(b, "dot", 2)
+  if not is_array(a) and not is_array(b) then
+    -- two scalars: Lua's product of numbers; a boolean scales only an Array (Lua has no boolean arithmetic)
+    for n, v in ipairs({ a, b }) do
+      if type(v) == "boolean" then argerror("dot", n, "Array or number expected, got boolean (a boolean needs an Array operand)", 1) end
+    end
+    return a * b
+  end
   if not is_array(a) or not is_array(b) or a.ndim == 0 or b.ndim == 0 then return a * b end
   if a.ndim > 2 or b.ndim > 2 then
     raise(fmt("dot: a is %d-d and b %d-d; for stacks of matrices use cd.matmul (NumPy's dot of those differs)", a.ndim, b.ndim))

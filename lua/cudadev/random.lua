@@ -128,25 +128,31 @@ function random.normal(shape, mean, std, dtype, opts)
 end
 
 -- randint's bounds must fit its dtype (NumPy's "high is out of bounds for int8"): hi is exclusive, so it may be
--- one past the largest value. int64 holds every Lua integer, and so does uint64 above 0.
-local function check_bounds(lo, hi, dtype)
+-- one past the largest value. int64 holds every Lua integer, and so does uint64 above 0. (lo and hi are arguments
+-- lp and lp + 1.)
+local function check_bounds(lo, hi, dtype, lp)
   local d = dtype == nil and "int64" or internal.dtype_of_name(dtype)
   local r = d and internal.INT_RANGE[d]
   if not r then return end
-  if lo < r[1] or lo > r[2] then argerror("randint", 1, fmt("low %d is out of bounds for %s (%d..%d)", lo, d, r[1], r[2])) end
+  if lo < r[1] or lo > r[2] then argerror("randint", lp, fmt("low %d is out of bounds for %s (%d..%d)", lo, d, r[1], r[2])) end
   if r[2] < math.maxinteger and hi > r[2] + 1 then
-    argerror("randint", 2, fmt("high %d is out of bounds for %s (at most %d, one past its largest value)", hi, d, r[2] + 1))
+    argerror("randint", lp + 1, fmt("high %d is out of bounds for %s (at most %d, one past its largest value)", hi, d, r[2] + 1))
   end
 end
 
--- cd.random.randint(lo, hi, shape [, dtype] [, opts]): integers in [lo, hi), int64 unless given
-function random.randint(lo, hi, shape, dtype, opts)
-  if math.type(lo) ~= "integer" then argerror("randint", 1, "integer expected, got " .. (math.type(lo) or typename(lo))) end
-  if math.type(hi) ~= "integer" then argerror("randint", 2, "integer expected, got " .. (math.type(hi) or typename(hi))) end
-  if hi <= lo then argerror("randint", 2, fmt("high (%d) must be greater than low (%d)", hi, lo)) end
-  local oat = 5
+-- cd.random.randint(shape, lo, hi [, dtype] [, opts]) as uniform and normal, or NumPy's order
+-- randint(lo, hi, shape [, dtype] [, opts]): integers in [lo, hi), int64 unless given. The shape comes first only
+-- as a table: three integers are read in the older order (randint(1, 7, 100): a hundred dice), since both orders
+-- could take them.
+function random.randint(a, b, c, dtype, opts)
+  local shape, lo, hi, lp = c, a, b, 1
+  if type(a) == "table" and cd.type(a) == nil then shape, lo, hi, lp = a, b, c, 2 end
+  if math.type(lo) ~= "integer" then argerror("randint", lp, "integer expected, got " .. (math.type(lo) or typename(lo))) end
+  if math.type(hi) ~= "integer" then argerror("randint", lp + 1, "integer expected, got " .. (math.type(hi) or typename(hi))) end
+  if hi <= lo then argerror("randint", lp + 1, fmt("high (%d) must be greater than low (%d)", hi, lo)) end
+  local oat = 5   -- the options' position (dtype #4 in both orders)
   if type(dtype) == "table" then dtype, opts, oat = nil, dtype, 4 end
-  check_bounds(lo, hi, dtype)
+  check_bounds(lo, hi, dtype, lp)
   return draw("randint", "randint", shape, lo, hi, dtype, opts, 4, oat)
 end
 

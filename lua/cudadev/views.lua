@@ -14,7 +14,7 @@ end
 
 local function check_self(a, fname)
   if cd.type(a) ~= "Array" then
-    raise(string.format("bad argument #1 to '%s' (Array expected, got %s)", fname, cd.type(a) or type(a)))
+    raise(string.format("bad argument #1 to '%s' (Array expected, got %s)", fname, internal.typename(a)))
   end
 end
 
