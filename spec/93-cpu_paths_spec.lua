@@ -1,5 +1,5 @@
 -- The cpu device's speed (issue #18; doc/cpu-device.md, "Kernel paths and the launch worker"): which kernels
--- run their threads as a loop and which need fibers (k.cpu_path, NOTE [kernel paths] in src/cpu_compile.c),
+-- run their threads as a loop and which need fibers (k.cpu_path, NOTE [kernel paths] in src/cpu_scan.c),
 -- and contained launches through one persistent launch worker instead of a fork per launch (NOTE [launch
 -- worker] in src/cpu_run.c): what it sees, how it fails, and that its cost does not grow with the Lua heap.
 local helper = require "spec.helper"

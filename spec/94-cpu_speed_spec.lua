@@ -1,5 +1,5 @@
 -- The cpu device's fast paths (issue #18; doc/cpu-device.md, "Kernel paths"; NOTE [fast paths] in
--- src/cpu_compile.c): a barrier-free kernel written out as a loop over its block's threads ("simd"), a kernel
+-- src/cpu_fission.c): a barrier-free kernel written out as a loop over its block's threads ("simd"), a kernel
 -- with barriers at the top level of its body or of a loop split at its barriers into such loops ("fission"),
 -- and the fallback to fibers wherever the transformation does not apply. Every kernel here is compiled twice:
 -- once as it is, once with FORCE defined as a dead __syncwarp(), which puts it on the fiber path; both must

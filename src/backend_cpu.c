@@ -851,10 +851,10 @@ static int cpu_module_function(cdv_device *d, void *mod, const char *symbol, voi
   snprintf(companion, sizeof companion, "%s_sig", symbol);
   f->sig = dlsym(m->handle, companion);
   snprintf(companion, sizeof companion, "%s_flags", symbol);
-  const int *flags = dlsym(m->handle, companion); /* NOTE [kernel paths] in cpu_compile.c */
+  const int *flags = dlsym(m->handle, companion); /* NOTE [kernel paths] in cpu_scan.c */
   *(void **)&f->entry = entry;
   f->flags = flags ? *flags : m->flags;
-  snprintf(companion, sizeof companion, "%s_fis", symbol); /* NOTE [fast paths] in cpu_compile.c */
+  snprintf(companion, sizeof companion, "%s_fis", symbol); /* NOTE [fast paths] in cpu_fission.c */
   *(void **)&f->fis = dlsym(m->handle, companion);
   snprintf(companion, sizeof companion, "%s_fis_row", symbol);
   const unsigned long *row = dlsym(m->handle, companion);

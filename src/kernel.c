@@ -748,7 +748,7 @@ static int push_attributes(lua_State *L, kernel *k) {
   return 1;
 }
 
-/* k.cpu_path: how the cpu device runs the kernel's threads (NOTE [kernel paths] in cpu_compile.c); nil elsewhere */
+/* k.cpu_path: how the cpu device runs the kernel's threads (NOTE [kernel paths] in cpu_scan.c); nil elsewhere */
 static int push_cpu_path(lua_State *L, kernel *k) {
   cdv_func_info fi;
   kernel_func_info(L, k, &fi);
