@@ -1206,3 +1206,88 @@ describe("shuffle deltas of 32 or more (NOTE [shuffle delta])", function()
   end)
 end)
 
+
+-- Issue #29: kernels as CUDA code writes them, with C++ linkage (found by name or through name_expressions)
+-- and templates, take the fast paths like extern "C" ones
+local CXX = [[
+template <typename T>
+__global__ void axpy(T a, const T *x, T *y, int n)
+{
+  FORCE
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+__global__ void cxx_scale(int *y, int n)
+{
+  FORCE
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 3 * y[i] + i;
+}
+template <typename T, int B>
+__global__ void block_sum(const T *x, T *out)
+{
+  FORCE
+  __shared__ T s[B];
+  int t = threadIdx.x;
+  T mine = x[blockIdx.x * B + t];
+  s[t] = mine;
+  __syncthreads();
+  for (int h = B / 2; h > 0; h /= 2) {
+    if (t < h) s[t] += s[t + h];
+    __syncthreads();
+  }
+  out[blockIdx.x * B + t] = s[0] + mine;
+}
+template <int B = 64> __global__ void defaulted(int *y) { FORCE y[threadIdx.x] += B; }
+]]
+
+describe("cpu fast paths for C++ linkage and templates", function()
+  local exprs = { "axpy<float>", "axpy<int>", "block_sum<int, 128>", "block_sum<float, 64>", "defaulted<>" }
+  local fast, ref
+  setup(function()
+    fast = cd.compile("#define FORCE\n" .. CXX, { device = "cpu", name_expressions = exprs })
+    ref = cd.compile("#define FORCE if (0) __syncwarp();\n" .. CXX, { device = "cpu", name_expressions = exprs })
+  end)
+  teardown(function() fast, ref = nil, nil end)
+
+  local function both(name, cfg, make) return run_both(fast, ref, name, cfg, make) end
+
+  it("names the path each kernel takes", function()
+    local want = { ["axpy<float>"] = "simd", ["axpy<int>"] = "simd", cxx_scale = "simd",
+      ["block_sum<int, 128>"] = "fission", ["block_sum<float, 64>"] = "fission",
+      ["defaulted<>"] = "loop" }   -- a template parameter's default: the entry does not name every argument
+    for name, path in pairs(want) do
+      assert.are.equal(path, fast[name].cpu_path, name)
+      assert.are.equal("fibers", ref[name].cpu_path, name)
+    end
+  end)
+
+  it("C++ kernels and template instances give what the fibers give", function()
+    local a, b = both("axpy<float>", { grid = 3, block = 128 }, function()
+      return { 2.5, cd.array(seq(300, function(i) return i % 13 end), "float32", CPU),
+        cd.array(seq(300, function(i) return i % 7 end), "float32", CPU), 300 }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(2.5 * (300 % 13) + 300 % 7, a[3][300])
+    a, b = both("axpy<int>", { grid = 2, block = 64 }, function()
+      return { 3, cd.array(seq(100, function(i) return i end), "int32", CPU), cd.zeros(100, "int32", CPU), 100 }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(300, a[3][100])
+    a, b = both("cxx_scale", { grid = 2, block = 96 }, function()
+      return { cd.array(seq(150, function(i) return i end), "int32", CPU), 150 }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(3 * 150 + 149, a[1][150])
+    for _, k in ipairs { { "block_sum<int, 128>", 128, "int32" }, { "block_sum<float, 64>", 64, "float32" } } do
+      local name, blk, dt = k[1], k[2], k[3]
+      a, b = both(name, { grid = 3, block = blk }, function()
+        return { cd.array(seq(3 * blk, function(i) return i % 11 end), dt, CPU), cd.zeros(3 * blk, dt, CPU) }
+      end)
+      assert.are.same(b, a)
+      local s = 0
+      for i = 1, blk do s = s + i % 11 end
+      assert.are.equal(s + 1 % 11, a[2][1], name)
+    end
+  end)
+end)

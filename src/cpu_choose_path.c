@@ -55,7 +55,8 @@ int cdv_cpu_entry_paths(job *j, int wide) {
     j->entry_fibers[i] = wide || !found || sync ? CDV_CPU_FLAG_FIBERS : 0;
     /* (see NOTE [fast paths]) A candidate when the kernel is one function of the source whose barriers are its
      * own (no function or macro it mentions needs fibers); hdr when what it calls may read threadIdx */
-    int cand = found == 1 && !wide && !(req->is_expr && req->is_expr[i]) && end == strlen(en) && start == 0,
+    int cand = found == 1 && !wide && !(req->is_expr && req->is_expr[i] == 2) && start == 0 &&
+               (end == strlen(en) || (en[end] == '<' && en[strlen(en) - 1] == '>')), /* a name, or a template's */
         hdr = j->co.idirs.n > 0, self = -1;
     for (int a = 0; a < n; a++)
       if (strlen(all[a]->name) == end && !memcmp(all[a]->name, en, end) && end > 0) cand &= self < 0, self = a;
@@ -88,22 +89,31 @@ int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b) {
   for (int i = 0; i < req->nentries; i++) {
     j->entry_fast[i] = 0;
     if (j->fast_off[i] || !j->entry_cand[i]) continue;
-    buf row = {0};
-    int rc = cdv_cpu_fis_kernel(req->name ? req->name : "kernel.cu", src, n, req->entries[i], j->syms[i],
-                                tracked || j->entry_cand[i] == 2, b, &row);
+    buf row = {0}, inst = {0};
+    /* "axpy<float>": the function axpy, its fast function instantiated as cdv_fis_<sym><float, 1> */
+    const char *en = req->entries[i], *lt = strchr(en, '<');
+    char *base = lt ? strndup(en, (size_t)(lt - en)) : strdup(en);
+    size_t tl = lt ? strlen(lt + 1) : 0;
+    if (tl) buf_add(&inst, lt + 1, tl - 1), buf_adds(&inst, ", ");
+    const char *ta = lt ? inst.p : "";
+    int rc = !base || inst.oom ? -1
+                               : cdv_cpu_fis_kernel(req->name ? req->name : "kernel.cu", src, n, base, lt ? ta : NULL,
+                                                    j->syms[i], tracked || j->entry_cand[i] == 2, b, &row);
+    free(base);
     if (rc < 0 || row.oom) {
-      free(row.p);
+      free(row.p), free(inst.p);
       return -1;
     }
     j->entry_fast[i] = rc == 1 ? CDV_CPU_FLAG_SIMD : rc == 2 ? CDV_CPU_FLAG_FISSION : 0;
     if (rc > 0) {
       buf_addf(b,
                "extern \"C\" __attribute__((visibility(\"default\"))) void %s_fis(cdv_cpu_ctx *cdv_c_, void **cdv_a_, "
-               "int) { cdv_run_fis<(cdv_fis_%s<1>), (cdv_fis_%s<0>)>(cdv_c_, cdv_a_); }\n",
-               j->syms[i], j->syms[i], j->syms[i]);
+               "int) { cdv_run_fis<(cdv_fis_%s<%s1>), (cdv_fis_%s<%s0>)>(cdv_c_, cdv_a_); }\n",
+               j->syms[i], j->syms[i], ta, j->syms[i], ta);
       buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const unsigned long %s_fis_row = %s;\n",
                j->syms[i], row.p);
     }
+    free(inst.p);
     free(row.p);
   }
   return 0;

@@ -137,6 +137,7 @@ int cdv_cpu_entry_paths(job *j, int wide);
 int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b);
 
 /* cpu_fission.c: the fast function of one kernel (NOTE [fast paths]). */
-int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *sym, int hdr, buf *o,
-                       buf *rowo);
+/* targs: a template's arguments followed by ", " ("float, "), NULL for a function that is not one. */
+int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *targs,
+                       const char *sym, int hdr, buf *o, buf *rowo);
 #endif

@@ -1281,8 +1281,29 @@ static int fis_tls_refs(fgen *g, buf *o) {
 /* Write the fast function of the kernel named name (cdv_fis_<sym>) into o; 1 simd, 2 fission, 0 not
  * possible, -1 out of memory. hdr: the body calls code that reads the thread header (threadIdx). rowo: the
  * per-thread bytes as an expression. */
-int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *sym, int hdr, buf *o,
-                       buf *rowo) {
+/* The template parameters of the function whose name is token nm: *a, *b the tokens between `template <` and
+ * its `>`; 0 when the function is no template, -1 when its template cannot be read (no parameters). */
+static int fis_template(const fgen *g, int nm, int *a, int *b) {
+  int i = nm - 1;
+  while (i >= 0 && !ftok(g, i, ";") && !ftok(g, i, "{") && !ftok(g, i, "}") && !ftok(g, i, "template") &&
+         !(g->t->v[i].bol && ftok(g, i, "#")))
+    i--;
+  if (i < 0 || !ftok(g, i, "template")) return 0;
+  if (!ftok(g, i + 1, "<") || ftok(g, i + 2, ">")) return -1; /* template <>: a specialisation */
+  int d = 0, j = i + 1;
+  for (; j < nm; j++) {
+    d += (ftok(g, j, "<") || ftok(g, j, "(")) - (ftok(g, j, ">") || ftok(g, j, ")"));
+    if (d == 0) break;
+  }
+  if (j >= nm) return -1;
+  for (int k = i + 2; k < j; k++) /* a default or a pack: the entry's arguments are not all the parameters */
+    if (ftok(g, k, "=") || ftok(g, k, "...") || (ftok(g, k, ".") && ftok(g, k + 1, "."))) return -1;
+  *a = i + 2, *b = j;
+  return 1;
+}
+
+int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *targs,
+                       const char *sym, int hdr, buf *o, buf *rowo) {
   char *s = cdv_scan_strip(src, n);
   cdv_toks t = {0};
   if (!s || cdv_scan_tokenize(s, n, &t)) {
@@ -1322,8 +1343,8 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
     if (d == 0) break;
   }
   if (lp <= 0 || !same_tok(g, lp - 1, lp - 1) || !cdv_tok_is(s, &t.v[lp - 1], name)) goto done;
-  int rb = stmt_end(g, lb, t.n) - 1;
-  if (rb < 0) goto done;
+  int rb = stmt_end(g, lb, t.n) - 1, ta = 0, tb = 0, tmpl = fis_template(g, lp - 1, &ta, &tb);
+  if (rb < 0 || tmpl < 0 || tmpl != (targs != NULL)) goto done; /* an entry names a template by its arguments */
   for (int i = lb + 1; i < rb; i++) {
     const cdv_tok *k = &t.v[i];
     if (k->kind == CDV_T_IDENT &&
@@ -1394,7 +1415,9 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
            "\n#pragma push_macro(\"threadIdx\")\n#pragma push_macro(\"blockIdx\")\n#pragma push_macro(\"blockDim\")\n"
            "#pragma push_macro(\"gridDim\")\n#undef threadIdx\n#undef blockIdx\n#undef blockDim\n#undef gridDim\n"
            "#define threadIdx cdv_tix\n#define blockIdx cdv_bix\n#define blockDim cdv_bdim\n#define gridDim cdv_gdim");
-  buf_addf(o, "\ntemplate <int cdv_F> static __attribute__((flatten)) void cdv_fis_%s", sym);
+  buf_adds(o, "\ntemplate <");
+  if (tmpl) fis_emit(g, o, ta, tb, -3), buf_adds(o, ", ");
+  buf_addf(o, "int cdv_F> static __attribute__((flatten)) void cdv_fis_%s", sym);
   fis_emit(g, o, lp, rp + 1, -3);
   buf_addf(o, "\n#line %d ", t.v[lb].line);
   cdv_cpu_add_cstring(o, fname);
@@ -1445,6 +1468,13 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
   buf_adds(o,
            "\n}\n#pragma pop_macro(\"threadIdx\")\n#pragma pop_macro(\"blockIdx\")\n#pragma pop_macro(\"blockDim\")\n"
            "#pragma pop_macro(\"gridDim\")\n");
+  if (tmpl) { /* the per-thread bytes of the instance: the template's types are known only there */
+    buf_adds(o, "template <");
+    fis_emit(g, o, ta, tb, -3);
+    buf_addf(o, "> constexpr unsigned long cdv_fis_row_%s = %s;\n", sym, rowo->p + r0);
+    rowo->n = r0;
+    buf_addf(rowo, "cdv_fis_row_%s<%.*s>", sym, (int)strlen(targs) - 2, targs);
+  }
   rc = g->nbar ? 2 : 1;
   goto done;
 done_undo:
