@@ -354,7 +354,7 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
 
   it("names the path each kernel takes", function()
     local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
-      dyn = "fission", nested = "fibers", counter_written = "fibers", loop_break = "fibers", big = "fission",
+      dyn = "fission", nested = "fission", counter_written = "fibers", loop_break = "fibers", big = "fission",
       local_type = "fibers", pairs = "fission", guard_else = "simd", guard_odd = "simd", guard_effects = "simd",
       int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers",
       warp_slack = "fission" }
@@ -1239,6 +1239,43 @@ __global__ void block_sum(const T *x, T *out)
   out[blockIdx.x * B + t] = s[0] + mine;
 }
 template <int B = 64> __global__ void defaulted(int *y) { FORCE y[threadIdx.x] += B; }
+__global__ void uniform_ifs(const int *x, int *out, int n, int mode)
+{
+  FORCE
+  __shared__ int s[64];
+  int t = threadIdx.x, g = blockIdx.x * 64 + t;
+  int v = x[g];
+  if (mode > 0) {
+    s[t] = v * 2;
+    __syncthreads();
+    v += s[63 - t];
+  } else if (mode < 0) {
+    s[t] = v + 1;
+    __syncthreads();
+    v -= s[(t + 1) % 64];
+  } else
+    __syncthreads();
+  __syncthreads();
+  for (int r = 0; r < 2; r++) {
+    for (int h = 32; h > 0; h /= 2) {
+      if (n > 0) {
+        s[t] = v;
+        __syncthreads();
+        if (t < h) v += s[t + h];
+        __syncthreads();
+      }
+    }
+  }
+  int k = 0;
+  do {
+    s[t] = v + k;
+    __syncthreads();
+    v = s[(t + k + 1) % 64] - k;
+    __syncthreads();
+    k++;
+  } while (k < n);
+  out[g] = v;
+}
 ]]
 
 describe("cpu fast paths for C++ linkage and templates", function()
@@ -1255,7 +1292,8 @@ describe("cpu fast paths for C++ linkage and templates", function()
   it("names the path each kernel takes", function()
     local want = { ["axpy<float>"] = "simd", ["axpy<int>"] = "simd", cxx_scale = "simd",
       ["block_sum<int, 128>"] = "fission", ["block_sum<float, 64>"] = "fission",
-      ["defaulted<>"] = "loop" }   -- a template parameter's default: the entry does not name every argument
+      ["defaulted<>"] = "loop",   -- a template parameter's default: the entry does not name every argument
+      uniform_ifs = "fission" }   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -1288,6 +1326,18 @@ describe("cpu fast paths for C++ linkage and templates", function()
       local s = 0
       for i = 1, blk do s = s + i % 11 end
       assert.are.equal(s + 1 % 11, a[2][1], name)
+    end
+  end)
+
+  it("barriers in block-uniform ifs, nested loops and do loops give what the fibers give", function()
+    for _, mode in ipairs { 1, -1, 0 } do
+      for _, n in ipairs { 0, 3 } do
+        local a, b = both("uniform_ifs", { grid = 3, block = 64 }, function()
+          return { cd.array(seq(192, function(i) return (i * 7) % 23 end), "int32", CPU), cd.zeros(192, "int32", CPU),
+            n, mode }
+        end)
+        assert.are.same(b, a, "mode " .. mode .. " n " .. n)
+      end
     end
   end)
 end)

@@ -16,8 +16,8 @@
  *   the usual way is known not to wrap and the loop vectorises (with -fno-trapping-math: a guarded body
  *   becomes masked loads and stores).
  * - fission: a kernel whose barriers are `__syncthreads();` statements at the top level of its body or of
- *   the body of a `for`/`while` loop that is itself at such a level (a barrier loop; its header is run once
- *   for the block: CUDA requires a barrier loop to be uniform). The body is cut at the barriers into regions,
+ *   the body of a `for`/`while`/`do` loop or an if's branch that is itself at such a level (a barrier loop;
+ *   its header is run once for the block: CUDA requires a barrier loop to be uniform; NOTE [barrier if]). The body is cut at the barriers into regions,
  *   each a loop over the block's threads (loop fission, as MCUDA, CuPBoP and POCL do). A local declared in one
  *   region and used in another lives in a per-thread array (a VLA on the block's stack, `name[t]`), unless it
  *   is thread-affine (fis_remat_ok): an integer or pointer whose initialiser reads only threadIdx, blockIdx,
@@ -32,7 +32,7 @@
  *   fission regions the threads' x is unsigned (GCC splits a loop at `if (t < h)`) and the thread index
  *   that subscripts the per-thread arrays is 64-bit (so `c[t]` is affine in x and the region vectorises).
  * Anything the transformation does not understand leaves the kernel on its old path: a barrier elsewhere
- * (under an if, in a do loop, in a device function), other sync words (__syncthreads_count, cooperative
+ * (in a nested block, a switch, a device function), other sync words (__syncthreads_count, cooperative
  * groups, warp operations other than those NOTE [warp fission] takes), goto, labels, lambdas, try, preprocessor lines other than
  * #pragma, a barrier loop whose header reads threadIdx or whose counter a region writes,
  * break/continue in a region of a barrier loop, a cross-region local that is a reference, auto, an array with
@@ -58,6 +58,7 @@ typedef struct fitem { /* one statement of a sequence */
   int flag, neg; /* warp if: its per-thread flag, and 1 for the else */
   int call, eq, op; /* warp operation: the call's token, the assignment's first token, which (fis_warp_word) */
   int arg[5], nargs; /* warp operation: the first token of each argument; arg[nargs] the closing parenthesis */
+  int dow; /* barrier loop: a do loop (its header is the condition after while) */
 } fitem;
 
 typedef struct fdecl {
@@ -215,6 +216,8 @@ static int fis_warp_op(fgen *g, int a, int e) {
 }
 
 static int fis_seq(fgen *g, int a, int b);
+static int fis_barrier_if(fgen *g, int i, int e);
+static int fis_barrier_do(fgen *g, int i, int e);
 
 /* `if (c) { ... } [else { ... }]` at [i, e) whose braces hold warp operations (NOTE [warp fission]). */
 static int fis_warp_if(fgen *g, int i, int e) {
@@ -244,6 +247,43 @@ static int fis_warp_if(fgen *g, int i, int e) {
 }
 
 /* Split the statements of [a, b) into items; barrier loops recursively. 0, or -1: not for fission. */
+/* A barrier loop's item at [kw, e) whose body is the statement [body, e): braced or not. */
+static int fis_barrier_body(fgen *g, int kw, int ha, int hb, int body, int e) {
+  if (g->nit == FIS_MAX_ITEMS) return -1;
+  int braced = ftok(g, body, "{"), me = g->nit++;
+  if (braced && !ftok(g, e - 1, "}")) return -1;
+  g->it[me] = (fitem){.kind = 2, .hdr_a = ha, .hdr_b = hb, .kw = kw};
+  g->it[me].neg = !braced; /* a body of one statement, without braces (NOTE [warp fission]) */
+  g->nbar++;
+  if (fis_seq(g, body + braced, e - braced)) return -1;
+  g->it[me].b = g->nit; /* for a loop: b is the index of the item after its body's items */
+  g->it[me].a = e - 1; /* and a its closing brace */
+  return 0;
+}
+
+/* NOTE [barrier if]: `if (C) S [else S2]` whose branches hold __syncthreads(). CUDA requires every thread of
+ * the block to reach the same barriers, so C is the same for the whole block (as a barrier loop's header is):
+ * it is read once for the block, as thread 0 sees it, like a barrier loop's header (threadIdx in C: fibers).
+ * Each branch is an item like a barrier loop's body whose header runs once; `else if` chains nest. */
+static int fis_barrier_if(fgen *g, int i, int e) {
+  if (!ftok(g, i + 1, "(")) return -1;
+  int rp = cdv_cpu_skip_parens(g->s, g->t, i + 1) - 1, e1 = stmt_end(g, rp + 1, e);
+  if (rp <= i + 2 || e1 < 0 || fis_barrier_body(g, i, i + 2, rp, rp + 1, e1)) return -1;
+  if (e1 == e) return 0;
+  if (!ftok(g, e1, "else") || stmt_end(g, e1 + 1, e) != e) return -1;
+  return fis_barrier_body(g, e1, e1, e1, e1 + 1, e); /* "else {": an empty header */
+}
+
+/* `do { ... } while (C);` holding barriers: a barrier loop whose condition, read once for the block, is C. */
+static int fis_barrier_do(fgen *g, int i, int e) {
+  int close = stmt_end(g, i + 1, e);
+  if (close < 0 || !ftok(g, i + 1, "{") || !ftok(g, close, "while") || !ftok(g, close + 1, "(")) return -1;
+  int rp = cdv_cpu_skip_parens(g->s, g->t, close + 1) - 1, me = g->nit;
+  if (rp + 2 != e || rp <= close + 2 || fis_barrier_body(g, i, close + 2, rp, i + 1, close)) return -1;
+  g->it[me].dow = 1;
+  return 0;
+}
+
 static int fis_seq(fgen *g, int a, int b) {
   for (int i = a; i < b;) {
     if (g->t->v[i].bol && ftok(g, i, "#")) { /* a #pragma: a plain item of its own */
@@ -263,19 +303,16 @@ static int fis_seq(fgen *g, int a, int b) {
     } else if (!has_barrier(g, i, e)) {
       g->it[g->nit++] = (fitem){.kind = 0, .a = i, .b = e};
     } else if ((ftok(g, i, "for") || ftok(g, i, "while")) && ftok(g, i + 1, "(")) {
-      int hb = cdv_cpu_skip_parens(g->s, g->t, i + 1), braced = ftok(g, hb, "{"); /* after ')' */
-      if (e != stmt_end(g, hb, b) || (braced && !ftok(g, e - 1, "}"))) return -1;
-      int me = g->nit++;
-      g->it[me] = (fitem){.kind = 2, .a = hb + 1, .b = e - 1, .hdr_a = i + 2, .hdr_b = hb - 1, .kw = i};
-      g->it[me].neg = !braced; /* a body of one statement, without braces (NOTE [warp fission]) */
-      g->nbar++;
-      if (fis_seq(g, hb + braced, e - braced)) return -1;
-      g->it[me].b = g->nit; /* for a loop: b is the index of the item after its body's items */
-      g->it[me].a = e - 1; /* and a its closing brace */
+      int hb = cdv_cpu_skip_parens(g->s, g->t, i + 1); /* after ')' */
+      if (e != stmt_end(g, hb, b) || fis_barrier_body(g, i, i + 2, hb - 1, hb, e)) return -1;
+    } else if (ftok(g, i, "if") && has_sync(g, i, e)) {
+      if (fis_barrier_if(g, i, e)) return -1;
+    } else if (ftok(g, i, "do") && has_sync(g, i, e)) {
+      if (fis_barrier_do(g, i, e)) return -1;
     } else if (ftok(g, i, "if")) {
       if (fis_warp_if(g, i, e)) return -1;
     } else if (fis_warp_op(g, i, e)) {
-      return -1; /* a barrier under an if, a do loop, a block, ... */
+      return -1; /* a barrier in a block, a switch, ... */
     }
     i = e;
   }
@@ -1061,11 +1098,15 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
       k++;
     } else {
       fis_gap(g, o, x->kw);
-      fis_emit(g, o, x->kw, x->hdr_b + 2 - x->neg, -2); /* for ( header ) { */
+      if (x->dow)
+        buf_adds(o, "do {");
+      else
+        fis_emit(g, o, x->kw, x->hdr_b + 2 - x->neg, -2); /* for ( header ) {, if ( C ) {, else { */
       if (x->neg) buf_adds(o, " {");
       fis_walk(g, o, k + 1, x->b, hdr);
       if (!x->neg) fis_gap(g, o, x->a);
       buf_adds(o, "}");
+      if (x->dow) buf_adds(o, " while ("), fis_emit(g, o, x->hdr_a, x->hdr_b, -2), buf_adds(o, ");");
       k = x->b;
     }
   }
@@ -1222,12 +1263,14 @@ static int fis_number(fgen *g, int from, int to) {
       }
       int b = x->b;
       if (fis_number(g, k + 1, b)) return -1;
-      /* a region of the loop's body must not change its counters nor break out of the thread loop */
+      /* a region of the loop's body must not change its counters nor break out of the thread loop; a while or
+       * do loop's condition (and an if's) reads thread 0's copy of a local, which a region may change (k++) */
+      int counters = ftok(g, x->kw, "for");
       for (int j = k + 1; j < b; j++) {
         if (g->it[j].kind != 0) continue;
         for (int i = g->it[j].a; i < g->it[j].b; i++) {
           if ((ftok(g, i, "break") || ftok(g, i, "continue")) && !fis_nested(g, g->it[j].a, g->it[j].b, i)) return -1;
-          for (int i2 = x->hdr_a; i2 < x->hdr_b; i2++)
+          for (int i2 = x->hdr_a; counters && i2 < x->hdr_b; i2++)
             if (same_tok(g, i, i2) && fis_writes(g, i)) return -1;
         }
       }
