@@ -1239,6 +1239,24 @@ __global__ void block_sum(const T *x, T *out)
   out[blockIdx.x * B + t] = s[0] + mine;
 }
 template <int B = 64> __global__ void defaulted(int *y) { FORCE y[threadIdx.x] += B; }
+#define SYNC() __syncthreads()
+#define SYNC_WORD __syncthreads()
+__global__ void macro_sync(const int *x, int *out)
+{
+  FORCE
+  __shared__ int s[96];
+  int t = threadIdx.x, v = x[blockIdx.x * 96 + t];
+  s[t] = v;
+  SYNC();
+  v += s[95 - t];
+  SYNC();
+  if (v >= 0) {
+    s[t] = v;
+    SYNC_WORD;
+    v = s[(t + 5) % 96] * 2 + v;
+  }
+  out[blockIdx.x * 96 + t] = v;
+}
 __global__ void uniform_ifs(const int *x, int *out, int n, int mode)
 {
   FORCE
@@ -1293,7 +1311,7 @@ describe("cpu fast paths for C++ linkage and templates", function()
     local want = { ["axpy<float>"] = "simd", ["axpy<int>"] = "simd", cxx_scale = "simd",
       ["block_sum<int, 128>"] = "fission", ["block_sum<float, 64>"] = "fission",
       ["defaulted<>"] = "loop",   -- a template parameter's default: the entry does not name every argument
-      uniform_ifs = "fission" }   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
+      uniform_ifs = "fission", macro_sync = "fission" }   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -1339,5 +1357,12 @@ describe("cpu fast paths for C++ linkage and templates", function()
         assert.are.same(b, a, "mode " .. mode .. " n " .. n)
       end
     end
+  end)
+
+  it("barriers behind a macro that is __syncthreads() give what the fibers give", function()
+    local a, b = both("macro_sync", { grid = 2, block = 96 }, function()
+      return { cd.array(seq(192, function(i) return (i * 5) % 17 end), "int32", CPU), cd.zeros(192, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
   end)
 end)

@@ -64,7 +64,7 @@ int cdv_cpu_entry_paths(job *j, int wide) {
       char pat[132];
       snprintf(pat, sizeof pat, " %s ", all[b]->name);
       if (b == self || !all[b]->name[0] || !strstr(all[self]->idents, pat)) continue;
-      cand &= !all[b]->sync;
+      cand &= !all[b]->sync || all[b]->alias;
       hdr |= strstr(all[b]->idents, " threadIdx ") || strstr(all[b]->idents, " cdv_hdr ") ||
              strstr(all[b]->idents, " __activemask ");
     }

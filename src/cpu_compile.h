@@ -80,6 +80,7 @@ typedef struct kfunc {
   char *name; /* "" for a brace region that is not a function's */
   char *idents; /* " a b c ": the identifiers of its body */
   int sync; /* it needs fibers: NOTE [kernel paths] */
+  int alias; /* a macro that is __syncthreads() and nothing else: fission takes it (NOTE [barrier if]) */
 } kfunc;
 
 typedef struct scanres {
@@ -101,6 +102,7 @@ int cdv_cpu_ns_brace(const char *s, const cdv_toks *t, int i); /* "{" t[i] opens
 int cdv_cpu_word_of(const char *s, const cdv_tok *k, const char *const *list); /* k is one of list */
 int cdv_cpu_function_name(const char *s, const cdv_toks *t, int i, char *out, size_t n); /* "{" t[i] opens a function */
 int cdv_cpu_pp_line_end(const char *s, const cdv_toks *t, int i); /* after the preprocessor line at t[i] */
+int cdv_cpu_barrier_macro(const char *s, const cdv_toks *t, int i, int end);
 
 /* ---------------------------------------------------------------- a compile */
 typedef struct copts {

@@ -85,6 +85,7 @@ typedef struct fgen {
   int guard[FIS_MAX_GUARDS], gneg[FIS_MAX_GUARDS], ng; /* the warp ifs around the regions being written */
   int ifdepth; /* warp ifs open while reading the body (at most FIS_MAX_GUARDS deep) */
   const char *fname;
+  int alias[8], nalias; /* names of macros that are __syncthreads() (cdv_cpu_barrier_macro) */
   int lb, rb; /* the kernel body's braces */
   int lp, rp; /* the parameter list's parentheses */
   unsigned char seg_bsc[FIS_MAX_ITEMS * 2 + 1]; /* a region of block-scalar statements only: run once */
@@ -156,9 +157,19 @@ static int fis_warp_word(const fgen *g, int i) {
   return 0;
 }
 
+static int same_tok(const fgen *g, int i, int j);
+
+/* __syncthreads, or a macro that is it (`#define SYNC() __syncthreads()`) */
+static int fis_sync_word(const fgen *g, int i) {
+  if (ftok(g, i, "__syncthreads")) return 1;
+  for (int k = 0; k < g->nalias; k++)
+    if (same_tok(g, i, g->alias[k])) return 1;
+  return 0;
+}
+
 static int has_barrier(const fgen *g, int a, int b) {
   for (int i = a; i < b; i++)
-    if (ftok(g, i, "__syncthreads") || ftok(g, i, "__syncwarp") || fis_warp_word(g, i)) return 1;
+    if (fis_sync_word(g, i) || ftok(g, i, "__syncwarp") || fis_warp_word(g, i)) return 1;
   return 0;
 }
 
@@ -166,7 +177,7 @@ static int fis_assigns(const fgen *g, int i);
 
 static int has_sync(const fgen *g, int a, int b) {
   for (int i = a; i < b; i++)
-    if (ftok(g, i, "__syncthreads")) return 1;
+    if (fis_sync_word(g, i)) return 1;
   return 0;
 }
 
@@ -295,8 +306,8 @@ static int fis_seq(fgen *g, int a, int b) {
     }
     int e = stmt_end(g, i, b);
     if (e < 0 || g->nit == FIS_MAX_ITEMS) return -1;
-    if ((ftok(g, i, "__syncthreads") && ftok(g, i + 1, "(") && ftok(g, i + 2, ")") && ftok(g, i + 3, ";") &&
-         e == i + 4) ||
+    if ((fis_sync_word(g, i) && ftok(g, i + 1, "(") && ftok(g, i + 2, ")") && ftok(g, i + 3, ";") && e == i + 4) ||
+        (fis_sync_word(g, i) && !ftok(g, i, "__syncthreads") && ftok(g, i + 1, ";") && e == i + 2) ||
         fis_syncwarp(g, i, e)) {
       g->it[g->nit++] = (fitem){.kind = 1, .a = i, .b = e, .kw = i};
       g->nbar++;
@@ -1366,7 +1377,10 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
   for (int i = 0, depth = 0; i < t.n; i++) {
     const cdv_tok *k = &t.v[i];
     if (k->bol && cdv_tok_is(s, k, "#")) {
-      i = cdv_cpu_pp_line_end(s, &t, i) - 1;
+      int end = cdv_cpu_pp_line_end(s, &t, i);
+      if (i + 5 < end && cdv_tok_is(s, &t.v[i + 1], "define") && cdv_cpu_barrier_macro(s, &t, i, end) && g->nalias < 8)
+        g->alias[g->nalias++] = i + 2;
+      i = end - 1;
     } else if (cdv_tok_is(s, k, "{") && cdv_cpu_ns_brace(s, &t, i)) {
       depth++;
     } else if (cdv_tok_is(s, k, "}")) {

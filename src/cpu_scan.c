@@ -301,6 +301,16 @@ static int add_kfunc(scanres *r, const char *name, const char *s, const cdv_toks
 }
 
 /* (see NOTE [kernel paths]) the functions, macros and other brace regions at namespace scope of one file. */
+/* Is the #define at [i, end) (t[i] the '#') `#define NAME() __syncthreads()` or `#define NAME __syncthreads()`? */
+int cdv_cpu_barrier_macro(const char *s, const cdv_toks *t, int i, int end) {
+  int b = i + 3;
+  if (end - i == 8 && cdv_tok_is(s, &t->v[b], "(") && t->v[b].off == t->v[i + 2].off + t->v[i + 2].len &&
+      cdv_tok_is(s, &t->v[b + 1], ")"))
+    b += 2;
+  return end - b == 3 && cdv_tok_is(s, &t->v[b], "__syncthreads") && cdv_tok_is(s, &t->v[b + 1], "(") &&
+         cdv_tok_is(s, &t->v[b + 2], ")");
+}
+
 static int note_functions(const char *s, const cdv_toks *t, scanres *r) {
   int depth = 0; /* braces of namespaces and linkage blocks */
   for (int i = 0; i < t->n; i++) {
@@ -313,6 +323,7 @@ static int note_functions(const char *s, const cdv_toks *t, scanres *r) {
         memcpy(name, s + t->v[i + 2].off, len);
         name[len] = 0;
         if (add_kfunc(r, name, s, t, i + 3, end)) return -1;
+        r->fn[r->nfn - 1].alias = cdv_cpu_barrier_macro(s, t, i, end);
       }
       i = end - 1;
     } else if (cdv_tok_is(s, k, "{") && cdv_cpu_ns_brace(s, t, i)) {
