@@ -67,6 +67,32 @@ describe("cpu kernel paths (k.cpu_path)", function()
     assert.are.equal("fibers", m.through_calls.cpu_path)
   end)
 
+  it("k.cpu_reason names what keeps a kernel off its fast path, with its line; nil on simd and fission", function()
+    assert.is_nil(m.plain.cpu_reason)
+    assert.is_nil(m.direct.cpu_reason)
+    assert.are.equal("calls 'indirect', which reaches a barrier or warp operation", m.through_calls.cpu_reason)
+    local m2 = cd.compile([[
+__global__ void block(float *y)
+{
+  __shared__ float s[64];
+  s[threadIdx.x] = y[threadIdx.x];
+  { __syncthreads(); }
+  y[threadIdx.x] = s[0];
+}
+__global__ void label(float *y)
+{
+  int i = threadIdx.x;
+again:
+  y[i] += 1;
+  if (y[i] < 3) goto again;
+}
+]], CPU)
+    assert.are.equal("fibers", m2.block.cpu_path)
+    assert.are.equal("a barrier in a nested block, a switch or an expression (line 5)", m2.block.cpu_reason)
+    assert.are.equal("loop", m2.label.cpu_path)
+    assert.are.equal("a label (line 11)", m2.label.cpu_reason)
+  end)
+
   it("every path computes what CUDA would", function()
     local x = cd.array((function() local t = {} for i = 1, 64 do t[i] = i end return t end)(), "float32", CPU)
     m.plain({ grid = 1, block = 64 }, x)

@@ -106,6 +106,7 @@ typedef struct cdv_cpu_func {
   const cdv_cpu_sig *sig; /* NULL when the object does not say */
   cdv_cpu_entry fis; /* NOTE [fast paths] in cpu_fission.c: the whole block in one call, or NULL */
   unsigned long fis_row; /* its per-thread bytes */
+  const char *why; /* "<trampoline>_why": what keeps it off its fast path (k.cpu_reason), or NULL */
   char name[128]; /* the entry as written ("saxpy", "axpy<float>"), for messages */
   struct cdv_cpu_func *next;
 } cdv_cpu_func;

@@ -26,7 +26,8 @@ int cdv_cpu_entry_paths(job *j, int wide) {
   j->entry_fast = calloc((size_t)req->nentries + 1, sizeof *j->entry_fast);
   j->fast_off = calloc((size_t)req->nentries + 1, sizeof *j->fast_off);
   j->entry_cand = calloc((size_t)req->nentries + 1, sizeof *j->entry_cand);
-  if (!j->entry_fast || !j->fast_off || !j->entry_cand) {
+  j->why = calloc((size_t)req->nentries + 1, sizeof *j->why);
+  if (!j->entry_fast || !j->fast_off || !j->entry_cand || !j->why) {
     free(all);
     return -1;
   }
@@ -64,12 +65,21 @@ int cdv_cpu_entry_paths(job *j, int wide) {
       char pat[132];
       snprintf(pat, sizeof pat, " %s ", all[b]->name);
       if (b == self || !all[b]->name[0] || !strstr(all[self]->idents, pat)) continue;
+      if (all[b]->sync && !all[b]->alias)
+        snprintf(j->why[i], sizeof j->why[i], "calls '%s', which reaches a barrier or warp operation", all[b]->name);
       cand &= !all[b]->sync || all[b]->alias;
       hdr |= strstr(all[b]->idents, " threadIdx ") || strstr(all[b]->idents, " cdv_hdr ") ||
              strstr(all[b]->idents, " __activemask ");
     }
     if (cand && (strstr(all[self]->idents, " __activemask ") || strstr(all[self]->idents, " cdv_hdr "))) hdr = 1;
     j->entry_cand[i] = cand ? 1 + hdr : 0;
+    if (!cand && !j->why[i][0]) /* k.cpu_reason */
+      snprintf(j->why[i], sizeof j->why[i], "%s",
+               wide       ? "a barrier in a class body or in a file from an include path"
+               : !found   ? "its body is not in the source or its headers"
+               : start    ? "a kernel inside a named namespace"
+               : self < 0 ? "its name is not the function's"
+                          : "the kernel is defined more than once");
   }
   free(all);
   return 0;
@@ -84,10 +94,12 @@ int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b) {
   int tracked = mode && !strcmp(mode, "tracked");
   if (mode && !strcmp(mode, "0")) {
     memset(j->entry_fast, 0, (size_t)req->nentries * sizeof *j->entry_fast);
+    for (int i = 0; i < req->nentries; i++) snprintf(j->why[i], sizeof j->why[i], "CUDADEV_CPU_FAST=0");
     return 0;
   }
   for (int i = 0; i < req->nentries; i++) {
     j->entry_fast[i] = 0;
+    if (j->fast_off[i]) snprintf(j->why[i], sizeof j->why[i], "its written-out fast function did not compile");
     if (j->fast_off[i] || !j->entry_cand[i]) continue;
     buf row = {0}, inst = {0};
     /* "axpy<float>": the function axpy, its fast function instantiated as cdv_fis_<sym><float, 1> */
@@ -96,9 +108,10 @@ int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b) {
     size_t tl = lt ? strlen(lt + 1) : 0;
     if (tl) buf_add(&inst, lt + 1, tl - 1), buf_adds(&inst, ", ");
     const char *ta = lt ? inst.p : "";
-    int rc = !base || inst.oom ? -1
-                               : cdv_cpu_fis_kernel(req->name ? req->name : "kernel.cu", src, n, base, lt ? ta : NULL,
-                                                    j->syms[i], tracked || j->entry_cand[i] == 2, b, &row);
+    int rc = !base || inst.oom
+                 ? -1
+                 : cdv_cpu_fis_kernel(req->name ? req->name : "kernel.cu", src, n, base, lt ? ta : NULL, j->syms[i],
+                                      tracked || j->entry_cand[i] == 2, b, &row, j->why[i], sizeof j->why[i]);
     free(base);
     if (rc < 0 || row.oom) {
       free(row.p), free(inst.p);

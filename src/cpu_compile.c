@@ -270,8 +270,8 @@ static int check_entries(const cdv_compile_req *req, cdv_err *e) {
   return 0;
 }
 
-static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int fibers, const int *entry_fibers,
-                            const int *entry_fast) {
+static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int fibers, char (*why)[160],
+                            const int *entry_fibers, const int *entry_fast) {
   buf_adds(b, "\n#line 1 \"<cudadev entries>\"\n");
   for (int i = 0; i < req->nentries; i++) {
     if (req->is_expr && req->is_expr[i] == 2) { /* a global's accessor: NOTE [module globals] in module.c */
@@ -287,6 +287,11 @@ static void add_trampolines(buf *b, const cdv_compile_req *req, char **syms, int
              "extern \"C\" __attribute__((visibility(\"default\"))) void %s(cdv_cpu_ctx *cdv_c_, void **cdv_a_, "
              "int cdv_m_) { cdv_run<(%s)>(cdv_c_, cdv_a_, cdv_m_); }\n",
              syms[i], req->entries[i]);
+    if (why && why[i][0]) { /* k.cpu_reason */
+      buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const char %s_why[] = ", syms[i]);
+      cdv_cpu_add_cstring(b, why[i]);
+      buf_adds(b, ";\n");
+    }
     buf_addf(b, "extern \"C\" __attribute__((visibility(\"default\"))) const char %s_name[] = ", syms[i]);
     cdv_cpu_add_cstring(b, req->entries[i]);
     buf_adds(b, ";\n");
@@ -653,6 +658,7 @@ static void job_free(job *j) {
   free(j->entry_fast);
   free(j->fast_off);
   free(j->entry_cand);
+  free(j->why);
   free(j->tu.p);
   cdv_sl_free(&j->cmd);
 }
@@ -702,7 +708,7 @@ static int make_tu(job *j, int fast) {
     memset(j->entry_fast, 0, (size_t)req->nentries * sizeof *j->entry_fast);
   }
   free(src);
-  add_trampolines(&j->tu, req, j->syms, j->fibers, j->entry_fibers, j->entry_fast);
+  add_trampolines(&j->tu, req, j->syms, j->fibers, j->why, j->entry_fibers, j->entry_fast);
   return j->tu.oom ? -1 : 0;
 }
 

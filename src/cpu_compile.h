@@ -129,6 +129,7 @@ typedef struct job {
   int *fast_off; /* per entry: its fast function did not compile */
   int *entry_cand; /* per entry: 1 a candidate for a fast path, 2 one whose callees read the thread header */
   const char *refusal; /* NOTE [refused constructs] */
+  char (*why)[160]; /* per entry: what keeps it off its fast path (k.cpu_reason), "" for nothing */
 } job;
 
 /* A C string literal of s added to b (cpu_compile.c). */
@@ -141,5 +142,5 @@ int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b);
 /* cpu_fission.c: the fast function of one kernel (NOTE [fast paths]). */
 /* targs: a template's arguments followed by ", " ("float, "), NULL for a function that is not one. */
 int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *targs,
-                       const char *sym, int hdr, buf *o, buf *rowo);
+                       const char *sym, int hdr, buf *o, buf *rowo, char *why, size_t nwhy);
 #endif

@@ -90,6 +90,7 @@ typedef struct fgen {
   int lp, rp; /* the parameter list's parentheses */
   unsigned char seg_bsc[FIS_MAX_ITEMS * 2 + 1]; /* a region of block-scalar statements only: run once */
   int chunked; /* the region open loops over chunks of 32 threads (NOTE [warp skip]) */
+  char why[160]; /* what kept the kernel off its fast path, with its line (k.cpu_reason), "" if nothing yet */
 } fgen;
 
 static int ftok(const fgen *g, int i, const char *w) {
@@ -97,6 +98,15 @@ static int ftok(const fgen *g, int i, const char *w) {
 }
 
 /* The index after the statement that starts at i (end: the end of its sequence), or -1. */
+/* k.cpu_reason: the first construct that keeps the kernel off its fast path, at token i; returns -1. */
+static int fis_no(fgen *g, int i, const char *what) {
+  if (!g->why[0] && i >= 0 && i < g->t->n)
+    snprintf(g->why, sizeof g->why, "%s (line %d)", what, g->t->v[i].line);
+  else if (!g->why[0])
+    snprintf(g->why, sizeof g->why, "%s", what);
+  return -1;
+}
+
 static int stmt_end(fgen *g, int i, int end) {
   if (i >= end) return -1;
   if (ftok(g, i, "{")) {
@@ -323,7 +333,7 @@ static int fis_seq(fgen *g, int a, int b) {
     } else if (ftok(g, i, "if")) {
       if (fis_warp_if(g, i, e)) return -1;
     } else if (fis_warp_op(g, i, e)) {
-      return -1; /* a barrier in a block, a switch, ... */
+      return fis_no(g, i, "a barrier in a nested block, a switch or an expression");
     }
     i = e;
   }
@@ -1262,7 +1272,7 @@ static int fis_number(fgen *g, int from, int to) {
       cur = -1;
       for (int i = x->hdr_a; i < x->hdr_b; i++)
         if (ftok(g, i, "threadIdx"))
-          return -1; /* a barrier loop's header runs once for the block */
+          return fis_no(g, i, "threadIdx in the condition of a loop or if around a barrier"); /* run once */
         else
           g->seg_of[i] = -2;
       if (ftok(g, x->kw, "for")) { /* the counter a for header declares: uniform */
@@ -1280,9 +1290,10 @@ static int fis_number(fgen *g, int from, int to) {
       for (int j = k + 1; j < b; j++) {
         if (g->it[j].kind != 0) continue;
         for (int i = g->it[j].a; i < g->it[j].b; i++) {
-          if ((ftok(g, i, "break") || ftok(g, i, "continue")) && !fis_nested(g, g->it[j].a, g->it[j].b, i)) return -1;
+          if ((ftok(g, i, "break") || ftok(g, i, "continue")) && !fis_nested(g, g->it[j].a, g->it[j].b, i))
+            return fis_no(g, i, "break or continue in a loop with barriers");
           for (int i2 = x->hdr_a; counters && i2 < x->hdr_b; i2++)
-            if (same_tok(g, i, i2) && fis_writes(g, i)) return -1;
+            if (same_tok(g, i, i2) && fis_writes(g, i)) return fis_no(g, i, "a for loop's counter changed in its body");
         }
       }
       k = b;
@@ -1357,7 +1368,7 @@ static int fis_template(const fgen *g, int nm, int *a, int *b) {
 }
 
 int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *targs,
-                       const char *sym, int hdr, buf *o, buf *rowo) {
+                       const char *sym, int hdr, buf *o, buf *rowo, char *why, size_t nwhy) {
   char *s = cdv_scan_strip(src, n);
   cdv_toks t = {0};
   if (!s || cdv_scan_tokenize(s, n, &t)) {
@@ -1393,7 +1404,10 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
       i = j - 1;
     }
   }
-  if (found != 1 || !ftok(g, lb - 1, ")")) goto done;
+  if (found != 1 || !ftok(g, lb - 1, ")")) {
+    fis_no(g, -1, found ? "the kernel is defined more than once" : "the kernel's body is not at namespace scope");
+    goto done;
+  }
   int rp = lb - 1, lp = rp;
   for (int d = 0; lp >= 0; lp--) {
     d += ftok(g, lp, ")") - ftok(g, lp, "(");
@@ -1401,26 +1415,43 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
   }
   if (lp <= 0 || !same_tok(g, lp - 1, lp - 1) || !cdv_tok_is(s, &t.v[lp - 1], name)) goto done;
   int rb = stmt_end(g, lb, t.n) - 1, ta = 0, tb = 0, tmpl = fis_template(g, lp - 1, &ta, &tb);
-  if (rb < 0 || tmpl < 0 || tmpl != (targs != NULL)) goto done; /* an entry names a template by its arguments */
+  if (rb < 0 || tmpl < 0 || tmpl != (targs != NULL)) { /* an entry names a template by its arguments */
+    fis_no(g, lp, "a template parameter with a default or a pack");
+    goto done;
+  }
   for (int i = lb + 1; i < rb; i++) {
     const cdv_tok *k = &t.v[i];
     if (k->kind == CDV_T_IDENT &&
         (cdv_cpu_word_of(s, k, fis_refused) || (cdv_scan_barrier_word(s, k) && !cdv_tok_is(s, k, "__syncthreads") &&
-                                                !cdv_tok_is(s, k, "__syncwarp") && !fis_warp_word(g, i))))
+                                                !cdv_tok_is(s, k, "__syncwarp") && !fis_warp_word(g, i)))) {
+      char what[96];
+      snprintf(what, sizeof what, "'%.*s'", k->len > 60 ? 60 : (int)k->len, s + k->off);
+      fis_no(g, i, what);
       goto done;
-    if (cdv_tok_is(s, k, "]") && (ftok(g, i + 1, "(") || ftok(g, i + 1, "{"))) goto done; /* a lambda, likely */
+    }
+    if (cdv_tok_is(s, k, "]") && (ftok(g, i + 1, "(") || ftok(g, i + 1, "{"))) { /* a lambda, likely */
+      fis_no(g, i, "a lambda");
+      goto done;
+    }
     if (cdv_tok_is(s, k, ":") && t.v[i - 1].kind == CDV_T_IDENT && !ftok(g, i - 1, "default") &&
-        (ftok(g, i - 2, ";") || ftok(g, i - 2, "{") || ftok(g, i - 2, "}")) && !ftok(g, i + 1, ":"))
-      goto done; /* a label */
+        (ftok(g, i - 2, ";") || ftok(g, i - 2, "{") || ftok(g, i - 2, "}")) && !ftok(g, i + 1, ":")) {
+      fis_no(g, i, "a label");
+      goto done;
+    }
     g->ret |= cdv_tok_is(s, k, "return");
     for (int p = lp + 1; p < rp; p++) /* a thread's own copy of a parameter: not when the body changes one */
       if (k->kind == CDV_T_IDENT && same_tok(g, i, p) &&
           (fis_writes(g, i) || ((ftok(g, p + 1, ",") || ftok(g, p + 1, ")")) &&
-                                (fis_aliased(g, i, lb, 0) || fis_takes_ref(g, fis_call_paren(g, i, lb) - 1)))))
-        goto done; /* a name's alias (not for ?: operands, min-like `k < n ? k : n`, which a write through is
+                                (fis_aliased(g, i, lb, 0) || fis_takes_ref(g, fis_call_paren(g, i, lb) - 1))))) {
+        fis_no(g, i, "a parameter changed, aliased or passed by reference");
+        goto done;
+      } /* a name's alias (not for ?: operands, min-like `k < n ? k : n`, which a write through is
                     * rare), or passed to a function that may take it by reference: twice(n) */
   }
-  if (fis_seq(g, lb + 1, rb) || fis_number(g, 0, g->nit)) goto done;
+  if (fis_seq(g, lb + 1, rb) || fis_number(g, 0, g->nit)) {
+    fis_no(g, lb, "a statement around a barrier or warp operation that fission does not take");
+    goto done;
+  }
   if (!g->nbar) g->ret = 0;
   /* which declarations cross regions */
   for (int d = 0; d < g->nd; d++) {
@@ -1451,11 +1482,16 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
       if (d2 != d && same_tok(g, g->d[d2].name, x->name)) counters &= g->d[d2].uniform;
     if (counters) continue;
     for (int p = lp + 1; p < rp; p++)
-      if (same_tok(g, p, x->name)) goto done;
+      if (same_tok(g, p, x->name)) {
+        fis_no(g, x->name, "a local across a barrier named as a parameter");
+        goto done;
+      }
     for (int i = lb + 1; i < rb; i++) {
       if (i == x->name || !same_tok(g, i, x->name)) continue;
-      if (i < x->name && !ftok(g, i - 1, ".") && !ftok(g, i - 1, ":") && !ftok(g, i - 1, ">")) goto done;
-      if (fis_declares(g, i)) goto done;
+      if ((i < x->name && !ftok(g, i - 1, ".") && !ftok(g, i - 1, ":") && !ftok(g, i - 1, ">")) || fis_declares(g, i)) {
+        fis_no(g, i, "a local across a barrier declared twice or used before its declaration");
+        goto done;
+      }
     }
   }
   for (int k = 0; k < g->nit; k++) { /* (see NOTE [warp fission]) a warp loop's header reads no per-thread value */
@@ -1463,7 +1499,10 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
     if (x->kind != 2 || has_sync(g, x->kw, x->a)) continue;
     for (int i = x->hdr_a; i < x->hdr_b; i++)
       for (int d = 0; d < g->nd; d++)
-        if (g->d[d].priv && !g->d[d].bsc && same_tok(g, i, g->d[d].name) && !ftok(g, i - 1, ".")) goto done;
+        if (g->d[d].priv && !g->d[d].bsc && same_tok(g, i, g->d[d].name) && !ftok(g, i - 1, ".")) {
+          fis_no(g, i, "a thread's own local in the header of a loop of warp operations");
+          goto done;
+        }
   }
   /* the function */
   size_t o0 = o->n, r0 = rowo->n;
@@ -1536,10 +1575,12 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
   goto done;
 done_undo:
   rc = 0;
+  fis_no(g, -1, "a local across a barrier whose type fission cannot copy");
   o->n = o0, rowo->n = r0;
   if (o->p) o->p[o0] = 0;
   if (rowo->p) rowo->p[r0] = 0;
 done:
+  if (rc == 0 && g) snprintf(why, nwhy, "%s", g->why[0] ? g->why : "a construct fission does not take");
   free(seg_of);
   free(g);
   free(s);

@@ -748,12 +748,14 @@ static int push_attributes(lua_State *L, kernel *k) {
   return 1;
 }
 
-/* k.cpu_path: how the cpu device runs the kernel's threads (NOTE [kernel paths] in cpu_scan.c); nil elsewhere */
-static int push_cpu_path(lua_State *L, kernel *k) {
+/* k.cpu_path: how the cpu device runs the kernel's threads (NOTE [kernel paths] in cpu_scan.c); nil elsewhere.
+ * reason: k.cpu_reason, what keeps it off the fastest path (simd or fission), nil there and elsewhere */
+static int push_cpu_path(lua_State *L, kernel *k, int reason) {
   cdv_func_info fi;
   kernel_func_info(L, k, &fi);
-  if (fi.cpu_path)
-    lua_pushstring(L, fi.cpu_path);
+  const char *v = reason ? fi.cpu_reason : fi.cpu_path;
+  if (v)
+    lua_pushstring(L, v);
   else
     lua_pushnil(L);
   return 1;
@@ -776,8 +778,8 @@ static int kernel_index(lua_State *L) {
     }
   } else if (strcmp(key, "attributes") == 0)
     return push_attributes(L, k);
-  else if (strcmp(key, "cpu_path") == 0)
-    return push_cpu_path(L, k);
+  else if (strcmp(key, "cpu_path") == 0 || strcmp(key, "cpu_reason") == 0)
+    return push_cpu_path(L, k, key[4] == 'r');
   else if (strcmp(key, "device") == 0)
     cdv_push_device(L, k->dev);
   else if (strcmp(key, "module") == 0)
