@@ -1366,3 +1366,23 @@ describe("cpu fast paths for C++ linkage and templates", function()
     assert.are.same(b, a)
   end)
 end)
+
+-- Issue #29: a {dim = n} launch on the cpu device picks a block that fills the thread loop (the vector loop of
+-- the fast paths), not 32 threads
+describe("cpu dim launches", function()
+  it("suggest_block_size answers 256 on the cpu device, and a dim launch uses it", function()
+    local m = cd.compile([[
+__global__ void dims(unsigned *out, size_t n)
+{
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = blockDim.x;
+}
+]], CPU)
+    assert.are.equal(256, m.dims:suggest_block_size())
+    local out = cd.zeros(1000, "uint32", CPU)
+    m.dims({ dim = 1000 }, out, 1000)
+    assert.are.equal(256, out[1])
+    assert.are.equal(256, out[1000])
+    assert.are.equal("simd", m.dims.cpu_path)
+  end)
+end)
