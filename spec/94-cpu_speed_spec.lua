@@ -1239,6 +1239,16 @@ __global__ void block_sum(const T *x, T *out)
   out[blockIdx.x * B + t] = s[0] + mine;
 }
 template <int B = 64> __global__ void defaulted(int *y) { FORCE y[threadIdx.x] += B; }
+__global__ void and_after_barrier(unsigned *y, unsigned n)
+{
+  FORCE
+  __shared__ unsigned s[64];
+  unsigned tid = threadIdx.x;
+  s[tid] = y[tid];
+  __syncthreads();
+  unsigned x = (n & tid);
+  y[tid] = s[63 - tid] + x;
+}
 #define SYNC() __syncthreads()
 #define SYNC_WORD __syncthreads()
 __global__ void macro_sync(const int *x, int *out)
@@ -1311,7 +1321,8 @@ describe("cpu fast paths for C++ linkage and templates", function()
     local want = { ["axpy<float>"] = "simd", ["axpy<int>"] = "simd", cxx_scale = "simd",
       ["block_sum<int, 128>"] = "fission", ["block_sum<float, 64>"] = "fission",
       ["defaulted<>"] = "loop",   -- a template parameter's default: the entry does not name every argument
-      uniform_ifs = "fission", macro_sync = "fission" }   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
+      uniform_ifs = "fission", macro_sync = "fission",
+      and_after_barrier = "fission" }   -- (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -1357,6 +1368,14 @@ describe("cpu fast paths for C++ linkage and templates", function()
         assert.are.same(b, a, "mode " .. mode .. " n " .. n)
       end
     end
+  end)
+
+  it("a binary & with a local on its right, in parentheses after a barrier, gives what the fibers give", function()
+    local a, b = both("and_after_barrier", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return i * 3 end), "uint32", CPU), 0x2d }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(64 * 3 + (0x2d & 0), a[1][1])
   end)
 
   it("barriers behind a macro that is __syncthreads() give what the fibers give", function()

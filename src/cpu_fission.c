@@ -383,10 +383,13 @@ static const char *const not_decl_prev[] = {"return", "case",  "else",      "do"
 /* Does the name at i look declared there (after a type name, or a * or & after one)? */
 static int fis_declares(const fgen *g, int i) {
   const cdv_toks *t = g->t;
+  /* after ( or , a declaration (`for (T *p = ...`, `if (T &r = ...`) has an initialiser: (n & tid) and
+   * f(a, n * tid) are expressions (issue 29: `(n & tid)` after a barrier was read as declaring tid) */
+  int init = (ftok(g, i + 1, "=") && !ftok(g, i + 2, "=")) || (ftok(g, i + 1, ":") && !ftok(g, i + 2, ":"));
   return (i > 0 && t->v[i - 1].kind == CDV_T_IDENT && !cdv_cpu_word_of(g->s, &t->v[i - 1], not_decl_prev)) ||
          (i > 2 && (ftok(g, i - 1, "*") || ftok(g, i - 1, "&")) && t->v[i - 2].kind == CDV_T_IDENT &&
           (t->v[i - 3].kind == CDV_T_IDENT || ftok(g, i - 3, ";") || ftok(g, i - 3, "{") || ftok(g, i - 3, "}") ||
-           ftok(g, i - 3, "(") || ftok(g, i - 3, ",")));
+           ((ftok(g, i - 3, "(") || ftok(g, i - 3, ",")) && init)));
 }
 
 /* Write token range [a, b) with the substitutions of region seg (-2: a barrier loop's header). */
