@@ -1249,6 +1249,14 @@ __global__ void and_after_barrier(unsigned *y, unsigned n)
   unsigned x = (n & tid);
   y[tid] = s[63 - tid] + x;
 }
+__global__ void warp_cast(unsigned *y)
+{
+  FORCE
+  unsigned v = y[threadIdx.x];
+  v += (unsigned)__shfl_xor_sync(0xffffffffu, v, 3);
+  v ^= (unsigned int)__ballot_sync(0xffffffffu, v & 1u);
+  y[threadIdx.x] = v;
+}
 #define SYNC() __syncthreads()
 #define SYNC_WORD __syncthreads()
 __global__ void macro_sync(const int *x, int *out)
@@ -1322,7 +1330,7 @@ describe("cpu fast paths for C++ linkage and templates", function()
       ["block_sum<int, 128>"] = "fission", ["block_sum<float, 64>"] = "fission",
       ["defaulted<>"] = "loop",   -- a template parameter's default: the entry does not name every argument
       uniform_ifs = "fission", macro_sync = "fission",
-      and_after_barrier = "fission" }   -- (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
+      and_after_barrier = "fission", warp_cast = "fission" }   -- (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -1376,6 +1384,13 @@ describe("cpu fast paths for C++ linkage and templates", function()
     end)
     assert.are.same(b, a)
     assert.are.equal(64 * 3 + (0x2d & 0), a[1][1])
+  end)
+
+  it("warp operations behind a cast give what the fibers give", function()
+    local a, b = both("warp_cast", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU) }
+    end)
+    assert.are.same(b, a)
   end)
 
   it("barriers behind a macro that is __syncthreads() give what the fibers give", function()

@@ -52,8 +52,11 @@ local function stmts(r, depth, ctx)
         "__all_sync(0xffffffffu, v != 12345u)",
       }
       local op = ops[r(#ops)]
-      if r(3) == 1 then -- a declaration or a cast around it: the fibers (issue #29 leaves these for later)
+      local form = r(4)
+      if form == 1 then -- a declaration: the fibers (issue #29 leaves these for later)
         add(("unsigned x%d = (unsigned)%s; v += x%d;"):format(id, op, id))
+      elseif form == 2 then -- a cast around it
+        add(("v += (unsigned)%s;"):format(op))
       else
         add(("v %s= %s;"):format(r(2) == 1 and "+" or "^", op))
       end

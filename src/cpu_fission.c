@@ -144,7 +144,8 @@ static int stmt_end(fgen *g, int i, int end) {
 }
 
 /* NOTE [warp fission]: warp shuffles and votes in fission functions. A statement `lhs = op(args);` or
- * `lhs += op(args);` (any compound assignment) whose right side is one of these calls, and `__syncwarp();`,
+ * `lhs += op(args);` (any compound assignment) whose right side is one of these calls (or a cast of it to a
+ * type of identifiers and *: `(unsigned)__ballot_sync(...)`), and `__syncwarp();`,
  * are split points like `__syncthreads();`: the region before stores every thread's value (the shuffled
  * value, or the vote's predicate) into a per-thread exchange array, and the region after reads its source
  * lane's there with the group rule of the fiber path (cdv_xshfl, cdv_xvote in the prelude: a lane that did not
@@ -205,10 +206,15 @@ static int fis_warp_op(fgen *g, int a, int e) {
       if (c >= 0 || !fis_warp_word(g, i)) return -1;
       c = i;
     }
-  if (c < 2 || !ftok(g, c + 1, "(") || cdv_cpu_skip_parens(g->s, g->t, c + 1) != e - 1 || !ftok(g, e - 1, ";") ||
-      !ftok(g, c - 1, "=") || !fis_assigns(g, c - 1))
+  int eq = c - 1; /* `lhs = op(...)`, or `lhs = (type)op(...)`: a cast of identifiers and * (issue 29) */
+  if (ftok(g, eq, ")")) {
+    int q = eq - 1;
+    while (q > a && (g->t->v[q].kind == CDV_T_IDENT || ftok(g, q, "*"))) q--;
+    eq = ftok(g, q, "(") && q < c - 2 ? q - 1 : -1;
+  }
+  if (c < 2 || eq < a || !ftok(g, c + 1, "(") || cdv_cpu_skip_parens(g->s, g->t, c + 1) != e - 1 ||
+      !ftok(g, e - 1, ";") || !ftok(g, eq, "=") || !fis_assigns(g, eq))
     return -1;
-  int eq = c - 1;
   const cdv_tok *v = g->t->v;
   while (eq > a && v[eq - 1].kind == CDV_T_PUNCT && v[eq - 1].off + 1 == v[eq].off && !ftok(g, eq - 1, ")") &&
          !ftok(g, eq - 1, "]"))
