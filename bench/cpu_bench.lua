@@ -78,6 +78,13 @@ extern "C" __global__ void saxpy(int n, float a, const float *x, float *y)
   if (i < n) y[i] = a * x[i] + y[i];
 }
 
+// the README's saxpy as a user copies it: a size_t index, launched with {dim = n} (issue 29)
+extern "C" __global__ void saxpy_readme(float a, const float *x, float *y, size_t n)
+{
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
 extern "C" __global__ void reduce_shared(const float *x, float *part)
 {
   __shared__ float s[256];
@@ -194,6 +201,10 @@ local scfg = {grid = N // 256, block = 256}
 saxpy(scfg, N, 2.0, x, y)
 print("info path saxpy " .. path_of(saxpy))
 time("saxpy", nil, function() saxpy(scfg, N, 2.0, x, y) end, function() return y[12346] end)
+local readme = m.saxpy_readme
+readme({dim = N}, 2.0, x, y, N)
+print("info path saxpy_readme " .. path_of(readme))
+time("saxpy_readme", nil, function() readme({dim = N}, 2.0, x, y, N) end, function() return y[12346] end)
 
 for _, name in ipairs {"reduce_shared", "reduce_warp"} do
   local k = m[name]

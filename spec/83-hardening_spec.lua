@@ -37,12 +37,15 @@ end
 local function pinned_totable(dev)
   return PIN_SETUP .. ([[
 local wrong, during = 0, 0
-for _ = 1, 20 do
+for it = 1, 40 do
   local a = cd.array(rows(), "int32", {device = %q})
   arm(a, %q)
-  local t = a:totable()
-  if tostring(a) == "Array(freed)" then during = during + 1 end
-  for i = 1, 100 do for j = 1, 400 do if t[i][j] ~= i * 1000 + j then wrong = wrong + 1 end end end
+  for k = 1, (it * 7919) %% 40000 do local _ = { k } end   -- as in the tostring case below
+  if tostring(a) ~= "Array(freed)" then   -- (freed before the read: nothing to read)
+    local t = a:totable()
+    if tostring(a) == "Array(freed)" then during = during + 1 end
+    for i = 1, 100 do for j = 1, 400 do if t[i][j] ~= i * 1000 + j then wrong = wrong + 1 end end end
+  end
 end
 junk = nil
 collectgarbage("collect")
@@ -73,9 +76,10 @@ for it = 1, 100 do
   for _ = 1, 50 do
     setmetatable({}, {__gc = function() if pcall(a.free, a) then junk[#junk + 1] = cd.full(16807, -1, "int64", {device = "cpu"}) end end})
   end
-  -- garbage of a size that varies by round, so that the collector's finalizer phase falls inside the read in some
-  -- rounds whatever the heap holds (the module's own closures moved it past every read once they grew)
-  for k = 1, it * 40 do local _ = { k } end
+  -- garbage of a size that varies by round, from none to 40000 tables in a scattered order, so that the collector's
+  -- finalizer phase falls inside the read in some rounds whatever the heap holds (as the module's own Lua code
+  -- grew, the fixed setup put it after every read)
+  for k = 1, (it * 7919) % 40000 do local _ = { k } end
   local s = tostring(a)
   if s ~= "Array(freed)" and tostring(a) == "Array(freed)" then during = during + 1 end
   if s ~= want and s ~= "Array(freed)" then bad = bad + 1 end

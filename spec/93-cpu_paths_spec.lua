@@ -1,5 +1,5 @@
 -- The cpu device's speed (issue #18; doc/cpu-device.md, "Kernel paths and the launch worker"): which kernels
--- run their threads as a loop and which need fibers (k.cpu_path, NOTE [kernel paths] in src/cpu_compile.c),
+-- run their threads as a loop and which need fibers (k.cpu_path, NOTE [kernel paths] in src/cpu_scan.c),
 -- and contained launches through one persistent launch worker instead of a fork per launch (NOTE [launch
 -- worker] in src/cpu_run.c): what it sees, how it fails, and that its cost does not grow with the Lua heap.
 local helper = require "spec.helper"
@@ -54,16 +54,43 @@ describe("cpu kernel paths (k.cpu_path)", function()
 
   it("a kernel that reaches no barrier or warp intrinsic runs as a loop, beside kernels that need fibers", function()
     assert.are.equal("simd", m.plain.cpu_path)       -- the loop, written out by NOTE [fast paths]
-    assert.are.equal("loop", m["add<3>"].cpu_path)   -- a template: no fast path
+    assert.are.equal("simd", m["add<3>"].cpu_path)   -- a template instance: a fast path too (issue #29)
     assert.are.equal("fission", m.direct.cpu_path)   -- a barrier at the top level of its body
-    assert.are.equal("fibers", m.through_macro.cpu_path)
+    assert.are.equal("fission", m.through_macro.cpu_path)   -- BARRIER() is __syncthreads() (issue #29)
     assert.are.equal("fission", m.shuffles.cpu_path)   -- a statement the warp fission takes (NOTE [warp fission])
     assert.are.equal("fibers", m.shuffle_in_expression.cpu_path)
   end)
 
-  it("a barrier behind a macro or a chain of device functions gives fibers", function()
-    assert.are.equal("fibers", m.through_macro.cpu_path)
+  it("a barrier behind a macro that is __syncthreads() takes fission; a chain of device functions gives fibers",
+    function()
+    assert.are.equal("fission", m.through_macro.cpu_path)   -- issue #29 (NOTE [barrier if])
     assert.are.equal("fibers", m.through_calls.cpu_path)
+  end)
+
+  it("k.cpu_reason names what keeps a kernel off its fast path, with its line; nil on simd and fission", function()
+    assert.is_nil(m.plain.cpu_reason)
+    assert.is_nil(m.direct.cpu_reason)
+    assert.are.equal("calls 'indirect', which reaches a barrier or warp operation", m.through_calls.cpu_reason)
+    local m2 = cd.compile([[
+__global__ void block(float *y)
+{
+  __shared__ float s[64];
+  s[threadIdx.x] = y[threadIdx.x];
+  { __syncthreads(); }
+  y[threadIdx.x] = s[0];
+}
+__global__ void label(float *y)
+{
+  int i = threadIdx.x;
+again:
+  y[i] += 1;
+  if (y[i] < 3) goto again;
+}
+]], CPU)
+    assert.are.equal("fibers", m2.block.cpu_path)
+    assert.are.equal("a barrier in a nested block, a switch or an expression (line 5)", m2.block.cpu_reason)
+    assert.are.equal("loop", m2.label.cpu_path)
+    assert.are.equal("a label (line 11)", m2.label.cpu_reason)
   end)
 
   it("every path computes what CUDA would", function()

@@ -1,5 +1,5 @@
 -- The cpu device's fast paths (issue #18; doc/cpu-device.md, "Kernel paths"; NOTE [fast paths] in
--- src/cpu_compile.c): a barrier-free kernel written out as a loop over its block's threads ("simd"), a kernel
+-- src/cpu_fission.c): a barrier-free kernel written out as a loop over its block's threads ("simd"), a kernel
 -- with barriers at the top level of its body or of a loop split at its barriers into such loops ("fission"),
 -- and the fallback to fibers wherever the transformation does not apply. Every kernel here is compiled twice:
 -- once as it is, once with FORCE defined as a dead __syncwarp(), which puts it on the fiber path; both must
@@ -354,7 +354,7 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
 
   it("names the path each kernel takes", function()
     local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
-      dyn = "fission", nested = "fibers", counter_written = "fibers", loop_break = "fibers", big = "fission",
+      dyn = "fission", nested = "fission", counter_written = "fibers", loop_break = "fibers", big = "fission",
       local_type = "fibers", pairs = "fission", guard_else = "simd", guard_odd = "simd", guard_effects = "simd",
       int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers",
       warp_slack = "fission" }
@@ -1206,3 +1206,217 @@ describe("shuffle deltas of 32 or more (NOTE [shuffle delta])", function()
   end)
 end)
 
+
+-- Issue #29: kernels as CUDA code writes them, with C++ linkage (found by name or through name_expressions)
+-- and templates, take the fast paths like extern "C" ones
+local CXX = [[
+template <typename T>
+__global__ void axpy(T a, const T *x, T *y, int n)
+{
+  FORCE
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+__global__ void cxx_scale(int *y, int n)
+{
+  FORCE
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 3 * y[i] + i;
+}
+template <typename T, int B>
+__global__ void block_sum(const T *x, T *out)
+{
+  FORCE
+  __shared__ T s[B];
+  int t = threadIdx.x;
+  T mine = x[blockIdx.x * B + t];
+  s[t] = mine;
+  __syncthreads();
+  for (int h = B / 2; h > 0; h /= 2) {
+    if (t < h) s[t] += s[t + h];
+    __syncthreads();
+  }
+  out[blockIdx.x * B + t] = s[0] + mine;
+}
+template <int B = 64> __global__ void defaulted(int *y) { FORCE y[threadIdx.x] += B; }
+__global__ void and_after_barrier(unsigned *y, unsigned n)
+{
+  FORCE
+  __shared__ unsigned s[64];
+  unsigned tid = threadIdx.x;
+  s[tid] = y[tid];
+  __syncthreads();
+  unsigned x = (n & tid);
+  y[tid] = s[63 - tid] + x;
+}
+__global__ void warp_cast(unsigned *y)
+{
+  FORCE
+  unsigned v = y[threadIdx.x];
+  v += (unsigned)__shfl_xor_sync(0xffffffffu, v, 3);
+  v ^= (unsigned int)__ballot_sync(0xffffffffu, v & 1u);
+  y[threadIdx.x] = v;
+}
+#define SYNC() __syncthreads()
+#define SYNC_WORD __syncthreads()
+__global__ void macro_sync(const int *x, int *out)
+{
+  FORCE
+  __shared__ int s[96];
+  int t = threadIdx.x, v = x[blockIdx.x * 96 + t];
+  s[t] = v;
+  SYNC();
+  v += s[95 - t];
+  SYNC();
+  if (v >= 0) {
+    s[t] = v;
+    SYNC_WORD;
+    v = s[(t + 5) % 96] * 2 + v;
+  }
+  out[blockIdx.x * 96 + t] = v;
+}
+__global__ void uniform_ifs(const int *x, int *out, int n, int mode)
+{
+  FORCE
+  __shared__ int s[64];
+  int t = threadIdx.x, g = blockIdx.x * 64 + t;
+  int v = x[g];
+  if (mode > 0) {
+    s[t] = v * 2;
+    __syncthreads();
+    v += s[63 - t];
+  } else if (mode < 0) {
+    s[t] = v + 1;
+    __syncthreads();
+    v -= s[(t + 1) % 64];
+  } else
+    __syncthreads();
+  __syncthreads();
+  for (int r = 0; r < 2; r++) {
+    for (int h = 32; h > 0; h /= 2) {
+      if (n > 0) {
+        s[t] = v;
+        __syncthreads();
+        if (t < h) v += s[t + h];
+        __syncthreads();
+      }
+    }
+  }
+  int k = 0;
+  do {
+    s[t] = v + k;
+    __syncthreads();
+    v = s[(t + k + 1) % 64] - k;
+    __syncthreads();
+    k++;
+  } while (k < n);
+  out[g] = v;
+}
+]]
+
+describe("cpu fast paths for C++ linkage and templates", function()
+  local exprs = { "axpy<float>", "axpy<int>", "block_sum<int, 128>", "block_sum<float, 64>", "defaulted<>" }
+  local fast, ref
+  setup(function()
+    fast = cd.compile("#define FORCE\n" .. CXX, { device = "cpu", name_expressions = exprs })
+    ref = cd.compile("#define FORCE if (0) __syncwarp();\n" .. CXX, { device = "cpu", name_expressions = exprs })
+  end)
+  teardown(function() fast, ref = nil, nil end)
+
+  local function both(name, cfg, make) return run_both(fast, ref, name, cfg, make) end
+
+  it("names the path each kernel takes", function()
+    local want = { ["axpy<float>"] = "simd", ["axpy<int>"] = "simd", cxx_scale = "simd",
+      ["block_sum<int, 128>"] = "fission", ["block_sum<float, 64>"] = "fission",
+      ["defaulted<>"] = "loop",   -- a template parameter's default: the entry does not name every argument
+      uniform_ifs = "fission", macro_sync = "fission",
+      and_after_barrier = "fission", warp_cast = "fission" }   -- (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
+    for name, path in pairs(want) do
+      assert.are.equal(path, fast[name].cpu_path, name)
+      assert.are.equal("fibers", ref[name].cpu_path, name)
+    end
+  end)
+
+  it("C++ kernels and template instances give what the fibers give", function()
+    local a, b = both("axpy<float>", { grid = 3, block = 128 }, function()
+      return { 2.5, cd.array(seq(300, function(i) return i % 13 end), "float32", CPU),
+        cd.array(seq(300, function(i) return i % 7 end), "float32", CPU), 300 }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(2.5 * (300 % 13) + 300 % 7, a[3][300])
+    a, b = both("axpy<int>", { grid = 2, block = 64 }, function()
+      return { 3, cd.array(seq(100, function(i) return i end), "int32", CPU), cd.zeros(100, "int32", CPU), 100 }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(300, a[3][100])
+    a, b = both("cxx_scale", { grid = 2, block = 96 }, function()
+      return { cd.array(seq(150, function(i) return i end), "int32", CPU), 150 }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(3 * 150 + 149, a[1][150])
+    for _, k in ipairs { { "block_sum<int, 128>", 128, "int32" }, { "block_sum<float, 64>", 64, "float32" } } do
+      local name, blk, dt = k[1], k[2], k[3]
+      a, b = both(name, { grid = 3, block = blk }, function()
+        return { cd.array(seq(3 * blk, function(i) return i % 11 end), dt, CPU), cd.zeros(3 * blk, dt, CPU) }
+      end)
+      assert.are.same(b, a)
+      local s = 0
+      for i = 1, blk do s = s + i % 11 end
+      assert.are.equal(s + 1 % 11, a[2][1], name)
+    end
+  end)
+
+  it("barriers in block-uniform ifs, nested loops and do loops give what the fibers give", function()
+    for _, mode in ipairs { 1, -1, 0 } do
+      for _, n in ipairs { 0, 3 } do
+        local a, b = both("uniform_ifs", { grid = 3, block = 64 }, function()
+          return { cd.array(seq(192, function(i) return (i * 7) % 23 end), "int32", CPU), cd.zeros(192, "int32", CPU),
+            n, mode }
+        end)
+        assert.are.same(b, a, "mode " .. mode .. " n " .. n)
+      end
+    end
+  end)
+
+  it("a binary & with a local on its right, in parentheses after a barrier, gives what the fibers give", function()
+    local a, b = both("and_after_barrier", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return i * 3 end), "uint32", CPU), 0x2d }
+    end)
+    assert.are.same(b, a)
+    assert.are.equal(64 * 3 + (0x2d & 0), a[1][1])
+  end)
+
+  it("warp operations behind a cast give what the fibers give", function()
+    local a, b = both("warp_cast", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("barriers behind a macro that is __syncthreads() give what the fibers give", function()
+    local a, b = both("macro_sync", { grid = 2, block = 96 }, function()
+      return { cd.array(seq(192, function(i) return (i * 5) % 17 end), "int32", CPU), cd.zeros(192, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+end)
+
+-- Issue #29: a {dim = n} launch on the cpu device picks a block that fills the thread loop (the vector loop of
+-- the fast paths), not 32 threads
+describe("cpu dim launches", function()
+  it("suggest_block_size answers 256 on the cpu device, and a dim launch uses it", function()
+    local m = cd.compile([[
+__global__ void dims(unsigned *out, size_t n)
+{
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = blockDim.x;
+}
+]], CPU)
+    assert.are.equal(256, m.dims:suggest_block_size())
+    local out = cd.zeros(1000, "uint32", CPU)
+    m.dims({ dim = 1000 }, out, 1000)
+    assert.are.equal(256, out[1])
+    assert.are.equal(256, out[1000])
+    assert.are.equal("simd", m.dims.cpu_path)
+  end)
+end)

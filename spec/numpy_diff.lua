@@ -678,6 +678,8 @@ local NOT_ARRAY_GROUPS = {
     "cd.set_mempool_access_enabled", "cd.set_peer_access_enabled", "cd.unmap_cuda_device", "cd.with_device",
     "cd.with_mempool_access", "cd.with_peer_access", "cd.synchronize", "cd.synchronize_device",
     "cd.synchronize_devices" },
+  ["a transformer of Lua functions: spec/34 compares its results with the unfused operators' over every operator and "
+    .. "function (the same answers by construction: NOTE [operation plans])"] = { "cd.fuse" },
   ["streams, events and graphs"] = { "cd.stream", "cd.get_stream", "cd.set_stream", "cd.with_stream", "cd.event",
     "cd.elapsed_time", "cd.wait_streams", "cd.capture", "cd.poll", "cd.open_ipc_event" },
   ["kernels and their caches (kernel generators of CUDA C have no NumPy counterpart)"] = { "cd.compile",

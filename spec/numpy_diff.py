@@ -22,7 +22,8 @@ import warnings
 
 import numpy as np
 
-np._set_promotion_state("weak")
+if hasattr(np, "_set_promotion_state"):  # NumPy 1.24-1.26; NumPy 2 promotes weakly by default
+    np._set_promotion_state("weak")
 np.seterr(all="ignore")
 warnings.filterwarnings("ignore")
 

@@ -148,6 +148,7 @@ typedef struct cdv_func_info {
   int num_regs, max_threads_per_block;
   size_t shared_size_bytes, const_size_bytes, local_size_bytes;
   const char *cpu_path; /* the cpu device's "loop" or "fibers" (NOTE [kernel paths]); NULL elsewhere */
+  const char *cpu_reason; /* what keeps it off the cpu device's fastest path, with its line; NULL on it */
 } cdv_func_info;
 
 /* ---------------------------------------------------------------- built-in loops (NOTE [cpu loops]) */

@@ -879,15 +879,17 @@ static int cpu_module_function(cdv_device *d, void *mod, const char *symbol, voi
   snprintf(companion, sizeof companion, "%s_sig", symbol);
   f->sig = dlsym(m->handle, companion);
   snprintf(companion, sizeof companion, "%s_flags", symbol);
-  const int *flags = dlsym(m->handle, companion); /* NOTE [kernel paths] in cpu_compile.c */
+  const int *flags = dlsym(m->handle, companion); /* NOTE [kernel paths] in cpu_scan.c */
   *(void **)&f->entry = entry;
   f->flags = flags ? *flags : m->flags;
-  snprintf(companion, sizeof companion, "%s_fis", symbol); /* NOTE [fast paths] in cpu_compile.c */
+  snprintf(companion, sizeof companion, "%s_fis", symbol); /* NOTE [fast paths] in cpu_fission.c */
   *(void **)&f->fis = dlsym(m->handle, companion);
   snprintf(companion, sizeof companion, "%s_fis_row", symbol);
   const unsigned long *row = dlsym(m->handle, companion);
   f->fis_row = row ? *row : 0;
   if (!row) f->fis = NULL;
+  snprintf(companion, sizeof companion, "%s_why", symbol);
+  f->why = dlsym(m->handle, companion);
   f->next = m->funcs;
   m->funcs = f;
   *fn = f;
@@ -924,6 +926,8 @@ static int cpu_func_info(cdv_device *d, void *fn, cdv_func_info *out, cdv_err *e
                   : f->fis && (f->flags & CDV_CPU_FLAG_SIMD)  ? "simd"
                   : (f->flags & CDV_CPU_FLAG_FIBERS)          ? "fibers"
                                                               : "loop";
+  if (!f->fis) /* k.cpu_reason: nil on simd and fission */
+    out->cpu_reason = f->why ? f->why : "the source was compiled without its fast paths";
   return 0;
 }
 

@@ -1,5 +1,6 @@
 /*
- * cpu.h: private header of the cpu device backend (backend_cpu.c, cpu_compile.c, cpu_run.c, cpu_fiber.c).
+ * cpu.h: private header of the cpu device backend (backend_cpu.c, cpu_compile.c and its stages, which
+ * cpu_compile.h lists, cpu_run.c, cpu_fiber.c).
  *
  * NOTE [cpu kernel ABI]: a cpu kernel is a shared object compiled from the user's CUDA C source with
  * lua/cudadev/cpu_prelude.hpp in front of it. The prelude repeats the structs and constants below in C++;
@@ -103,8 +104,9 @@ typedef struct cdv_cpu_func {
   cdv_cpu_entry entry;
   int flags; /* CDV_CPU_FLAG_* of its module */
   const cdv_cpu_sig *sig; /* NULL when the object does not say */
-  cdv_cpu_entry fis; /* NOTE [fast paths] in cpu_compile.c: the whole block in one call, or NULL */
+  cdv_cpu_entry fis; /* NOTE [fast paths] in cpu_fission.c: the whole block in one call, or NULL */
   unsigned long fis_row; /* its per-thread bytes */
+  const char *why; /* "<trampoline>_why": what keeps it off its fast path (k.cpu_reason), or NULL */
   char name[128]; /* the entry as written ("saxpy", "axpy<float>"), for messages */
   struct cdv_cpu_func *next;
 } cdv_cpu_func;

@@ -696,12 +696,17 @@ static int kernel_occupancy_blocks(lua_State *L, kernel *k, int block, size_t sh
 }
 
 /* The block size with the most resident threads per SM (ties go to the smaller block, which spreads
- * small grids over more SMs), as cuOccupancyMaxPotentialBlockSize would choose. */
+ * small grids over more SMs), as cuOccupancyMaxPotentialBlockSize would choose. A device without
+ * multiprocessors (the cpu device) runs a block's threads as one loop, the vector loop of its fast paths
+ * (NOTE [fast paths]): blocks of 32 waste it (saxpy with a {dim = 2^24} launch: 4.8 ms at 32, 3.3 ms at 256
+ * on the issue's machine), so ties go to the larger block there, up to 256 (per-thread arrays of fission grow
+ * with the block, CDV_CPU_FIS_STACK in all). */
 static int suggest_block(lua_State *L, kernel *k, size_t shared) {
-  int best = 32, best_threads = -1;
-  for (int b = 32; b <= k->dev->max_threads_per_block; b += 32) {
+  int best = 32, best_threads = -1, cpu = !k->dev->be->sm_resources;
+  int most = cpu && k->dev->max_threads_per_block > 256 ? 256 : k->dev->max_threads_per_block;
+  for (int b = 32; b <= most; b += 32) {
     int t = kernel_occupancy_blocks(L, k, b, shared) * b;
-    if (t > best_threads) {
+    if (t > best_threads || (cpu && t == best_threads)) {
       best = b;
       best_threads = t;
     }
@@ -776,12 +781,14 @@ static int push_attributes(lua_State *L, kernel *k) {
   return 1;
 }
 
-/* k.cpu_path: how the cpu device runs the kernel's threads (NOTE [kernel paths] in cpu_compile.c); nil elsewhere */
-static int push_cpu_path(lua_State *L, kernel *k) {
+/* k.cpu_path: how the cpu device runs the kernel's threads (NOTE [kernel paths] in cpu_scan.c); nil elsewhere.
+ * reason: k.cpu_reason, what keeps it off the fastest path (simd or fission), nil there and elsewhere */
+static int push_cpu_path(lua_State *L, kernel *k, int reason) {
   cdv_func_info fi;
   kernel_func_info(L, k, &fi);
-  if (fi.cpu_path)
-    lua_pushstring(L, fi.cpu_path);
+  const char *v = reason ? fi.cpu_reason : fi.cpu_path;
+  if (v)
+    lua_pushstring(L, v);
   else
     lua_pushnil(L);
   return 1;
@@ -804,8 +811,8 @@ static int kernel_index(lua_State *L) {
     }
   } else if (strcmp(key, "attributes") == 0)
     return push_attributes(L, k);
-  else if (strcmp(key, "cpu_path") == 0)
-    return push_cpu_path(L, k);
+  else if (strcmp(key, "cpu_path") == 0 || strcmp(key, "cpu_reason") == 0)
+    return push_cpu_path(L, k, key[4] == 'r');
   else if (strcmp(key, "device") == 0)
     cdv_push_device(L, k->dev);
   else if (strcmp(key, "module") == 0)

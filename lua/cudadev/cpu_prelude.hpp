@@ -258,7 +258,7 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_
 {
   return cdv_shfl(mask, v, cdv_shfl_src(CDV_SHFL_XOR, (int)cdv_laneid(), lane_mask, width));
 }
-// NOTE [warp fission] (src/cpu_compile.c): a warp operation between two regions of a fission function. The
+// NOTE [warp fission] (src/cpu_fission.c): a warp operation between two regions of a fission function. The
 // region before stores the value of each thread that takes part in xs (and 1 in xp); the region after reads
 // its source lane's, by cdv_shfl's group rule: the lane must have taken part and be in the mask. xp NULL:
 // every thread of the block took part.
@@ -1035,7 +1035,7 @@ template <auto K, class... P> static inline void cdv_run1(void (*k)(P...), cdv_c
   cdv_run2<K>(k, c, a, mode, std::index_sequence_for<P...>{});
 }
 template <auto K> static inline void cdv_run(cdv_cpu_ctx *c, void **a, int mode) { cdv_run1<K>(K, c, a, mode); }
-// NOTE [fast paths] (src/cpu_compile.c): K1 may assume blockIdx.x * blockDim.x + blockDim.x fits an int.
+// NOTE [fast paths] (src/cpu_fission.c): K1 may assume blockIdx.x * blockDim.x + blockDim.x fits an int.
 template <auto K1, auto K0> static inline void cdv_run_fis(cdv_cpu_ctx *c, void **a)
 {
   if ((unsigned long long)c->bix.x * c->bdim.x <= 0x7ffffbffull)
