@@ -350,11 +350,7 @@ local function shape_of(deps, args)
   return ops().broadcast_shapes(shapes, "fused function")
 end
 
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local function same_shape(a, b) return ops().same_shape(a, b) end
 
 local function same_shapes(deps, args)
   local s
