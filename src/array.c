@@ -383,7 +383,7 @@ static int check_shape(lua_State *L, int arg, int64_t *shape, cdv_dtype t) {
     expect_shape(L, arg); /* raises */
     return 0;
   }
-  /* NOTE [arrays inside their blocks]: a 0 anywhere makes no elements ({2^62, 2^62, 0} as reshape takes it) */
+  /* (NOTE [arrays inside their blocks]) a 0 anywhere makes no elements ({2^62, 2^62, 0} as reshape takes it) */
   if (cdv_shape_count(ndim, shape, cdv_dtypes[t].size, NULL, NULL) != 0) luaL_argerror(L, arg, "array is too large");
   return ndim;
 }

@@ -332,7 +332,7 @@ struct cdv_backend {
    * memory: both succeed and do nothing. */
   int (*mem_prefetch)(cdv_device *d, void *ptr, size_t bytes, cdv_device *to, void *stream, cdv_err *e);
   int (*mem_advise)(cdv_device *d, void *ptr, size_t bytes, int advice, cdv_device *to, cdv_err *e);
-  /* NOTE [cpu loops]: a built-in operation without a compile, done when it returns; 1 when the backend has no
+  /* (NOTE [cpu loops]) a built-in operation without a compile, done when it returns; 1 when the backend has no
    * loop for that operation and types (the caller compiles it). NULL where the backend has none at all. */
   int (*loop)(cdv_device *d, const cdv_loop *l, void *stream, cdv_err *e);
   int (*reduce)(cdv_device *d, const cdv_reduce *r, void *stream, cdv_err *e);

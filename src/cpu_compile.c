@@ -519,7 +519,7 @@ static int cache_dir(char *out, size_t n, cdv_err *e) {
   return 0;
 }
 
-/* The memo: what compiles of this process gave, by key. A whole object (path), or, NOTE [failed compiles], a
+/* NOTE [failed compiles]: the memo is what compiles of this process gave, by key: a whole object (path), or a
  * failure of the source itself (the host compiler's error, a refused construct) with its error and log: the
  * same request fails again without running the compiler, which a server asked again and again for a broken
  * kernel would otherwise run each time. Failures of the surroundings (a timeout, a directory, memory) are

@@ -1107,7 +1107,7 @@ static void child_signals(void) {
   /* interrupting the host (Ctrl-C) also ends the launch; the host's own handlers are for the host */
   static const int dfl[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
   for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++) signal(dfl[i], dfl[i] == SIGPIPE ? SIG_IGN : SIG_DFL);
-  sigaddset(&unblock, SIGALRM); /* NOTE [launch time limit]: its default action ends the process */
+  sigaddset(&unblock, SIGALRM); /* (NOTE [launch time limit]) its default action ends the process */
   pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
 }
 

@@ -182,7 +182,7 @@ static const char *import_problem(lua_State *L, const DLTensor *t, import *im) {
     if (t->shape[i] < 0) return lua_pushfstring(L, "dimension %d has a negative extent (%I)", i + 1, t->shape[i]);
     im->shape[i] = t->shape[i];
   }
-  /* NOTE [arrays inside their blocks]: a 0 anywhere makes no elements */
+  /* (NOTE [arrays inside their blocks]) a 0 anywhere makes no elements */
   if (cdv_shape_count(t->ndim, im->shape, cdv_dtypes[im->dtype].size, &size, NULL) != 0) return "tensor is too large";
   if ((why = strides_problem(L, t, size)) != NULL) return why;
   if (t->data == NULL && size > 0) return lua_pushliteral(L, "data is NULL");

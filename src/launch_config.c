@@ -14,7 +14,7 @@
 
 #include "cdv.h"
 
-/* NOTE [launch limits]: the number of seconds at idx (0 for no limit), or -1 with the complaint pushed (about
+/* (NOTE [launch limits]) the number of seconds at idx (0 for no limit), or -1 with the complaint pushed (about
  * key, when not NULL) */
 double cdv_seconds(lua_State *L, int idx, const char *key) {
   double t = lua_tonumber(L, idx);

@@ -727,7 +727,7 @@ local function run_reduction(spec)
     end
   end
   local nsplit = splits(dev, K, nout)
-  -- NOTE [cpu loops]: the same folds in the same order, without a compile
+  -- (NOTE [cpu loops]) the same folds in the same order, without a compile
   if spec.loop and (spec.stream == nil or spec.stream.device == dev) and
      reduce_c(spec.loop.op, spec.loop.acc, sins[1].value, o, outer, K, inner, nsplit) then
     return o
@@ -1048,9 +1048,9 @@ end
 -- unfused operators' by construction. arr says which operands are arrays (cd.fuse's stand-ins are too).
 
 -- The plan of x OP y: {r = promoted dtype, cdt = compute dtype, res = result dtype, xdt, ydt = the dtypes the
--- operands arrive in (a scalar's: the promoted dtype, or the compute dtype where it does not fit: NOTE [exact
--- comparisons]), pre = C statements declaring x and y in the compute type from x_ and y_, value = the result's
--- C expression in its calculation type}.
+-- operands arrive in (a scalar's: the promoted dtype, or the compute dtype where it does not fit:
+-- NOTE [exact comparisons]), pre = C statements declaring x and y in the compute type from x_ and y_, value = the
+-- result's C expression in its calculation type}.
 local function plan_binary(op, x, y, fname, arr)
   arr = arr or is_array
   if not arr(x) and not arr(y) then raise(fmt("%s: at least one operand must be an Array", fname)) end
@@ -1104,7 +1104,7 @@ local function binary(op, x, y, out, stream, fname)
   local res, odt = p.res, out_dtype(p.res, out, fname)
   local ins = { { name = "x_", dtype = p.xdt, value = x }, { name = "y_", dtype = p.ydt, value = y } }
   local body = fmt("{ %s z = (%s)(%s); }", p.pre, DT[odt].ctype, p.value)
-  -- NOTE [cpu loops]: y's calc type is given apart where it is not x's (a signed and a uint64 array compared)
+  -- (NOTE [cpu loops]) y's calc type is given apart where it is not x's (a signed and a uint64 array compared)
   local lp = { op = op.name, calc = dtype_of_name(p.xC), calc2 = p.xC ~= p.yC and dtype_of_name(p.yC) or nil,
     res = dtype_of_name(DT[res].calc), bits = DT[p.cdt].size * 8 }
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
