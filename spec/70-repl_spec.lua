@@ -721,7 +721,7 @@ describe("cudadev.repl", function()
       local m = cd.compile('extern "C" __global__ void f(float *x) { x[0] = 1; }', { device = "cpu" })
       env.m, env.k = m, m.f
       assert.are.same({ "m.globals" }, repl.complete("m.glo", "", env))
-      assert.are.same({ "k.cpu_path" }, repl.complete("k.cpu", "", env))
+      assert.are.same({ "k.cpu_path", "k.cpu_reason" }, repl.complete("k.cpu", "", env))   -- cpu_reason: issue 29
     end
   end)
 
