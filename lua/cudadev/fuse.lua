@@ -373,21 +373,28 @@ local function run_red(plan, red, args, vals, stream)
     local _, K = O.reduction_geometry(shape, red.o.axis, false, red.name)
     if K == 0 then raise(fmt("%s: zero-size array to a reduction with no identity", red.name)) end
   end
-  local params, call = {}, {}
-  for _, p in ipairs(ins) do
-    params[#params + 1] = fmt("const %s %s", O.DT[p.dtype].ctype, p.name)
-    call[#call + 1] = p.name
+  -- the kernel's text, made once per plan (its inputs' dtypes are the plan's): a call builds no string
+  local code = rawget(red, "code")
+  if code == nil then
+    local params, call = {}, {}
+    for _, p in ipairs(ins) do
+      params[#params + 1] = fmt("const %s %s", O.DT[p.dtype].ctype, p.name)
+      call[#call + 1] = p.name
+    end
+    local body = src.kind == "op" and body_of(plan, { src }) or ""
+    local fmap = fmt("_cdv_fmap_%s", red.name)
+    local preamble = concat({ O.HELPERS, d.preamble or "",
+      fmt("__device__ __forceinline__ %s %s(%s) {\n%s\n  return %s;\n}\n", O.DT[src.dtype].ctype, fmap,
+        concat(params, ", "), body, x) }, "\n")
+    local map = d.map:gsub("%f[%w_]x%f[^%w_]", fmt("%s(%s)", fmap, concat(call, ", ")))
+    code = { preamble = preamble, map = map,
+             key = "fuse:" .. preamble .. "\0" .. map .. "\0" .. d.reduce .. "\0" .. d.post .. "\0" .. d.identity }
+    rawset(red, "code", code)
   end
-  local body = src.kind == "op" and body_of(plan, { src }) or ""
-  local fmap = fmt("_cdv_fmap_%s", red.name)
-  local preamble = concat({ O.HELPERS, d.preamble or "",
-    fmt("__device__ __forceinline__ %s %s(%s) {\n%s\n  return %s;\n}\n", O.DT[src.dtype].ctype, fmap,
-      concat(params, ", "), body, x) }, "\n")
-  local map = d.map:gsub("%f[%w_]x%f[^%w_]", fmt("%s(%s)", fmap, concat(call, ", ")))
   local res = O.run_reduction({ fname = red.name, name = "cdv_fused_" .. red.name, ins = ins,
-    out = { name = "y", dtype = d.out }, rtype = d.rtype, map_expr = map, reduce_expr = d.reduce,
-    post_map = d.post, identity = d.identity, preamble = preamble, axis = red.o.axis, keepdims = red.o.keepdims,
-    stream = stream, key = "fuse:" .. preamble .. "\0" .. map .. "\0" .. d.reduce .. "\0" .. d.post .. "\0" .. d.identity })
+    out = { name = "y", dtype = d.out }, rtype = d.rtype, map_expr = code.map, reduce_expr = d.reduce,
+    post_map = d.post, identity = d.identity, preamble = code.preamble, axis = red.o.axis, keepdims = red.o.keepdims,
+    stream = stream, key = code.key })
   if red.full then return O.lua_value(res) end
   return res
 end
@@ -428,16 +435,26 @@ local function run_plan(plan, args, n, opts)
       if not same_shape(shape_of(r.deps, args), shape) then return nil end
     end
     local ins = kernel_inputs(plan, deps, args, vals)
-    local kouts, write = {}, {}
+    local kouts, odts = {}, {}
     for j, r in ipairs(ew) do
       local o = outs[j]
       local odt = O.out_dtype(r.dtype, o, "fused function")
       kouts[j] = { name = "z" .. j, dtype = odt, value = o }
-      write[j] = fmt("  z%d = (%s)v%d;", j, O.DT[odt].ctype, r.id)
+      odts[j] = odt
     end
-    local body = "{\n" .. body_of(plan, ew) .. "\n" .. concat(write, "\n") .. "\n}"
+    -- the kernel's text, made once per plan and output dtypes: a call builds no string
+    local sig = concat(odts, ",")
+    plan.bodies = plan.bodies or {}
+    local text = plan.bodies[sig]
+    if text == nil then
+      local write = {}
+      for j, r in ipairs(ew) do write[j] = fmt("  z%d = (%s)v%d;", j, O.DT[odts[j]].ctype, r.id) end
+      local body = "{\n" .. body_of(plan, ew) .. "\n" .. concat(write, "\n") .. "\n}"
+      text = { body = body, key = "fuse:" .. body }
+      plan.bodies[sig] = text
+    end
     local res = O.run_elementwise({ fname = "fused function", name = "cdv_fused", ins = ins, outs = kouts,
-      body = body, preamble = O.HELPERS, key = "fuse:" .. body, stream = stream })
+      body = text.body, preamble = O.HELPERS, key = text.key, stream = stream })
     for j, r in ipairs(ew) do arrays[r] = res[j] end
   end
   -- the reductions, each a kernel of its own
