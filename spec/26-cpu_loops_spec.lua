@@ -238,3 +238,19 @@ describe("the cpu loops against the generated kernels", function()
     end
   end)
 end)
+
+-- A bool array may hold bytes other than 0 and 1 (a:view("bool") of uint8 data, a file): any byte but 0 is true. The
+-- loops read bool elements as bytes (reading 52 as a C _Bool is undefined behaviour: UBSan stopped the fuzzer's run
+-- under make check at cpu_loops.c's cast of such an array in argmax).
+describe("the cpu loops and bool arrays of any bytes", function()
+  it("read any nonzero byte as true", function()
+    local u = cd.array({ 0, 52, 1, 255, 0, 2 }, "uint8", { device = "cpu" })
+    local b = u:view("bool")
+    assert.are.equal(2, b:argmax())
+    assert.are.equal(4, b:sum())
+    assert.are.same({ 0, 1, 1, 1, 0, 1 }, b:astype("int32"):totable())
+    assert.are.same({ false, true, true, true, false, true }, (b ~ false):totable())
+    assert.is_true(b:any())
+    assert.is_false(b:all())
+  end)
+end)

@@ -1562,7 +1562,8 @@ static scalar load_scalar(cdv_dtype t, const char *p) {
     }
     case CDV_I64:
     case CDV_U64: memcpy(&v.u, p, 8); break;
-    default: v.u = *(const uint8_t *)p; /* uint8, bool */
+    case CDV_BOOL: v.u = *(const uint8_t *)p != 0; break; /* any byte but 0 is true */
+    default: v.u = *(const uint8_t *)p; /* uint8 */
   }
   return v;
 }

@@ -93,24 +93,52 @@ static float h2f(uint16_t h) {
 
 typedef void (*cast_fn)(int64_t n, char *dst, int64_t ds, const char *src, int64_t ss);
 
+typedef uint16_t half_bits;
+typedef bool cbool; /* bool is a macro: not for names made with ## */
+
+/* What an element is read as (STORE_x) and made of (NORM_x): a bool element is a byte, and any byte but 0 is true
+ * (a bool array may hold other bytes: a:view("bool") of uint8, a file); reading it as _Bool would be undefined. */
+#define STORE_float float
+#define STORE_double double
+#define STORE_int8_t int8_t
+#define STORE_int16_t int16_t
+#define STORE_int32_t int32_t
+#define STORE_int64_t int64_t
+#define STORE_uint8_t uint8_t
+#define STORE_uint16_t uint16_t
+#define STORE_uint32_t uint32_t
+#define STORE_uint64_t uint64_t
+#define STORE_cbool uint8_t
+#define STORE_half_bits half_bits
+#define NORM_float(v) (v)
+#define NORM_double(v) (v)
+#define NORM_int8_t(v) (v)
+#define NORM_int16_t(v) (v)
+#define NORM_int32_t(v) (v)
+#define NORM_int64_t(v) (v)
+#define NORM_uint8_t(v) (v)
+#define NORM_uint16_t(v) (v)
+#define NORM_uint32_t(v) (v)
+#define NORM_uint64_t(v) (v)
+#define NORM_cbool(v) ((v) != 0)
+#define NORM_half_bits(v) (v)
+
 /* dst[i * ds] = (TO)src[i * ss], strides in bytes; the contiguous case apart, for the vectoriser */
 #define CAST(TO, FROM, CONV)                                                                      \
   static void cast_##TO##_##FROM(int64_t n, char *dst, int64_t ds, const char *src, int64_t ss) { \
     if (ds == (int64_t)sizeof(TO) && ss == (int64_t)sizeof(FROM)) {                               \
       TO *d = (TO *)(void *)dst;                                                                  \
-      const FROM *s = (const FROM *)(const void *)src;                                            \
-      for (int64_t i = 0; i < n; i++) d[i] = CONV(s[i]);                                          \
+      const STORE_##FROM *s = (const STORE_##FROM *)(const void *)src;                            \
+      for (int64_t i = 0; i < n; i++) d[i] = CONV((FROM)NORM_##FROM(s[i]));                       \
       return;                                                                                     \
     }                                                                                             \
     for (int64_t i = 0; i < n; i++) {                                                             \
-      FROM v;                                                                                     \
+      STORE_##FROM v;                                                                             \
       memcpy(&v, src + i * ss, sizeof v);                                                         \
-      TO r = CONV(v);                                                                             \
+      TO r = CONV((FROM)NORM_##FROM(v));                                                          \
       memcpy(dst + i * ds, &r, sizeof r);                                                         \
     }                                                                                             \
   }
-typedef uint16_t half_bits;
-typedef bool cbool; /* bool is a macro: not for names made with ## */
 #define PLAIN(v) (v)
 #define TO_HALF(v) f2h((float)(v))
 #define HALF_TO_HALF(v) (v)

@@ -326,7 +326,12 @@ local function input_code(ins, indent)
       params[#params + 1] = fmt("const %s *__restrict__ %s", T.ctype, p.name)
     else
       params[#params + 1] = fmt("const %s *__restrict__ _in_%s", T.ctype, p.name)
-      pre[#pre + 1] = fmt("%sconst %s %s = _in_%s[%s];", indent, T.ctype, p.name, p.name, p.bcast and ("_o_" .. p.name) or "i")
+      local at = p.bcast and ("_o_" .. p.name) or "i"
+      if p.dtype == "bool" then   -- any byte but 0 is true (a bool array may hold others: NOTE [cpu loops]'s STORE_cbool)
+        pre[#pre + 1] = fmt("%sconst bool %s = ((const unsigned char *)_in_%s)[%s] != 0;", indent, p.name, p.name, at)
+      else
+        pre[#pre + 1] = fmt("%sconst %s %s = _in_%s[%s];", indent, T.ctype, p.name, p.name, at)
+      end
     end
   end
   return params, pre, dts
@@ -1660,7 +1665,7 @@ local function astype_load(d)
   if d == "float16" then return "isf = 1; f = _cdv_f32_to_f64(_cdv_h2f(((const unsigned short *)src)[i]));" end
   if d == "float32" then return "isf = 1; f = _cdv_f32_to_f64(((const float *)src)[i]);" end
   if d == "float64" then return "isf = 1; f = ((const double *)src)[i];" end
-  if d == "bool" then return "u = ((const unsigned char *)src)[i];" end
+  if d == "bool" then return "u = ((const unsigned char *)src)[i] != 0;" end   -- any byte but 0 is true
   if T.kind == "i" then return fmt("u = (_cdv_u64)(long long)((const %s *)src)[i];", T.ctype) end
   return fmt("u = (_cdv_u64)((const %s *)src)[i];", T.ctype)
 end
