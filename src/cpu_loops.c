@@ -191,6 +191,10 @@ static const cast_fn casts[CDV_NDTYPES][CDV_NDTYPES] = {
 typedef void (*op_fn)(int64_t n, const void *a, const void *b, const void *c, void *z, int bits);
 
 /* z may be x itself (a:add_(b)): not restrict */
+/* element i of p, a bool's byte read as one (any but 0 is true: see STORE_cbool); _Generic evaluates only the branch
+ * of p's element type, so no bool is loaded from memory as a _Bool */
+#define LD(p, i) _Generic((p)[0], bool : ((const unsigned char *)(const void *)(p))[i] != 0, default : (p)[i])
+
 #define OP2W(name, T_, W_, R, expr)                                                                 \
   static void name(int64_t n, const void *av, const void *bv, const void *cv, void *zv, int bits) { \
     typedef T_ T;                                                                                   \
@@ -199,7 +203,7 @@ typedef void (*op_fn)(int64_t n, const void *a, const void *b, const void *c, vo
     R *z = zv;                                                                                      \
     (void)cv, (void)bits;                                                                           \
     for (int64_t i = 0; i < n; i++) {                                                               \
-      T x = a[i], y = b[i];                                                                         \
+      T x = LD(a, i), y = LD(b, i);                                                                 \
       (void)x, (void)y, (void)sizeof(W);                                                            \
       z[i] = (R)(expr);                                                                             \
     }                                                                                               \
@@ -414,7 +418,7 @@ static const op_fn mixed_ops[6][2] = {{eq_su, eq_us}, {ne_su, ne_us}, {lt_su, lt
     const T *restrict b = bv, *restrict c = cv;                                                          \
     T *restrict z = zv;                                                                                  \
     (void)bits;                                                                                          \
-    for (int64_t i = 0; i < n; i++) z[i] = a[i] ? b[i] : c[i];                                           \
+    for (int64_t i = 0; i < n; i++) z[i] = LD(a, i) ? LD(b, i) : LD(c, i);                               \
   }
 INTS(WHERE, )
 FLOATS(WHERE, )
