@@ -38,7 +38,8 @@ static struct {
   size_t len;
   char digest[65]; /* its SHA-256, for the cache key: hashing 35 kB at every lookup took 0.3 ms of a disk hit */
   int n;
-  const char *name[MAX_STD], *src[MAX_STD]; /* cut out of a copy of text */
+  char *copy; /* a copy of text, kept for the life of the process (held here, so that memcheck sees it reachable) */
+  const char *name[MAX_STD], *src[MAX_STD]; /* cut out of copy */
   cdv_strlist incs[MAX_STD]; /* what each includes, as cdv_list_includes lists it ('a' and the name) */
   unsigned char in_toolkit[MAX_STD]; /* a file of that name in the toolkit's folders hides ours */
 } hdrs;
@@ -75,7 +76,7 @@ static void split(void) {
   cdv_sha256_add(&s, hdrs.text ? hdrs.text : "", hdrs.text ? hdrs.len : 0);
   cdv_sha256_done(&s, h);
   for (int i = 0; i < 32; i++) snprintf(hdrs.digest + 2 * i, 3, "%02x", h[i]);
-  char *copy = hdrs.text ? malloc(hdrs.len + 1) : NULL; /* kept for the life of the process */
+  char *copy = hdrs.copy = hdrs.text ? malloc(hdrs.len + 1) : NULL;
   if (!copy) return;
   memcpy(copy, hdrs.text, hdrs.len + 1);
   for (char *line = copy; line && *line && hdrs.n < MAX_STD;) {
