@@ -332,6 +332,8 @@ int cdv_graph_open(lua_State *L);
 int cdv_nccl_open(lua_State *L);
 /* blas.c: cd.matmul, a:matmul (NOTE [host gemm], NOTE [cublas abi]) */
 int cdv_blas_open(lua_State *L);
+/* linalg_cpu.c: cd._linalg.cpu, LAPACKE for lua/cudadev/linalg.lua (NOTE [lapacke abi]) */
+int cdv_linalg_cpu_open(lua_State *L);
 
 /* profile.c: cd.profile_start/stop, cd.profiling, NVTX ranges (NOTE [profiling no-ops]) */
 int cdv_profile_open(lua_State *L);

@@ -22,6 +22,7 @@
 #include "syms.h"
 #include "nccl_abi.h"
 #include "cublas_abi.h"
+#include "lapacke_abi.h"
 #include "mpi_api.h"
 
 struct cdv_cu_syms cdv_cu;
@@ -363,6 +364,48 @@ int cdv_cublas_load(void) {
 LIB_WHY(cublas)
 
 LIB_PATH(cublas)
+
+/* ---------------------------------------------------------------- LAPACKE */
+/* NOTE [lapacke library]: LAPACKE (linalg_cpu.c's cd.linalg on the cpu device, NOTE [lapacke abi]) is opened
+ * on first use, never at `require`: CUDADEV_LIBLAPACKE alone when set; else Debian's liblapacke.so.3, then
+ * liblapacke.so, then OpenBLAS (libopenblas.so.0 carries a LAPACKE of its own). When none opens, the reason
+ * names the Debian package and every name tried. */
+struct cdv_lapacke_syms cdv_lapacke;
+
+#define CDV_LAPACKE_ENTRY(ret, name, params) {#name, offsetof(struct cdv_lapacke_syms, name)},
+static const cdv_sym lapacke_table[] = {CDV_LAPACKE_SYMS(CDV_LAPACKE_ENTRY)};
+static lib_state lapacke_lib;
+static pthread_once_t lapacke_once = PTHREAD_ONCE_INIT;
+
+static void lapacke_load_once(void) {
+  static const char *const sonames[] = {"liblapacke.so.3", "liblapacke.so", "libopenblas.so.0"};
+  const char *env = getenv("CUDADEV_LIBLAPACKE");
+  why_add(&lapacke_lib, "no LAPACKE (install Debian's liblapacke, or set CUDADEV_LIBLAPACKE to its path): ");
+  if (env && *env)
+    try_open(&lapacke_lib, env);
+  else
+    for (size_t i = 0; i < COUNT(sonames); i++) try_open(&lapacke_lib, sonames[i]);
+  if (!lapacke_lib.handle) return;
+  resolve(lapacke_lib.handle, lapacke_table, COUNT(lapacke_table), &cdv_lapacke);
+  why_clear(&lapacke_lib);
+  for (size_t i = 0; i < COUNT(lapacke_table); i++) {
+    void *p;
+    memcpy(&p, (char *)&cdv_lapacke + lapacke_table[i].offset, sizeof p);
+    if (p == NULL) {
+      why_add(&lapacke_lib, "no LAPACKE: %s does not export %s", lapacke_lib.path, lapacke_table[i].name);
+      return;
+    }
+  }
+}
+
+int cdv_lapacke_load(void) {
+  pthread_once(&lapacke_once, lapacke_load_once);
+  return lapacke_lib.handle && lapacke_lib.why_len == 0 ? 0 : -1;
+}
+
+LIB_WHY(lapacke)
+
+LIB_PATH(lapacke)
 
 /* ---------------------------------------------------------------- cd.mpi's shim */
 /* cudadev_mpi.so (NOTE [mpi shim] in mpi_api.h): opened RTLD_GLOBAL, since OpenMPI's own plugins resolve
