@@ -384,12 +384,11 @@ end
 
 -- A matrix norm of x (float) over axes r, c (1-based, distinct).
 local function matrix_norm(x, ord, r, c)
-  if ord == 2 or ord == -2 or ord == "nuc" then
-    if x.dtype == "float16" then x = x:astype("float32") end
+  if ord == 2 or ord == -2 or ord == "nuc" then   -- float16 refused by the SVD, as NumPy's
     local s = svd_parts(axes_last(x, r, c), false, false, "norm")
     local red = { axis = -1 }
     local v = ord == 2 and s:max(red) or ord == -2 and s:min(red) or s:sum(red)
-    return v:astype(x.dtype)
+    return v
   end
   if ord == nil or ord == "fro" then return cd.sqrt((x * x):sum({ axis = { r, c } })) end
   if ord == 1 or ord == -1 then
