@@ -281,6 +281,54 @@ end
 
 describe("cd.linalg", function()
   checks("cpu", it)
+  checks("cuda:0", helper.gpu_it)   -- cuSOLVER (NOTE [linalg layouts]): the same expectations
+
+  helper.gpu_it("solves a batch of 1024 32 x 32 float32 systems at once on cuda:0 (cuBLAS's batched LU)", function()
+    local a = well(32, 1024, "float32", "cuda:0", 5)
+    local b = cd.array(values(1024 * 32, 6), "float32", { device = "cuda:0" }):reshape({ 1024, 32, 1 })
+    local x = L.solve(a, b)
+    assert.are.same({ 1024, 32, 1 }, x.shape)
+    near(cd.matmul(a, x), b, 1e-4)
+    local cpu = L.solve(a:to("cpu"), b:to("cpu"))
+    near(x:to("cpu"), cpu, 1e-4)
+  end)
+
+  helper.gpu_it("svd, qr and eigh on cuda:0 agree with the cpu device's (magnitudes where signs are free)", function()
+    for _, shape in ipairs({ { 6, 4 }, { 4, 6 }, { 3, 5, 5 } }) do
+      local a = cd.array(values(shape[1] * shape[2] * (shape[3] or 1), 8), "float64"):reshape(shape)
+      local g = a:to("cuda:0")
+      for _, full in ipairs({ true, false }) do
+        local u, s, vh = L.svd(g, { full_matrices = full })
+        local cu, cs, cvh = L.svd(a, { full_matrices = full })
+        near(s:to("cpu"), cs, 1e-12)
+        assert.are.same(cu.shape, u.shape)
+        assert.are.same(cvh.shape, vh.shape)
+        local k = cs.shape[#cs.shape]
+        local uk = full and u:slice(1, k, 1, u.ndim) or u
+        local vk = full and vh:slice(1, k, 1, vh.ndim - 1) or vh
+        near(cd.matmul(uk * cd.expand_dims(s, -2), vk):to("cpu"), a, 1e-12)
+      end
+      local q, r = L.qr(g, "complete")
+      near(cd.matmul(q, r):to("cpu"), a, 1e-12)
+      near(cd.abs(r):to("cpu"), cd.abs(select(2, L.qr(a, "complete"))), 1e-12)
+    end
+    local spd = well(5, 3, "float64", "cpu", 4)
+    spd = spd + swapT(spd)
+    local w, v = L.eigh(spd:to("cuda:0"), "U")
+    near(w:to("cpu"), L.eigvalsh(spd, "U"), 1e-12)
+    near(cd.matmul(spd, v:to("cpu")), v:to("cpu") * cd.expand_dims(w:to("cpu"), -2), 1e-12)
+  end)
+
+  helper.gpu_it("without cuSOLVER a call on cuda:0 is a cudadev.Error naming every file tried; the cpu device works",
+    function()
+      local out = helper.run_child([[
+        local ok, err = pcall(cd.linalg.inv, cd.eye(2, 2, 0, "float64", {device = "cuda:0"}))
+        print(ok, cd.type(err), err.name, err.message)
+        print(cd.linalg.det(cd.eye(2, 2, 0, "float64", {device = "cpu"})))
+      ]], "CUDADEV_LIBCUSOLVER=/nonexistent/libcusolver.so.12")
+      assert(out:find("false\tError\tCUSOLVER_NOT_FOUND\tno cuSOLVER: tried /nonexistent/libcusolver.so.12", 1, true), out)
+      assert(out:find("\n1.0\n", 1, true), out)
+    end)
 
   it("is cd.linalg, its C side taken away from the module", function()
     assert.are.equal("table", type(cd.linalg))

@@ -434,6 +434,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_module_open(L);
   cdv_blas_open(L); /* after module.c's cd._selftest, which it extends */
   cdv_linalg_cpu_open(L);
+  cdv_linalg_cuda_open(L);
   cdv_peer_open(L);
   cdv_memory_open(L);
   cdv_graph_open(L);

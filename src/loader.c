@@ -23,6 +23,7 @@
 #include "nccl_abi.h"
 #include "cublas_abi.h"
 #include "lapacke_abi.h"
+#include "cusolver_abi.h"
 #include "mpi_api.h"
 
 struct cdv_cu_syms cdv_cu;
@@ -406,6 +407,63 @@ int cdv_lapacke_load(void) {
 LIB_WHY(lapacke)
 
 LIB_PATH(lapacke)
+
+/* ---------------------------------------------------------------- cuSOLVER */
+/* NOTE [cusolver library]: libcusolver (linalg_cuda.c's cd.linalg on a CUDA device, NOTE [cusolver abi]) is
+ * opened as cuBLAS is (NOTE [cublas library]), on first use: CUDADEV_LIBCUSOLVER alone when set; else
+ * libcusolver.so.12 (CUDA 13 and 12.x's later releases), .11 (CUDA 11 and 12) and libcusolver.so, each through the
+ * dynamic linker's search, then in $CUDA_HOME/lib64 and /usr/local/cuda/lib64. */
+struct cdv_cusolver_syms cdv_cusolver;
+
+#define CDV_CUSOLVER_ENTRY(ret, name, params) {#name, offsetof(struct cdv_cusolver_syms, name)},
+static const cdv_sym cusolver_table[] = {CDV_CUSOLVER_SYMS(CDV_CUSOLVER_ENTRY)};
+static lib_state cusolver_lib;
+static pthread_once_t cusolver_once = PTHREAD_ONCE_INIT;
+
+static void cusolver_open(void) {
+  static const char *const sonames[] = {"libcusolver.so.12", "libcusolver.so.11", "libcusolver.so"};
+  const char *env = getenv("CUDADEV_LIBCUSOLVER"), *home = getenv("CUDA_HOME");
+  why_add(&cusolver_lib, "no cuSOLVER: ");
+  if (env && *env) {
+    try_open(&cusolver_lib, env);
+    return;
+  }
+  for (size_t i = 0; i < COUNT(sonames); i++) {
+    char path[1024];
+    try_open(&cusolver_lib, sonames[i]);
+    if (home && *home && strcmp(home, "/usr/local/cuda") != 0) {
+      snprintf(path, sizeof path, "%s/lib64/%s", home, sonames[i]);
+      try_open(&cusolver_lib, path);
+    }
+    snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[i]);
+    try_open(&cusolver_lib, path);
+  }
+  if (!cusolver_lib.handle) why_add(&cusolver_lib, "; set CUDADEV_LIBCUSOLVER to the path of libcusolver.so");
+}
+
+static void cusolver_load_once(void) {
+  cusolver_open();
+  if (!cusolver_lib.handle) return;
+  resolve(cusolver_lib.handle, cusolver_table, COUNT(cusolver_table), &cdv_cusolver);
+  why_clear(&cusolver_lib);
+  for (size_t i = 0; i < COUNT(cusolver_table); i++) {
+    void *p;
+    memcpy(&p, (char *)&cdv_cusolver + cusolver_table[i].offset, sizeof p);
+    if (p == NULL) {
+      why_add(&cusolver_lib, "no cuSOLVER: %s does not export %s", cusolver_lib.path, cusolver_table[i].name);
+      return;
+    }
+  }
+}
+
+int cdv_cusolver_load(void) {
+  pthread_once(&cusolver_once, cusolver_load_once);
+  return cusolver_lib.handle && cusolver_lib.why_len == 0 ? 0 : -1;
+}
+
+LIB_WHY(cusolver)
+
+LIB_PATH(cusolver)
 
 /* ---------------------------------------------------------------- cd.mpi's shim */
 /* cudadev_mpi.so (NOTE [mpi shim] in mpi_api.h): opened RTLD_GLOBAL, since OpenMPI's own plugins resolve

@@ -5,11 +5,12 @@
 --
 -- NOTE [linalg layers]: this file is NumPy's layer: shapes, batching, dtypes, options and NumPy's errors. The
 -- factorizations are LAPACK's, reached through cd._linalg (taken away below): .cpu is linalg_cpu.c's LAPACKE
--- (opened at run time, NOTE [lapacke library]). Each routine gets fresh C-contiguous copies of 3 dimensions
--- {batch, rows, columns}, which it overwrites, and answers which matrix of the batch failed, if one did, with
--- LAPACK's info; that failure is raised here in NumPy's words (numpy.linalg.LinAlgError's), naming the argument.
--- What LAPACK does not do (inv, det, lstsq, pinv, norm) is built here from the routines and the array operations.
--- Results keep the input's dtype (float32 in, float32 out); integer and bool inputs compute in float64, as NumPy.
+-- (opened at run time, NOTE [lapacke library]), .cuda linalg_cuda.c's cuSOLVER (NOTE [cusolver library]), which G
+-- below gives the cpu routines' contract (NOTE [linalg layouts]). Each routine gets fresh C-contiguous copies of 3
+-- dimensions {batch, rows, columns}, which it overwrites, and answers which matrix of the batch failed, if one did,
+-- with LAPACK's info; that failure is raised here in NumPy's words (numpy.linalg.LinAlgError's), naming the
+-- argument. What LAPACK does not do (inv, det, lstsq, pinv, norm) is built here from the routines and the array
+-- operations. Results keep the input's dtype (float32 in, float32 out); integer and bool inputs compute in float64.
 local cd, _, internal = ...
 local C = rawget(cd, "_linalg")
 cd._linalg = nil
@@ -28,15 +29,130 @@ local function is_array(v) return cd.type(v) == "Array" end
 
 local function shape_text(s) return "{" .. concat(s, ", ") .. "}" end
 
--- The routines of x's device (NOTE [linalg layers]), or an error naming the device.
-local function routines(x, fname)
-  local dev = x.device
-  local r = dev.is_cpu and C.cpu or C.cuda
-  if r == nil then
-    raise(fmt("%s: cd.linalg is not available on %s in this build (move the array with a:to(\"cpu\"))", fname,
-      dev.alias), 3)
+local function swapT(x) return cd.swapaxes(x, -1, -2) end
+
+-- ------------------------------------------------------------------------------------------ CUDA devices
+-- NOTE [linalg layouts]: cuSOLVER is column-major, and a row-major {rows, cols} buffer read column-major is the
+-- transpose. The table G gives CUDA devices the cpu routines' contract (row-major matrices, overwritten in place,
+-- `bad, info` for a failed matrix) over linalg_cuda.c's column-major routines:
+--   solve    getrf of the buffer as it is (a^T), then getrs with op T (a x = b); b goes in transposed. A batch of
+--            small matrices takes cuBLAS's batched getrf/getrs instead (one launch, not one per matrix).
+--   slogdet  getrf of a^T (det a^T = det a): the diagonal and the pivots, reduced on the device.
+--   cholesky potrf "upper" of the buffer is a's lower factor read row-major (and "lower" its upper); the other
+--            triangle is zeroed after.
+--   qr       geqrf of a's transpose copied (the buffer then holds a column-major), R read back transposed; orgqr on
+--            the reflectors' first k columns, Q read back transposed.
+--   eigh     syevd "upper" of the buffer reads a's lower triangle (a is symmetric); the eigenvectors come back
+--            as rows, transposed after.
+--   svd      gesvd takes m >= n only. A row-major a with rows <= cols is, read column-major, a^T = U' S V'^T with
+--            that shape: U' read row-major is NumPy's Vh and V'^T read row-major is NumPy's U, no transposes at all.
+--            A taller a goes through its transpose's SVD (U = Vh2^T, Vh = U2^T).
+local G = {}
+
+local function dev_of(x) return { device = x.device } end
+
+-- the first matrix whose info is not 0 and that info, or nil (one reduction; the host reads info only then)
+local function first_bad(info)
+  if info.size == 0 or not info:ne(0):any() then return nil end
+  local t = info:to("cpu")
+  for i = 1, t.size do if t[i] ~= 0 then return i, t[i] end end
+end
+
+-- x's elements replaced by y's (y of x's size, any shape; a view is copied contiguous first)
+local function put_back(x, y) x:copy_from(y.is_contiguous and y or y:contiguous()) end
+
+local function ints(shape, x) return cd.empty(shape, "int32", dev_of(x)) end
+
+function G.solve(x, y)
+  local B, n, k = y.shape[1], y.shape[2], y.shape[3]
+  local D = C.cuda
+  local ipiv, info = ints({ B, n }, x), ints({ B }, x)
+  local yt = swapT(y):copy()
+  if B > 1 and n <= 64 then
+    D.solve_batched(x, ipiv, yt, info)
+  else
+    D.getrf(x, ipiv, info)
+    local bad, code = first_bad(info)
+    if bad then return bad, code end
+    D.getrs(x, ipiv, yt, info, true)
   end
-  return r
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  put_back(y, swapT(yt))
+end
+
+function G.slogdet(x, sign, logabs)
+  local B, n = x.shape[1], x.shape[2]
+  if n == 0 then sign:fill(1); logabs:fill(0); return end
+  local ipiv, info = ints({ B, n }, x), ints({ B }, x)
+  C.cuda.getrf(x, ipiv, info)
+  local d = x:reshape({ B, n * n }):slice(1, n * n, n + 1, 2)   -- the diagonal of each LU
+  local swaps = ipiv:ne(cd.arange(1, n + 1, 1, "int32", dev_of(x))):astype("int64"):sum({ axis = 2 })
+  local flip = (1 - (swaps % 2) * 2):astype(x.dtype)
+  put_back(sign, cd.sign(d):prod({ axis = 2 }) * flip)
+  put_back(logabs, cd.log(cd.abs(d)):sum({ axis = 2 }))
+end
+
+function G.cholesky(x, lower)
+  local info = ints({ x.shape[1] }, x)
+  C.cuda.potrf(x, info, lower)
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  put_back(x, lower and cd.tril(x) or cd.triu(x))
+end
+
+-- qr leaves the column-major reflectors in x's buffer (as {B, n, m}), which orgqr reads
+function G.qr(x, tau, R)
+  local B, m, n = x.shape[1], x.shape[2], x.shape[3]
+  local xt = swapT(x):copy()
+  local info = ints({ B }, x)
+  C.cuda.geqrf(xt, tau, info)
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  if R then put_back(R, cd.triu(swapT(xt):slice(1, R.shape[2], 1, 2))) end
+  put_back(x, xt:reshape({ B, m, n }))
+end
+
+function G.orgqr(x, tau, Q)
+  local B, m, n, qc = x.shape[1], x.shape[2], x.shape[3], Q.shape[3]
+  local k = math.min(m, n)
+  local first = x:reshape({ B, n, m }):slice(1, k, 1, 2)
+  local qb = qc > k and cd.concatenate({ first, cd.zeros({ B, qc - k, m }, x.dtype, dev_of(x)) }, 2) or first:copy()
+  local info = ints({ B }, x)
+  C.cuda.orgqr(qb, tau, info)
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  put_back(Q, swapT(qb))
+end
+
+function G.eigh(x, w, vectors, lower)
+  local info = ints({ x.shape[1] }, x)
+  C.cuda.syevd(x, w, info, vectors, lower)
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  if vectors then put_back(x, swapT(x)) end
+end
+
+function G.svd(x, s, u, vt, full)
+  local B, m, n = x.shape[1], x.shape[2], x.shape[3]
+  local info = ints({ B }, x)
+  if m <= n then
+    C.cuda.gesvd(x, s, vt, u, info, full)
+  else
+    local u2 = u and cd.empty({ B, n, n }, x.dtype, dev_of(x))
+    local vt2 = u and cd.empty({ B, full and m or n, m }, x.dtype, dev_of(x))
+    C.cuda.gesvd(swapT(x):copy(), s, u2, vt2, info, full)
+    if u then
+      put_back(u, swapT(vt2))
+      put_back(vt, swapT(u2))
+    end
+  end
+  return first_bad(info)
+end
+
+-- The routines of x's device (NOTE [linalg layers]): LAPACKE's on the cpu device, G's on CUDA devices.
+local function routines(x)
+  return x.device.is_cpu and C.cpu or G
 end
 
 -- The dtype linalg computes a's elements in: float32 and float64 as they are, integers and bool in float64.
@@ -143,7 +259,7 @@ end
 -- cd.linalg.solve(a, b) -> x with a x = b: a {..., n, n}; b {..., n, k} or {n} (NumPy 2: one vector)
 function linalg.solve(a, b)
   local x, dt, batch, count, n = matrices(a, "solve", 1, true)
-  local r = routines(x, "solve")
+  local r = routines(x)
   local y, k = right_side(a, b, dt, batch, count, n, "solve")
   local bad = r.solve(x, y)
   if bad then singular("solve", bad, count) end
@@ -154,7 +270,7 @@ end
 -- cd.linalg.inv(a) -> a^-1 (the solve of a x = I)
 function linalg.inv(a)
   local x, dt, batch, count, n = matrices(a, "inv", 1, true)
-  local r = routines(x, "inv")
+  local r = routines(x)
   local y = cd.broadcast_to(cd.eye(n, n, 0, dt, { device = a.device }), { count, n, n }):copy()
   local bad = r.solve(x, y)
   if bad then singular("inv", bad, count) end
@@ -164,7 +280,7 @@ end
 -- ------------------------------------------------------------------------------------------ det, slogdet
 local function slogdet_parts(a, fname)
   local x, dt, batch, count, n = matrices(a, fname, 1, true)
-  local r = routines(x, fname)
+  local r = routines(x)
   local sign, logabs = new({ count }, dt, x), new({ count }, dt, x)
   r.slogdet(x, sign, logabs)
   return sign, logabs, batch
@@ -192,7 +308,7 @@ function linalg.cholesky(a, opts)
     argerror("cholesky", 2, "'upper' must be a boolean, got " .. typename(o.upper), 1)
   end
   local x, _, batch, count, n = matrices(a, "cholesky", 1, true)
-  local bad, info = routines(x, "cholesky").cholesky(x, not o.upper)
+  local bad, info = routines(x).cholesky(x, not o.upper)
   if bad then
     raise(fmt("bad argument #1 to 'cholesky' (matrix is not positive definite%s: its leading minor of order %d is " ..
       "not positive)", which(bad, count), info), 2)
@@ -211,7 +327,7 @@ function linalg.qr(a, mode)
       type(mode) == "string" and fmt("%q", mode) or typename(mode)), 1)
   end
   local x, dt, batch, count, m, n = matrices(a, "qr", 1, false)
-  local r = routines(x, "qr")
+  local r = routines(x)
   local k = math.min(m, n)
   local rr = mode == "complete" and m or k
   local tau, R = new({ count, k }, dt, x), new({ count, rr, n }, dt, x)
@@ -236,7 +352,7 @@ local function eig(a, UPLO, fname, vectors)
   local lower = uplo_lower(UPLO, fname)
   local x, dt, batch, count, n = matrices(a, fname, 1, true)
   local w = new({ count, n }, dt, x)
-  local bad = routines(x, fname).eigh(x, w, vectors, lower)
+  local bad = routines(x).eigh(x, w, vectors, lower)
   if bad then raise(fmt("%s: eigenvalues did not converge%s", fname, which(bad, count)), 3) end
   return w:reshape(with(batch, n)), x:reshape(with(batch, n, n))
 end
@@ -256,7 +372,7 @@ local function svd_parts(a, full, uv, fname)
   if uv then
     u, vt = new({ count, m, full and m or k }, dt, x), new({ count, full and n or k, n }, dt, x)
   end
-  local bad = routines(x, fname).svd(x, s, u, vt, full)
+  local bad = routines(x).svd(x, s, u, vt, full)
   if bad then raise(fmt("%s: SVD did not converge%s", fname, which(bad, count)), 3) end
   s = s:reshape(with(batch, k))
   if not uv then return s end
