@@ -61,7 +61,8 @@ end
 -- x's elements replaced by y's (y of x's size, any shape; a view is copied contiguous first)
 local function put_back(x, y) x:copy_from(y.is_contiguous and y or y:contiguous()) end
 
-local function ints(shape, x) return cd.empty(shape, "int32", dev_of(x)) end
+-- info starts at 0: a routine that has nothing to do (an empty matrix) writes none
+local function ints(shape, x) return cd.zeros(shape, "int32", dev_of(x)) end
 
 function G.solve(x, y)
   local B, n, k = y.shape[1], y.shape[2], y.shape[3]
@@ -141,7 +142,7 @@ function G.svd(x, s, u, vt, full)
   else
     local u2 = u and cd.empty({ B, n, n }, x.dtype, dev_of(x))
     local vt2 = u and cd.empty({ B, full and m or n, m }, x.dtype, dev_of(x))
-    C.cuda.gesvd(swapT(x):copy(), s, u2, vt2, info, full)
+    C.cuda.gesvd(swapT(x):copy(), s, vt2, u2, info, full)   -- the wide case for a^T: its Vh first
     if u then
       put_back(u, swapT(vt2))
       put_back(vt, swapT(u2))
