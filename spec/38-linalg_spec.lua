@@ -279,8 +279,90 @@ local function checks(dev, test)
   end)
 end
 
+-- linalg_cuda.c's routines as LAPACK's column-major ones with the same arguments (spec/linalg_colmajor.c, built
+-- here), on the cpu device's arrays: for cd._selftest.linalg_through, which runs linalg.lua's column-major adapter
+-- (NOTE [linalg layouts]) on them. nil and why when the C compiler or LAPACKE is missing.
+local function colmajor_routines()
+  local so = os.tmpname() .. ".so"
+  local inc = io.popen("pkg-config --cflags lua5.4 2>/dev/null"):read("a"):gsub("%s+$", "")
+  local out = helper.run_command(("cc -shared -fPIC -O1 %s -o %s spec/linalg_colmajor.c -ldl"):format(
+    inc ~= "" and inc or "-I/usr/include/lua5.4", so))
+  local open = package.loadlib(so, "luaopen_linalg_colmajor")
+  os.remove(so)
+  if not open then return nil, "spec/linalg_colmajor.c did not build: " .. out end
+  local ok, F = pcall(open, "liblapacke.so.3")
+  if not ok then return nil, "no LAPACKE: " .. tostring(F) end
+  local es = { float32 = 4, float64 = 8 }
+  local function f64(a) return a.dtype == "float64" end
+  local function at(a, off) return a.ptr + off * es[a.dtype] end
+  local R = {}   -- each as linalg_cuda.c's function of the same name: its loops, offsets and leading dimensions
+  function R.getrf(a, ipiv, info)
+    local B, n = a.shape[1], a.shape[2]
+    if B == 0 or n == 0 then return end
+    for i = 0, B - 1 do info[i + 1] = F.getrf(f64(a), n, n, at(a, i * n * n), n, ipiv.ptr + i * n * 4) end
+  end
+  function R.getrs(a, ipiv, b, info, transposed)
+    local B, n, k = a.shape[1], a.shape[2], b.shape[2]
+    if B == 0 or n == 0 or k == 0 then return end
+    for i = 0, B - 1 do
+      info[i + 1] = F.getrs(f64(a), transposed and "T" or "N", n, k, at(a, i * n * n), n, ipiv.ptr + i * n * 4,
+        at(b, i * n * k), n)
+    end
+  end
+  function R.solve_batched(a, ipiv, b, info)   -- cuBLAS's getrfBatched, then getrsBatched with op T
+    R.getrf(a, ipiv, info)
+    R.getrs(a, ipiv, b, cd.zeros({ a.shape[1] }, "int32", { device = "cpu" }), true)
+  end
+  function R.potrf(a, info, upper)
+    local B, n = a.shape[1], a.shape[2]
+    if B == 0 or n == 0 then return end
+    for i = 0, B - 1 do info[i + 1] = F.potrf(f64(a), upper and "U" or "L", n, at(a, i * n * n), n) end
+  end
+  function R.geqrf(a, tau, info)
+    local B, n, m = a.shape[1], a.shape[2], a.shape[3]
+    local k = math.min(m, n)
+    if B == 0 or k == 0 then return end
+    for i = 0, B - 1 do info[i + 1] = F.geqrf(f64(a), m, n, at(a, i * m * n), m, at(tau, i * k)) end
+  end
+  function R.orgqr(q, tau, info)
+    local B, qc, m, k = q.shape[1], q.shape[2], q.shape[3], tau.shape[2]
+    if B == 0 or m == 0 or qc == 0 then return end
+    for i = 0, B - 1 do info[i + 1] = F.orgqr(f64(q), m, qc, k, at(q, i * m * qc), m, at(tau, i * k)) end
+  end
+  function R.syevd(a, w, info, vectors, upper)
+    local B, n = a.shape[1], a.shape[2]
+    if B == 0 or n == 0 then return end
+    for i = 0, B - 1 do
+      info[i + 1] = F.syevd(f64(a), vectors and "V" or "N", upper and "U" or "L", n, at(a, i * n * n), n, at(w, i * n))
+    end
+  end
+  function R.gesvd(a, s, u, vt, info, full)
+    local B, n, m = a.shape[1], a.shape[2], a.shape[3]
+    assert(m >= n, "gesvd takes m >= n")
+    local mu, job = full and m or n, u == nil and "N" or full and "A" or "S"
+    if B == 0 or n == 0 then return end
+    for i = 0, B - 1 do
+      info[i + 1] = F.gesvd(f64(a), job, job == "N" and "N" or "A", m, n, at(a, i * m * n), m, at(s, i * n),
+        u and at(u, i * m * mu) or 0, m, vt and at(vt, i * n * n) or 0, n)
+    end
+  end
+  return R
+end
+
 describe("cd.linalg", function()
   checks("cpu", it)
+
+  -- NOTE [linalg layouts]: every cpu expectation again, through the CUDA devices' column-major adapter
+  describe("through the column-major adapter", function()
+    local R, why = colmajor_routines()
+    if not R then
+      pending("the CUDA devices' column-major adapter on the cpu device (" .. why .. ")")
+      return
+    end
+    setup(function() cd._selftest.linalg_through(R) end)
+    teardown(function() cd._selftest.linalg_through(nil) end)
+    checks("cpu", it)
+  end)
   checks("cuda:0", helper.gpu_it)   -- cuSOLVER (NOTE [linalg layouts]): the same expectations
 
   helper.gpu_it("solves a batch of 1024 32 x 32 float32 systems at once on cuda:0 (cuBLAS's batched LU)", function()

@@ -85,7 +85,7 @@ static int cublas_load(cdv_err *e) {
   return cdv_fail(e, "dlopen", 0, "CUBLAS_NOT_FOUND", "%s", cdv_cublas_why());
 }
 
-int cdv_cublas_status(cdv_err *e, const char *api, int status) {
+static int cublas_status(cdv_err *e, const char *api, int status) {
   static const char *const names[] = {[0] = "CUBLAS_STATUS_SUCCESS",           [1] = "CUBLAS_STATUS_NOT_INITIALIZED",
                                       [3] = "CUBLAS_STATUS_ALLOC_FAILED",      [7] = "CUBLAS_STATUS_INVALID_VALUE",
                                       [8] = "CUBLAS_STATUS_ARCH_MISMATCH",     [11] = "CUBLAS_STATUS_MAPPING_ERROR",
@@ -126,14 +126,14 @@ static int handles_gc(lua_State *L) {
     hs->slot[i].h = NULL;
     if (h == NULL || !cdv_still_owned(d, hs->slot[i].generation) || d->gone) continue;
     cdv_err e;
-    if (d->be->activate(d, &e) != 0 || cdv_cublas_status(&e, "cublasDestroy", cdv_cublas.cublasDestroy_v2(h)) != 0)
+    if (d->be->activate(d, &e) != 0 || cublas_status(&e, "cublasDestroy", cdv_cublas.cublasDestroy_v2(h)) != 0)
       cdv_warn_release(L, "cuBLAS handle", d, &e); /* __gc never raises */
   }
   return 0;
 }
 
-/* The state's handle for d (current context), made when missing or stale (linalg_cuda.c's batched solves too). */
-cdv_cublas_handle cdv_blas_handle(lua_State *L, cdv_device *d) {
+/* The state's handle for d (current context), made when missing or stale. */
+static cdv_cublas_handle blas_handle(lua_State *L, cdv_device *d) {
   cdv_err e;
   if (cublas_load(&e) != 0) cdv_raise(L, d, &e);
   blas_handles *hs = NULL;
@@ -157,8 +157,8 @@ cdv_cublas_handle cdv_blas_handle(lua_State *L, cdv_device *d) {
     return hs->slot[d->index].h;
   hs->slot[d->index].h = NULL; /* stale: its context is gone (NOTE [cublas handles]) */
   cdv_cublas_handle h = NULL;
-  if (cdv_cublas_status(&e, "cublasCreate", cdv_cublas.cublasCreate_v2(&h)) != 0) cdv_raise(L, d, &e);
-  if (cdv_cublas_status(&e, "cublasSetMathMode", cdv_cublas.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH)) != 0) {
+  if (cublas_status(&e, "cublasCreate", cdv_cublas.cublasCreate_v2(&h)) != 0) cdv_raise(L, d, &e);
+  if (cublas_status(&e, "cublasSetMathMode", cdv_cublas.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH)) != 0) {
     cdv_cublas.cublasDestroy_v2(h);
     cdv_raise(L, d, &e);
   }
@@ -167,6 +167,10 @@ cdv_cublas_handle cdv_blas_handle(lua_State *L, cdv_device *d) {
   hs->slot[d->index].generation = d->generation;
   return h;
 }
+
+/* For linalg_cuda.c's batched LU (cuBLAS's getrfBatched/getrsBatched): the same handle, the same status words. */
+cdv_cublas_handle cdv_blas_handle(lua_State *L, cdv_device *d) { return blas_handle(L, d); }
+int cdv_cublas_status(cdv_err *e, const char *api, int status) { return cublas_status(e, api, status); }
 
 /* ---------------------------------------------------------------- cd.matmul */
 static const char *const matmul_opts[] = {"out", "alpha", "beta", "transa", "transb", "stream", NULL};
@@ -343,10 +347,10 @@ static int cuda_batch(const gemm_call *g, cdv_cublas_handle h, cdv_err *e, int64
   char *pc = g->out->data + (size_t)oc * es;
   int opa = g->transa ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (count == 1)
-    return cdv_cublas_status(e, "cublasGemmEx",
+    return cublas_status(e, "cublasGemmEx",
                          cdv_cublas.cublasGemmEx(h, opb, opa, (int)g->n, (int)g->m, (int)g->k, pal, pb, dt, ldb, pa, dt,
                                                  lda, pbe, pc, dt, (int)g->n, ct, CUBLAS_GEMM_DEFAULT));
-  return cdv_cublas_status(e, "cublasGemmStridedBatchedEx",
+  return cublas_status(e, "cublasGemmStridedBatchedEx",
                        cdv_cublas.cublasGemmStridedBatchedEx(
                            h, opb, opa, (int)g->n, (int)g->m, (int)g->k, pal, pb, dt, ldb, (long long)sb, pa, dt, lda,
                            (long long)sa, pbe, pc, dt, (int)g->n, (long long)sc, (int)count, ct, CUBLAS_GEMM_DEFAULT));
@@ -495,9 +499,9 @@ static int l_matmul(lua_State *L) {
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX || plan.count[plan.nb - 1] > INT_MAX)
       return luaL_error(L, "matmul: a dimension is larger than cuBLAS takes (%d)", INT_MAX);
     cdv_device_use(L, d);
-    cdv_cublas_handle h = cdv_blas_handle(L, d);
+    cdv_cublas_handle h = blas_handle(L, d);
     if (out->size > 0) {
-      if (cdv_cublas_status(&e, "cublasSetStream", cdv_cublas.cublasSetStream_v2(h, stream)) != 0 ||
+      if (cublas_status(&e, "cublasSetStream", cdv_cublas.cublasSetStream_v2(h, stream)) != 0 ||
           run_batches(&g, &plan, h, &e) != 0)
         return cdv_raise(L, d, &e);
       if (cdv_get_state(L)->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0)

@@ -334,6 +334,7 @@ int cdv_nccl_open(lua_State *L);
 int cdv_blas_open(lua_State *L);
 /* linalg_cpu.c: cd._linalg.cpu, LAPACKE for lua/cudadev/linalg.lua (NOTE [lapacke abi]) */
 int cdv_linalg_cpu_open(lua_State *L);
+#define CDV_LINALG_KEY "cudadev.linalg_routines" /* the registry's reference to cd._linalg */
 /* linalg_cuda.c: cd._linalg.cuda, cuSOLVER and cuBLAS's batched LU for linalg.lua (NOTE [cusolver abi]) */
 int cdv_linalg_cuda_open(lua_State *L);
 /* blas.c: the state's cuBLAS handle of d (NOTE [cublas handles]); a failed cuBLAS status as *e */

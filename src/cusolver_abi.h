@@ -15,36 +15,41 @@
 
 typedef struct cdv_cusolver_context *cdv_cusolver_handle; /* cusolverDnHandle_t: opaque */
 
-enum { CUBLAS_FILL_MODE_LOWER = 0, CUBLAS_FILL_MODE_UPPER = 1, CUSOLVER_EIG_MODE_NOVECTOR = 0, CUSOLVER_EIG_MODE_VECTOR = 1 };
+enum {
+  CUBLAS_FILL_MODE_LOWER = 0,
+  CUBLAS_FILL_MODE_UPPER = 1,
+  CUSOLVER_EIG_MODE_NOVECTOR = 0,
+  CUSOLVER_EIG_MODE_VECTOR = 1
+};
 
-#define CDV_CUSOLVER_TYPED(X, T, p)                                                                                \
-  X(int, cusolverDn##p##getrf_bufferSize, (cdv_cusolver_handle h, int m, int n, T *a, int lda, int *lwork))        \
-  X(int, cusolverDn##p##getrf, (cdv_cusolver_handle h, int m, int n, T *a, int lda, T *work, int *ipiv, int *info)) \
-  X(int, cusolverDn##p##getrs,                                                                                     \
-    (cdv_cusolver_handle h, int trans, int n, int nrhs, const T *a, int lda, const int *ipiv, T *b, int ldb,       \
-     int *info))                                                                                                   \
-  X(int, cusolverDn##p##potrf_bufferSize, (cdv_cusolver_handle h, int uplo, int n, T *a, int lda, int *lwork))     \
+#define CDV_CUSOLVER_TYPED(X, T, p)                                                                                    \
+  X(int, cusolverDn##p##getrf_bufferSize, (cdv_cusolver_handle h, int m, int n, T *a, int lda, int *lwork))            \
+  X(int, cusolverDn##p##getrf, (cdv_cusolver_handle h, int m, int n, T *a, int lda, T *work, int *ipiv, int *info))    \
+  X(int, cusolverDn##p##getrs,                                                                                         \
+    (cdv_cusolver_handle h, int trans, int n, int nrhs, const T *a, int lda, const int *ipiv, T *b, int ldb,           \
+     int *info))                                                                                                       \
+  X(int, cusolverDn##p##potrf_bufferSize, (cdv_cusolver_handle h, int uplo, int n, T *a, int lda, int *lwork))         \
   X(int, cusolverDn##p##potrf, (cdv_cusolver_handle h, int uplo, int n, T *a, int lda, T *work, int lwork, int *info)) \
-  X(int, cusolverDn##p##geqrf_bufferSize, (cdv_cusolver_handle h, int m, int n, T *a, int lda, int *lwork))        \
-  X(int, cusolverDn##p##geqrf,                                                                                     \
-    (cdv_cusolver_handle h, int m, int n, T *a, int lda, T *tau, T *work, int lwork, int *info))                   \
-  X(int, cusolverDn##p##orgqr_bufferSize,                                                                          \
-    (cdv_cusolver_handle h, int m, int n, int k, const T *a, int lda, const T *tau, int *lwork))                   \
-  X(int, cusolverDn##p##orgqr,                                                                                     \
-    (cdv_cusolver_handle h, int m, int n, int k, T *a, int lda, const T *tau, T *work, int lwork, int *info))      \
-  X(int, cusolverDn##p##syevd_bufferSize,                                                                          \
-    (cdv_cusolver_handle h, int jobz, int uplo, int n, const T *a, int lda, const T *w, int *lwork))               \
-  X(int, cusolverDn##p##syevd,                                                                                     \
-    (cdv_cusolver_handle h, int jobz, int uplo, int n, T *a, int lda, T *w, T *work, int lwork, int *info))        \
-  X(int, cusolverDn##p##gesvd_bufferSize, (cdv_cusolver_handle h, int m, int n, int *lwork))                       \
-  X(int, cusolverDn##p##gesvd,                                                                                     \
-    (cdv_cusolver_handle h, signed char jobu, signed char jobvt, int m, int n, T *a, int lda, T *s, T *u, int ldu, \
+  X(int, cusolverDn##p##geqrf_bufferSize, (cdv_cusolver_handle h, int m, int n, T *a, int lda, int *lwork))            \
+  X(int, cusolverDn##p##geqrf,                                                                                         \
+    (cdv_cusolver_handle h, int m, int n, T *a, int lda, T *tau, T *work, int lwork, int *info))                       \
+  X(int, cusolverDn##p##orgqr_bufferSize,                                                                              \
+    (cdv_cusolver_handle h, int m, int n, int k, const T *a, int lda, const T *tau, int *lwork))                       \
+  X(int, cusolverDn##p##orgqr,                                                                                         \
+    (cdv_cusolver_handle h, int m, int n, int k, T *a, int lda, const T *tau, T *work, int lwork, int *info))          \
+  X(int, cusolverDn##p##syevd_bufferSize,                                                                              \
+    (cdv_cusolver_handle h, int jobz, int uplo, int n, const T *a, int lda, const T *w, int *lwork))                   \
+  X(int, cusolverDn##p##syevd,                                                                                         \
+    (cdv_cusolver_handle h, int jobz, int uplo, int n, T *a, int lda, T *w, T *work, int lwork, int *info))            \
+  X(int, cusolverDn##p##gesvd_bufferSize, (cdv_cusolver_handle h, int m, int n, int *lwork))                           \
+  X(int, cusolverDn##p##gesvd,                                                                                         \
+    (cdv_cusolver_handle h, signed char jobu, signed char jobvt, int m, int n, T *a, int lda, T *s, T *u, int ldu,     \
      T *vt, int ldvt, T *work, int lwork, T *rwork, int *info))
 
-#define CDV_CUSOLVER_SYMS(X)                                                       \
-  X(int, cusolverDnCreate, (cdv_cusolver_handle * h))                              \
-  X(int, cusolverDnDestroy, (cdv_cusolver_handle h))                               \
-  X(int, cusolverDnSetStream, (cdv_cusolver_handle h, void *stream))               \
+#define CDV_CUSOLVER_SYMS(X)                                         \
+  X(int, cusolverDnCreate, (cdv_cusolver_handle * h))                \
+  X(int, cusolverDnDestroy, (cdv_cusolver_handle h))                 \
+  X(int, cusolverDnSetStream, (cdv_cusolver_handle h, void *stream)) \
   CDV_CUSOLVER_TYPED(X, float, S) CDV_CUSOLVER_TYPED(X, double, D)
 
 #define CDV_CUSOLVER_FIELD(ret, name, params) ret(*name) params;
@@ -54,7 +59,7 @@ struct cdv_cusolver_syms {
 extern struct cdv_cusolver_syms cdv_cusolver; /* filled once by cdv_cusolver_load(); read-only afterwards */
 
 /* loader.c: NOTE [cusolver library] */
-int cdv_cusolver_load(void);        /* 0 when libcusolver is open with every entry point */
+int cdv_cusolver_load(void); /* 0 when libcusolver is open with every entry point */
 const char *cdv_cusolver_why(void); /* why not: every name tried, or the entry point it lacks */
 const char *cdv_cusolver_path(void);
 

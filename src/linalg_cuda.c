@@ -31,8 +31,8 @@ static int cusolver_status(cdv_err *e, const char *api, int status) {
                                       "CUSOLVER_STATUS_MATRIX_TYPE_NOT_SUPPORTED",
                                       "CUSOLVER_STATUS_NOT_SUPPORTED"};
   if (status == 0) return 0;
-  const char *name = status > 0 && status < (int)(sizeof names / sizeof *names) ? names[status]
-                                                                                 : "CUSOLVER_STATUS_UNKNOWN";
+  const char *name =
+      status > 0 && status < (int)(sizeof names / sizeof *names) ? names[status] : "CUSOLVER_STATUS_UNKNOWN";
   return cdv_fail(e, api, status, name, "cuSOLVER failed");
 }
 
@@ -104,8 +104,7 @@ static cdv_cusolver_handle solver_handle(lua_State *L, cdv_device *d, void *stre
     hs->slot[d->index].dev = d;
     hs->slot[d->index].generation = d->generation;
   }
-  if (cusolver_status(&e, "cusolverDnSetStream", cdv_cusolver.cusolverDnSetStream(h, stream)) != 0)
-    cdv_raise(L, d, &e);
+  if (cusolver_status(&e, "cusolverDnSetStream", cdv_cusolver.cusolverDnSetStream(h, stream)) != 0) cdv_raise(L, d, &e);
   return h;
 }
 
@@ -123,7 +122,8 @@ typedef struct call {
  * float64), each dimension but the batch below INT_MAX; its shape into shape, its elements returned. */
 static char *device_matrix(lua_State *L, int arg, int t, int nd, int64_t *shape, cdv_device *d) {
   cdv_array *a = cdv_check_array(L, arg);
-  if (a->block->dev != d || a->block->dev->be->host_memory) luaL_argerror(L, arg, "array on the call's device expected");
+  if (a->block->dev != d || a->block->dev->be->host_memory)
+    luaL_argerror(L, arg, "array on the call's device expected");
   if (t < 0 ? a->dtype != CDV_F32 && a->dtype != CDV_F64 : (int)a->dtype != t) luaL_argerror(L, arg, "wrong dtype");
   if (a->ndim != nd || !cdv_array_contiguous(a)) luaL_argerror(L, arg, "contiguous array of the right rank expected");
   for (int i = 0; i < nd; i++) {
@@ -186,9 +186,9 @@ static int l_getrf(lua_State *L) {
   check(L, &c, "cusolverDnXgetrf_bufferSize", SOLVER(c, getrf_bufferSize, c.h, n, n, (void *)a, n, &lwork));
   void *w = workspace(L, &c, lwork);
   for (int64_t i = 0; i < sa[0]; i++)
-    check(L, &c, "cusolverDnXgetrf",
-          SOLVER(c, getrf, c.h, n, n, (void *)(a + (size_t)(i * n * n) * c.es), n, w, (int *)p + i * n,
-                 (int *)info + i));
+    check(
+        L, &c, "cusolverDnXgetrf",
+        SOLVER(c, getrf, c.h, n, n, (void *)(a + (size_t)(i * n * n) * c.es), n, w, (int *)p + i * n, (int *)info + i));
   return done(L, &c, 3);
 }
 
@@ -372,15 +372,43 @@ static int l_cusolver(lua_State *L) {
   return 1;
 }
 
+/* cd._selftest.linalg_through(routines | nil): with a table, linalg.lua runs every array, the cpu device's too,
+ * through its column-major adapter G over `routines` in place of this file's (NOTE [linalg layouts]: spec/38 gives
+ * it LAPACK's column-major routines, so the adapter is checked where there is no GPU); with nil, as before. */
+static int l_linalg_through(lua_State *L) {
+  if (cdv_get_state(L)->sandbox) return luaL_error(L, "_selftest is not available in this sandbox");
+  if (!lua_isnil(L, 1)) luaL_checktype(L, 1, LUA_TTABLE);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, CDV_LINALG_KEY) != LUA_TTABLE) return luaL_error(L, "no cd._linalg");
+  int t = lua_gettop(L);
+  if (lua_getfield(L, t, "cuda_saved") == LUA_TNIL) { /* the first redirection keeps this file's table */
+    lua_getfield(L, t, "cuda");
+    lua_setfield(L, t, "cuda_saved");
+  }
+  lua_pop(L, 1);
+  if (lua_isnil(L, 1))
+    lua_getfield(L, t, "cuda_saved");
+  else
+    lua_pushvalue(L, 1);
+  lua_setfield(L, t, "cuda");
+  lua_pushboolean(L, !lua_isnil(L, 1));
+  lua_setfield(L, t, "through");
+  return 0;
+}
+
 int cdv_linalg_cuda_open(lua_State *L) {
-  static const luaL_Reg fns[] = {{"getrf", l_getrf},   {"getrs", l_getrs}, {"solve_batched", l_solve_batched},
-                                 {"potrf", l_potrf},   {"geqrf", l_geqrf}, {"orgqr", l_orgqr},
-                                 {"syevd", l_syevd},   {"gesvd", l_gesvd}, {"cusolver", l_cusolver},
+  static const luaL_Reg fns[] = {{"getrf", l_getrf}, {"getrs", l_getrs}, {"solve_batched", l_solve_batched},
+                                 {"potrf", l_potrf}, {"geqrf", l_geqrf}, {"orgqr", l_orgqr},
+                                 {"syevd", l_syevd}, {"gesvd", l_gesvd}, {"cusolver", l_cusolver},
                                  {NULL, NULL}};
   luaL_getsubtable(L, -1, "_linalg");
   lua_newtable(L);
   luaL_setfuncs(L, fns, 0);
   lua_setfield(L, -2, "cuda");
+  lua_pop(L, 1);
+  if (lua_getfield(L, -1, "_selftest") == LUA_TTABLE) {
+    lua_pushcfunction(L, l_linalg_through);
+    lua_setfield(L, -2, "linalg_through");
+  }
   lua_pop(L, 1);
   return 0;
 }
