@@ -412,6 +412,23 @@ describe("cd.linalg", function()
       assert(out:find("\n1.0\n", 1, true), out)
     end)
 
+  it("NaN and inf matrices give NumPy's answers: NaN from inv, det and qr, errors from svd, eigh, pinv, lstsq and "
+    .. "cholesky", function()
+    for _, v in ipairs({ 0 / 0, math.huge }) do
+      local a = cd.full({ 3, 3 }, v, "float64", { device = "cpu" })
+      local inv, det = L.inv(a), L.det(a)
+      assert(det ~= det and inv[1][1] ~= inv[1][1], "inv and det of a NaN or inf matrix are NaN")
+      local q = L.qr(a)
+      assert(q[1][1] ~= q[1][1])
+      E(function() L.svd(a) end, "svd: SVD did not converge")
+      E(function() L.eigvalsh(a) end, "eigvalsh: eigenvalues did not converge")
+      E(function() L.pinv(a) end, "pinv: SVD did not converge")
+      E(function() L.lstsq(a, cd.ones({ 3 }, "float64", { device = "cpu" })) end, "lstsq: SVD did not converge")
+      helper.assert_error_contains(function() L.cholesky(a) end,
+        "bad argument #1 to 'cholesky' (matrix is not positive definite: its leading minor of order")
+    end
+  end)
+
   it("is cd.linalg, its C side taken away from the module", function()
     assert.are.equal("table", type(cd.linalg))
     assert.is_nil(rawget(cd, "_linalg"))

@@ -59,12 +59,12 @@ static void same(lua_State *L, int64_t x, int64_t y) {
   if (x != y) luaL_error(L, "_linalg: shapes do not match (%I and %I)", (lua_Integer)x, (lua_Integer)y);
 }
 
-/* The routine's outcome: nothing when every matrix passed, else the failing matrix's place and LAPACK's info;
- * LAPACKE's out-of-memory (info -1010 or -1011) and bad arguments raise. */
+/* The routine's outcome: nothing when every matrix passed, else the failing matrix's place and LAPACK's info (a
+ * negative info is a matrix LAPACK would not take: gesdd and syevd refuse one with NaN, NumPy's "did not
+ * converge"); LAPACKE's out-of-memory (info -1010 or -1011) raises. */
 static int outcome(lua_State *L, const char *routine, int64_t bad, int info) {
   if (bad == 0) return 0;
   if (info == -1010 || info == -1011) return luaL_error(L, "%s: not enough host memory for LAPACK's work", routine);
-  if (info < 0) return luaL_error(L, "%s: LAPACK refused argument %d", routine, -info);
   lua_pushinteger(L, bad);
   lua_pushinteger(L, info);
   return 2;

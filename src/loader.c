@@ -389,6 +389,13 @@ static void lapacke_load_once(void) {
   if (!lapacke_lib.handle) return;
   resolve(lapacke_lib.handle, lapacke_table, COUNT(lapacke_table), &cdv_lapacke);
   why_clear(&lapacke_lib);
+  /* NaN in a matrix: LAPACKE refuses it (info -i) unless told not to look; NumPy hands it to LAPACK, which gives
+   * NaN results (getrf, geqrf), a failed minor (potrf) or no convergence (syevd, gesdd): as NumPy, it is not looked
+   * for (LAPACKE 3.6 and later; an older one keeps looking, and linalg.lua words its refusal) */
+  void (*nancheck)(int) = NULL;
+  void *sym = dlsym(lapacke_lib.handle, "LAPACKE_set_nancheck");
+  memcpy(&nancheck, &sym, sizeof sym);
+  if (nancheck != NULL) nancheck(0);
   for (size_t i = 0; i < COUNT(lapacke_table); i++) {
     void *p;
     memcpy(&p, (char *)&cdv_lapacke + lapacke_table[i].offset, sizeof p);
