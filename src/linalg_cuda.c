@@ -170,6 +170,21 @@ static void same(lua_State *L, int64_t x, int64_t y) {
   if (x != y) luaL_error(L, "_linalg: shapes do not match (%I and %I)", (lua_Integer)x, (lua_Integer)y);
 }
 
+/* Arguments 1 to 3 as most routines take them: the matrices (a {B, x, y}), one vector of the same dtype per matrix
+ * (v {B, z}) and the info array ({B}); their shapes into sa and sv. */
+typedef struct mats {
+  char *a, *v, *info;
+} mats;
+static mats matrices_vector_info(lua_State *L, const call *c, int64_t *sa, int64_t *sv) {
+  int64_t si[1];
+  mats m;
+  m.a = device_matrix(L, 1, -1, 3, sa, c->d);
+  m.v = device_matrix(L, 2, cdv_check_array(L, 1)->dtype, 2, sv, c->d);
+  m.info = device_matrix(L, 3, CDV_I32, 1, si, c->d);
+  same(L, sv[0], sa[0]), same(L, si[0], sa[0]);
+  return m;
+}
+
 #define SOLVER(c, name, ...) \
   ((c).f64 ? cdv_cusolver.cusolverDnD##name(__VA_ARGS__) : cdv_cusolver.cusolverDnS##name(__VA_ARGS__))
 
@@ -272,12 +287,11 @@ static int l_potrf(lua_State *L) {
 /* _linalg.cuda.geqrf(a {B,n,m}, tau {B,k}, info): each m x n a_i <- its reflectors and R */
 static int l_geqrf(lua_State *L) {
   call c = begin(L);
-  int64_t sa[3], st[2], si[1];
-  char *a = device_matrix(L, 1, -1, 3, sa, c.d);
-  char *tau = device_matrix(L, 2, cdv_check_array(L, 1)->dtype, 2, st, c.d);
-  char *info = device_matrix(L, 3, CDV_I32, 1, si, c.d);
+  int64_t sa[3], st[2];
+  mats x = matrices_vector_info(L, &c, sa, st);
+  char *a = x.a, *tau = x.v, *info = x.info;
   int m = (int)sa[2], n = (int)sa[1], k = m < n ? m : n, lwork = 0;
-  same(L, st[0], sa[0]), same(L, st[1], k), same(L, si[0], sa[0]);
+  same(L, st[1], k);
   if (sa[0] == 0 || k == 0) return done(L, &c, 3);
   check(L, &c, "cusolverDnXgeqrf_bufferSize", SOLVER(c, geqrf_bufferSize, c.h, m, n, (void *)a, m, &lwork));
   void *w = workspace(L, &c, lwork);
@@ -292,12 +306,10 @@ static int l_geqrf(lua_State *L) {
  * <- Q's first qc columns */
 static int l_orgqr(lua_State *L) {
   call c = begin(L);
-  int64_t sq[3], st[2], si[1];
-  char *q = device_matrix(L, 1, -1, 3, sq, c.d);
-  char *tau = device_matrix(L, 2, cdv_check_array(L, 1)->dtype, 2, st, c.d);
-  char *info = device_matrix(L, 3, CDV_I32, 1, si, c.d);
+  int64_t sq[3], st[2];
+  mats x = matrices_vector_info(L, &c, sq, st);
+  char *q = x.a, *tau = x.v, *info = x.info;
   int m = (int)sq[2], qc = (int)sq[1], k = (int)st[1], lwork = 0;
-  same(L, st[0], sq[0]), same(L, si[0], sq[0]);
   if (k > qc || qc > m) luaL_argerror(L, 1, "q has the wrong number of columns");
   if (sq[0] == 0 || m == 0 || qc == 0) return done(L, &c, 3);
   check(L, &c, "cusolverDnXorgqr_bufferSize",
@@ -313,11 +325,10 @@ static int l_orgqr(lua_State *L) {
 /* _linalg.cuda.syevd(a {B,n,n}, w {B,n}, info, vectors, upper): eigenvalues ascending, eigenvectors in a_i */
 static int l_syevd(lua_State *L) {
   call c = begin(L);
-  int64_t sa[3], sw[2], si[1];
-  char *a = device_matrix(L, 1, -1, 3, sa, c.d);
-  char *w = device_matrix(L, 2, cdv_check_array(L, 1)->dtype, 2, sw, c.d);
-  char *info = device_matrix(L, 3, CDV_I32, 1, si, c.d);
-  same(L, sa[1], sa[2]), same(L, sw[0], sa[0]), same(L, sw[1], sa[1]), same(L, si[0], sa[0]);
+  int64_t sa[3], sw[2];
+  mats x = matrices_vector_info(L, &c, sa, sw);
+  char *a = x.a, *w = x.v, *info = x.info;
+  same(L, sa[1], sa[2]), same(L, sw[1], sa[1]);
   int n = (int)sa[1], lwork = 0;
   int jobz = lua_toboolean(L, 4) ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
   int uplo = lua_toboolean(L, 5) ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
