@@ -384,7 +384,7 @@ static int l_cusolver(lua_State *L) {
 }
 
 /* cd._selftest.linalg_through(routines | nil): with a table, linalg.lua runs every array, the cpu device's too,
- * through its column-major adapter G over `routines` in place of this file's (NOTE [linalg layouts]: spec/38 gives
+ * through its column-major adapter G over `routines` in place of this file's (see NOTE [linalg layouts]; spec/38 gives
  * it LAPACK's column-major routines, so the adapter is checked where there is no GPU); with nil, as before. */
 static int l_linalg_through(lua_State *L) {
   if (cdv_get_state(L)->sandbox) return luaL_error(L, "_selftest is not available in this sandbox");
