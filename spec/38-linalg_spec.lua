@@ -365,7 +365,8 @@ describe("cd.linalg", function()
   end)
   checks("cuda:0", helper.gpu_it)   -- cuSOLVER (NOTE [linalg layouts]): the same expectations
 
-  helper.gpu_it("solves a batch of 1024 32 x 32 float32 systems at once on cuda:0 (cuBLAS's batched LU)", function()
+  helper.gpu_it("solves and factors a batch of 1024 32 x 32 float32 matrices at once on cuda:0 (cuBLAS's batched LU, "
+    .. "cuSOLVER's potrfBatched)", function()
     local a = well(32, 1024, "float32", "cuda:0", 5)
     local b = cd.array(values(1024 * 32, 6), "float32", { device = "cuda:0" }):reshape({ 1024, 32, 1 })
     local x = L.solve(a, b)
@@ -373,6 +374,10 @@ describe("cd.linalg", function()
     near(cd.matmul(a, x), b, 1e-4)
     local cpu = L.solve(a:to("cpu"), b:to("cpu"))
     near(x:to("cpu"), cpu, 1e-4)
+    local s = cd.matmul(a, swapT(a):copy())   -- 1024 positive definite matrices: one potrfBatched
+    local f = L.cholesky(s)
+    near(f:to("cpu"), L.cholesky(s:to("cpu")), 1e-3)
+    near(cd.triu(f, 1):to("cpu"), cd.zeros({ 1024, 32, 32 }, "float32", { device = "cpu" }), 0)
   end)
 
   helper.gpu_it("svd, qr and eigh on cuda:0 agree with the cpu device's (magnitudes where signs are free)", function()

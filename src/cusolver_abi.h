@@ -30,6 +30,7 @@ enum {
      int *info))                                                                                                       \
   X(int, cusolverDn##p##potrf_bufferSize, (cdv_cusolver_handle h, int uplo, int n, T *a, int lda, int *lwork))         \
   X(int, cusolverDn##p##potrf, (cdv_cusolver_handle h, int uplo, int n, T *a, int lda, T *work, int lwork, int *info)) \
+  X(int, cusolverDn##p##potrfBatched, (cdv_cusolver_handle h, int uplo, int n, T **a, int lda, int *info, int batch))  \
   X(int, cusolverDn##p##geqrf_bufferSize, (cdv_cusolver_handle h, int m, int n, T *a, int lda, int *lwork))            \
   X(int, cusolverDn##p##geqrf,                                                                                         \
     (cdv_cusolver_handle h, int m, int n, T *a, int lda, T *tau, T *work, int lwork, int *info))                       \

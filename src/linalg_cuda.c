@@ -268,7 +268,9 @@ static int l_solve_batched(lua_State *L) {
   return done(L, &c, 4);
 }
 
-/* _linalg.cuda.potrf(a {B,n,n}, info, upper): a_i's Cholesky factor in the triangle asked for */
+/* _linalg.cuda.potrf(a {B,n,n}, info, upper): a_i's Cholesky factor in the triangle asked for; a stack of matrices
+ * of up to POTRF_BATCHED x POTRF_BATCHED in one potrfBatched call */
+#define POTRF_BATCHED 64
 static int l_potrf(lua_State *L) {
   call c = begin(L);
   int64_t sa[3], si[1];
@@ -276,6 +278,11 @@ static int l_potrf(lua_State *L) {
   same(L, sa[1], sa[2]), same(L, si[0], sa[0]);
   int n = (int)sa[1], uplo = lua_toboolean(L, 3) ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER, lwork = 0;
   if (sa[0] == 0 || n == 0) return done(L, &c, 2);
+  if (sa[0] > 1 && sa[0] <= INT_MAX && n <= POTRF_BATCHED) {
+    void *pa = pointers(L, &c, a, sa[0], (size_t)n * n * c.es);
+    check(L, &c, "cusolverDnXpotrfBatched", SOLVER(c, potrfBatched, c.h, uplo, n, pa, n, (int *)info, (int)sa[0]));
+    return done(L, &c, 2);
+  }
   check(L, &c, "cusolverDnXpotrf_bufferSize", SOLVER(c, potrf_bufferSize, c.h, uplo, n, (void *)a, n, &lwork));
   void *w = workspace(L, &c, lwork);
   for (int64_t i = 0; i < sa[0]; i++)
