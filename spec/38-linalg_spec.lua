@@ -60,6 +60,10 @@ local function checks(dev, test)
       near(cd.matmul(s, Y), cd.broadcast_to(b, { 4, 5, 2 }):copy(), 1e-5)
       local v = L.solve(s, arr(values(5, 4), "float32"))
       assert.are.same({ 4, 5 }, v.shape)
+      -- the dtype of both, as NumPy's: float32 only when both are
+      assert.are.equal("float64", L.solve(s, arr(values(5, 4), "float64")).dtype)
+      assert.are.equal("float64", L.solve(s, arr({ 1, 2, 3, 4, 5 }, "int32")).dtype)
+      assert.are.equal("float64", L.solve(s:astype("float64"), arr(values(5, 4), "float32")).dtype)
     end)
 
     test("solve and inv of a singular matrix: NumPy's LinAlgError as an error naming the argument", function()

@@ -429,7 +429,8 @@ function GEN.linalg(r, combo, e)
     local m = shape[#shape - 1]
     local bs = r.chance(0.4) and { m } or { m, r.int(2) }
     if e.square and #shape == 3 and #bs == 2 and r.chance(0.5) then bs = { shape[1], m, bs[2] } end
-    args[2] = arg("y", plain(make(r, dt == "float32" and "float32" or "float64", bs, function(rr) return rr.int(9) - 5 end)))
+    local bdt = r.pick({ "float32", "float64", dt == "float16" and "float64" or dt })   -- NumPy's common dtype
+    args[2] = arg("y", plain(make(r, bdt, bs, function(rr) return rr.int(9) - 5 end)))
   end
   if e.norm then
     local o = r.pick(NORM_ORDS)

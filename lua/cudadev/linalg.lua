@@ -203,11 +203,18 @@ end
 
 local function new(shape, dt, like) return cd.empty(shape, dt, { device = like.device }) end
 
--- a's working copy as {count, rows, cols}, its dtype, and the pieces of its shape.
-local function matrices(a, fname, n, square)
+-- a's working copy as {count, rows, cols}, its dtype (dt, or a's own), and the pieces of its shape.
+local function matrices(a, fname, n, square, dt)
   local batch, count, rows, cols = matrix_shape(a, fname, n, square)
-  local dt = work_dtype(a, fname, n)
+  dt = dt or work_dtype(a, fname, n)
   return fresh(a, dt):reshape({ count, rows, cols }), dt, batch, count, rows, cols
+end
+
+-- The dtype of a computation on a and b, as NumPy's linalg takes it: float32 when both are, else float64.
+local function common_dtype(a, b, fname)
+  local da = is_array(a) and work_dtype(a, fname, 1)
+  local db = is_array(b) and work_dtype(b, fname, 2)
+  return (da == "float64" or db == "float64") and "float64" or da or db
 end
 
 -- A failed matrix's place in words: nothing for a single matrix.
@@ -261,7 +268,7 @@ end
 
 -- cd.linalg.solve(a, b) -> x with a x = b: a {..., n, n}; b {..., n, k} or {n} (NumPy 2: one vector)
 function linalg.solve(a, b)
-  local x, dt, batch, count, n = matrices(a, "solve", 1, true)
+  local x, dt, batch, count, n = matrices(a, "solve", 1, true, common_dtype(a, b, "solve"))
   local r = routines(x)
   local y, k = right_side(a, b, dt, batch, count, n, "solve")
   local bad = r.solve(x, y)
@@ -420,8 +427,7 @@ function linalg.lstsq(a, b, rcond)
       shape_text(b.shape), m, n, m), 1)
   end
   check_number(rcond, "rcond", "lstsq", 3)
-  local dt = work_dtype(a, "lstsq", 1)
-  if work_dtype(b, "lstsq", 2) == "float64" then dt = "float64" end
+  local dt = common_dtype(a, b, "lstsq")
   local u, s, vt = svd_parts(a:astype(dt), false, true, "lstsq")
   local k = math.min(m, n)
   rcond = rcond or EPS[dt] * math.max(m, n)
