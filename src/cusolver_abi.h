@@ -14,6 +14,7 @@
 #define CDV_CUSOLVER_ABI_H
 
 typedef struct cdv_cusolver_context *cdv_cusolver_handle; /* cusolverDnHandle_t: opaque */
+typedef struct cdv_syevj_params *cdv_syevj_info; /* syevjInfo_t: opaque (the defaults: eigenvalues sorted) */
 
 enum {
   CUBLAS_FILL_MODE_LOWER = 0,
@@ -42,6 +43,12 @@ enum {
     (cdv_cusolver_handle h, int jobz, int uplo, int n, const T *a, int lda, const T *w, int *lwork))                   \
   X(int, cusolverDn##p##syevd,                                                                                         \
     (cdv_cusolver_handle h, int jobz, int uplo, int n, T *a, int lda, T *w, T *work, int lwork, int *info))            \
+  X(int, cusolverDn##p##syevjBatched_bufferSize,                                                                       \
+    (cdv_cusolver_handle h, int jobz, int uplo, int n, const T *a, int lda, const T *w, int *lwork,                    \
+     cdv_syevj_info params, int batch))                                                                                \
+  X(int, cusolverDn##p##syevjBatched,                                                                                  \
+    (cdv_cusolver_handle h, int jobz, int uplo, int n, T *a, int lda, T *w, T *work, int lwork, int *info,             \
+     cdv_syevj_info params, int batch))                                                                                \
   X(int, cusolverDn##p##gesvd_bufferSize, (cdv_cusolver_handle h, int m, int n, int *lwork))                           \
   X(int, cusolverDn##p##gesvd,                                                                                         \
     (cdv_cusolver_handle h, signed char jobu, signed char jobvt, int m, int n, T *a, int lda, T *s, T *u, int ldu,     \
@@ -51,6 +58,8 @@ enum {
   X(int, cusolverDnCreate, (cdv_cusolver_handle * h))                \
   X(int, cusolverDnDestroy, (cdv_cusolver_handle h))                 \
   X(int, cusolverDnSetStream, (cdv_cusolver_handle h, void *stream)) \
+  X(int, cusolverDnCreateSyevjInfo, (cdv_syevj_info * info))         \
+  X(int, cusolverDnDestroySyevjInfo, (cdv_syevj_info info))          \
   CDV_CUSOLVER_TYPED(X, float, S) CDV_CUSOLVER_TYPED(X, double, D)
 
 #define CDV_CUSOLVER_FIELD(ret, name, params) ret(*name) params;

@@ -329,6 +329,24 @@ static int l_orgqr(lua_State *L) {
   return done(L, &c, 3);
 }
 
+/* A stack of matrices of up to 32 x 32 (syevjBatched's limit): one Jacobi call for all, its defaults (eigenvalues
+ * sorted ascending, machine precision); info_i n + 1 when matrix i did not converge. */
+#define SYEVJ_BATCHED 32
+static void syevj_batched(lua_State *L, const call *c, char *a, char *w, char *info, int n, int batch, int jobz,
+                          int uplo) {
+  cdv_syevj_info params = NULL;
+  int lwork = 0;
+  check(L, c, "cusolverDnCreateSyevjInfo", cdv_cusolver.cusolverDnCreateSyevjInfo(&params));
+  int rc = SOLVER(*c, syevjBatched_bufferSize, c->h, jobz, uplo, n, (void *)a, n, (void *)w, &lwork, params, batch);
+  cdv_cusolver.cusolverDnDestroySyevjInfo(params); /* before the allocation, which may raise */
+  check(L, c, "cusolverDnXsyevjBatched_bufferSize", rc);
+  void *work = workspace(L, c, lwork);
+  check(L, c, "cusolverDnCreateSyevjInfo", cdv_cusolver.cusolverDnCreateSyevjInfo(&params));
+  rc = SOLVER(*c, syevjBatched, c->h, jobz, uplo, n, (void *)a, n, (void *)w, work, lwork, (int *)info, params, batch);
+  cdv_cusolver.cusolverDnDestroySyevjInfo(params); /* the work is queued: cuSOLVER keeps what it needs */
+  check(L, c, "cusolverDnXsyevjBatched", rc);
+}
+
 /* _linalg.cuda.syevd(a {B,n,n}, w {B,n}, info, vectors, upper): eigenvalues ascending, eigenvectors in a_i */
 static int l_syevd(lua_State *L) {
   call c = begin(L);
@@ -340,6 +358,10 @@ static int l_syevd(lua_State *L) {
   int jobz = lua_toboolean(L, 4) ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
   int uplo = lua_toboolean(L, 5) ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
   if (sa[0] == 0 || n == 0) return done(L, &c, 3);
+  if (sa[0] > 1 && sa[0] <= INT_MAX && n <= SYEVJ_BATCHED) {
+    syevj_batched(L, &c, a, w, info, n, (int)sa[0], jobz, uplo);
+    return done(L, &c, 3);
+  }
   check(L, &c, "cusolverDnXsyevd_bufferSize",
         SOLVER(c, syevd_bufferSize, c.h, jobz, uplo, n, (void *)a, n, (void *)w, &lwork));
   void *work = workspace(L, &c, lwork);
