@@ -62,8 +62,6 @@ local KNOWN = {
   { what = "cd.arange with an integer dtype and float bounds (NumPy: int(start) then steps of "
       .. "int(start + step) - int(start))",
     match = function(c, v) return c.entry[1] == "cd.arange" and is_int(c.combo[1]) and v.kind == "value" end },
-  { what = "cd.linspace with an integer dtype truncates (NumPy floors)",
-    match = function(c, v) return c.entry[1] == "cd.linspace" and is_int(c.combo[1]) and v.kind == "value" end },
   { what = "a Lua integer out of an integer array's range raises in /, arctan2, hypot, copysign and logical_and/or/xor "
       .. "(NumPy converts it to the float or bool the function computes in)",
     match = function(c, v)

@@ -1501,7 +1501,9 @@ local function range_opts(rest, fname, first)
   return dtype and dtype_of_name(dtype), opts
 end
 
-local function fill_range(fname, n, dtype, start, step, last, opts)
+-- floor: round each value down before it is stored (linspace into an integer dtype: NumPy floors, where a C
+-- conversion truncates towards zero)
+local function fill_range(fname, n, dtype, start, step, last, opts, floor)
   local dev = opts.device and cd.device(opts.device) or (opts.stream and opts.stream.device) or cd.get_device()
   local o = cd.empty(n, dtype, { device = dev, stream = opts.stream })
   if n == 0 then return o end
@@ -1512,7 +1514,8 @@ local function fill_range(fname, n, dtype, start, step, last, opts)
   local W = int and "unsigned long long"
   local expr = W and fmt("(%s)((%s)start + (%s)i * (%s)step)", C, W, W, W) or "start + (double)i * step"
   if last ~= nil then expr = fmt("i == _n - 1 ? last : %s", expr) end
-  local k = kernel_for(dev, "range:" .. dtype .. ":" .. C .. ":" .. tostring(last ~= nil), function()
+  if floor then expr = fmt("floor(%s)", expr) end
+  local k = kernel_for(dev, "range:" .. dtype .. ":" .. C .. ":" .. tostring(last ~= nil) .. ":" .. tostring(floor), function()
     return concat({ header({ dtype }), fmt('extern "C" __global__ void cdv_range(%s *z, %s start, %s step, %s last, long long _n) {',
       T.ctype, C, C, C),
       "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < _n; i += (long long)blockDim.x * gridDim.x)",
@@ -1548,7 +1551,8 @@ function cd.arange(...)
 end
 
 -- cd.linspace(start, stop [, num=50] [, dtype] [, opts]): num evenly spaced values from start to stop, both
--- included (opts.endpoint = false leaves stop out); float64 unless a dtype is given.
+-- included (opts.endpoint = false leaves stop out); float64 unless a dtype is given. Into an integer dtype the
+-- values are floored, as NumPy's are (-0.5 gives -1).
 function cd.linspace(start, stop, num, ...)
   if type(start) ~= "number" then argerror("linspace", 1, "number expected, got " .. typename(start)) end
   if type(stop) ~= "number" then argerror("linspace", 2, "number expected, got " .. typename(stop)) end
@@ -1562,7 +1566,9 @@ function cd.linspace(start, stop, num, ...)
   dtype = dtype or "float64"
   local div = endpoint and num - 1 or num
   local step = div > 0 and (stop - start) / div or 0.0
-  return fill_range("linspace", num, dtype, start + 0.0, step, endpoint and num > 1 and stop + 0.0 or nil, opts)
+  local T = DT[dtype]
+  return fill_range("linspace", num, dtype, start + 0.0, step, endpoint and num > 1 and stop + 0.0 or nil, opts,
+    T.kind == "i" or T.kind == "u")
 end
 
 -- cd.clear_kernel_cache() forgets the generated kernels too
