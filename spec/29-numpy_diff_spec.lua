@@ -62,15 +62,6 @@ local KNOWN = {
   { what = "cd.arange with an integer dtype and float bounds (NumPy: int(start) then steps of "
       .. "int(start + step) - int(start))",
     match = function(c, v) return c.entry[1] == "cd.arange" and is_int(c.combo[1]) and v.kind == "value" end },
-  { what = "a Lua integer out of an integer array's range raises in /, arctan2, hypot, copysign and logical_and/or/xor "
-      .. "(NumPy converts it to the float or bool the function computes in)",
-    match = function(c, v)
-      if v.kind ~= "raise" or not matches(v.detail, "^cudadev error: [^;]-Lua integer") then return false end
-      for _, f in ipairs({ "true_divide", "arctan2", "hypot", "logical_", "copysign" }) do
-        if matches(c.entry.np, f) then return true end
-      end
-      return false
-    end },
   { what = "cd.nanmean of no elements raises (doc/numpy.md and NumPy: NaN)",
     match = function(c, v) return c.entry[1] == "cd.nanmean" and v.kind == "raise" and matches(v.detail, "zero%-size") end },
   { what = "cd.round of a bool array keeps bool (NumPy 1.24: float16, an error with decimals)",

@@ -131,8 +131,11 @@ function internal.fuse_binary(op, x, y, out, stream, fname)
   local O = ops()
   local xv, yv = arr(x) and x or value_of(x), arr(y) and y or value_of(y)
   local p = O.plan_binary(op, xv, yv, fname, arr)
-  local xs = operand(x, p.xdt, p.r, op.exact_scalars, fname)
-  local ys = operand(y, p.ydt, p.r, op.exact_scalars, fname)
+  -- a scalar out of r's range changes the plan's code where the operation computes in another dtype (true
+  -- division, arctan2, hypot take it in their float) as where it compares exactly: such a call runs unfused
+  local exact = op.exact_scalars or p.cdt ~= p.r
+  local xs = operand(x, p.xdt, p.r, exact, fname)
+  local ys = operand(y, p.ydt, p.r, exact, fname)
   return record(p.res, O.DT[p.res].calc, { { "x_", xs }, { "y_", ys } }, p.pre, p.value, x, y)
 end
 

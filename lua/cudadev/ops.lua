@@ -853,7 +853,7 @@ end
 --   bool_as: the dtype r becomes when it is bool (NumPy's loops for these start at int8);
 --   refuse(r): a message when the operation is not defined for r;
 --   exact_scalars: a Lua integer outside r's range is compared exactly (NOTE [exact comparisons]) instead of
---     raising;
+--     raising (where compute gives another dtype than r, such an integer is converted to it, as NumPy 2 does);
 --   cmp: a comparison's C operator; a signed integer and a uint64 (promoted to float64) are compared exactly,
 --     each as its own 64-bit type (NOTE [exact comparisons]).
 local BIN = {}
@@ -1066,8 +1066,10 @@ local function plan_binary(op, x, y, fname, arr)
   local da, db = arr(x) and x.dtype or r, arr(y) and y.dtype or r
   local cdt = op.compute and op.compute(r, da, db) or r
   for _, v in ipairs({ x, y }) do
-    if not arr(v) then
-      if op.exact_scalars and not scalar_fits(v, r) then cdt = wide_compare(r) else check_scalar_fits(v, r, fname) end
+    if not arr(v) and not scalar_fits(v, r) then
+      -- NumPy 2 converts such an integer to the type the operation computes in where that is not r's (true
+      -- division, arctan2, hypot: a float), and refuses it where r's integers would hold it
+      if op.exact_scalars then cdt = wide_compare(r) elseif cdt == r then check_scalar_fits(v, r, fname) end
     end
   end
   local C = DT[cdt].calc

@@ -294,14 +294,16 @@ end
 local function ew_opts(opts, fname, n) return check_opts(opts, { out = true, stream = true }, fname, n) end
 
 -- The checks of a function of two operands (Arrays or numbers, one an Array at least): its {out=, stream=}
--- options and the operands' result dtype.
-local function two_operands(x, y, opts, fname)
+-- options and the operands' result dtype. A Lua integer out of that dtype's range is refused, as NumPy 2 (NEP 50)
+-- refuses it, unless the function converts it (any_int): NumPy 2 takes it where the function computes in a float
+-- or in bool.
+local function two_operands(x, y, opts, fname, any_int)
   check_operand(x, fname, 1)
   check_operand(y, fname, 2)
   if not is_array(x) and not is_array(y) then raise(fname .. ": at least one operand must be an Array") end
   local r = result_type({ x, y })
   for _, v in ipairs({ x, y }) do
-    if type(v) == "number" then internal.check_scalar_fits(v, r, fname) end   -- as NumPy 2 (NEP 50) refuses
+    if type(v) == "number" and not any_int then internal.check_scalar_fits(v, r, fname) end
   end
   return ew_opts(opts, fname, 3), r
 end
@@ -341,12 +343,19 @@ function cd.clip(a, lo, hi, opts)
 end
 
 -- ------------------------------------------------------------------------------------------ logical functions
--- cd.logical_and(x, y [, {out=, stream=}]) and or, xor: the truth of x and y (nonzero) combined, as bool.
+-- cd.logical_and(x, y [, {out=, stream=}]) and or, xor: the truth of x and y (nonzero) combined, as bool. A Lua
+-- number is passed as its truth (NumPy converts any Python integer to the bool it computes in: uint8 and -1 is true).
+local function truth(v)
+  if type(v) == "number" then return v ~= 0 end
+  return v
+end
 for name, op in pairs({ logical_and = "&&", logical_or = "||", logical_xor = "!=" }) do
   cd[name] = function(x, y, opts)
-    local o, r = two_operands(x, y, opts, name)
-    local body = fmt("z = ((%s)x_ != 0) %s ((%s)y_ != 0)", DT[scalar_dtype(x, r)].calc, op, DT[scalar_dtype(y, r)].calc)
-    return ew(name, r, { { "x_", x, r }, { "y_", y, r } }, o.out and o.out.dtype or "bool", body, o)
+    local o = two_operands(x, y, opts, name, true)
+    x, y = truth(x), truth(y)
+    local dx, dy = scalar_dtype(x, "bool"), scalar_dtype(y, "bool")
+    local body = fmt("z = ((%s)x_ != 0) %s ((%s)y_ != 0)", DT[dx].calc, op, DT[dy].calc)
+    return ew(name, dx .. dy, { { "x_", x, dx }, { "y_", y, dy } }, o.out and o.out.dtype or "bool", body, o)
   end
 end
 
@@ -439,12 +448,17 @@ function cd.round(a, decimals, opts)
   return ew("round", d .. odt .. "int", { { "x", a }, { "p_", math.tointeger(10 ^ -decimals), "int64" } }, odt, body_i, o)
 end
 
-local function binary_float(fname, make)
+-- any_int: the function computes in a float, to which a Lua integer out of r's range is converted (two_operands)
+local function binary_float(fname, make, any_int)
   cd[fname] = function(x, y, opts)
-    local o, r = two_operands(x, y, opts, fname)
+    local o, r = two_operands(x, y, opts, fname, any_int)
     local res, body, pre = make(r, scalar_dtype(x, r), scalar_dtype(y, r))
     local odt = o.out and o.out.dtype or res
-    return ew(fname, r .. odt, { { "x_", x, r }, { "y_", y, r } }, odt, fmt("z = (%s)(%s)", DT[odt].ctype, body), o, pre)
+    local function passed(v)
+      return (is_array(v) or internal.ops.scalar_fits(v, r)) and r or res
+    end
+    local px, py = passed(x), passed(y)
+    return ew(fname, r .. odt, { { "x_", x, px }, { "y_", y, py } }, odt, fmt("z = (%s)(%s)", DT[odt].ctype, body), o, pre)
   end
 end
 
@@ -467,7 +481,7 @@ binary_float("copysign", function(r, da, db)
   local C = DT[res].calc
   return res, fmt("copysign%s((%s)%s, (%s)%s)", C == "float" and "f" or "", C, r == "float16" and "(float)x_" or "x_", C,
     r == "float16" and "(float)y_" or "y_")
-end)
+end, true)
 
 -- ------------------------------------------------------------------------------------------ constructors
 -- [dtype] [, {device=, stream=}] after the positional arguments of a constructor
