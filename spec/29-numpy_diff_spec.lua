@@ -66,8 +66,6 @@ local KNOWN = {
     match = function(c, v) return c.entry[1] == "cd.nanmean" and v.kind == "raise" and matches(v.detail, "zero%-size") end },
   { what = "cd.round of a bool array keeps bool (NumPy 1.24: float16, an error with decimals)",
     match = function(c, v) return c.entry[1] == "cd.round" and c.combo[1] == "bool" end },
-  { what = "cd.triu and cd.tril refuse a 1-d array (NumPy takes it as the rows of a square)",
-    match = function(c, v) return c.entry[1]:match("^cd%.tri[ul]$") and v.kind == "raise" and matches(v.detail, "got 1%-d") end },
   { what = "a[i] and a:totable() of a uint64 above 2^63 - 1 give a rounded float (max, min, sum give its 64 bits)",
     match = function(c, v)
       return (c.entry[1] == "Array:totable" or c.entry[1] == "Array:__index") and c.combo[1] == "uint64" and v.kind ~= "raise"

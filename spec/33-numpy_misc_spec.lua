@@ -322,7 +322,7 @@ helper.each_device(function(dev)
       local s = cd.triu(arr({ 1, 2, 3, 4, 5, 6, 7, 8 }):reshape({ 2, 2, 2 }))
       assert.are.same({ { { 1, 2 }, { 0, 4 } }, { { 5, 6 }, { 0, 8 } } }, s:totable())
       assert.are.same({ { 1, 0 }, { 1, 1 } }, cd.tril(cd.ones({ 2, 2 }, "float16", D)):totable())
-      E(function() cd.triu(arr({ 1, 2 })) end, "bad argument #1 to 'triu' (Array of 2 or more dimensions expected, got 1-d)")
+      E(function() cd.triu(cd.zeros({}, "float32", D)) end, "bad argument #1 to 'triu' (Array of 1 or more dimensions expected, got 0-d)")
     end)
 
     it("outer multiplies every pair", function()

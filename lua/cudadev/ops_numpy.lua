@@ -573,7 +573,9 @@ local function tri(fname, keep)
     if type(k) == "table" and opts == nil then k, opts = nil, k end
     k = check_offset(k, fname, 2)
     local o = ew_opts(opts, fname, 3)
-    if m.ndim < 2 then argerror(fname, 1, fmt("Array of 2 or more dimensions expected, got %d-d", m.ndim)) end
+    if m.ndim == 0 then argerror(fname, 1, "Array of 1 or more dimensions expected, got 0-d") end
+    -- a 1-d m is each row of the square (NumPy broadcasts it there: triu({1, 2, 3}) is 3 x 3)
+    if m.ndim == 1 then m = cd.broadcast_to(m, { m.size, m.size }) end
     local rows, cols = m.shape[m.ndim - 1], m.shape[m.ndim]
     local body = fmt("{ long long c = i %% c_, r = (i / c_) %% r_; z = (c - r %s k_) ? x : (%s)0; }", keep, DT[m.dtype].ctype)
     if m.dtype == "float16" then
