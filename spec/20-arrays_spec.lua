@@ -368,15 +368,19 @@ helper.each_device(function(dev)
           ("bad argument #3 to 'newindex' (number %s has no int64 representation)"):format(tostring(2^63)))
       end)
 
-      it("uint64 holds values above 2^63, read back as floats", function()
+      it("uint64 holds values above 2^63, read back as the Lua integers of their 64 bits", function()
         local a = cd.zeros(3, "uint64")
         a[1] = math.maxinteger
         a[2] = 2^63
         a[3] = 2^63 + 4096
         assert.are.equal(math.maxinteger, a[1])
         assert.are.equal("integer", math.type(a[1]))
-        assert.are.equal(2^63, a[2])
-        assert.are.equal(2^63 + 4096, a[3])
+        assert.are.equal(math.mininteger, a[2])
+        assert.are.equal("integer", math.type(a[2]))
+        assert.are.equal(math.mininteger + 4096, a[3])
+        assert.are.same({ math.maxinteger, math.mininteger, math.mininteger + 4096 }, a:totable())
+        assert.are.equal("Array(uint64[3] on " .. a.device.alias .. ": {9223372036854775807, 9223372036854775808, 9223372036854779904})",
+          tostring(a))
         assert.are.same({ 0, 0, 0, 0, 0, 0, 0, 0x80 }, a:view("u8"):slice(9, 16):totable())
         expect_error(function() a[1] = -1 end, "bad argument #3 to 'newindex' (value -1 out of range for uint64)")
         expect_error(function() a[1] = 2^64 end,

@@ -5,6 +5,7 @@
  * NOTE [array memory] in cdv.h: memory is a refcounted cdv_block shared by an array and its views; the
  * block remembers the last stream that used it so a free never lands under queued work.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,13 +116,11 @@ static void push_elem(lua_State *L, cdv_dtype t, const void *p) {
       lua_pushinteger(L, v);
       break;
     }
-    case CDV_U64: { /* above 2^63 there is no Lua integer: give the nearest float */
+    case CDV_U64: { /* exact: the Lua integer of the same 64 bits, negative above 2^63 - 1 (math.ult compares it),
+                       as the reductions answer (doc/compute.md) */
       uint64_t v;
       memcpy(&v, p, 8);
-      if (v > (uint64_t)INT64_MAX)
-        lua_pushnumber(L, (lua_Number)v);
-      else
-        lua_pushinteger(L, (lua_Integer)v);
+      lua_pushinteger(L, (lua_Integer)v);
       break;
     }
     case CDV_BOOL: lua_pushboolean(L, *(const uint8_t *)p != 0); break;
@@ -1805,6 +1804,11 @@ static void add_elem(luaL_Buffer *b, cdv_dtype t, const char *p) {
       v = cdv_f16_to_f32(h);
     }
     snprintf(buf, sizeof buf, t == CDV_F64 ? "%.10g" : "%.6g", v);
+    luaL_addstring(b, buf);
+  } else if (t == CDV_U64) { /* the value itself: its Lua integer is negative above 2^63 - 1 */
+    uint64_t v;
+    memcpy(&v, p, 8);
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
     luaL_addstring(b, buf);
   } else {
     lua_State *L = b->L;

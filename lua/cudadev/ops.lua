@@ -1338,11 +1338,10 @@ local function reduce_opts(v, fname)
   return check_opts(v, { axis = true, keepdims = true, out = true, stream = true }, fname, 2)
 end
 
--- The Lua value of a reduction's 0-d result. A uint64 answer is the Lua integer with its 64 bits, exact, as
--- string.unpack("J") gives one: above 2^63 - 1 that integer is negative (math.ult compares it as unsigned,
--- ("%x"):format shows it), where a[i] gives the nearest float; any other dtype, its element.
+-- The Lua value of a reduction's 0-d result: its element. A uint64 answer is the Lua integer with its 64 bits,
+-- exact, as string.unpack("J") gives one (a[i] reads every uint64 element so): above 2^63 - 1 that integer is
+-- negative (math.ult compares it as unsigned, ("%x"):format shows it).
 local function lua_value(res)
-  if res.dtype == "uint64" then return res:view("int64")[1] end
   return res[1]
 end
 
