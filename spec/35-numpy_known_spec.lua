@@ -81,5 +81,27 @@ helper.each_device(function(dev)
       assert.equal(u:slice(3, 3):sum(), u[3])
       assert.equal("Array(uint64[3] on " .. u.device.alias .. ": {18446744073709551615, 5, 9223372036854775815})", tostring(u))
     end)
+
+    it("round of 64-bit integers with negative decimals computes in float64, as NumPy's", function()
+      -- NumPy: rint(x / 1e3) * 1e3 as a double, back to int64: 8647107676490578944, not the exact ...579000
+      local a = cd.array(string.pack("<i8i8", 8647107676490578979, 1234567), "int64"):to(dev)
+      assert.are.same({ 8647107676490578944, 1235000 }, cd.round(a, -3):totable())
+      -- past the range: x86-64's conversion of the double, as NumPy's (2^63 as int64 is its lowest value)
+      local m = cd.array(string.pack("<i8i8i8", math.maxinteger, math.mininteger, math.maxinteger - 1), "int64"):to(dev)
+      assert.are.same({ math.mininteger, math.mininteger, math.mininteger }, cd.round(m, -1):totable())
+      assert.are.same({ 9200000000000000000, -9200000000000000000 }, cd.round(m:slice(1, 2), -17):totable())
+      assert.are.same({ math.mininteger, math.mininteger }, cd.round(m:slice(1, 2), -19):totable())
+      -- uint64: 2^64 - 1 with -3 is 2^64 as a double, which converts to 0; with -4 the double 2^64 - 2048
+      local u = cd.array(string.pack("<i8i8", -1, 8647107676490578979), "uint64"):to(dev)
+      assert.are.same({ 0, 8647107676490578944 }, cd.round(u, -3):totable())
+      assert.are.same({ -2048 }, cd.round(u:slice(1, 1), -4):totable())
+      -- the narrower types: int32 past its range is its lowest value, uint32 0, 8 and 16 bits wrap
+      local function round1(v, dt, k) return cd.round(arr({ v }, dt), k)[1] end
+      assert.are.same({ -2147483648, 2147483600 }, { round1(2147483647, "int32", -1), round1(2147483647, "int32", -2) })
+      assert.are.same({ 0, 4294967000 }, { round1(4294967295, "uint32", -1), round1(4294967295, "uint32", -3) })
+      assert.are.same({ 4, 44, 0 }, { round1(255, "uint8", -1), round1(255, "uint8", -2), round1(255, "uint8", -3) })
+      assert.are.same({ -126, 126 }, cd.round(arr({ 127, -128 }, "int8"), -1):totable())
+      assert.are.same({ 0, 20, 20, -20 }, cd.round(arr({ 5, 15, 25, -25 }, "int16"), -1):totable())   -- halves to even
+    end)
   end)
 end)

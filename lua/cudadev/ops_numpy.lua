@@ -407,9 +407,39 @@ function cd.array_equal(a, b, opts)
 end
 
 -- ------------------------------------------------------------------------------------------ round, fmod, copysign
+-- 10^n as NumPy's round scales by it (power_of_ten in its calculation.c): products of 10 from 1, each rounded, so
+-- the same double where 10^n has none (past 10^22); inf past the range
+local function power_of_ten(n)
+  local p = 1.0
+  for _ = 1, n do
+    p = p * 10.0
+    if p == math.huge then break end
+  end
+  return p
+end
+
+-- The C expression storing the double v as the integer dtype d as NumPy's conversion gives it on x86-64, where it
+-- runs most (C leaves a value out of d's range undefined; CUDA saturates): int32 and int64 take their lowest value,
+-- uint32 and uint64 0, the narrower types the low bits of a 32-bit conversion (300 as uint8 is 44); NaN as out
+-- of range.
+local function int_from_double(d, v)
+  local T = DT[d]
+  local lo, hi = T.kind == "u" and "0.0" or "-2147483648.0", "2147483648.0"
+  if T.size == 8 then
+    lo, hi = T.kind == "u" and "0.0" or "-9223372036854775808.0", T.kind == "u" and "18446744073709551616.0" or "9223372036854775808.0"
+  elseif T.size == 4 and T.kind == "u" then
+    hi = "4294967296.0"
+  end
+  local out = T.size < 4 and fmt("(%s)(int)%s", T.ctype, v) or fmt("(%s)%s", T.ctype, v)
+  local other = T.kind == "u" and "0" or T.size == 8 and "-9223372036854775807ll - 1" or T.size == 4 and "-2147483647 - 1" or "0"
+  return fmt("(%s >= %s && %s < %s) ? %s : (%s)(%s)", v, lo, v, hi, out, T.ctype, other)
+end
+
 -- cd.round(a [, decimals = 0] [, {out=, stream=}]): to the nearest multiple of 10^-decimals, halves to even
 -- (NumPy's round; floats scale by 10^decimals, round with rint and scale back, as NumPy does). Integers are
--- unchanged unless decimals < 0; then they round to a multiple of 10^-decimals, halves to even, exactly.
+-- unchanged unless decimals < 0; then they are rounded as NumPy rounds them, in float64 (x / 10^-decimals, rint,
+-- times 10^-decimals, back to the dtype: int64 values above 2^53 round to a double's value, and one rounded past
+-- the dtype's range converts as int_from_double has it).
 function cd.round(a, decimals, opts)
   check_array(a, "round", 1)
   if type(decimals) == "table" and opts == nil then decimals, opts = nil, decimals end
@@ -419,6 +449,7 @@ function cd.round(a, decimals, opts)
   local d = a.dtype
   local odt = o.out and o.out.dtype or d
   local T = DT[d]
+  local p = power_of_ten(decimals < 0 and -decimals or decimals)
   local body
   if T.kind == "f" then
     local C = T.calc
@@ -427,25 +458,14 @@ function cd.round(a, decimals, opts)
     elseif decimals > 0 then body = fmt("z = (%s)(%s((%s)x * (%s)p_) / (%s)p_)", DT[odt].ctype, f, C, C, C)
     else body = fmt("z = (%s)(%s((%s)x / (%s)p_) * (%s)p_)", DT[odt].ctype, f, C, C, C) end
     return ew("round", d .. odt .. (decimals > 0 and "+" or decimals < 0 and "-" or "0"),
-      { { "x", a }, { "p_", 10.0 ^ math.abs(decimals), "float64" } }, odt, body, o)
+      { { "x", a }, { "p_", p, "float64" } }, odt, body, o)
   end
-  if decimals >= 0 or T.kind == "b" or -decimals >= 19 then
-    if decimals < 0 and T.kind ~= "b" then   -- 10^19 and more: every integer rounds to 0
-      return ew("round", d .. odt .. "zero", { { "x", a } }, odt, fmt("z = (%s)0", DT[odt].ctype), o)
-    end
+  if decimals >= 0 or T.kind == "b" then
     return ew("round", d .. odt .. "id", { { "x", a } }, odt, fmt("z = (%s)x", DT[odt].ctype), o)
   end
-  -- q = floor(x / p), rest r = x - q p in [0, p): up when 2r > p, or 2r == p and q odd
-  local body_i = fmt([[{ long long p = p_, x0 = (long long)x, q = x0 / p, r = x0 %% p;
-      if (r < 0) { r += p; q -= 1; }
-      if (2 * r > p || (2 * r == p && (q & 1))) q += 1;
-      z = (%s)(q * p); }]], DT[odt].ctype)
-  if T.kind == "u" and T.size == 8 then
-    body_i = fmt([[{ unsigned long long p = p_, q = x / p, r = x %% p;
-      if (2 * r > p || (2 * r == p && (q & 1))) q += 1;
-      z = (%s)(q * p); }]], DT[odt].ctype)
-  end
-  return ew("round", d .. odt .. "int", { { "x", a }, { "p_", math.tointeger(10 ^ -decimals), "int64" } }, odt, body_i, o)
+  local store = DT[odt].kind == "f" and fmt("(%s)v", DT[odt].ctype) or int_from_double(odt, "v")
+  local body_i = fmt("{ double v = rint((double)x / p_) * p_; z = %s; }", store)
+  return ew("round", d .. odt .. "float64", { { "x", a }, { "p_", p, "float64" } }, odt, body_i, o)
 end
 
 -- any_int: the function computes in a float, to which a Lua integer out of r's range is converted (two_operands)
