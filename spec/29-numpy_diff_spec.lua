@@ -66,8 +66,6 @@ local KNOWN = {
     match = function(c, v) return c.entry[1] == "cd.nanmean" and v.kind == "raise" and matches(v.detail, "zero%-size") end },
   { what = "cd.round of a bool array keeps bool (NumPy 1.24: float16, an error with decimals)",
     match = function(c, v) return c.entry[1] == "cd.round" and c.combo[1] == "bool" end },
-  { what = "cd.vdot of integers sums in 64 bits (NumPy wraps in the operands' dtype)",
-    match = function(c, v) return c.entry[1] == "cd.vdot" and is_int(c.combo[1]) and v.kind == "value" end },
 }
 
 local function classify(c, v)

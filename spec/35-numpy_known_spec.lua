@@ -103,5 +103,22 @@ helper.each_device(function(dev)
       assert.are.same({ -126, 126 }, cd.round(arr({ 127, -128 }, "int8"), -1):totable())
       assert.are.same({ 0, 20, 20, -20 }, cd.round(arr({ 5, 15, 25, -25 }, "int16"), -1):totable())   -- halves to even
     end)
+
+    it("vdot and dot of integers wrap in the operands' dtype, of bools answer a boolean, as NumPy", function()
+      local a, b = arr({ 10, 10, 1 }, "int8"), arr({ 10, 10, 27 }, "int8")
+      assert.equal(-29, cd.vdot(a, b))      -- 227 in int8
+      assert.equal(-29, cd.dot(a, b))
+      assert.equal(227, cd.vdot(a:astype("int16"), b))
+      -- int8 and int32 promote to int32: 2^31 + 2^31 wraps to 0
+      local big = arr({ 2 ^ 30, 2 ^ 30 }, "int32")
+      assert.equal(0, cd.vdot(arr({ 2, 2 }, "int8"), big))
+      assert.equal(0, cd.vdot(arr({ 255, 1 }, "uint8"), arr({ 1, 1 }, "uint8")))   -- 256 wraps to 0 in uint8
+      assert.equal(-1, cd.vdot(cd.array(string.pack("<i8", -1), "uint64"):to(dev), arr({ 1 }, "uint64")))
+      assert.is_true(cd.vdot(arr({ true, false }, "bool"), arr({ true, true }, "bool")))
+      assert.is_false(cd.vdot(arr({ false, true }, "bool"), arr({ true, false }, "bool")))
+      assert.is_false(cd.dot(arr({}, "bool"), arr({}, "bool")))
+      assert.equal(0, cd.vdot(arr({}, "int8"), arr({}, "int8")))
+      assert.equal(2.5, cd.vdot(arr({ 1, 0.5 }), arr({ 2, 1 })))
+    end)
   end)
 end)

@@ -748,11 +748,16 @@ function cd.dot(a, b)
   return cd.matmul(a, b)
 end
 
--- cd.vdot(a, b): the sum of the products of a's and b's elements in C order (same element count), a Lua number
+-- cd.vdot(a, b): the sum of the products of a's and b's elements in C order (same element count), a Lua value of
+-- the operands' promoted dtype, as NumPy's: integers wrap in it (int8 sums wrap in int8, where a:sum() adds in
+-- 64 bits), bool is whether any pair is true in both
 function cd.vdot(a, b)
   check_array(a, "vdot", 1)
   check_array(b, "vdot", 2)
   if a.size ~= b.size then raise(fmt("vdot: a has %d elements but b has %d", a.size, b.size)) end
   local p = a:reshape({ a.size }) * b:reshape({ b.size })
+  local K = DT[p.dtype].kind
+  if K == "b" then return p:any() end
+  if K == "i" or K == "u" then return p:sum({ dtype = p.dtype }) end
   return p:sum()
 end
