@@ -67,9 +67,6 @@ local DOCUMENTED = {
 -- Known failures: answers that differ from NumPy and are bugs, to be fixed (then their rows go). Each is
 -- reported, with its cases, as a pending test.
 local KNOWN = {
-  { what = "cd.arange with an integer dtype and float bounds (NumPy: int(start) then steps of "
-      .. "int(start + step) - int(start))",
-    match = function(c, v) return c.entry[1] == "cd.arange" and is_int(c.combo[1]) and v.kind == "value" end },
   { what = "cd.nanmean of no elements raises (doc/numpy.md and NumPy: NaN)",
     match = function(c, v) return c.entry[1] == "cd.nanmean" and v.kind == "raise" and matches(v.detail, "zero%-size") end },
   { what = "cd.round of a bool array keeps bool (NumPy 1.24: float16, an error with decimals)",

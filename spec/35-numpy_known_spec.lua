@@ -18,6 +18,16 @@ helper.each_device(function(dev)
       assert.are.same({ -2.5, -1.25 }, cd.linspace(-2.5, 0, 2, "float64", { endpoint = false, device = dev }):totable())
     end)
 
+    it("arange into an integer dtype with float bounds steps by int(start + step) - int(start), as NumPy", function()
+      assert.are.same({ -2, -1, 0, 1, 2 }, cd.arange(-2.5, 1.0, 0.75, "int32", D):totable())
+      assert.are.same({ -1, 0, 1, 2, 3, 4, 5 }, cd.arange(-1.25, 2, 0.5, "int16", D):totable())
+      assert.are.same({ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, cd.arange(0.5, 3, 0.25, "int64", D):totable())
+      assert.are.same({ 254, 255 }, cd.arange(-2.5, 0, 1.5, "uint8", D):totable())
+      assert.are.same({ 2, 1, 0 }, cd.arange(2.5, -2, -1.5, "int32", D):totable())
+      assert.are.same({ 0, 1, 2, 3 }, cd.arange(0, 5, 1.5, "int32", D):totable())
+      assert.are.same({ 0.5, 0.75 }, cd.arange(0.5, 1, 0.25, D):totable())
+    end)
+
     it("a Lua integer out of the array's range: converted where the operation computes in a float or bool", function()
       local u16 = arr({ 1, 2 }, "uint16")
       local q = u16 / 70000

@@ -1548,6 +1548,14 @@ function cd.arange(...)
   local n = math.ceil((stop - start) / step)
   if n < 0 or n ~= n then n = 0 end
   n = math.tointeger(n) or raise("arange: too many elements")
+  local T = DT[dtype]
+  if (T.kind == "i" or T.kind == "u") and not (math.type(start) == "integer" and math.type(step) == "integer") then
+    -- NumPy's arange into an integer dtype converts start and start + step to it (truncating) and steps by their
+    -- difference, not by step (arange(0.5, 3, 0.25, "int64") is all 0: int(0.75) - int(0.5))
+    local function trunc(v) return math.tointeger(v >= 0 and math.floor(v) or math.ceil(v)) end
+    local s0, s1 = trunc(start), trunc(start + step)
+    if s0 and s1 then start, step = s0, s1 - s0 end
+  end
   return fill_range("arange", n, dtype, start, step, nil, opts)
 end
 
