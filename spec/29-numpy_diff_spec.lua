@@ -69,8 +69,6 @@ local DOCUMENTED = {
 local KNOWN = {
   { what = "cd.nanmean of no elements raises (doc/numpy.md and NumPy: NaN)",
     match = function(c, v) return c.entry[1] == "cd.nanmean" and v.kind == "raise" and matches(v.detail, "zero%-size") end },
-  { what = "cd.round of a bool array keeps bool (NumPy 1.24: float16, an error with decimals)",
-    match = function(c, v) return c.entry[1] == "cd.round" and c.combo[1] == "bool" end },
 }
 
 local function classify(c, v)

@@ -114,6 +114,15 @@ helper.each_device(function(dev)
       assert.are.same({ 0, 20, 20, -20 }, cd.round(arr({ 5, 15, 25, -25 }, "int16"), -1):totable())   -- halves to even
     end)
 
+    it("round of a bool array is float16 with 0 decimals and refused with others, as NumPy", function()
+      local r = cd.round(arr({ true, false }, "bool"))
+      assert.equal("float16", r.dtype)
+      assert.are.same({ 1, 0 }, r:totable())
+      assert.are.same({ 1, 0 }, cd.round(arr({ true, false }, "bool"), { out = cd.zeros(2, "float32", D) }):totable())
+      E(function() return cd.round(arr({ true }, "bool"), -1) end, "bad argument #2 to 'round' (a bool array rounds only "
+        .. "with 0 decimals, to float16 as NumPy's; convert it with a:astype(\"float16\") first)")
+    end)
+
     it("vdot and dot of integers wrap in the operands' dtype, of bools answer a boolean, as NumPy", function()
       local a, b = arr({ 10, 10, 1 }, "int8"), arr({ 10, 10, 27 }, "int8")
       assert.equal(-29, cd.vdot(a, b))      -- 227 in int8

@@ -460,7 +460,16 @@ function cd.round(a, decimals, opts)
     return ew("round", d .. odt .. (decimals > 0 and "+" or decimals < 0 and "-" or "0"),
       { { "x", a }, { "p_", p, "float64" } }, odt, body, o)
   end
-  if decimals >= 0 or T.kind == "b" then
+  if T.kind == "b" then
+    -- NumPy's round of bool is its rint, float16 (bool is no integer dtype there); other decimals fail to cast
+    if decimals ~= 0 then
+      argerror("round", 2, "a bool array rounds only with 0 decimals, to float16 as NumPy's; convert it with " ..
+        "a:astype(\"float16\") first", 1)
+    end
+    odt = o.out and o.out.dtype or "float16"
+    return ew("round", d .. odt .. "b", { { "x", a } }, odt, fmt("z = (%s)(float)x", DT[odt].ctype), o)
+  end
+  if decimals >= 0 then
     return ew("round", d .. odt .. "id", { { "x", a } }, odt, fmt("z = (%s)x", DT[odt].ctype), o)
   end
   local store = DT[odt].kind == "f" and fmt("(%s)v", DT[odt].ctype) or int_from_double(odt, "v")
