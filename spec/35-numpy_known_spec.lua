@@ -123,6 +123,18 @@ helper.each_device(function(dev)
         .. "with 0 decimals, to float16 as NumPy's; convert it with a:astype(\"float16\") first)")
     end)
 
+    it("nanmean of integers with no elements is NaN, as of floats and as NumPy's (mean raises)", function()
+      local e = cd.nanmean(arr({}, "int32"))
+      assert(e ~= e, "NaN expected, got " .. tostring(e))
+      local r = cd.nanmean(cd.zeros({ 2, 0 }, "uint8", D), 2)
+      assert.equal("float64", r.dtype)
+      local t = r:totable()
+      assert(#t == 2 and t[1] ~= t[1] and t[2] ~= t[2])
+      assert.equal(7 / 3, cd.nanmean(arr({ 1, 2, 4 }, "int8")))
+      assert.are.same({ 2, 3.5 }, cd.nanmean(arr({ { 1, 2 }, { 3, 5 } }, "int64"), 1):totable())
+      E(function() return cd.mean(arr({}, "int32")) end, "mean: zero-size array to a reduction with no identity")
+    end)
+
     it("vdot and dot of integers wrap in the operands' dtype, of bools answer a boolean, as NumPy", function()
       local a, b = arr({ 10, 10, 1 }, "int8"), arr({ 10, 10, 27 }, "int8")
       assert.equal(-29, cd.vdot(a, b))      -- 227 in int8

@@ -237,8 +237,8 @@ cd.var, cd.std = methods.var, methods.std
 
 -- ------------------------------------------------------------------------------------------ nan reductions
 -- NaN elements left out: nansum counts them as 0, nanmax/nanmin skip them (an all-NaN slice gives NaN, as NumPy,
--- without its warning), nanmean divides by the count of the others. Integer arrays have no NaN: sum, max, min
--- and mean.
+-- without its warning), nanmean divides by the count of the others. Integer arrays have no NaN: sum, max and min;
+-- nanmean is their mean in float64, but NaN for no elements, as NumPy's (mean raises there: doc/compute.md).
 local NAN = [[
 __device__ __forceinline__ double _cdv_nan() { union { unsigned long long u; double d; } v; v.u = 0x7ff8000000000000ull; return v.d; }
 struct _cdv_sn { double s; long long n; };
@@ -248,7 +248,7 @@ local function nan_reduction(fname, plain, make)
   local known = { axis = true, keepdims = true, out = true, stream = true, dtype = true }
   return multi_axis(fname, function(a, v)
     check_array(a, fname, 1)
-    if DT[a.dtype].kind ~= "f" then return plain(a, v) end
+    if DT[a.dtype].kind ~= "f" and fname ~= "nanmean" then return plain(a, v) end
     local o = reduce_opts(v, fname, known)
     return (reduce(a, o, fname, make(a.dtype)))
   end, fname == "nansum" or fname == "nanmean")
@@ -272,9 +272,10 @@ cd.nanmax = nan_minmax("nanmax", methods.max, true)
 cd.nanmin = nan_minmax("nanmin", methods.min, false)
 
 cd.nanmean = nan_reduction("nanmean", methods.mean, function(d)
-  return { out = d, rtype = { ctype = "_cdv_sn", size = 16 }, preamble = NAN,
+  local out = DT[d].kind == "f" and d or "float64"
+  return { out = out, rtype = { ctype = "_cdv_sn", size = 16 }, preamble = NAN,
     map = fmt("x != x ? _cdv_sn{0.0, 0} : _cdv_sn{%s, 1}", to_double(d, "x")),
-    reduce = "_cdv_sn{a.s + b.s, a.n + b.n}", post = "y = " .. from_double(d, "a.n ? a.s / (double)a.n : _cdv_nan()"),
+    reduce = "_cdv_sn{a.s + b.s, a.n + b.n}", post = "y = " .. from_double(out, "a.n ? a.s / (double)a.n : _cdv_nan()"),
     identity = "_cdv_sn{0.0, 0}" }
 end)
 
