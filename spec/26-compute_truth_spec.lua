@@ -238,6 +238,10 @@ describe("computing like NumPy 2: generated kernels under NVRTC", function()
         if d ~= "bool" and d ~= "int64" and not d:match("^float") then
           pcall(x.lt, x, d == "uint64" and -1 or 1 << 40)
         end
+        -- a Lua integer out of range, taken in the compute float (NEP 50); linspace's floor, arange's steps
+        for _, f in ipairs({ "divide", "arctan2", "hypot" }) do pcall(cd[f], x, math.mininteger) end
+        pcall(cd.linspace, -1, 0, 3, d, { device = "cpu" })
+        pcall(cd.arange, -2.5, 1, 0.75, d, { device = "cpu" })
         pcall(cd.arctan2, x, cd.ones(2, "int8", { device = "cpu" }))
         pcall(cd.copysign, x, cd.ones(2, "uint8", { device = "cpu" }))
         pcall(x.lt, x, cd.ones(2, "uint64", { device = "cpu" }))

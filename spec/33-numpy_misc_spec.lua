@@ -460,6 +460,7 @@ describe("NumPy's functions' generated kernels", function()
         cd.isclose(a, 1, { equal_nan = true }); cd.round(a)
         if dt ~= "bool" then cd.fmod(a, 2); cd.round(a, 2); cd.round(a, -1); cd.round(a, -20) end
         cd.copysign(a, -1.5); cd.eye(3, 2, 1, dt); cd.diag(a[1]); cd.triu(a, 1); cd.tril(a, -1)
+        cd.copysign(a, math.mininteger); cd.logical_or(a, math.maxinteger); cd.triu(a[1]); cd.vdot(a, a)
       end
     end)
     cd.compile = compile
