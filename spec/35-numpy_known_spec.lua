@@ -135,6 +135,17 @@ helper.each_device(function(dev)
       E(function() return cd.mean(arr({}, "int32")) end, "mean: zero-size array to a reduction with no identity")
     end)
 
+    it("var and std whose squares pass double's range are inf, as NumPy's, not NaN", function()
+      assert.equal(math.huge, cd.var(arr({ 0, 1e300 })))
+      assert.equal(math.huge, cd.std(arr({ 1e200, -1e200, 5 })))
+      assert.are.same({ math.huge, 0.25 }, cd.var(arr({ { 0, 1e300 }, { 1, 2 } }), 2):totable())
+      assert.equal(0, cd.var(arr({ 1e300, 1e300 })))
+      local n = cd.var(arr({ 0 / 0, 1e300 }))
+      assert(n ~= n, "NaN stays NaN")
+      n = cd.std(arr({ -1e19, 53, -1 / 0, 30 }))   -- an infinite element: NumPy's mean is -inf, and -inf - -inf NaN
+      assert(n ~= n, "an infinite element gives NaN")
+    end)
+
     it("vdot and dot of integers wrap in the operands' dtype, of bools answer a boolean, as NumPy", function()
       local a, b = arr({ 10, 10, 1 }, "int8"), arr({ 10, 10, 27 }, "int8")
       assert.equal(-29, cd.vdot(a, b))      -- 227 in int8

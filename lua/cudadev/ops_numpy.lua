@@ -217,7 +217,10 @@ local function var_like(fname, root)
     local ddof = o.ddof or 0
     if type(ddof) ~= "number" then raise(fmt("bad option 'ddof' to '%s' (number expected, got %s)", fname, typename(ddof))) end
     local x = a:contiguous({ stream = o.stream })
-    local v = "(a.q - a.s * a.s / _n) < 0 ? 0.0 : (a.q - a.s * a.s / _n)"
+    -- squares past double's range, of finite differences (s finite): inf, as NumPy's two passes give (q - s^2 / n
+    -- would be inf - inf, NaN); an infinite element (s infinite) gives NaN, as NumPy's inf - inf does
+    local v = "(a.q > 1.7976931348623157e308 && a.s - a.s == 0) ? a.q : "
+      .. "(a.q - a.s * a.s / _n) < 0 ? 0.0 : (a.q - a.s * a.s / _n)"
     local post = fmt("double _n = (double)_K, _d = _n - (%.17g); if (_d < 0) _d = 0; y = %s", ddof,
       from_double(out, (root and "sqrt" or "") .. "((" .. v .. ") / _d)"))
     local r = { out = out, rtype = { ctype = "_cdv_sq", size = 16 }, preamble = VAR_PRE,
