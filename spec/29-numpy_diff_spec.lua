@@ -62,6 +62,15 @@ local DOCUMENTED = {
       -- NumPy adds in float16: 60000 + 60000 is inf there, and so is the sum
       assert.equal(60000, cd.array({ 60000, 60000, -60000 }, "float16"):sum())
     end },
+  -- cudadev's float16 products and running sums and products go through float32 (doc/sorting.md), NumPy's
+  -- cumulative ones through float16: 300 * 300 is inf there, and inf * 0 NaN
+  { what = "a float16 prod, cumsum or cumprod that passes float16's range on the way",
+    match = function(c, v)
+      local n = c.entry[1]
+      return (n:match("prod$") or n:match("cumsum$")) and c.combo[1] == "float16" and (v.kind == "value" or v.kind == "nan")
+        and (matches(v.detail, "numpy %-?inf") or matches(v.detail, "numpy nan"))
+    end,
+    check = function() assert.equal(0, cd.cumprod(cd.array({ 300, 300, 0 }, "float16"))[3]) end },
   -- NumPy's var of float16 squares the deviations in float16: one past 256 is inf, and so is the var and std
   { what = "a float16 var or std whose squares pass float16's range",
     match = function(c, v)
