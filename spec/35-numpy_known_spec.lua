@@ -18,6 +18,13 @@ helper.each_device(function(dev)
       assert.are.same({ -2.5, -1.25 }, cd.linspace(-2.5, 0, 2, "float64", { endpoint = false, device = dev }):totable())
     end)
 
+    it("linspace rounds i * step before adding start, as NumPy (not one FMA rounding)", function()
+      -- 3 * (8 / 6) rounds to 4.0, and -2 + 4.0 is 2 in NumPy; fused into an FMA it is 1.9999999999999996, floor 1
+      assert.are.same({ -2, -1, 0, 2, 3, 4, 6 }, cd.linspace(-2, 6, 7, "int64", D):totable())
+      assert.equal(0.20000000000000018, cd.linspace(-1, 1, 5, { endpoint = false, device = dev })[4])
+      assert.equal(-0.125, cd.linspace(-1.75, 1.5, 7, D)[4])
+    end)
+
     it("arange into an integer dtype with float bounds steps by int(start + step) - int(start), as NumPy", function()
       assert.are.same({ -2, -1, 0, 1, 2 }, cd.arange(-2.5, 1.0, 0.75, "int32", D):totable())
       assert.are.same({ -1, 0, 1, 2, 3, 4, 5 }, cd.arange(-1.25, 2, 0.5, "int16", D):totable())

@@ -1502,6 +1502,21 @@ local function range_opts(rest, fname, first)
   return dtype and dtype_of_name(dtype), opts
 end
 
+-- i * step, rounded before start is added, as NumPy's linspace and arange add it: never fused into an FMA, whose
+-- one rounding differs in the last bit (and then by 1 after linspace's floor). CUDA's __dmul_rn is never fused; the
+-- cpu device's g++ contracts C++ even in ISO mode (its contract-off default is C's), so there the product goes
+-- through a volatile.
+local RANGE_MUL = [[
+__device__ __forceinline__ double _cdv_mul_rn(double a, double b) {
+#ifdef __CUDADEV_CPU__
+  volatile double p = a * b;
+  return p;
+#else
+  return __dmul_rn(a, b);
+#endif
+}
+]]
+
 -- floor: round each value down before it is stored (linspace into an integer dtype: NumPy floors, where a C
 -- conversion truncates towards zero)
 local function fill_range(fname, n, dtype, start, step, last, opts, floor)
@@ -1513,11 +1528,11 @@ local function fill_range(fname, n, dtype, start, step, last, opts, floor)
   local int = math.type(start) == "integer" and math.type(step) == "integer" and T.kind ~= "f"
   local C = int and "long long" or "double"
   local W = int and "unsigned long long"
-  local expr = W and fmt("(%s)((%s)start + (%s)i * (%s)step)", C, W, W, W) or "start + (double)i * step"
+  local expr = W and fmt("(%s)((%s)start + (%s)i * (%s)step)", C, W, W, W) or "start + _cdv_mul_rn((double)i, step)"
   if last ~= nil then expr = fmt("i == _n - 1 ? last : %s", expr) end
   if floor then expr = fmt("floor(%s)", expr) end
   local k = kernel_for(dev, "range:" .. dtype .. ":" .. C .. ":" .. tostring(last ~= nil) .. ":" .. tostring(floor), function()
-    return concat({ header({ dtype }), fmt('extern "C" __global__ void cdv_range(%s *z, %s start, %s step, %s last, long long _n) {',
+    return concat({ header({ dtype }), W and "" or RANGE_MUL, fmt('extern "C" __global__ void cdv_range(%s *z, %s start, %s step, %s last, long long _n) {',
       T.ctype, C, C, C),
       "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < _n; i += (long long)blockDim.x * gridDim.x)",
       fmt("    z[i] = (%s)(%s);", T.ctype, expr), "}", "" }, "\n"), "cdv_range"
