@@ -83,7 +83,8 @@ local function parse_tune(text)
 end
 
 do
-  local env = os.getenv("CUDADEV_SORT_TUNE")
+  -- a state may have no os library (sandboxes, hosts that remove it): the module still loads there
+  local env = os and os.getenv and os.getenv("CUDADEV_SORT_TUNE")
   local t = env and parse_tune(env)
   if t then TUNE = t end
 end
