@@ -123,6 +123,24 @@ helper.each_device(function(dev)
       same(x * 11, s(x, 5, 1), "a new value costs no new trace")
     end)
 
+    it("rounds a product before a sum as unfused (no contraction into a fused multiply-add on a GPU)", function()
+      -- (1 + 2^-12)^2 lies on a tie of float32: rounded, minus 1 it is 2^-11; through an fma 2^-11 + 2^-24
+      local x, z = arr({ 1 + 2 ^ -12, 1 + 3 * 2 ^ -12, 3 }, "float32"), arr({ -1, -1, -9 }, "float32")
+      check(function(a, b, c) return a * b + c end, "x * y + z", x, x, z)
+      assert.are.equal(2 ^ -11, cd.fuse(function(a, c) return a * a + c end)(x, z)[1])
+      check(function(a, c) return (a * a + c):sum() end, "a sum of x * x + z", x, z)
+      check(function(a, c) return (a * a):sum(), (a * a - c):max() end, "reductions of products", x, z)
+    end)
+
+    it("squares x ^ 2 as the unfused operator, and honours an exponent argument that is no longer 2", function()
+      local x = arr({ 1 + 2 ^ -12, 1 + 3 * 2 ^ -12, -2.5, 0 / 0 }, "float32")
+      check(function(a) return a ^ 2, a ^ 2.0, cd.power(a, 2) end, "x ^ 2", x)
+      check(function(a, b) return ((a - b) ^ 2):sum() end, "((x - y) ^ 2):sum()", x:slice(1, 3),
+        arr({ 1, 2, 3 }, "float16"))
+      local f = cd.fuse(function(a, e) return a ^ e end)
+      for _, e in ipairs({ 2, 3, 2, 0.5, 2.0 }) do same(x ^ e, f(x, e), "x ^ " .. e) end
+    end)
+
     it("broadcasts, reads strided views and returns several results", function()
       local m = arr({ { 1, 2, 3, 4 }, { 5, 6, 7, 8 }, { 9, 10, 11, 12 } }, "float32")
       local col, row = arr({ { 1 }, { 2 }, { 3 } }, "float32"), arr({ 0.5, 1, 2, 4 }, "float64")
@@ -234,5 +252,44 @@ describe("cd.fuse's errors", function()
     assert.are.same({ 4, 5, 6 }, f(u8, 3):totable())
     helper.assert_error_contains(function() f(u8, 300) end, "operator +: Lua integer 300 is out of bounds for uint8")
     helper.assert_error_contains(function() f(a, 1, { outt = a }) end, "bad option 'outt' to fused function (unknown option)")
+  end)
+end)
+
+-- The fused kernels' sources, compiled by NVRTC for sm_90 with their options (no GPU needed): the cpu device's
+-- host compiler takes what NVRTC may refuse, and --fmad=false must reach NVRTC (NOTE [fuse]).
+describe("cd.fuse's kernels under NVRTC", function()
+  helper.nvrtc_it("compile for sm_90 with --fmad=false, the squares and the trailing reductions", function()
+    local real, STOP, srcs = cd.compile, {}, {}
+    cd._live()
+    cd.compile = function(src, o)
+      if type(o) == "table" and type(o.name) == "string" and o.name:match("^cdv_fused") then
+        srcs[#srcs + 1] = { o.name, src, o.options }
+        error(STOP)
+      end
+      return real(src, o)
+    end
+    local x, h = cd.array({ 1, 2, 3 }, "float32", { device = "cpu" }), cd.array({ 1, 2, 3 }, "float16", { device = "cpu" })
+    local i = cd.array({ 1, 2, 3 }, "int8", { device = "cpu" })
+    local fns = {
+      { function(a, b, c) return a * b + c end, x, x, x },
+      { function(a, b) return ((a - b) ^ 2):sum() end, x, x },
+      { function(a, b) return ((a - b) ^ 2):max(1) end, h, i },
+      { function(a, b) return cd.where(a:gt(b), cd.exp(a) ^ 2, b // 2), a ^ 3 end, h, i },
+    }
+    for _, t in ipairs(fns) do
+      local ok, err = pcall(cd.fuse(t[1]), table.unpack(t, 2))
+      assert(not ok and err == STOP, tostring(err))
+    end
+    cd.compile = real
+    assert.are.equal(#fns, #srcs)
+    for _, s in ipairs(srcs) do
+      assert.are.same({ "--fmad=false" }, s[3])
+      local opts = { "--fmad=false" }
+      local cok, cerr = pcall(cd.compile, s[2], { arch = "sm_90", name = s[1], options = opts })
+      assert(cok, tostring(cerr))
+    end
+    assert.truthy(srcs[2][2]:find("x * x", 1, true))
+    assert.falsy(srcs[2][2]:find("pow(x, y)", 1, true))
+    assert.truthy(srcs[4][2]:find("pow(x, y)", 1, true))   -- a ^ 3
   end)
 end)

@@ -13,8 +13,12 @@
 -- the operators' (memory and disk caches, every device). Lua numbers given as arguments are kernel parameters
 -- (a new value costs nothing); Lua arithmetic between them, or on a whole reduction's result, is replayed in Lua at
 -- each call. What the kernels cannot express with the unfused answers (results of different shapes, a reduction
--- of broadcast inputs, a Lua integer that changes which comparison code a plan chose) runs fn unfused, the same
--- answers at the unfused cost. What cannot be traced at all is an error at fn's line that does it.
+-- of broadcast inputs, a Lua integer that changes which comparison code a plan chose, an exponent argument that
+-- becomes 2 or stops being 2: NOTE [square power]) runs fn unfused, the same
+-- answers at the unfused cost. What cannot be traced at all is an error at fn's line that does it. The kernels are
+-- compiled with --fmad=false: a product and a sum in one kernel would otherwise become one fused multiply-add
+-- (NVRTC does it by default, and so does g++ for the cpu device), rounding once where the unfused operators round
+-- twice; memory-bound, the kernels lose nothing by it.
 local cd, _, internal = ...
 
 local fmt, concat, unpack = string.format, table.concat, table.unpack
@@ -133,6 +137,11 @@ function internal.fuse_binary(op, x, y, out, stream, fname)
   local p = O.plan_binary(op, xv, yv, fname, arr)
   local xs = operand(x, p.xdt, p.r, op.exact_scalars, fname)
   local ys = operand(y, p.ydt, p.r, op.exact_scalars, fname)
+  -- a Lua-number argument as an exponent: the plan is a square (NOTE [square power] in ops.lua) or pow while
+  -- it is 2 or not, checked at each call
+  if op.name == "pow" and O.DT[p.cdt].kind == "f" and is_stand_in(y) and y.kind == "num" then
+    trace.uses[#trace.uses].square = p.square
+  end
   return record(p.res, O.DT[p.res].calc, { { "x_", xs }, { "y_", ys } }, p.pre, p.value, x, y)
 end
 
@@ -335,6 +344,7 @@ local function scalars_ok(plan, vals)
   local O = ops()
   for _, u in ipairs(plan.uses) do
     local v = eval(u.src, vals)
+    if u.square ~= nil and (v == 2) ~= u.square then return false end
     local fits = O.scalar_fits(v, u.r)
     if fits ~= u.fits then
       if u.exact then return false end
@@ -351,6 +361,10 @@ local function shape_of(deps, args)
 end
 
 local function same_shape(a, b) return ops().same_shape(a, b) end
+
+-- The fused kernels' compile options: no multiply-add contraction (NVRTC's default, and g++'s in C++), which would
+-- round x * y + z once where the unfused operators round the product first (NOTE [fuse]).
+local NO_FMA = { "--fmad=false" }
 
 local function same_shapes(deps, args)
   local s
@@ -394,7 +408,7 @@ local function run_red(plan, red, args, vals, stream)
   local res = O.run_reduction({ fname = red.name, name = "cdv_fused_" .. red.name, ins = ins,
     out = { name = "y", dtype = d.out }, rtype = d.rtype, map_expr = code.map, reduce_expr = d.reduce,
     post_map = d.post, identity = d.identity, preamble = code.preamble, axis = red.o.axis, keepdims = red.o.keepdims,
-    stream = stream, key = code.key })
+    stream = stream, key = code.key, options = NO_FMA })
   if red.full then return O.lua_value(res) end
   return res
 end
@@ -454,7 +468,7 @@ local function run_plan(plan, args, n, opts)
       plan.bodies[sig] = text
     end
     local res = O.run_elementwise({ fname = "fused function", name = "cdv_fused", ins = ins, outs = kouts,
-      body = text.body, preamble = O.HELPERS, key = text.key, stream = stream })
+      body = text.body, preamble = O.HELPERS, key = text.key, stream = stream, options = NO_FMA })
     for j, r in ipairs(ew) do arrays[r] = res[j] end
   end
   -- the reductions, each a kernel of its own

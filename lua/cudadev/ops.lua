@@ -207,13 +207,14 @@ local function fast_cache()
   return t
 end
 
--- The Kernel of key on dev; on a miss, build() gives the source and the kernel's name (NOTE [generated kernels]).
+-- The Kernel of key on dev; on a miss, build() gives the source, the kernel's name and any compile options (which
+-- the key must tell apart) (NOTE [generated kernels]).
 local function kernel_for(dev, key, build)
   local ck = dev.alias .. "\n" .. dev.generation .. "\n" .. key   -- a reset makes a device's Kernels stale
   local k = kernels[ck]
   if k == nil then
-    local src, name = build()
-    local m = cd.compile(src, { name = name .. ".cu", device = dev })
+    local src, name, options = build()
+    local m = cd.compile(src, { name = name .. ".cu", device = dev, options = options })
     k = m:get(name)
     if nkernels >= KERNELS_MAX then kernels, nkernels = {}, 0 end
     kernels[ck], nkernels = k, nkernels + 1
@@ -392,7 +393,8 @@ local function run_loop(lp, dev, stream, out, ins)
 end
 
 -- Runs an elementwise operation. spec: {name=, ins = {{name=, dtype=, value=, raw=}}, outs = {{name=, dtype=,
--- value= (an Array or nil)}}, body=, preamble=, fname=, stream=, key=, shape=}: creates the missing outputs with the
+-- value= (an Array or nil)}}, body=, preamble=, fname=, stream=, key=, shape=, options= (compile options, which
+-- key must imply)}: creates the missing outputs with the
 -- broadcast shape, checks devices and shapes, and launches. Returns the output arrays.
 local function run_elementwise(spec)
   local fname, dev = spec.fname, nil
@@ -471,7 +473,7 @@ local function run_elementwise(spec)
   local key = concat(keyparts, "|")
   local k = kernel_for(dev, key, function()
     local kname = (spec.name or "cdv_elementwise") .. "_" .. hash(key)
-    return elementwise_source(kname, ins, oq, spec.body, spec.preamble, nd), kname
+    return elementwise_source(kname, ins, oq, spec.body, spec.preamble, nd), kname, spec.options
   end)
   local args = {}
   for i, p in ipairs(spec.ins) do
@@ -664,7 +666,7 @@ end
 
 -- Runs a reduction. spec: {fname=, name=, ins = {{name=, dtype=, value=, raw=}}, out = {name=, dtype=, value=},
 -- rtype = {ctype=, dtype= or size=}, map_expr=, reduce_expr=, post_map=, identity=, preamble=, axis=, keepdims=,
--- stream=}. Returns the output Array.
+-- stream=, options= (compile options, which key must imply)}. Returns the output Array.
 -- Blocks for each of nout outputs of K elements: enough to fill the device when there are few outputs, 1 when
 -- there are many. 16 per SM: a sum of 2^26 float32 on the H100 took 117.8 us with 4 per SM, 111.2 with 8,
 -- 106.5 with 16 (PyTorch's 108).
@@ -728,7 +730,7 @@ local function run_reduction(spec)
       kname = kname or (spec.name or "cdv_reduction") .. "_" .. hash(key)
       src = src or reduction_source(kname, ins, spec.out, spec.rtype, spec.map_expr, spec.reduce_expr, spec.post_map,
         spec.identity, spec.preamble)
-      return src, kname .. pass
+      return src, kname .. pass, spec.options
     end
   end
   local nsplit = splits(dev, K, nout)
@@ -1073,13 +1075,20 @@ local function plan_binary(op, x, y, fname, arr)
   local C = DT[cdt].calc
   local sdt = scalar_fits_all({ x, y }, r, arr) and r or cdt
   local expr = op.expr(cdt, wrap_type(cdt))
+  -- NOTE [square power]: a float array to the Lua number 2 is x * x, as NumPy's ** computes it (its power
+  -- operator's fast path is np.square): the product is correctly rounded (pow's is within an ulp or two, on the
+  -- GPU), and a multiplication where pow costs tens of instructions: ((x - y) ^ 2):sum() fused was bound by it.
+  -- The plan then depends on y's value, not only its kind: square says so (the kernel's key, the cpu loop, and
+  -- cd.fuse's check of a Lua-number argument at each call).
+  local square = op.name == "pow" and DT[cdt].kind == "f" and not arr(y) and y == 2
+  if square then expr = "x * x" end
   local xC, yC = C, C
   if op.cmp and mixed_ints(r, da, db) then
     xC, yC, expr = int64_type(da), int64_type(db), fmt("_cdv_cmp(x, y) %s 0", op.cmp)
   end
   local res = op.result(r, da, db)
   return { r = r, cdt = cdt, res = res, xdt = arr(x) and x.dtype or sdt, ydt = arr(y) and y.dtype or sdt, xC = xC, yC = yC,
-    pre = fmt("const %s x = (%s)x_; const %s y = (%s)y_;", xC, xC, yC, yC),
+    square = square, pre = fmt("const %s x = (%s)x_; const %s y = (%s)y_;", xC, xC, yC, yC),
     value = fmt("(%s)(%s)", DT[res].calc, expr) }
 end
 
@@ -1110,11 +1119,12 @@ local function binary(op, x, y, out, stream, fname)
   local ins = { { name = "x_", dtype = p.xdt, value = x }, { name = "y_", dtype = p.ydt, value = y } }
   local body = fmt("{ %s z = (%s)(%s); }", p.pre, DT[odt].ctype, p.value)
   -- (NOTE [cpu loops]) y's calc type is given apart where it is not x's (a signed and a uint64 array compared)
-  local lp = { op = op.name, calc = dtype_of_name(p.xC), calc2 = p.xC ~= p.yC and dtype_of_name(p.yC) or nil,
+  local lp = { op = p.square and "square" or op.name, calc = dtype_of_name(p.xC), calc2 = p.xC ~= p.yC and dtype_of_name(p.yC) or nil,
     res = dtype_of_name(DT[res].calc), bits = DT[p.cdt].size * 8 }
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
     outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
-    key = "bin:" .. op.name .. ":" .. p.r .. ":" .. p.cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
+    key = "bin:" .. op.name .. (p.square and "2:" or ":") .. p.r .. ":" .. p.cdt .. ":" .. res .. ":" .. odt,
+    stream = stream, loop = lp })
   -- the kernel of contiguous operands of one shape (its arguments are x, y, z, n), or the loop that ran instead
   -- of one: NOTE [binary fast path]
   if both and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) and o[1].size > 0 and
