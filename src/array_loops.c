@@ -1,9 +1,11 @@
 /*
- * array_loops.c: ops.lua's way to a backend's built-in loops (NOTE [cpu loops] in cpu_loops.c), as two fields of
+ * array_loops.c: ops.lua's way to a backend's built-in loops (NOTE [cpu loops] in cpu_loops.c), as fields of
  * the Array metatable, out of a sandboxed script's reach (NOTE [protected metatables]):
  *   __loop(op, calc, calc2, res, bits, out, x, xdtype [, y, ydtype [, c, cdtype]]) -> true, or false: compile it
  *     (calc2: the calc type of y when it is not calc's, nil otherwise)
  *   __reduce(op, acc, x, out, outer, K, inner, nsplit) -> true, or false: compile it
+ *   __pair(x, y [, out]) and __like(x, dtype): the binary fast path's checks and allocation (NOTE [binary fast
+ *     path] in ops.lua)
  * An operand is an Array (broadcast to out's shape) or a number or boolean, passed to the loop as one element of
  * the given dtype, converted as a kernel's scalar parameter is (kernel.c). Both answer false when the device's
  * backend has no loops or loops are off (CUDADEV_CPU_LOOPS=0, cd._cpu_loops(false): the generated kernels then
@@ -133,6 +135,58 @@ static int array_reduce(lua_State *L) {
   return 1;
 }
 
+/* ------------------------------------------------------------ NOTE [binary fast path] in ops.lua */
+/* A live, current Array at idx, or NULL (never raises: the general path words the errors). */
+static cdv_array *plain_array(lua_State *L, int idx) {
+  cdv_array *a = cdv_test_magic(L, idx, sizeof *a, CDV_ARRAY_MAGIC);
+  if (a == NULL || a->block == NULL || a->block->generation != a->block->dev->generation) return NULL;
+  return cdv_array_contiguous(a) ? a : NULL;
+}
+
+static int same_shape(const cdv_array *a, const cdv_array *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return 0;
+  return 1;
+}
+
+/* __pair(x, y [, out]) -> device, its generation, x's dtype, y's dtype, n [, out's dtype]: what the binary fast
+ * path needs to know, in one call where it read a dozen fields (each an __index call: x.device, x.shape, ...,
+ * half the host time of a small cd.add(a, b, {out = c}) on the cpu device). Nothing unless x and y are live,
+ * contiguous Arrays of one device and shape, and out, when given, one of that device and shape (or of that size,
+ * 1-d, when x is 1-d). */
+static int array_pair(lua_State *L) {
+  cdv_array *x = plain_array(L, 1), *y = x ? plain_array(L, 2) : NULL;
+  if (y == NULL || y->block->dev != x->block->dev || !same_shape(x, y)) return 0;
+  cdv_array *o = NULL;
+  if (!lua_isnoneornil(L, 3)) {
+    o = plain_array(L, 3);
+    if (o == NULL || o->block->dev != x->block->dev ||
+        !(same_shape(o, x) || (x->ndim == 1 && o->ndim == 1 && o->size == x->size)))
+      return 0;
+  }
+  cdv_device *d = x->block->dev;
+  cdv_push_device(L, d);
+  lua_pushinteger(L, d->generation);
+  lua_pushstring(L, cdv_dtypes[x->dtype].name);
+  lua_pushstring(L, cdv_dtypes[y->dtype].name);
+  lua_pushinteger(L, x->size);
+  if (o == NULL) return 5;
+  lua_pushstring(L, cdv_dtypes[o->dtype].name);
+  return 6;
+}
+
+/* __like(x, dtype) -> a new contiguous Array of x's shape and device, of dtype, on the state's stream there: what
+ * cd.empty(x.shape, dtype, {device = x.device}) makes, without the shape table and the options. */
+static int array_like(lua_State *L) {
+  cdv_array *x = cdv_check_array(L, 1);
+  cdv_dtype t = (cdv_dtype)cdv_check_dtype(L, 2, CDV_F32);
+  int64_t shape[CDV_MAXDIM];
+  memcpy(shape, x->shape, sizeof shape);
+  cdv_push_array(L, x->block->dev, t, x->ndim, shape, CDV_MEM_DEVICE, NULL);
+  return 1;
+}
+
 /* cd._cpu_loops([on]) -> whether loops were on: false sends every built-in operation to the generated kernels.
  * The switch is the process's: a sandboxed script may not turn it (its neighbours' operations would compile). */
 static int l_cpu_loops(lua_State *L) {
@@ -150,6 +204,10 @@ void cdv_array_loops_open(lua_State *L) {
   lua_setfield(L, -2, "__loop");
   lua_pushcfunction(L, array_reduce);
   lua_setfield(L, -2, "__reduce");
+  lua_pushcfunction(L, array_pair);
+  lua_setfield(L, -2, "__pair");
+  lua_pushcfunction(L, array_like);
+  lua_setfield(L, -2, "__like");
   lua_pop(L, 1);
   lua_pushcfunction(L, l_cpu_loops);
   lua_setfield(L, -2, "_cpu_loops");
