@@ -182,6 +182,50 @@ helper.each_device(function(dev)
         "max: zero-size array to a reduction with no identity")
     end)
 
+    it("keeps the launch of a repeated call, and leaves it for every call of another kind", function()
+      -- (NOTE [fuse launches]) Lua and C calls a fused call makes once its launch is kept: the general path made
+      -- 233 for x * y + z and 181 for ((x - y) ^ 2):sum() (shapes, the kernel's key, a field read per question)
+      local x, y, z = arr(FLOATS, "float32"), arr(VALUES, "float32"), arr(VALUES, "float32")
+      local f = cd.fuse(function(a, b, c, s) return a * b + c * s, a:gt(b) end)
+      local g = cd.fuse(function(a, b) return ((a - b) ^ 2):sum() end)
+      local function calls(fn)
+        local n = 0
+        debug.sethook(function() n = n + 1 end, "c")
+        for _ = 1, 20 do fn() end
+        debug.sethook()
+        return n / 20
+      end
+      f(x, y, z, 2)
+      g(x, y)
+      local fe, fs = calls(function() return f(x, y, z, 2) end), calls(function() return g(x, y) end)
+      assert.is_true(fe <= 80, ("the fused elementwise call made %.1f calls"):format(fe))
+      assert.is_true(fs <= 70, ("the fused sum made %.1f calls"):format(fs))
+      -- every call still gives the unfused answers: new values, Lua numbers, sizes, views, freed arrays, a reset
+      -- of the kernels
+      local function both(a, b, c, s)
+        same(a * b + c * s, (f(a, b, c, s)), "kept x * y + z * s")
+        same(((a - b) ^ 2):sum(), g(a, b), "kept sum")
+      end
+      both(x, y, z, 0.5)
+      both(y, x, z, -3)
+      local big = cd.arange(1, 100001, 1, "float32", { device = dev }) / 1024
+      both(big, big * 0.5, big, 2)                       -- more than one block of partials
+      both(arr({ 1, 2, 3 }, "float32"), arr({ 3, 2, 1 }, "float32"), arr({ 0, 0, 0 }, "float32"), 1)
+      both(x:slice(1, 12, 2), y:slice(1, 12, 2), z:slice(2, 12, 2), 1)   -- strided: the general path
+      same(x * y + z * 1, (f(x, y, z, 1, { out = { cd.empty(12, "float32", { device = dev }),
+        cd.empty(12, "bool", { device = dev }) } })), "out=")
+      same(x * y + z * 2, (f(x, y, z, 2)), "after out=")
+      cd.clear_kernel_cache()
+      both(x, y, z, 4)
+      local gone = cd.ones(12, "float32", { device = dev })
+      gone:free()
+      helper.assert_error_contains(function() return f(gone, y, z, 1) end, "freed array")
+      helper.assert_error_contains(function() return g(x, gone) end, "freed array")
+      same(x * y + z * 3, (f(x, y, z, 3)), "after the errors")
+      assert.are.equal(0, g(arr({}, "float32"), arr({}, "float32")))   -- no elements: the general path
+      same(((x - y) ^ 2):sum(), g(x, y), "after no elements")
+    end)
+
     it("runs one kernel and makes no temporary where the unfused expression makes one", function()
       local n = 1 << 16
       local x, y, z = cd.full(n, 1.5, "float32", { device = dev }), cd.full(n, 2, "float32", { device = dev }),

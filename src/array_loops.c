@@ -5,12 +5,13 @@
  *     (calc2: the calc type of y when it is not calc's, nil otherwise)
  *   __reduce(op, acc, x, out, outer, K, inner, nsplit) -> true, or false: compile it
  *   __pair(x, y [, out]) and __like(x, dtype): the binary fast path's checks and allocation (NOTE [binary fast
- *     path] in ops.lua)
+ *     path] in ops.lua); __same(t, idx) and __sig(t, n): cd.fuse's checks of its arguments (NOTE [fuse])
  * An operand is an Array (broadcast to out's shape) or a number or boolean, passed to the loop as one element of
  * the given dtype, converted as a kernel's scalar parameter is (kernel.c). Both answer false when the device's
  * backend has no loops or loops are off (CUDADEV_CPU_LOOPS=0, cd._cpu_loops(false): the generated kernels then
  * run, which spec/26 compares against).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +177,65 @@ static int array_pair(lua_State *L) {
   return 6;
 }
 
+/* __same(t, idx) -> device, its generation, n, the first Array: for cd.fuse's kept launches (NOTE [fuse]), the
+ * Arrays t[idx[1]], t[idx[2]], ... checked in one call as __pair checks two; nothing unless they are all live,
+ * contiguous Arrays of one device and shape (and idx names at least one). */
+static int array_same(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer m = (lua_Integer)lua_rawlen(L, 2);
+  cdv_array *first = NULL;
+  for (lua_Integer j = 1; j <= m; j++) {
+    lua_rawgeti(L, 2, j);
+    lua_Integer i = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    lua_rawgeti(L, 1, i);
+    cdv_array *a = plain_array(L, -1);
+    if (a == NULL || (first != NULL && (a->block->dev != first->block->dev || !same_shape(a, first)))) return 0;
+    if (first == NULL)
+      first = a;
+    else
+      lua_pop(L, 1); /* the first stays on the stack: it is the last result */
+  }
+  if (first == NULL) return 0;
+  cdv_device *d = first->block->dev;
+  cdv_push_device(L, d);
+  lua_pushinteger(L, d->generation);
+  lua_pushinteger(L, first->size);
+  lua_rotate(L, -4, -1); /* the first Array after them */
+  return 4;
+}
+
+/* __sig(t, n) -> the key of a fused call's arguments t[1..n] (NOTE [fuse]): "dtype:ndim" of an Array, "integer",
+ * "float" or "boolean", joined by commas; nothing when one is something else, or a freed or stale Array (the
+ * caller words the error). One call where the key took three per argument (cd.type, a.dtype, a.ndim). */
+static int array_sig(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (lua_Integer i = 1; i <= n; i++) {
+    int t = lua_rawgeti(L, 1, i);
+    cdv_array *a = t == LUA_TUSERDATA ? cdv_test_magic(L, -1, sizeof *a, CDV_ARRAY_MAGIC) : NULL;
+    const char *part = t == LUA_TBOOLEAN      ? "boolean"
+                       : t != LUA_TNUMBER     ? NULL
+                       : lua_isinteger(L, -1) ? "integer"
+                                              : "float";
+    lua_pop(L, 1);
+    if (i > 1) luaL_addchar(&b, ',');
+    if (a != NULL && a->block != NULL && a->block->generation == a->block->dev->generation) {
+      char s[48];
+      snprintf(s, sizeof s, "%s:%d", cdv_dtypes[a->dtype].name, a->ndim);
+      luaL_addstring(&b, s);
+    } else if (part != NULL)
+      luaL_addstring(&b, part);
+    else
+      return 0;
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
 /* __like(x, dtype) -> a new contiguous Array of x's shape and device, of dtype, on the state's stream there: what
  * cd.empty(x.shape, dtype, {device = x.device}) makes, without the shape table and the options. */
 static int array_like(lua_State *L) {
@@ -208,6 +268,10 @@ void cdv_array_loops_open(lua_State *L) {
   lua_setfield(L, -2, "__pair");
   lua_pushcfunction(L, array_like);
   lua_setfield(L, -2, "__like");
+  lua_pushcfunction(L, array_same);
+  lua_setfield(L, -2, "__same");
+  lua_pushcfunction(L, array_sig);
+  lua_setfield(L, -2, "__sig");
   lua_pop(L, 1);
   lua_pushcfunction(L, l_cpu_loops);
   lua_setfield(L, -2, "_cpu_loops");

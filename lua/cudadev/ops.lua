@@ -1746,4 +1746,5 @@ internal.ops = { DT = DT, BIN = BIN, MATH = MATH, FNAMES = FNAMES, META = META, 
   plan_binary = plan_binary, plan_unary = plan_unary, plan_where = plan_where, out_dtype = out_dtype,
   scalar_fits = scalar_fits, check_scalar_fits = check_scalar_fits, run_elementwise = run_elementwise,
   run_reduction = run_reduction, reduction_geometry = reduction_geometry, reductions = REDUCTIONS,
-  lua_value = lua_value, broadcast_shapes = broadcast_shapes, same_shape = same_shape, is_array = is_array }
+  lua_value = lua_value, broadcast_shapes = broadcast_shapes, same_shape = same_shape, is_array = is_array,
+  grid_for = grid_for, BLOCK = BLOCK, splits = splits, RBLOCK = RBLOCK, fast_cache = fast_cache }
