@@ -337,3 +337,25 @@ describe("cd.fuse's kernels under NVRTC", function()
     assert.truthy(srcs[4][2]:find("pow(x, y)", 1, true))   -- a ^ 3
   end)
 end)
+
+-- The option cd.fuse compiles with, on the cpu device: g++ contracts a product and a sum into an FMA in C++, as
+-- NVRTC does by default, unless --fmad=false says not to (src/cpu_compile.c)
+describe("--fmad on the cpu device", function()
+  it("--fmad=false rounds a product before the sum; --fmad=true and the default may contract", function()
+    local src = [[extern "C" __global__ void mad(const float *x, const float *z, float *r) {
+  float p = x[0] * x[0];
+  r[0] = p + z[0];
+}]]
+    local x, z = cd.array({ 1 + 2 ^ -12 }, "float32", { device = "cpu" }), cd.array({ -1 }, "float32", { device = "cpu" })
+    local function run(options)
+      local r = cd.zeros(1, "float32", { device = "cpu" })
+      cd.compile(src, { device = "cpu", options = options }).mad({ grid = 1, block = 1 }, x, z, r)
+      return r[1]
+    end
+    assert.are.equal(2 ^ -11, run({ "--fmad=false" }))
+    assert.are.equal(2 ^ -11, run({ "-fmad", "false" }))
+    local contracted = run({ "--fmad=true" })
+    assert.is_true(contracted == 2 ^ -11 or contracted == 2 ^ -11 + 2 ^ -24)
+    assert.are.equal(contracted, run(nil))
+  end)
+end)
