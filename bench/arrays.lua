@@ -163,3 +163,42 @@ io.write(("%.3f"):format((cd.now() - t0) * 1e3))
   print(("| cd.fuse first call of a new process, warm disk cache, ms | %.2f | — | — | ≤ 2 ms %s |"):format(warm,
     verdict(warm <= 2)))
 end
+
+-- issue 32's rows: cd.linalg on cuSOLVER (NOTE [linalg layouts] in lua/cudadev/linalg.lua) against CuPy's and
+-- PyTorch's linalg (bench/arrays_peers.py, the same sizes and dtypes, the same kind of well-conditioned data):
+-- solve of one 4096 x 4096 float32 system, of a batch of 1024 32 x 32 float32 systems (cuBLAS's batched LU),
+-- cholesky of a 4096 x 4096 float64 positive definite matrix, svd of a 1024 x 1024 float32 matrix; each timed with
+-- its info read back (NumPy's errors need it; CuPy reads it too), results checked
+do
+  local L = cd.linalg
+  cd.random.seed(32)
+  local N = 4096
+  local A = cd.random.uniform({ N, N }, "float32") + cd.eye(N, N, 0, "float32") * N
+  local bv = cd.random.uniform({ N }, "float32")
+  local x = L.solve(A, bv)
+  assert(cd.abs(cd.matmul(A, x) - bv):max() <= 1e-3, "solve 4096 is wrong")
+  local t_solve = timed(function() return L.solve(A, bv) end)
+  local Ab = cd.random.uniform({ 1024, 32, 32 }, "float32") + cd.eye(32, 32, 0, "float32") * 32
+  local bb = cd.random.uniform({ 1024, 32, 1 }, "float32")
+  local xb = L.solve(Ab, bb)
+  assert(cd.abs(cd.matmul(Ab, xb) - bb):max() <= 1e-4, "batched solve is wrong")
+  local t_bsolve = timed(function() return L.solve(Ab, bb) end)
+  local R = cd.random.uniform({ N, N }, "float64")
+  local S = cd.matmul(R, R.T) + cd.eye(N, N, 0, "float64") * N
+  local F = L.cholesky(S)
+  assert(cd.abs(cd.matmul(F, F.T) - S):max() <= 1e-8 * N * N, "cholesky is wrong")
+  local t_chol = timed(function() return L.cholesky(S) end)
+  local M = cd.random.uniform({ 1024, 1024 }, "float32")
+  local u, s, vh = L.svd(M)
+  assert(cd.abs(cd.matmul(u * s:reshape({ 1, 1024 }), vh) - M):max() <= 1e-2, "svd is wrong")
+  local t_svd = timed(function() return L.svd(M) end)
+  local function row(what, t, cp, tt)
+    local best = cp and tt and math.min(cp, tt) or cp or tt
+    print(("| %s, µs | %s | %s | %s | info: %s the best peer's speed |"):format(what, cell(t), cell(cp), cell(tt),
+      best and ("%.2f×"):format(best / t) or "—"))
+  end
+  row("cd.linalg.solve 4096² float32, b {4096}", t_solve, peers.cupy_solve, peers.torch_solve)
+  row("cd.linalg.solve {1024, 32, 32} float32, b {1024, 32, 1}", t_bsolve, peers.cupy_bsolve, peers.torch_bsolve)
+  row("cd.linalg.cholesky 4096² float64", t_chol, peers.cupy_chol, peers.torch_chol)
+  row("cd.linalg.svd 1024² float32 (U, S, Vh)", t_svd, peers.cupy_svd, peers.torch_svd)
+end

@@ -82,6 +82,46 @@ helper.each_device(function(dev)
       end
     end)
 
+    -- NOTE [sort tuning]: small tiles, so that these sizes take many tiles and the look-backs go over windows of
+    -- 32 tiles, in both rankings; the tuning in force comes back whatever happens
+    it("sort, argsort and cumsum over many small tiles, in both rankings", function()
+      local saved = cd._sort_tune()
+      local ok, err = pcall(function()
+        for _, tune in ipairs({ "block=256,items=1,pitems=1,rank=ballot,scan=1", "block=288,items=2,pitems=1,rank=match,scan=2" }) do
+          cd._sort_tune(tune)
+          for _, dt in ipairs(ALL) do
+            local t = values(dt, 3000)
+            local a = arr(t, dt)
+            t = a:totable()
+            local idx = ref_argsort(t)
+            local want = {}
+            for i, p in ipairs(idx) do want[i] = t[p] end
+            assert.are.same(idx, cd.argsort(a):totable(), tune .. " " .. dt)
+            assert_values(want, cd.sort(a):totable(), tune .. " " .. dt)
+            local rows = cd.argsort(a:reshape({ 30, 100 })):totable()
+            for r = 1, 30 do
+              local row = {}
+              for c = 1, 100 do row[c] = t[(r - 1) * 100 + c] end
+              assert.are.same(ref_argsort(row), rows[r], tune .. " rows " .. dt)
+            end
+          end
+          local n, t, sum = 20000, {}, {}
+          for i = 1, n do t[i] = (i * 7919) % 13 - 6; sum[i] = (sum[i - 1] or 0) + t[i] end
+          for _, dt in ipairs({ "int32", "float32", "float64" }) do
+            assert.are.same(sum, cd.cumsum(arr(t, dt)):totable(), tune .. " cumsum " .. dt)
+          end
+          local picked = {}
+          for i = 1, n do if t[i] ~= 0 then picked[#picked + 1] = i end end
+          assert.are.same(picked, cd.nonzero(arr(t))[1]:totable(), tune .. " nonzero")
+        end
+      end)
+      cd._sort_tune(saved)
+      assert(ok, err)
+      helper.assert_error_matches(function() cd._sort_tune("block=100") end,
+        "bad argument #1 to '_sort_tune' (block must be a multiple of 32 in 256..1024)")
+      assert.are.equal(saved, cd._sort_tune())
+    end)
+
     it("argsort keeps -0.0 and 0.0, and NaNs, in their order; sort puts NaNs last", function()
       local a = arr({ 0.0, 0 / 0, -0.0, 1, -1, 0 / 0, 0.0, -0.0 }, "float32")
       assert.are.same({ 5, 1, 3, 7, 8, 4, 2, 6 }, a:argsort():totable())
@@ -415,19 +455,25 @@ describe("sorting kernels for the GPU", function()
       if not ok then failures[#failures + 1] = opts.name .. ": " .. tostring(err) end
       return compile(src, opts)
     end
+    local saved = cd._sort_tune()
     local ok, err = pcall(function()
-      for _, dt in ipairs({ "int8", "uint16", "int32", "float16", "float32", "float64", "bool" }) do
-        local a = cd.array(values(dt, 40), dt, { device = "cpu" })
-        cd.sort(a)
-        cd.argsort(cd.array({ values(dt, 6), values(dt, 6, 2) }, dt, { device = "cpu" }))
-        cd.cumsum(a)
-        cd.unique(a, { return_index = true, return_counts = true })
-        cd.searchsorted(cd.sort(a), a)
-        local _ = a[a:ne(0)], a[cd.array({ 1 }, "int64", { device = "cpu" })]
-        a[cd.array({ 1 }, "int64", { device = "cpu" })] = a[1]
+      -- the default tuning, then the other ranking in other shapes (NOTE [sort tuning])
+      for _, tune in ipairs({ saved, "block=512,items=9,pitems=7,rank=ballot,scan=20" }) do
+        cd._sort_tune(tune)
+        for _, dt in ipairs({ "int8", "uint16", "int32", "float16", "float32", "float64", "bool" }) do
+          local a = cd.array(values(dt, 40), dt, { device = "cpu" })
+          cd.sort(a)
+          cd.argsort(cd.array({ values(dt, 6), values(dt, 6, 2) }, dt, { device = "cpu" }))
+          cd.cumsum(a)
+          cd.unique(a, { return_index = true, return_counts = true })
+          cd.searchsorted(cd.sort(a), a)
+          local _ = a[a:ne(0)], a[cd.array({ 1 }, "int64", { device = "cpu" })]
+          a[cd.array({ 1 }, "int64", { device = "cpu" })] = a[1]
+        end
+        cd.cumprod(cd.arange(5, "float32", { device = "cpu" }))
       end
-      cd.cumprod(cd.arange(5, "float32", { device = "cpu" }))
     end)
+    cd._sort_tune(saved)
     cd.compile = compile
     assert(ok, err)
     assert.are.same({}, failures)

@@ -341,11 +341,13 @@ function M.run(opts)
   for _, name in ipairs(sorted_keys(cd)) do
     if type(cd[name]) == "function" then functions[#functions + 1] = name end
   end
-  local function_of = {}   -- cd.random's functions are fuzzed as "random.NAME"
-  for _, name in ipairs(type(cd.random) == "table" and sorted_keys(cd.random) or {}) do
-    if type(cd.random[name]) == "function" then
-      functions[#functions + 1] = "random." .. name
-      function_of["random." .. name] = cd.random[name]
+  local function_of = {}   -- cd.random's functions are fuzzed as "random.NAME", cd.linalg's as "linalg.NAME"
+  for _, ns in ipairs({ "random", "linalg" }) do
+    for _, name in ipairs(type(cd[ns]) == "table" and sorted_keys(cd[ns]) or {}) do
+      if type(cd[ns][name]) == "function" then
+        functions[#functions + 1] = ns .. "." .. name
+        function_of[ns .. "." .. name] = cd[ns][name]
+      end
     end
   end
   local methods = {}

@@ -396,6 +396,61 @@ function GEN.broadcast(r, combo)
            py = { shape = M.py(pair[2], true) } }
 end
 
+-- cd.linalg: one matrix or a stack of them, of values in [-1, 1] plus n on the diagonal (well conditioned, so
+-- LAPACK's answers are close to NumPy's), symmetric positive definite for cholesky and eigh (e.square = "spd"),
+-- any shape for qr, svd and pinv, a b for solve and lstsq; norm's ord and axis are drawn too.
+local function linalg_matrix(r, dt, shape, spd)
+  local n = shape[#shape]
+  local unit = function(rr) return rr.int(17) / 8 - 1.125 end
+  local f = make(r, "float64", shape, unit)
+  if spd then f = cd.matmul(f, cd.swapaxes(f, -1, -2):contiguous()) end
+  if #shape >= 2 and shape[#shape - 1] == n then
+    f = f + cd.eye(n, n, 0, "float64") * n
+  end
+  if dt:match("^int") or dt == "bool" then f = cd.round(f) end
+  return plain(f:astype(dt))
+end
+
+local NORM_ORDS = { { nil, "None" }, { "fro", "'fro'" }, { "nuc", "'nuc'" }, { 1, "1" }, { -1, "-1" }, { 2, "2" },
+                    { -2, "-2" }, { math.huge, "np.inf" }, { -math.huge, "-np.inf" }, { 0, "0" }, { 3, "3" } }
+
+function GEN.linalg(r, combo, e)
+  local dt = combo[1]
+  local shape
+  if e.square then
+    shape = r.pick({ { 1, 1 }, { 2, 2 }, { 3, 3 }, { 4, 4 }, { 2, 3, 3 }, { 3, 2, 2 }, { 0, 2, 2 } })
+  elseif e.lstsq then
+    shape = r.pick({ { 4, 2 }, { 3, 3 }, { 5, 3 }, { 2, 4 } })
+  else
+    shape = r.pick({ { 3, 3 }, { 4, 2 }, { 2, 4 }, { 2, 3, 2 }, { 2, 2, 3 }, { 5, 1 } })
+  end
+  local x = linalg_matrix(r, dt, shape, e.square == "spd")
+  local args, p, py = { arg("x", x) }, {}, {}
+  if e.rhs then   -- b: a vector for every matrix, or a matrix of one or two columns per matrix
+    local m = shape[#shape - 1]
+    local bs = r.chance(0.4) and { m } or { m, r.int(2) }
+    if e.square and #shape == 3 and #bs == 2 and r.chance(0.5) then bs = { shape[1], m, bs[2] } end
+    local bdt = r.pick({ "float32", "float64", dt == "float16" and "float64" or dt })   -- NumPy's common dtype
+    args[2] = arg("y", plain(make(r, bdt, bs, function(rr) return rr.int(9) - 5 end)))
+  end
+  if e.norm then
+    local o = r.pick(NORM_ORDS)
+    local nd = #shape
+    local form = r.int(3)
+    p.ord, py.ord, py.axis, py.keepdims = o[1], o[2], "None", "False"
+    if form == 2 then
+      local ax = r.int(nd)
+      p.axis, py.axis = ax, tostring(ax - 1)
+    elseif form == 3 then
+      local a1 = r.int(nd)
+      local a2 = a1 % nd + 1
+      p.axis, py.axis = { a1, a2 }, fmt("(%d, %d)", a1 - 1, a2 - 1)
+    end
+    if r.chance(0.3) then p.keepdims, py.keepdims = true, "True" end
+  end
+  return { args = args, p = p, py = py }
+end
+
 -- ------------------------------------------------------------------------------------------ the entries
 local ENTRIES = {}
 M.ENTRIES = ENTRIES
@@ -662,6 +717,54 @@ misc("Array:ravel", "axis", "np.ravel(x)", function(x) return x:ravel() end)
 misc("Array:flatten", "axis", "x.flatten()", function(x) return x:flatten() end)
 misc("cd.broadcast_to", "broadcast", "np.broadcast_to(x, shape)", function(x, p) return cd.broadcast_to(x, p.shape) end)
 
+-- cd.linalg (doc/linalg.md): where signs are free (Q, R, singular vectors) both sides give magnitudes; eigh's
+-- eigenvectors are compared through a v - v w (zero), which does not depend on them
+local function linalg_entry(name, np, lua, opts)
+  opts = opts or {}
+  opts[1], opts.np, opts.lua, opts.kind, opts.group = "cd.linalg." .. name, np, lua, "linalg", "linalg"
+  opts.combos, opts.tol = 3, "linalg"
+  return entry(opts)
+end
+local LA = cd.linalg
+if LA then
+  local function pair_of(s, l, x)
+    if type(s) ~= "number" then return cd.stack({ s, l }) end
+    return cd.array({ s, l }, (x.dtype == "float32") and "float32" or "float64")
+  end
+  linalg_entry("solve", "solve2(x, y)",
+    function(x, y) return LA.solve(x, y) end, { square = true, rhs = true })
+  linalg_entry("inv", "np.linalg.inv(x)", function(x) return LA.inv(x) end, { square = true })
+  linalg_entry("det", "np.linalg.det(x)", function(x) return LA.det(x) end, { square = true })
+  linalg_entry("slogdet", "np.array(np.linalg.slogdet(x))", function(x)
+    local sign, logabs = LA.slogdet(x)
+    return pair_of(sign, logabs, x)
+  end,
+    { square = true })
+  linalg_entry("cholesky", "np.linalg.cholesky(x)", function(x) return LA.cholesky(x) end, { square = "spd" })
+  linalg_entry("qr", "[abs(m) for m in np.linalg.qr(x)]", function(x)
+    local q, rr = LA.qr(x)
+    return { cd.abs(q), cd.abs(rr) }
+  end)
+  linalg_entry("eigh", "eigh_parts(x)", function(x)
+    local w, v = LA.eigh(x)
+    local av = cd.matmul(x:astype(w.dtype), v)
+    return { w, av - v * cd.expand_dims(w, -2) }
+  end, { square = "spd" })
+  linalg_entry("eigvalsh", "np.linalg.eigvalsh(x)", function(x) return LA.eigvalsh(x) end, { square = "spd" })
+  linalg_entry("svd", "[abs(m) for m in np.linalg.svd(x, full_matrices=False)]", function(x)
+    local u, sv, vh = LA.svd(x, { full_matrices = false })
+    return { cd.abs(u), sv, cd.abs(vh) }
+  end)
+  linalg_entry("lstsq", "lstsq_parts(x, y)", function(x, y)
+    local sol, res, rank, sv = LA.lstsq(x, y)
+    return { sol, res, cd.array({ rank }, "int64"), sv }
+  end, { lstsq = true, rhs = true })
+  linalg_entry("pinv", "np.linalg.pinv(x)", function(x) return LA.pinv(x) end)
+  linalg_entry("norm", "np.linalg.norm(x, ord, axis, keepdims)", function(x, p)
+    return LA.norm(x, p.ord, p.axis, p.keepdims)
+  end, { norm = true })
+end
+
 -- ------------------------------------------------------------------------------------------ cd.fuse
 -- Every elementwise case runs a second time through cd.fuse (issue 31): a twin case of the same operands and
 -- parameters whose function is the entry's, fused, compared with NumPy as the unfused case is. The in-place forms
@@ -769,6 +872,9 @@ function M.public_names()
   for k, v in pairs(cd) do
     if type(v) == "function" and not k:match("^_") then names[#names + 1] = "cd." .. k end
   end
+  for k, v in pairs(cd.linalg or {}) do
+    if type(v) == "function" then names[#names + 1] = "cd.linalg." .. k end
+  end
   for k in pairs(getmetatable(cd.empty(0)).methods) do
     if not k:match("^_") or k:match("^__dlpack") then names[#names + 1] = "Array:" .. k end
   end
@@ -808,6 +914,8 @@ local function combos_for(r, e, decks)
       t[i] = decks.pair()
       if K == "matmul" and i <= 3 then t[i] = { FLOATS[i], FLOATS[i] } end   -- its dtypes; then others, refused
       if K == "binary" and i == 1 then local d = decks.single(); t[i] = { d, d } end
+    elseif K == "linalg" then   -- float32 and float64; integers (computed in float64) or float16 (refused)
+      t[i] = { i == 1 and "float32" or i == 2 and "float64" or r.pick({ "int32", "float16", "int64" }) }
     elseif K == "eye" then
       t[i] = { r.pick({ "float32", "float64", "int32", "bool", "uint8", "float16" }) }
     elseif K == "range" then

@@ -88,6 +88,24 @@ def fail():
     raise ValueError("no element")
 
 
+def eigh_parts(x):
+    w, v = np.linalg.eigh(x)
+    return [w, np.zeros_like(v)]  # cudadev gives a v - v w, which is zero
+
+
+def solve2(x, y):
+    """NumPy 2's solve (a 1-d b is one vector for every matrix; else b is a stack of matrices) on NumPy 1.24."""
+    if y.ndim == 1:
+        return np.linalg.solve(x, np.broadcast_to(y[:, None], x.shape[:-1] + (1,)))[..., 0]
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    return np.linalg.solve(np.broadcast_to(x, batch + x.shape[-2:]), np.broadcast_to(y, batch + y.shape[-2:]))
+
+
+def lstsq_parts(x, y):
+    sol, res, rank, s = np.linalg.lstsq(x, y, rcond=None)
+    return [sol, res, np.array([rank], np.int64), s]
+
+
 # ---------------------------------------------------------------------------------------------- NumPy 2
 def keep_int(f):
     def g(x, *a, **k):
@@ -135,6 +153,7 @@ class NP:
 
 
 ENV = {"np": NP(), "A": A, "inplace": inplace, "argpos": argpos, "special": special, "full_of": full_of,
+       "eigh_parts": eigh_parts, "lstsq_parts": lstsq_parts, "solve2": solve2,
        "shape_only": shape_only, "fail": fail, "float": float, "bytes": bytes,
        "put": put, "V": lambda v: Got(lua=v, is_lua=True), "E": lambda m: Got(err=m), "L": lambda l: Got(lst=l)}
 
@@ -201,6 +220,13 @@ def allowed(case, g, w, dt):
         x, y = (np.abs(np.asarray(env[k]).astype(np.float64)) for k in ("x", "y"))
         k = x.shape[-1] if x.ndim else 1
         return 4 * eps(dt) * (k + 1) * np.broadcast_to(np.matmul(x, y), g.shape)
+    if tol == "linalg":
+        # LAPACK against NumPy's LAPACK: the inputs are well conditioned, so each answer is within a small multiple
+        # of eps times the size of the matrices and of the answer's largest element
+        x = np.asarray(env["x"])
+        k = max(x.shape[-1] if x.ndim else 1, 1)
+        scale = max(1.0, float(np.max(big))) if big.size else 1.0
+        return 64 * eps(dt) * (k + 1) * (k + 1) * scale
     ulps = float(tol)
     sp = np.spacing(big.astype(dt)).astype(np.float64)
     return ulps * np.abs(sp)

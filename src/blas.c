@@ -168,6 +168,10 @@ static cdv_cublas_handle blas_handle(lua_State *L, cdv_device *d) {
   return h;
 }
 
+/* For linalg_cuda.c's batched LU (cuBLAS's getrfBatched/getrsBatched): the same handle, the same status words. */
+cdv_cublas_handle cdv_blas_handle(lua_State *L, cdv_device *d) { return blas_handle(L, d); }
+int cdv_cublas_status(cdv_err *e, const char *api, int status) { return cublas_status(e, api, status); }
+
 /* ---------------------------------------------------------------- cd.matmul */
 static const char *const matmul_opts[] = {"out", "alpha", "beta", "transa", "transb", "stream", NULL};
 

@@ -332,6 +332,14 @@ int cdv_graph_open(lua_State *L);
 int cdv_nccl_open(lua_State *L);
 /* blas.c: cd.matmul, a:matmul (NOTE [host gemm], NOTE [cublas abi]) */
 int cdv_blas_open(lua_State *L);
+/* linalg_cpu.c: cd._linalg.cpu, LAPACKE for lua/cudadev/linalg.lua (NOTE [lapacke abi]) */
+int cdv_linalg_cpu_open(lua_State *L);
+#define CDV_LINALG_KEY "cudadev.linalg_routines" /* the registry's reference to cd._linalg */
+/* linalg_cuda.c: cd._linalg.cuda, cuSOLVER and cuBLAS's batched LU for linalg.lua (NOTE [cusolver abi]) */
+int cdv_linalg_cuda_open(lua_State *L);
+/* blas.c: the state's cuBLAS handle of d (NOTE [cublas handles]); a failed cuBLAS status as *e */
+struct cdv_cublas_context *cdv_blas_handle(lua_State *L, cdv_device *d);
+int cdv_cublas_status(cdv_err *e, const char *api, int status);
 
 /* profile.c: cd.profile_start/stop, cd.profiling, NVTX ranges (NOTE [profiling no-ops]) */
 int cdv_profile_open(lua_State *L);

@@ -424,10 +424,11 @@ INTS(WHERE, )
 FLOATS(WHERE, )
 WHERE(b, bool, )
 
-/* the calc type's column of the table: [op][calc dtype] */
-#define CALC_ROW(name, i, u, l, q, f, d, b) \
-  [CDV_LOOP_##name] = {                     \
-      [CDV_I32] = i, [CDV_U32] = u, [CDV_I64] = l, [CDV_U64] = q, [CDV_F32] = f, [CDV_F64] = d, [CDV_BOOL] = b}
+/* One row of a table indexed [op][calc dtype]: the functions of op for each calc dtype (the loops' and the
+ * reducers' tables share it). */
+#define DTYPE_ROW(index, i, u, l, q, f, d, b) \
+  [index] = {[CDV_I32] = i, [CDV_U32] = u, [CDV_I64] = l, [CDV_U64] = q, [CDV_F32] = f, [CDV_F64] = d, [CDV_BOOL] = b}
+#define CALC_ROW(name, ...) DTYPE_ROW(CDV_LOOP_##name, __VA_ARGS__)
 #define ALL7(name, op) CALC_ROW(name, op##_i, op##_u, op##_l, op##_q, op##_f, op##_d, op##_b)
 #define INTS4(name, op, f, d, b) CALC_ROW(name, op##_i, op##_u, op##_l, op##_q, f, d, b)
 #define FLT(name, op) CALC_ROW(name, NULL, NULL, NULL, NULL, op##_f, op##_d, NULL)
@@ -714,9 +715,7 @@ INTS(RARG, )
 FLOATS(RARG, )
 RARG(b, bool, )
 
-#define RED_ROW(name, i, u, l, q, f, d, b) \
-  [CDV_RED_##name] = {                     \
-      [CDV_I32] = i, [CDV_U32] = u, [CDV_I64] = l, [CDV_U64] = q, [CDV_F32] = f, [CDV_F64] = d, [CDV_BOOL] = b}
+#define RED_ROW(name, ...) DTYPE_ROW(CDV_RED_##name, __VA_ARGS__)
 static const red_fn reducers[CDV_RED_NOPS][CDV_NDTYPES] = {
     RED_ROW(SUM, NULL, NULL, sum_l, sum_q, sum_f, sum_d, NULL),
     RED_ROW(PROD, NULL, NULL, prod_l, prod_q, prod_f, prod_d, NULL),

@@ -10,7 +10,9 @@
  * and PyTorch), cudaDataType (CUDA_R_32F 0, CUDA_R_64F 1, CUDA_R_16F 2), cublasComputeType_t (CUBLAS_COMPUTE_32F
  * 68, CUBLAS_COMPUTE_64F 70) and cublasGemmAlgo_t (CUBLAS_GEMM_DEFAULT -1) are C enums, passed as int.
  * cublasGemmEx and cublasGemmStridedBatchedEx (NOTE [batched matmul] in blas.c) have taken a cublasComputeType_t
- * since cuBLAS 11. Pointer mode stays the default (alpha and beta on the host).
+ * since cuBLAS 11. Pointer mode stays the default (alpha and beta on the host). cublas{S,D}get{rf,rs}Batched
+ * (cd.linalg's batches of small systems, linalg_cuda.c) take device arrays of matrix pointers; getrf's info is
+ * in device memory, getrs's on the host (it reports bad arguments only).
  */
 #ifndef CDV_CUBLAS_ABI_H
 #define CDV_CUBLAS_ABI_H
@@ -45,6 +47,16 @@ enum {
     (cdv_cublas_handle handle, int transa, int transb, int m, int n, int k, const void *alpha, const void *A,       \
      int Atype, int lda, long long strideA, const void *B, int Btype, int ldb, long long strideB, const void *beta, \
      void *C, int Ctype, int ldc, long long strideC, int batchCount, int computeType, int algo))                    \
+  X(int, cublasSgetrfBatched,                                                                                       \
+    (cdv_cublas_handle handle, int n, float *const a[], int lda, int *ipiv, int *info, int batch))                  \
+  X(int, cublasDgetrfBatched,                                                                                       \
+    (cdv_cublas_handle handle, int n, double *const a[], int lda, int *ipiv, int *info, int batch))                 \
+  X(int, cublasSgetrsBatched,                                                                                       \
+    (cdv_cublas_handle handle, int trans, int n, int nrhs, const float *const a[], int lda, const int *ipiv,        \
+     float *const b[], int ldb, int *info, int batch))                                                              \
+  X(int, cublasDgetrsBatched,                                                                                       \
+    (cdv_cublas_handle handle, int trans, int n, int nrhs, const double *const a[], int lda, const int *ipiv,       \
+     double *const b[], int ldb, int *info, int batch))                                                             \
   X(const char *, cublasGetStatusString, (int status))
 
 #define CDV_CUBLAS_FIELD(ret, name, params) ret(*name) params;

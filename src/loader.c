@@ -22,6 +22,8 @@
 #include "syms.h"
 #include "nccl_abi.h"
 #include "cublas_abi.h"
+#include "lapacke_abi.h"
+#include "cusolver_abi.h"
 #include "mpi_api.h"
 
 struct cdv_cu_syms cdv_cu;
@@ -363,6 +365,112 @@ int cdv_cublas_load(void) {
 LIB_WHY(cublas)
 
 LIB_PATH(cublas)
+
+/* ---------------------------------------------------------------- LAPACKE */
+/* NOTE [lapacke library]: LAPACKE (linalg_cpu.c's cd.linalg on the cpu device, NOTE [lapacke abi]) is opened
+ * on first use, never at `require`: CUDADEV_LIBLAPACKE alone when set; else Debian's liblapacke.so.3, then
+ * liblapacke.so, then OpenBLAS (libopenblas.so.0 carries a LAPACKE of its own). When none opens, the reason
+ * names the Debian package and every name tried. */
+struct cdv_lapacke_syms cdv_lapacke;
+
+#define CDV_LAPACKE_ENTRY(ret, name, params) {#name, offsetof(struct cdv_lapacke_syms, name)},
+static const cdv_sym lapacke_table[] = {CDV_LAPACKE_SYMS(CDV_LAPACKE_ENTRY)};
+static lib_state lapacke_lib;
+static pthread_once_t lapacke_once = PTHREAD_ONCE_INIT;
+
+static void lapacke_load_once(void) {
+  static const char *const sonames[] = {"liblapacke.so.3", "liblapacke.so", "libopenblas.so.0"};
+  const char *env = getenv("CUDADEV_LIBLAPACKE");
+  why_add(&lapacke_lib, "no LAPACKE (install Debian's liblapacke, or set CUDADEV_LIBLAPACKE to its path): ");
+  if (env && *env)
+    try_open(&lapacke_lib, env);
+  else
+    for (size_t i = 0; i < COUNT(sonames); i++) try_open(&lapacke_lib, sonames[i]);
+  if (!lapacke_lib.handle) return;
+  resolve(lapacke_lib.handle, lapacke_table, COUNT(lapacke_table), &cdv_lapacke);
+  why_clear(&lapacke_lib);
+  /* NaN in a matrix: LAPACKE refuses it (info -i) unless told not to look; NumPy hands it to LAPACK, which gives
+   * NaN results (getrf, geqrf), a failed minor (potrf) or no convergence (syevd, gesdd): as NumPy, it is not looked
+   * for (LAPACKE 3.6 and later; an older one keeps looking, and linalg.lua words its refusal) */
+  void (*nancheck)(int) = NULL;
+  void *sym = dlsym(lapacke_lib.handle, "LAPACKE_set_nancheck");
+  memcpy(&nancheck, &sym, sizeof sym);
+  if (nancheck != NULL) nancheck(0);
+  for (size_t i = 0; i < COUNT(lapacke_table); i++) {
+    void *p;
+    memcpy(&p, (char *)&cdv_lapacke + lapacke_table[i].offset, sizeof p);
+    if (p == NULL) {
+      why_add(&lapacke_lib, "no LAPACKE: %s does not export %s", lapacke_lib.path, lapacke_table[i].name);
+      return;
+    }
+  }
+}
+
+int cdv_lapacke_load(void) {
+  pthread_once(&lapacke_once, lapacke_load_once);
+  return lapacke_lib.handle && lapacke_lib.why_len == 0 ? 0 : -1;
+}
+
+LIB_WHY(lapacke)
+
+LIB_PATH(lapacke)
+
+/* ---------------------------------------------------------------- cuSOLVER */
+/* NOTE [cusolver library]: libcusolver (linalg_cuda.c's cd.linalg on a CUDA device, NOTE [cusolver abi]) is
+ * opened as cuBLAS is (NOTE [cublas library]), on first use: CUDADEV_LIBCUSOLVER alone when set; else
+ * libcusolver.so.12 (CUDA 13 and 12.x's later releases), .11 (CUDA 11 and 12) and libcusolver.so, each through the
+ * dynamic linker's search, then in $CUDA_HOME/lib64 and /usr/local/cuda/lib64. */
+struct cdv_cusolver_syms cdv_cusolver;
+
+#define CDV_CUSOLVER_ENTRY(ret, name, params) {#name, offsetof(struct cdv_cusolver_syms, name)},
+static const cdv_sym cusolver_table[] = {CDV_CUSOLVER_SYMS(CDV_CUSOLVER_ENTRY)};
+static lib_state cusolver_lib;
+static pthread_once_t cusolver_once = PTHREAD_ONCE_INIT;
+
+static void cusolver_open(void) {
+  static const char *const sonames[] = {"libcusolver.so.12", "libcusolver.so.11", "libcusolver.so"};
+  const char *env = getenv("CUDADEV_LIBCUSOLVER"), *home = getenv("CUDA_HOME");
+  why_add(&cusolver_lib, "no cuSOLVER: ");
+  if (env && *env) {
+    try_open(&cusolver_lib, env);
+    return;
+  }
+  for (size_t i = 0; i < COUNT(sonames); i++) {
+    char path[1024];
+    try_open(&cusolver_lib, sonames[i]);
+    if (home && *home && strcmp(home, "/usr/local/cuda") != 0) {
+      snprintf(path, sizeof path, "%s/lib64/%s", home, sonames[i]);
+      try_open(&cusolver_lib, path);
+    }
+    snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[i]);
+    try_open(&cusolver_lib, path);
+  }
+  if (!cusolver_lib.handle) why_add(&cusolver_lib, "; set CUDADEV_LIBCUSOLVER to the path of libcusolver.so");
+}
+
+static void cusolver_load_once(void) {
+  cusolver_open();
+  if (!cusolver_lib.handle) return;
+  resolve(cusolver_lib.handle, cusolver_table, COUNT(cusolver_table), &cdv_cusolver);
+  why_clear(&cusolver_lib);
+  for (size_t i = 0; i < COUNT(cusolver_table); i++) {
+    void *p;
+    memcpy(&p, (char *)&cdv_cusolver + cusolver_table[i].offset, sizeof p);
+    if (p == NULL) {
+      why_add(&cusolver_lib, "no cuSOLVER: %s does not export %s", cusolver_lib.path, cusolver_table[i].name);
+      return;
+    }
+  }
+}
+
+int cdv_cusolver_load(void) {
+  pthread_once(&cusolver_once, cusolver_load_once);
+  return cusolver_lib.handle && cusolver_lib.why_len == 0 ? 0 : -1;
+}
+
+LIB_WHY(cusolver)
+
+LIB_PATH(cusolver)
 
 /* ---------------------------------------------------------------- cd.mpi's shim */
 /* cudadev_mpi.so (NOTE [mpi shim] in mpi_api.h): opened RTLD_GLOBAL, since OpenMPI's own plugins resolve

@@ -55,14 +55,60 @@ local function axis_back(r, perm)
 end
 
 -- ------------------------------------------------------------------------------------------ scans
--- NOTE [scan passes]: an inclusive or exclusive scan along rows of K contiguous elements, by tiles of ST: a
--- tile is loaded into shared memory in coalesced order, each thread scans ST / SB consecutive elements, and a
--- block scan of the threads' totals joins them. _one scans in one pass, each tile finding its offset from the
--- tiles before it (NOTE [scan look-back]). A compaction (a[mask], nonzero, unique) needs its count before its
--- output exists: _up sums each tile, the sums are scanned (by _one) and _pick writes each picked element at its
--- position. cumsum, cumprod and the radix sort's digit offsets are _one.
-local SB, SI = 256, 8
-local ST = SB * SI
+-- NOTE [sort tuning]: the radix sort's and the scans' shapes, which the generated sources take as numbers: block
+-- (threads of a scatter block, a multiple of 32 from 256 to 1024), items (elements a thread ranks without a
+-- payload), pitems (with one), rank ("match": __match_any_sync per element, "ballot": nine ballots), hist
+-- (histogram blocks per multiprocessor), scan (elements a scan thread takes, 256 threads a block). Internal:
+-- CUDADEV_SORT_TUNE="block=384,items=15" (read at load) or cd._sort_tune(text) set them, for bench/sort_sweep.
+local TUNE = { block = 384, items = 15, pitems = 15, rank = "match", hist = 4, scan = 16 }
+local TUNE_KEYS = { block = true, items = true, pitems = true, rank = true, hist = true, scan = true }
+
+-- The tuning text "k=v,k=v" over the defaults: a table, or nil and what is wrong.
+local function parse_tune(text)
+  local t = {}
+  for k, v in pairs(TUNE) do t[k] = v end
+  for k, v in text:gmatch("([%w_]+)=([%w_]+)") do
+    if not TUNE_KEYS[k] then return nil, fmt("unknown key %q", k) end
+    t[k] = k == "rank" and v or math.tointeger(tonumber(v))
+    if t[k] == nil then return nil, fmt("%s must be an integer, got %q", k, v) end
+  end
+  if t.block % 32 ~= 0 or t.block < 256 or t.block > 1024 then return nil, "block must be a multiple of 32 in 256..1024" end
+  if t.rank ~= "match" and t.rank ~= "ballot" then return nil, "rank must be \"match\" or \"ballot\"" end
+  for _, k in ipairs({ "items", "pitems", "hist" }) do
+    if t[k] < 1 or t[k] > 64 then return nil, k .. " must be in 1..64" end
+  end
+  -- a scan's tile of 8-byte values, padded, stays under the 48 KiB of static shared memory
+  if t.scan < 1 or t.scan > 20 then return nil, "scan must be in 1..20" end
+  return t
+end
+
+do
+  local env = os.getenv("CUDADEV_SORT_TUNE")
+  local t = env and parse_tune(env)
+  if t then TUNE = t end
+end
+
+-- cd._sort_tune([text]) -> the tuning in force as text, after setting it from text (NOTE [sort tuning]); internal
+function cd._sort_tune(text)
+  if text ~= nil then
+    if type(text) ~= "string" then argerror("_sort_tune", 1, "string expected, got " .. typename(text), 1) end
+    local t, err = parse_tune(text)
+    if not t then argerror("_sort_tune", 1, err, 1) end
+    TUNE = t
+  end
+  return fmt("block=%d,items=%d,pitems=%d,rank=%s,hist=%d,scan=%d", TUNE.block, TUNE.items, TUNE.pitems, TUNE.rank,
+    TUNE.hist, TUNE.scan)
+end
+
+-- NOTE [scan passes]: an inclusive or exclusive scan along rows of K contiguous elements, by tiles of SB * SI
+-- (SI: NOTE [sort tuning]'s scan): a tile is loaded into shared memory in coalesced order (padded a word every 32,
+-- so that a thread's consecutive elements fall in different banks), each thread scans SI consecutive elements,
+-- and a block scan of the threads' totals (by warp shuffles) joins them. _one scans in one pass, each tile finding
+-- its offset from the tiles before it (NOTE [scan look-back]), and writes the tile from shared memory without
+-- reading the input again. A compaction (a[mask], nonzero, unique) needs its count before its output exists:
+-- _up sums each tile, the sums are scanned (by _one) and _pick writes each picked element at its position.
+-- cumsum, cumprod and the radix sort's digit offsets are _one.
+local SB = 256
 
 -- A look-back's wait (NOTE [scan look-back]) sleeps between reads, as CUB's does: on the cpu device the tile
 -- it waits for may be on a worker the system has paused, which a busy loop would keep waiting.
@@ -76,38 +122,44 @@ local BACKOFF = [==[
 
 local SCAN_COMMON = BACKOFF .. [==[
 #define SB 256
-#define SI 8
+#define SI NSI
 #define ST (SB * SI)
+#define NWS (SB / 32)
+#define PADI(i) ((i) + ((i) >> 5))
 __device__ __forceinline__ ACC cdv_op(ACC a, ACC b) { return OP; }
-// The exclusive scan of v over the block's SB threads; *tot gets the block's total.
+// The exclusive scan of v over the block's SB threads, by warp shuffles; *tot gets the block's total; buf: NWS.
 __device__ ACC cdv_block_excl(ACC v, ACC *buf, ACC *tot) {
-  int t = threadIdx.x;
-  buf[t] = v;
-  __syncthreads();
-  for (int o = 1; o < SB; o <<= 1) {
-    ACC u = t >= o ? buf[t - o] : (ACC)(IDENT);
-    __syncthreads();
-    if (t >= o) buf[t] = cdv_op(u, buf[t]);
-    __syncthreads();
+  int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  ACC x = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    ACC y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x = cdv_op(y, x);
   }
-  ACC r = t ? buf[t - 1] : (ACC)(IDENT);
-  *tot = buf[SB - 1];
+  ACC ex = __shfl_up_sync(0xffffffffu, x, 1);
+  if (lane == 31) buf[w] = x;
   __syncthreads();
-  return r;
+  ACC before = (ACC)(IDENT), all = (ACC)(IDENT);
+  for (int j = 0; j < NWS; j++) {
+    if (j == w) before = all;
+    all = cdv_op(all, buf[j]);
+  }
+  *tot = all;
+  __syncthreads();
+  return lane ? cdv_op(before, ex) : before;
 }
 ]==]
 
 -- The source of a scan's kernels: TI in, ACC accumulated, TO out; map(x) turns an input into ACC; op the
 -- operation with its identity. The compaction kernel (_pick) writes VAL at the exclusive scan's position of
 -- each element whose map is 1, when s.val is given (s.tv: its C type).
-local function scan_source(name, s)
-  local common = SCAN_COMMON:gsub("ACC", s.acc):gsub("OP", s.op):gsub("IDENT", s.ident)
+local function scan_source(name, s, si)
+  local common = SCAN_COMMON:gsub("ACC", s.acc):gsub("OP", s.op):gsub("IDENT", s.ident):gsub("NSI", tostring(si))
   return concat({ header(s.dtypes), s.preamble or "",
     fmt("typedef %s TI; typedef %s ACC; typedef %s TO;", s.ti, s.acc, s.to),
     fmt("__device__ __forceinline__ ACC cdv_map(TI x) { return %s; }", s.map),
     common, fmt([==[
 extern "C" __global__ void %s_up(const TI *x, ACC *sums, long long K, long long tiles) {
-  __shared__ ACC buf[SB];
+  __shared__ ACC buf[NWS];
   long long row = blockIdx.x / tiles, s = (blockIdx.x %% tiles) * ST, e = K < s + ST ? K : s + ST;
   ACC a = (ACC)(%s);
   for (long long i = s + threadIdx.x; i < e; i += SB) a = cdv_op(a, cdv_map(x[row * K + i]));
@@ -116,104 +168,148 @@ extern "C" __global__ void %s_up(const TI *x, ACC *sums, long long K, long long 
   if (threadIdx.x == 0) sums[blockIdx.x] = tot;
 }
 
-// Loads tile b of x into s (mapped; the identity past the row); returns the exclusive scan of the threads'
-// totals at this thread, *tot the tile's total, *base the tile's first element's index and *m its count.
+// Loads tile b of x into s (mapped; the identity past the row; PADI places); returns the exclusive scan of the
+// threads' totals at this thread, *tot the tile's total, *base the tile's first element's index and *m its count.
 __device__ ACC cdv_load(const TI *x, ACC *s, ACC *buf, long long b, long long K, long long tiles, ACC *tot,
-                        long long *base, long long *m) {
+                        long long *base, int *m) {
   long long row = b / tiles, t0 = (b %% tiles) * ST;
   *base = row * K + t0;
-  *m = K - t0 < ST ? K - t0 : ST;
+  *m = K - t0 < ST ? (int)(K - t0) : ST;
+  const TI *xb = x + *base;
+#pragma unroll
   for (int j = 0; j < SI; j++) {
     int l = j * SB + threadIdx.x;
-    s[l] = l < *m ? cdv_map(x[*base + l]) : (ACC)(%s);
+    s[PADI(l)] = l < *m ? cdv_map(xb[l]) : (ACC)(%s);
   }
   __syncthreads();
   ACC a = (ACC)(%s);
-  for (int j = 0; j < SI; j++) a = cdv_op(a, s[threadIdx.x * SI + j]);
+#pragma unroll
+  for (int j = 0; j < SI; j++) a = cdv_op(a, s[PADI(threadIdx.x * SI + j)]);
   return cdv_block_excl(a, buf, tot);
 }
 
-// Turns this thread's elements of s into their exclusive scan from pre.
-__device__ void cdv_rescan(ACC *s, ACC pre) {
+// Turns this thread's elements of s into their exclusive (excl) or inclusive scan from pre.
+__device__ void cdv_rescan(ACC *s, ACC pre, int excl) {
+#pragma unroll
   for (int j = 0; j < SI; j++) {
-    ACC v = s[threadIdx.x * SI + j];
-    s[threadIdx.x * SI + j] = pre;
-    pre = cdv_op(pre, v);
+    int i = PADI(threadIdx.x * SI + j);
+    ACC v = s[i], q = cdv_op(pre, v);
+    s[i] = excl ? pre : q;
+    pre = q;
   }
   __syncthreads();
 }
 
 // NOTE [scan look-back]: one pass. Tiles are taken in order from *ticket, so every tile before a block's was
-// taken by a block that is running; a tile publishes its total (flag 1), then looks back over the tiles before
-// it in its row, adding totals until one has published its inclusive prefix (flag 2, which the row's first
-// tile does at once), and publishes its own. Values are written before their flag, with a fence between, and
-// read after it, as the CUDA guide's threadFenceReduction sample orders them; 2n traffic where _up and _down
-// read the input twice.
+// taken by a block that is running; a tile publishes its total (flag 1), then its first warp looks back over
+// the 32 tiles before it in its row at once, each lane waiting for its tile's flag, and combines the totals
+// down to the nearest one that has published its inclusive prefix (flag 2, which the row's first tile does at
+// once), window after window, and publishes its own. A 4-byte ACC goes with its flag in one 64-bit word (part
+// read as such: one load, no fence); a wider one is written before its flag, with a fence between, and read
+// after it (the CUDA guide's threadFenceReduction order), in part[2j] (total) or part[2j + 1] (inclusive).
+__device__ __forceinline__ void cdv_publish(ACC *part, int *flag, long long j, int f, ACC v) {
+  if (sizeof(ACC) == 4) {
+    union { ACC a; unsigned u; } c;
+    c.a = v;
+    ((volatile unsigned long long *)part)[j] = ((unsigned long long)f << 32) | c.u;
+  } else {
+    ((volatile ACC *)part)[2 * j + (f == 2)] = v;
+    __threadfence();
+    ((volatile int *)flag)[j] = f;
+  }
+}
+__device__ __forceinline__ int cdv_peek(ACC *part, int *flag, long long j, ACC *v) {
+  if (sizeof(ACC) == 4) {
+    unsigned long long w = ((volatile unsigned long long *)part)[j];
+    union { ACC a; unsigned u; } c;
+    c.u = (unsigned)w;
+    *v = c.a;
+    return (int)(w >> 32);
+  }
+  int f = ((volatile int *)flag)[j];
+  if (f) {
+    __threadfence();
+    *v = ((volatile ACC *)part)[2 * j + (f == 2)];
+  }
+  return f;
+}
+// The first warp's look-back for tile b (first: its row's first tile, tot: its total): the combined tiles before it.
+__device__ ACC cdv_look_back(ACC *part, int *flag, long long b, long long first, ACC tot) {
+  int lane = threadIdx.x & 31;
+  ACC p = (ACC)(%s);
+  if (b == first) {
+    if (lane == 0) cdv_publish(part, flag, b, 2, tot);
+    return p;
+  }
+  if (lane == 0) cdv_publish(part, flag, b, 1, tot);
+  for (long long top = b - 1;; top -= 32) {
+    long long j = top - lane;
+    ACC v = (ACC)(%s);
+    int f = 2;   // before the row: the identity, inclusive
+    if (j >= first)
+      while ((f = cdv_peek(part, flag, j, &v)) == 0) CDV_BACKOFF();
+    unsigned inc = __ballot_sync(0xffffffffu, f == 2);
+    int stop = inc ? __ffs(inc) - 1 : 31;
+    ACC c = lane <= stop ? v : (ACC)(%s);
+    for (int o = 16; o; o >>= 1) c = cdv_op(c, __shfl_xor_sync(0xffffffffu, c, o));
+    c = __shfl_sync(0xffffffffu, c, 0);   // every lane lane 0's, which rounds alike
+    p = cdv_op(c, p);
+    if (inc) break;
+  }
+  if (lane == 0) cdv_publish(part, flag, b, 2, cdv_op(p, tot));
+  return p;
+}
+
 extern "C" __global__ void %s_one(const TI *x, TO *out, ACC *part, int *flag, unsigned *ticket, long long K,
                                   long long tiles, int excl) {
-  __shared__ ACC s[ST];
-  __shared__ ACC buf[SB];
+  __shared__ ACC s[ST + ST / 32];
+  __shared__ ACC buf[NWS];
   __shared__ unsigned tk;
   __shared__ ACC pre_s;
   if (threadIdx.x == 0) tk = atomicAdd(ticket, 1u);
   __syncthreads();
-  long long b = tk, base, m;
+  long long b = tk, base;
+  int m;
   ACC tot, pre = cdv_load(x, s, buf, b, K, tiles, &tot, &base, &m);
-  if (threadIdx.x == 0) {
-    volatile ACC *vp = part;
-    volatile int *vf = flag;
-    ACC p = (ACC)(%s);
-    if (b %% tiles != 0) {
-      vp[2 * b] = tot;
-      __threadfence();
-      vf[b] = 1;
-      for (long long j = b - 1;; j--) {
-        int f;
-        while ((f = vf[j]) == 0) CDV_BACKOFF();
-        __threadfence();
-        if (f == 2) {
-          p = cdv_op(vp[2 * j + 1], p);
-          break;
-        }
-        p = cdv_op(vp[2 * j], p);
-      }
-    }
-    vp[2 * b + 1] = cdv_op(p, tot);
-    __threadfence();
-    vf[b] = 2;
-    pre_s = p;
+  if (threadIdx.x < 32) {
+    ACC p = cdv_look_back(part, flag, b, b - b %% tiles, tot);
+    if (threadIdx.x == 0) pre_s = p;
   }
   __syncthreads();
-  cdv_rescan(s, cdv_op(pre_s, pre));
+  cdv_rescan(s, cdv_op(pre_s, pre), excl);
+  TO *ob = out + base;
+#pragma unroll
   for (int j = 0; j < SI; j++) {
     int l = j * SB + threadIdx.x;
-    if (l < m) out[base + l] = (TO)(excl ? s[l] : cdv_op(s[l], cdv_map(x[base + l])));
+    if (l < m) ob[l] = (TO)s[PADI(l)];
   }
 }
 
-]==], name, s.ident, s.ident, s.ident, name, s.ident), s.val and fmt([==[
+]==], name, s.ident, s.ident, s.ident, s.ident, s.ident, s.ident, name), s.val and fmt([==[
 extern "C" __global__ void %s_pick(const TI *x, const TV *v, TV *out, const ACC *offs, long long K, long long tiles) {
-  __shared__ ACC s[ST];
-  __shared__ ACC buf[SB];
-  long long base, m;
+  __shared__ ACC s[ST + ST / 32];
+  __shared__ ACC buf[NWS];
+  long long base;
+  int m;
   ACC tot, pre = cdv_load(x, s, buf, blockIdx.x, K, tiles, &tot, &base, &m);
-  cdv_rescan(s, cdv_op(offs[blockIdx.x], pre));
+  cdv_rescan(s, cdv_op(offs[blockIdx.x], pre), 1);
   for (int j = 0; j < SI; j++) {
     long long l = j * SB + threadIdx.x, i = base + l;
-    if (l < m && cdv_map(x[i])) out[s[l]] = %s;
+    if (l < m && cdv_map(x[i])) out[s[PADI(l)]] = %s;
   }
 }
 ]==], name, s.val):gsub("TV", s.tv) or "" }, "\n")
 end
 
--- The kernels of a scan description s (see scan_source) on dev.
+-- The kernels of a scan description s (see scan_source) on dev, in the tuning's scan width, and their tile.
 local function scan_kernels(dev, s)
-  local key = concat({ "scan", s.ti, s.acc, s.to, s.tv or "", s.op, s.ident, s.map, s.val or "" }, "|")
-  local m = {}
+  local si = TUNE.scan
+  local key = concat({ "scan", si, s.ti, s.acc, s.to, s.tv or "", s.op, s.ident, s.map, s.val or "" }, "|")
+  local m = { tile = SB * si }
   for _, part in ipairs({ "one", s.val and "up", s.val and "pick" }) do
     m[part] = kernel_for(dev, key .. "|" .. part, function()
       local name = "cdv_scan_" .. hash(key)
-      return scan_source(name, s), name .. "_" .. part
+      return scan_source(name, s, si), name .. "_" .. part
     end)
   end
   return m
@@ -225,10 +321,11 @@ local function sums_spec(acc, dtype)
 end
 
 -- Scans the rows (nrows of K) of the contiguous x into out (either may be the other) with s's kernels ks
--- (NOTE [scan look-back]); excl: exclusive; acc_dtype: the dtype of s.acc.
+-- (NOTE [scan look-back]); excl: exclusive; acc_dtype: the dtype of s.acc. part starts zero: a 4-byte ACC's
+-- flags are in it.
 local function scan_rows(dev, ks, x, out, K, nrows, excl, acc_dtype)
-  local nt = nrows * ((K + ST - 1) // ST)
-  local part = cd.empty(2 * nt, acc_dtype, { device = dev })
+  local nt = nrows * ((K + ks.tile - 1) // ks.tile)
+  local part = cd.zeros(2 * nt, acc_dtype, { device = dev })
   local flag = cd.zeros(nt + 1, "int32", { device = dev })   -- the last one: the ticket
   ks.one({ grid = nt, block = SB }, x, out, part, flag, flag:slice(nt + 1, nt + 1), K, nt // nrows, excl and 1 or 0)
 end
@@ -250,7 +347,7 @@ local function compact(x, v)
     ident = "0", map = fmt("(long long)((%s)x != 0)", DT[x.dtype].calc), val = v and "v[i]" or "(long long)(i + 1)",
     dtypes = { x.dtype, vd } }
   local ks = scan_kernels(dev, s)
-  local tiles = (n + ST - 1) // ST
+  local tiles = (n + ks.tile - 1) // ks.tile
   -- one more sum, zero: after the exclusive scan it is the count
   local sums = cd.zeros(tiles + 1, "int64", { device = dev })
   ks.up({ grid = tiles, block = SB }, x, sums, n, tiles)
@@ -268,17 +365,21 @@ end
 -- 0.0 one, so that it is stable as NumPy's stable sort). _hist counts the digits of every pass at once, and
 -- their scans (NOTE [scan passes]) are each digit's first position; then each pass is one _scatter, whose
 -- tiles find their first position per digit from the tiles before them (NOTE [radix look-back]), and which
--- ranks each tile's elements stably (per warp, by ballots over the digit's bits, warps in order),
+-- ranks each tile's elements stably (per warp, by __match_any_sync or ballots over the digit's bits, warps in
+-- order; the tile's shape: NOTE [sort tuning]),
 -- orders them by digit in shared memory and writes each digit's run at its position, coalesced. The first pass
 -- turns elements into keys and the last turns keys back (sort) or writes positions (argsort). Rows (a sort
 -- along an axis of an N-d array, moved last) are sorted by their values, then by their row numbers (the
 -- payload's index / K), in more passes: being stable, the second order keeps the first within a row.
 local RADIX = BACKOFF .. [==[
-#define BLOCK 256
+#define BLOCK NBLOCK
 #define ITEMS NITEMS
 #define PAYLOAD HASPAY
+#define RANK_MATCH RANKM
 #define TILE (BLOCK * ITEMS)
+#define NW (BLOCK / 32)
 typedef KTYPE KT;
+typedef unsigned PT;   // a payload is a position: n < 2^31, so 32 bits (argsort writes int64 only at the end)
 #define SIGN ((KT)((KT)1 << (BITS - 1)))
 // the key of an element's bits (mode 1: the first pass) as an unsigned number that orders as the values do
 __device__ __forceinline__ KT cdv_fwd(KT u, int merge) {
@@ -288,25 +389,28 @@ __device__ __forceinline__ KT cdv_fwd(KT u, int merge) {
 __device__ __forceinline__ KT cdv_inv(KT k) {
   INV
 }
-__device__ __forceinline__ unsigned cdv_digit(KT k, long long p, int mode, int shift, long long K) {
-  if (mode & 4) return (unsigned)(((unsigned long long)(p / K) >> shift) & 255u);
+__device__ __forceinline__ unsigned cdv_digit(KT k, PT p, int mode, int shift, unsigned K) {
+  if (mode & 4) return ((p / K) >> shift) & 255u;
   return (unsigned)((k >> shift) & 255u);
 }
 
 // modes: 1 first pass (keys from elements, payload from positions), 2 last pass (elements from keys), 4 the
 // digit from the payload's row, 8 read keys, 16 read the payload, 32 write positions (p % K + 1), 64 merge zeros;
-// a null kout or pout is not written
-// The digit counts of every pass at once (keys from elements, row numbers from positions), added into gh.
+// a null kout, pout or pos is not written
+// The digit counts of every pass at once (keys from elements, row numbers from positions), added into gh; blocks
+// of 256 threads, a few per multiprocessor, each looping over its share, so that few blocks add into gh.
 extern "C" __global__ void NAME_hist(const KT *kin, unsigned *gh, long long n, long long K, int nkey, int nrow,
                                      int merge) {
   __shared__ unsigned h[12][256];
   for (int q = 0; q < nkey + nrow; q++) h[q][threadIdx.x] = 0;
   __syncthreads();
-  for (long long i = (long long)blockIdx.x * BLOCK + threadIdx.x; i < n; i += (long long)BLOCK * gridDim.x) {
+  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += 256ll * gridDim.x) {
     KT k = cdv_fwd(kin[i], merge);
     for (int q = 0; q < nkey; q++) atomicAdd(&h[q][(unsigned)(k >> (8 * q)) & 255u], 1u);
-    unsigned long long row = (unsigned long long)(i / K);
-    for (int q = 0; q < nrow; q++) atomicAdd(&h[nkey + q][(unsigned)(row >> (8 * q)) & 255u], 1u);
+    if (nrow) {   // a 64-bit division, only where there are rows
+      unsigned row = (unsigned)(i / K);
+      for (int q = 0; q < nrow; q++) atomicAdd(&h[nkey + q][(row >> (8 * q)) & 255u], 1u);
+    }
   }
   __syncthreads();
   for (int q = 0; q < nkey + nrow; q++) {
@@ -315,111 +419,153 @@ extern "C" __global__ void NAME_hist(const KT *kin, unsigned *gh, long long n, l
   }
 }
 
-extern "C" __global__ void NAME_scatter(const KT *kin, KT *kout, const long long *pin, long long *pout,
-                                        const unsigned *starts, unsigned long long *status, unsigned *ticket,
-                                        long long n, int shift, long long K, int mode) {
-  __shared__ KT sk[TILE];
-  __shared__ long long sp[PAYLOAD ? TILE : 1];  // a sort of one row carries no payload
-  __shared__ unsigned wh[BLOCK / 32][256];  // per warp and digit: the count, then the earlier warps' count
-  __shared__ unsigned bs[256];              // per digit: the block's elements of smaller digits
-  __shared__ unsigned go[256];              // per digit: the block's first position in the output
-  __shared__ unsigned tk;
-  int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  if (tid == 0) tk = atomicAdd(ticket, 1u);
-  for (int w = 0; w < BLOCK / 32; w++) wh[w][tid] = 0;
-  __syncthreads();
-  long long blk = tk;   // tiles in the order blocks start: NOTE [radix look-back]
-  long long wbase = blk * TILE + (long long)warp * 32 * ITEMS;
-  KT k[ITEMS];
-  long long p[ITEMS];
-  unsigned r[ITEMS], d[ITEMS];
-  for (int j = 0; j < ITEMS; j++) {
-    long long i = wbase + j * 32 + lane;
-    int ok = i < n;
-    k[j] = 0;
-    p[j] = i;
-    d[j] = 0;
-    if (ok) {
-      if ((mode & 8) || !(mode & 4)) {
-        k[j] = kin[i];
-        if (mode & 1) k[j] = cdv_fwd(k[j], mode & 64);
-      }
-      if ((mode & 16) && !(mode & 1)) p[j] = pin[i];
-      d[j] = cdv_digit(k[j], p[j], mode, shift, K);
+// The lanes of this warp holding digit d (256: a lane past the end, which matches only its like).
+__device__ __forceinline__ unsigned cdv_peers(unsigned d) {
+#if RANK_MATCH
+  return __match_any_sync(0xffffffffu, d);
+#else
+  unsigned peers = 0xffffffffu;   // a ballot per bit of the digit, the ninth for the lanes past the end
+  for (int b = 0; b < 9; b++) {
+    unsigned bit = (d >> b) & 1u, bb = __ballot_sync(0xffffffffu, bit);
+    peers &= bit ? bb : ~bb;
+  }
+  return peers;
+#endif
+}
+
+// The exclusive scan of the 256 digits' counts v (threads 0..255, by warp shuffles); ws: 8 words of shared memory.
+__device__ __forceinline__ unsigned cdv_digit_excl(unsigned v, unsigned *ws) {
+  int tid = threadIdx.x, lane = tid & 31;
+  unsigned x = v;
+  if (tid < 256) {
+    for (int o = 1; o < 32; o <<= 1) {
+      unsigned y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
     }
-    // the lanes holding the same digit: a ballot per bit of the digit
-    unsigned peers = __ballot_sync(0xffffffffu, ok);
-    for (int b = 0; b < 8; b++) {
-      unsigned bit = (d[j] >> b) & 1u, bb = __ballot_sync(0xffffffffu, bit);
-      peers &= bit ? bb : ~bb;
-    }
-    unsigned cnt = ok ? wh[warp][d[j]] : 0;
-    r[j] = cnt + __popc(peers & ((1u << lane) - 1u));
-    __syncwarp();
-    if (ok && 31 - __clz(peers) == lane) wh[warp][d[j]] = cnt + __popc(peers);
-    __syncwarp();
+    if (lane == 31) ws[tid >> 5] = x;
   }
   __syncthreads();
-  unsigned s = 0;
-  for (int w = 0; w < BLOCK / 32; w++) {
-    unsigned c = wh[w][tid];
-    wh[w][tid] = s;
-    s += c;
-  }
-  bs[tid] = s;
-  // NOTE [radix look-back]: a tile's first position per digit is the digit's start plus the digit's count in the
-  // tiles before it, which each tile publishes as soon as it knows it, flag and value in one 64-bit word (bit 62:
-  // the tile's own count, bit 63: the count of it and every tile before it); the thread of each digit adds the
-  // words before its tile's until an inclusive one (tile 0's is). Tiles go in ticket order, so every tile before
-  // a block's belongs to a running block (NOTE [scan look-back]).
+  unsigned before = 0;
+  for (int w = 0; w < (tid >> 5) && w < 8; w++) before += ws[w];
+  return before + x - v;
+}
+
+// NOTE [radix look-back]: a tile's first position per digit is the digit's start plus the digit's count in the
+// tiles before it, which each tile publishes as soon as it knows it, flag and value in one 64-bit word (bit 62:
+// the tile's own count, bit 63: the count of it and every tile before it); the thread of each digit adds the
+// words before its tile's until an inclusive one (tile 0's is). Tiles go in ticket order, so every tile before
+// a block's belongs to a running block (NOTE [scan look-back]).
+__device__ __forceinline__ unsigned cdv_look_back(unsigned long long *status, unsigned blk, unsigned s) {
   volatile unsigned long long *vs = status;
   unsigned long long before = 0;
+  int tid = threadIdx.x;
   if (blk > 0) {
-    vs[blk * 256 + tid] = (1ull << 62) | s;
-    for (long long j = blk - 1;; j--) {
+    vs[(long long)blk * 256 + tid] = (1ull << 62) | s;
+    for (long long j = (long long)blk - 1;; j--) {
       unsigned long long w;
       while ((w = vs[j * 256 + tid]) == 0) CDV_BACKOFF();
       before += w & ((1ull << 62) - 1);
       if (w >> 63) break;
     }
   }
-  vs[blk * 256 + tid] = (1ull << 63) | (before + s);
-  go[tid] = starts[tid] + (unsigned)before;
+  vs[(long long)blk * 256 + tid] = (1ull << 63) | (before + s);
+  return (unsigned)before;
+}
+
+// One pass: each block ranks a tile of TILE elements stably (per warp, warps in order), orders it by digit in
+// shared memory and writes each digit's run at its place, coalesced. Dynamic shared memory: the tile's keys and
+// payloads, or (before them) the warps' digit counts.
+extern "C" __global__ void __launch_bounds__(BLOCK) NAME_scatter(const KT *kin, KT *kout, const PT *pin, PT *pout, long long *pos,
+                                                                  const unsigned *starts, unsigned long long *status,
+                                                                  unsigned *ticket, long long n, int shift, long long K,
+                                                                  int mode) {
+  extern __shared__ unsigned long long cdv_smem[];
+  KT *sk = (KT *)cdv_smem;
+  PT *sp = (PT *)(sk + TILE);   // TILE is a multiple of 32: aligned
+  unsigned *wh = (unsigned *)cdv_smem;   // [NW][256]: per warp and digit the count, then the earlier warps'
+  __shared__ unsigned bs[256];   // per digit: the block's elements of smaller digits
+  __shared__ unsigned off[256];  // per digit: its place in the output less its place in the tile
+  __shared__ unsigned ws[8];
+  __shared__ unsigned tk;
+  int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  unsigned un = (unsigned)n, uK = (unsigned)K;
+  if (tid == 0) tk = atomicAdd(ticket, 1u);
+  for (int i = tid; i < NW * 256; i += BLOCK) wh[i] = 0;
   __syncthreads();
-  for (int o = 1; o < 256; o <<= 1) {
-    unsigned u = tid >= o ? bs[tid - o] : 0;
-    __syncthreads();
-    bs[tid] += u;
-    __syncthreads();
-  }
-  unsigned incl = bs[tid];
-  __syncthreads();
-  bs[tid] = incl - s;
-  __syncthreads();
+  unsigned blk = tk;   // tiles in the order blocks start: NOTE [radix look-back]
+  unsigned wbase = blk * TILE + warp * 32 * ITEMS;
+  KT k[ITEMS];
+  PT p[ITEMS];
+  unsigned r[ITEMS], d[ITEMS];
+#pragma unroll
   for (int j = 0; j < ITEMS; j++) {
-    if (wbase + j * 32 + lane < n) {
-      unsigned lp = bs[d[j]] + wh[warp][d[j]] + r[j];
-      sk[lp] = k[j];
-      if (PAYLOAD) sp[lp] = p[j];
+    unsigned i = wbase + j * 32 + lane;
+    k[j] = 0;
+    p[j] = i;
+    d[j] = 256;
+    if (i < un) {
+      if ((mode & 8) || !(mode & 4)) {
+        k[j] = kin[i];
+        if (mode & 1) k[j] = cdv_fwd(k[j], mode & 64);
+      }
+      if ((mode & 16) && !(mode & 1)) p[j] = pin[i];
+      d[j] = cdv_digit(k[j], p[j], mode, shift, uK);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < ITEMS; j++) {
+    unsigned peers = cdv_peers(d[j]), ok = d[j] < 256;
+    unsigned cnt = ok ? wh[warp * 256 + d[j]] : 0;
+    r[j] = cnt + __popc(peers & ((1u << lane) - 1u));
+    __syncwarp();
+    if (ok && 31 - __clz(peers) == lane) wh[warp * 256 + d[j]] = cnt + __popc(peers);
+    __syncwarp();
+  }
+  __syncthreads();
+  unsigned s = 0;
+  if (tid < 256) {
+    for (int w = 0; w < NW; w++) {
+      unsigned c = wh[w * 256 + tid];
+      wh[w * 256 + tid] = s;
+      s += c;
+    }
+  }
+  unsigned go = tid < 256 ? starts[tid] + cdv_look_back(status, blk, s) : 0;
+  unsigned ex = cdv_digit_excl(s, ws);
+  if (tid < 256) {
+    bs[tid] = ex;
+    off[tid] = go - ex;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < ITEMS; j++)
+    if (d[j] < 256) r[j] += bs[d[j]] + wh[warp * 256 + d[j]];
+  __syncthreads();   // the counts are read: the tile goes where they were
+#pragma unroll
+  for (int j = 0; j < ITEMS; j++) {
+    if (d[j] < 256) {
+      sk[r[j]] = k[j];
+      if (PAYLOAD) sp[r[j]] = p[j];
     }
   }
   __syncthreads();
-  long long m = n - blk * TILE;
+  unsigned m = un - blk * TILE;
+#pragma unroll
   for (int j = 0; j < ITEMS; j++) {
-    int lp = j * BLOCK + tid;
+    unsigned lp = j * BLOCK + tid;
     if (lp < m) {
       KT kk = sk[lp];
-      long long pp = PAYLOAD ? sp[lp] : 0;
-      unsigned dd = cdv_digit(kk, pp, mode, shift, K);
-      long long g = (long long)go[dd] + (lp - (long long)bs[dd]);
+      PT pp = PAYLOAD ? sp[lp] : 0;
+      unsigned g = off[cdv_digit(kk, pp, mode, shift, uK)] + lp;
       if (kout) kout[g] = (mode & 2) ? cdv_inv(kk) : kk;
-      if (pout) pout[g] = (mode & 32) ? pp % K + 1 : pp;
+      if (pout) pout[g] = pp;
+      if (pos) pos[g] = (long long)(pp % uK) + 1;
     }
   }
 }
 ]==]
--- elements a thread ranks: 16 without a payload, 8 with one (the shared memory of 2048 int64 payloads and keys)
-local function radix_items(payload) return payload and 8 or 16 end
+
+local OFFS = sums_spec("unsigned int", "uint32")
 
 -- the key transforms of a dtype's kind, as C statements over KT u / KT k
 local function transforms(kind)
@@ -435,24 +581,29 @@ end
 
 local EXPMASK = { [2] = "(KT)0x7c00u", [4] = "(KT)0x7f800000u", [8] = "(KT)0x7ff0000000000000ull" }
 
-local function radix_kernels(dev, dtype, payload)
+-- The kernels of the radix sort of dtype (with a payload or not) in the tuning t, and the scatter's tile and
+-- dynamic shared memory: the tile's keys and payloads, or the warps' digit counts, whichever is more.
+local function radix_kernels(dev, dtype, payload, t)
   local T = DT[dtype]
+  local items = payload and t.pitems or t.items
   local name = "cdv_radix_" .. T.kind .. T.size .. (payload and "p" or "")
-  local key = "radix|" .. name
+  local key = fmt("radix|%s|%d|%d|%s", name, t.block, items, t.rank)
   local function build()
     local fwd, inv = transforms(T.kind)
     local src = RADIX:gsub("KTYPE", UINT[T.size]):gsub("BITS", tostring(T.size * 8)):gsub("FWD", fwd)
-      :gsub("NITEMS", tostring(radix_items(payload))):gsub("HASPAY", payload and "1" or "0")
+      :gsub("NITEMS", tostring(items)):gsub("NBLOCK", tostring(t.block)):gsub("HASPAY", payload and "1" or "0")
+      :gsub("RANKM", t.rank == "match" and "1" or "0")
       :gsub("INV", inv):gsub("EXPMASK", EXPMASK[T.size] or "0"):gsub("NAME", name)
     return src
   end
+  local tile = t.block * items
   return {
     hist = kernel_for(dev, key .. "|hist", function() return build(), name .. "_hist" end),
     scatter = kernel_for(dev, key .. "|scatter", function() return build(), name .. "_scatter" end),
+    tile = tile,
+    shared = math.max(tile * (T.size + (payload and 4 or 0)), t.block // 32 * 256 * 4),
   }
 end
-
-local OFFS = sums_spec("unsigned int", "uint32")
 
 -- The radix sort of the rows (of K) of the contiguous b (NOTE [radix sort]). positions: argsort's answer
 -- (int64, 1-based within each row); otherwise the sorted values. Returns a contiguous Array of b's shape.
@@ -471,13 +622,13 @@ local function radix_sort(b, K, positions)
     while (nrows - 1) >> s > 0 do passes[#passes + 1] = { shift = s, row = true }; s = s + 8 end
   end
   local payload = positions or nrows > 1
-  local ks = radix_kernels(dev, b.dtype, payload)
+  local ks = radix_kernels(dev, b.dtype, payload, TUNE)
   local sk = scan_kernels(dev, OFFS)
-  local tile = 256 * radix_items(payload)
-  local nblk, np, nkey = (n + tile - 1) // tile, #passes, T.size
+  local nblk, np, nkey = (n + ks.tile - 1) // ks.tile, #passes, T.size
   -- every pass's digit starts at once, then each pass's tiles find their offsets (NOTE [radix look-back])
   local starts = cd.zeros(256 * np, "uint32", { device = dev })
-  ks.hist({ grid = grid_for(dev, n), block = 256 }, x, starts, n, K, nkey, np - nkey, positions and 1 or 0)
+  local hgrid = math.max(1, math.min(grid_for(dev, n), math.max(dev.sm_count or 1, 1) * TUNE.hist))
+  ks.hist({ grid = hgrid, block = 256 }, x, starts, n, K, nkey, np - nkey, positions and 1 or 0)
   scan_rows(dev, sk, starts, starts, 256, np, true, "uint32")
   local status = cd.zeros(256 * nblk * np, "uint64", { device = dev })
   local tickets = cd.zeros(np, "uint32", { device = dev })
@@ -488,16 +639,17 @@ local function radix_sort(b, K, positions)
     local move_keys = not (positions and ps.row) and not (positions and last)
     local mode = (first and 1 or 0) | (last and not positions and 2 or 0) | (ps.row and 4 or 0)
       | (move_keys and 8 or 0) | (payload and 16 or 0) | (last and positions and 32 or 0) | (positions and 64 or 0)
-    local kout, pout
+    local kout, pout, pos
     if last then
-      kout, pout = (not positions) and (out.dtype == ut and out or out:view(ut)) or nil, positions and out or nil
+      kout, pos = (not positions) and (out.dtype == ut and out or out:view(ut)) or nil, positions and out or nil
     else
       local slot = i % 2 + 1
       if move_keys then kbuf[slot] = kbuf[slot] or cd.empty(n, ut, { device = dev }); kout = kbuf[slot] end
-      if payload then pbuf[slot] = pbuf[slot] or cd.empty(n, "int64", { device = dev }); pout = pbuf[slot] end
+      if payload then pbuf[slot] = pbuf[slot] or cd.empty(n, "uint32", { device = dev }); pout = pbuf[slot] end
     end
-    ks.scatter({ grid = nblk, block = 256 }, kin, kout, pin, pout, starts:slice(256 * i - 255, 256 * i),
-      status:slice(256 * nblk * (i - 1) + 1, 256 * nblk * i), tickets:slice(i, i), n, ps.shift, K, mode)
+    ks.scatter({ grid = nblk, block = TUNE.block, shared = ks.shared }, kin, kout, pin, pout, pos,
+      starts:slice(256 * i - 255, 256 * i), status:slice(256 * nblk * (i - 1) + 1, 256 * nblk * i),
+      tickets:slice(i, i), n, ps.shift, K, mode)
     kin, pin = kout or kin, pout
   end
   return out

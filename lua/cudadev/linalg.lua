@@ -1,0 +1,586 @@
+-- cd.linalg: NumPy's numpy.linalg (solve, inv, det, slogdet, cholesky, qr, eigh, eigvalsh, svd, lstsq, norm,
+-- pinv) on float32 and float64 arrays of 2 dimensions or stacks of them (every dimension before the last two is a
+-- batch dimension, as in NumPy). Built into the library; run once by luaopen_cudadev with the module table, the
+-- Array metatable and the parts' internals.
+--
+-- NOTE [linalg layers]: this file is NumPy's layer: shapes, batching, dtypes, options and NumPy's errors. The
+-- factorizations are LAPACK's, reached through cd._linalg (taken away below): .cpu is linalg_cpu.c's LAPACKE
+-- (opened at run time, NOTE [lapacke library]), .cuda linalg_cuda.c's cuSOLVER (NOTE [cusolver library]), which G
+-- below gives the cpu routines' contract (NOTE [linalg layouts]). Each routine gets fresh C-contiguous copies of 3
+-- dimensions {batch, rows, columns}, which it overwrites, and answers which matrix of the batch failed, if one did,
+-- with LAPACK's info; that failure is raised here in NumPy's words (numpy.linalg.LinAlgError's), naming the
+-- argument. What LAPACK does not do (inv, det, lstsq, pinv, norm) is built here from the routines and the array
+-- operations. Results keep the input's dtype (float32 in, float32 out); integer and bool inputs compute in float64.
+local cd, _, internal = ...
+local C = rawget(cd, "_linalg")
+cd._linalg = nil
+local raise, typename = internal.raise, internal.typename   -- extra.lua's, there already
+-- ops.lua's, there once loading is done (it runs after this file); tail calls, so the error levels are theirs
+local function argerror(...) return internal.argerror(...) end
+local function check_opts(...) return internal.check_opts(...) end
+local fmt, concat = string.format, table.concat
+
+local linalg = {}
+cd.linalg = linalg
+
+local EPS = { float32 = 2 ^ -23, float64 = 2 ^ -52 }
+
+local function is_array(v) return cd.type(v) == "Array" end
+
+local function shape_text(s) return "{" .. concat(s, ", ") .. "}" end
+
+local function swapT(x) return cd.swapaxes(x, -1, -2) end
+
+-- ------------------------------------------------------------------------------------------ CUDA devices
+-- NOTE [linalg layouts]: cuSOLVER is column-major, and a row-major {rows, cols} buffer read column-major is the
+-- transpose. The table G gives CUDA devices the cpu routines' contract (row-major matrices, overwritten in place,
+-- `bad, info` for a failed matrix) over linalg_cuda.c's column-major routines:
+--   solve    getrf of the buffer as it is (a^T), then getrs with op T (a x = b); b goes in transposed. A batch of
+--            small matrices takes cuBLAS's batched getrf/getrs instead (one launch, not one per matrix).
+--   slogdet  getrf of a^T (det a^T = det a): the diagonal and the pivots, reduced on the device.
+--   cholesky potrf "upper" of the buffer is a's lower factor read row-major (and "lower" its upper); the other
+--            triangle is zeroed after.
+--   qr       geqrf of a's transpose copied (the buffer then holds a column-major), R read back transposed; orgqr on
+--            the reflectors' first k columns, Q read back transposed.
+--   eigh     syevd "upper" of the buffer reads a's lower triangle (a is symmetric); the eigenvectors come back
+--            as rows, transposed after.
+--   svd      gesvd takes m >= n only. A row-major a with rows <= cols is, read column-major, a^T = U' S V'^T with
+--            that shape: U' read row-major is NumPy's Vh and V'^T read row-major is NumPy's U, no transposes at all.
+--            A taller a goes through its transpose's SVD (U = Vh2^T, Vh = U2^T).
+local G = {}
+
+local function dev_of(x) return { device = x.device } end
+
+-- the first matrix whose info is not 0 and that info, or nil (one reduction; the host reads info only then)
+local function first_bad(info)
+  if info.size == 0 or not info:ne(0):any() then return nil end
+  local t = info:to("cpu")
+  for i = 1, t.size do if t[i] ~= 0 then return i, t[i] end end
+end
+
+-- x's elements replaced by y's (y of x's size, any shape; a view is copied contiguous first)
+local function put_back(x, y) x:copy_from(y.is_contiguous and y or y:contiguous()) end
+
+-- info starts at 0: a routine that has nothing to do (an empty matrix) writes none
+local function ints(shape, x) return cd.zeros(shape, "int32", dev_of(x)) end
+
+function G.solve(x, y)
+  local B, n, k = y.shape[1], y.shape[2], y.shape[3]
+  local D = C.cuda
+  local ipiv, info = ints({ B, n }, x), ints({ B }, x)
+  local yt = swapT(y):copy()
+  if B > 1 and n <= 64 then
+    D.solve_batched(x, ipiv, yt, info)
+  else
+    D.getrf(x, ipiv, info)
+    local bad, code = first_bad(info)
+    if bad then return bad, code end
+    D.getrs(x, ipiv, yt, info, true)
+  end
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  put_back(y, swapT(yt))
+end
+
+function G.slogdet(x, sign, logabs)
+  local B, n = x.shape[1], x.shape[2]
+  if n == 0 then sign:fill(1); logabs:fill(0); return end
+  local ipiv, info = ints({ B, n }, x), ints({ B }, x)
+  C.cuda.getrf(x, ipiv, info)
+  local d = x:reshape({ B, n * n }):slice(1, n * n, n + 1, 2)   -- the diagonal of each LU
+  local swaps = ipiv:ne(cd.arange(1, n + 1, 1, "int32", dev_of(x))):astype("int64"):sum({ axis = 2 })
+  local flip = (1 - (swaps % 2) * 2):astype(x.dtype)
+  put_back(sign, cd.sign(d):prod({ axis = 2 }) * flip)
+  put_back(logabs, cd.log(cd.abs(d)):sum({ axis = 2 }))
+end
+
+function G.cholesky(x, lower)
+  local info = ints({ x.shape[1] }, x)
+  C.cuda.potrf(x, info, lower)
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  put_back(x, lower and cd.tril(x) or cd.triu(x))
+end
+
+-- qr leaves the column-major reflectors in x's buffer (as {B, n, m}), which orgqr reads
+function G.qr(x, tau, R)
+  local B, m, n = x.shape[1], x.shape[2], x.shape[3]
+  local xt = swapT(x):copy()
+  local info = ints({ B }, x)
+  C.cuda.geqrf(xt, tau, info)
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  if R then put_back(R, cd.triu(swapT(xt):slice(1, R.shape[2], 1, 2))) end
+  put_back(x, xt:reshape({ B, m, n }))
+end
+
+function G.orgqr(x, tau, Q)
+  local B, m, n, qc = x.shape[1], x.shape[2], x.shape[3], Q.shape[3]
+  local k = math.min(m, n)
+  local first = x:reshape({ B, n, m }):slice(1, k, 1, 2)
+  local qb = qc > k and cd.concatenate({ first, cd.zeros({ B, qc - k, m }, x.dtype, dev_of(x)) }, 2) or first:copy()
+  local info = ints({ B }, x)
+  C.cuda.orgqr(qb, tau, info)
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  put_back(Q, swapT(qb))
+end
+
+function G.eigh(x, w, vectors, lower)
+  local info = ints({ x.shape[1] }, x)
+  C.cuda.syevd(x, w, info, vectors, lower)
+  local bad, code = first_bad(info)
+  if bad then return bad, code end
+  if vectors then put_back(x, swapT(x)) end
+end
+
+function G.svd(x, s, u, vt, full)
+  local B, m, n = x.shape[1], x.shape[2], x.shape[3]
+  local info = ints({ B }, x)
+  if m <= n then
+    C.cuda.gesvd(x, s, vt, u, info, full)
+  else
+    local u2 = u and cd.empty({ B, n, n }, x.dtype, dev_of(x))
+    local vt2 = u and cd.empty({ B, full and m or n, m }, x.dtype, dev_of(x))
+    C.cuda.gesvd(swapT(x):copy(), s, vt2, u2, info, full)   -- the wide case for a^T: its Vh first
+    if u then
+      put_back(u, swapT(vt2))
+      put_back(vt, swapT(u2))
+    end
+  end
+  return first_bad(info)
+end
+
+-- The routines of x's device (NOTE [linalg layers]): LAPACKE's on the cpu device, G's on CUDA devices; G's for
+-- every device under cd._selftest.linalg_through (linalg_cuda.c), which spec/38 uses to check G without a GPU.
+local function routines(x)
+  if C.through then return G end
+  return x.device.is_cpu and C.cpu or G
+end
+
+-- The dtype linalg computes a's elements in: float32 and float64 as they are, integers and bool in float64.
+local function work_dtype(a, fname, n)
+  local dt = a.dtype
+  if dt == "float32" or dt == "float64" then return dt end
+  if dt == "float16" then
+    argerror(fname, n, "array type float16 is unsupported in linalg; convert with a:astype(\"float32\")", 2)
+  end
+  return "float64"
+end
+
+-- A fresh C-contiguous copy of a in dtype dt, which a routine may overwrite.
+local function fresh(a, dt)
+  local x = a:astype(dt)
+  if rawequal(x, a) or not x.is_contiguous then x = x:copy() end
+  return x
+end
+
+-- a checked as a matrix or a stack of them: its batch shape, rows and columns.
+local function matrix_shape(a, fname, n, square)
+  if not is_array(a) then argerror(fname, n, "Array expected, got " .. typename(a), 2) end
+  if a.ndim < 2 then
+    argerror(fname, n, fmt("%d-dimensional array given; the array must be at least two-dimensional", a.ndim), 2)
+  end
+  local s = a.shape
+  local rows, cols = s[#s - 1], s[#s]
+  if square and rows ~= cols then
+    argerror(fname, n, fmt("last 2 dimensions of the array must be square (got %d x %d)", rows, cols), 2)
+  end
+  local batch, count = {}, 1
+  for i = 1, #s - 2 do
+    batch[i] = s[i]
+    count = count * s[i]
+  end
+  return batch, count, rows, cols
+end
+
+-- {batch..., extra...}
+local function with(batch, ...)
+  local s = { table.unpack(batch) }
+  for _, d in ipairs({ ... }) do s[#s + 1] = d end
+  return s
+end
+
+local function new(shape, dt, like) return cd.empty(shape, dt, { device = like.device }) end
+
+-- a's working copy as {count, rows, cols}, its dtype (dt, or a's own), and the pieces of its shape.
+local function matrices(a, fname, n, square, dt)
+  local batch, count, rows, cols = matrix_shape(a, fname, n, square)
+  dt = dt or work_dtype(a, fname, n)
+  return fresh(a, dt):reshape({ count, rows, cols }), dt, batch, count, rows, cols
+end
+
+-- The dtype of a computation on a and b, as NumPy's linalg takes it: float32 when both are, else float64.
+local function common_dtype(a, b, fname)
+  local da = is_array(a) and work_dtype(a, fname, 1)
+  local db = is_array(b) and work_dtype(b, fname, 2)
+  return (da == "float64" or db == "float64") and "float64" or da or db
+end
+
+-- A failed matrix's place in words: nothing for a single matrix.
+local function which(bad, count) return count > 1 and fmt(" (matrix %d of the batch)", bad) or "" end
+
+-- The value of a stack-or-matrix result: a Lua number for a single matrix (batch {}), else the array.
+local function scalar_or(x, batch)
+  if #batch == 0 then return x[1] end
+  return x:reshape(batch)
+end
+
+-- the options table at argument n: nil or a table (not an Array), checked against the allowed keys
+local function options(v, allowed, fname, n)
+  if v == nil then return {} end
+  if type(v) ~= "table" or is_array(v) then argerror(fname, n, "options table expected, got " .. typename(v), 2) end
+  return check_opts(v, allowed, fname, n)
+end
+
+-- ------------------------------------------------------------------------------------------ solve, inv
+-- b broadcast to a's batch as {count, n, k}: NumPy 2's rule, a 1-d b is one vector for every matrix.
+local function right_side(a, b, dt, batch, count, n, fname)
+  if not is_array(b) then argerror(fname, 2, "Array expected, got " .. typename(b), 3) end
+  if b.ndim == 0 then argerror(fname, 2, "0-dimensional array given; b must be 1-d or at least 2-d", 3) end
+  local s = b.shape
+  if s[b.ndim == 1 and 1 or b.ndim - 1] ~= n then
+    argerror(fname, 2, fmt("b of shape %s does not match a of %d x %d (b needs %d rows)", shape_text(s), n, n, n), 3)
+  end
+  local k = b.ndim == 1 and 1 or s[#s]
+  local bshape = b.ndim == 1 and { n, 1 } or s
+  local bb = b:astype(dt):reshape(bshape)
+  local bbatch = {}
+  for i = 1, #bshape - 2 do bbatch[i] = bshape[i] end
+  -- the batch shapes broadcast together; a's must be the result (a is not copied per b)
+  local ok = #bbatch <= #batch
+  for i = 1, #bbatch do
+    local da, db = batch[#batch - #bbatch + i], bbatch[i]
+    if ok and db ~= da and db ~= 1 then ok = false end
+  end
+  if not ok then
+    argerror(fname, 2, fmt("the batch dimensions of b %s do not match those of a %s", shape_text(s),
+      shape_text(with(batch, n, n))), 3)
+  end
+  local out = cd.broadcast_to(bb, with(batch, n, k)):copy()
+  return out:reshape({ count, n, k }), k
+end
+
+local function singular(fname, bad, count)
+  raise(fmt("bad argument #1 to '%s' (singular matrix%s; a has no inverse: cd.linalg.lstsq and cd.linalg.pinv " ..
+    "take singular matrices)", fname, which(bad, count)), 3)
+end
+
+-- cd.linalg.solve(a, b) -> x with a x = b: a {..., n, n}; b {..., n, k} or {n} (NumPy 2: one vector)
+function linalg.solve(a, b)
+  local x, dt, batch, count, n = matrices(a, "solve", 1, true, common_dtype(a, b, "solve"))
+  local r = routines(x)
+  local y, k = right_side(a, b, dt, batch, count, n, "solve")
+  local bad = r.solve(x, y)
+  if bad then singular("solve", bad, count) end
+  if b.ndim == 1 then return y:reshape(with(batch, n)) end
+  return y:reshape(with(batch, n, k))
+end
+
+-- cd.linalg.inv(a) -> a^-1 (the solve of a x = I)
+function linalg.inv(a)
+  local x, dt, batch, count, n = matrices(a, "inv", 1, true)
+  local r = routines(x)
+  local y = cd.broadcast_to(cd.eye(n, n, 0, dt, { device = a.device }), { count, n, n }):copy()
+  local bad = r.solve(x, y)
+  if bad then singular("inv", bad, count) end
+  return y:reshape(with(batch, n, n))
+end
+
+-- ------------------------------------------------------------------------------------------ det, slogdet
+local function slogdet_parts(a, fname)
+  local x, dt, batch, count, n = matrices(a, fname, 1, true)
+  local r = routines(x)
+  local sign, logabs = new({ count }, dt, x), new({ count }, dt, x)
+  r.slogdet(x, sign, logabs)
+  return sign, logabs, batch
+end
+
+-- cd.linalg.slogdet(a) -> sign, log|det a| (numbers for a matrix, arrays for a stack); a singular a is sign 0
+-- and logabsdet -inf, as NumPy's
+function linalg.slogdet(a)
+  local sign, logabs, batch = slogdet_parts(a, "slogdet")
+  return scalar_or(sign, batch), scalar_or(logabs, batch)
+end
+
+-- cd.linalg.det(a) -> det a, sign * exp(logabsdet) as NumPy computes it
+function linalg.det(a)
+  local sign, logabs, batch = slogdet_parts(a, "det")
+  return scalar_or(sign * cd.exp(logabs), batch)
+end
+
+-- ------------------------------------------------------------------------------------------ cholesky
+-- cd.linalg.cholesky(a [, {upper=}]) -> L with a = L L^T (or U with a = U^T U); only a's lower (upper) triangle
+-- is read, as NumPy's
+function linalg.cholesky(a, opts)
+  local o = options(opts, { upper = true }, "cholesky", 2)
+  if o.upper ~= nil and type(o.upper) ~= "boolean" then
+    argerror("cholesky", 2, "'upper' must be a boolean, got " .. typename(o.upper), 1)
+  end
+  local x, _, batch, count, n = matrices(a, "cholesky", 1, true)
+  local bad, info = routines(x).cholesky(x, not o.upper)
+  if bad then
+    raise(fmt("bad argument #1 to 'cholesky' (matrix is not positive definite%s: its leading minor of order %d is " ..
+      "not positive)", which(bad, count), info), 2)
+  end
+  return x:reshape(with(batch, n, n))
+end
+
+-- ------------------------------------------------------------------------------------------ qr
+local QR_MODES = { reduced = true, complete = true, r = true }
+
+-- cd.linalg.qr(a [, mode]) -> Q, R (mode "reduced", the default, or "complete"), or R alone (mode "r")
+function linalg.qr(a, mode)
+  mode = mode == nil and "reduced" or mode
+  if not QR_MODES[mode] then
+    argerror("qr", 2, fmt("mode must be \"reduced\", \"complete\" or \"r\", got %s",
+      type(mode) == "string" and fmt("%q", mode) or typename(mode)), 1)
+  end
+  local x, dt, batch, count, m, n = matrices(a, "qr", 1, false)
+  local r = routines(x)
+  local k = math.min(m, n)
+  local rr = mode == "complete" and m or k
+  local tau, R = new({ count, k }, dt, x), new({ count, rr, n }, dt, x)
+  r.qr(x, tau, R)
+  R = R:reshape(with(batch, rr, n))
+  if mode == "r" then return R end
+  local qc = mode == "complete" and m or k
+  local Q = new({ count, m, qc }, dt, x)
+  r.orgqr(x, tau, Q)
+  return Q:reshape(with(batch, m, qc)), R
+end
+
+-- ------------------------------------------------------------------------------------------ eigh, eigvalsh
+local function uplo_lower(UPLO, fname)
+  if UPLO == nil or UPLO == "L" then return true end
+  if UPLO == "U" then return false end
+  argerror(fname, 2, fmt("UPLO must be \"L\" or \"U\", got %s", type(UPLO) == "string" and fmt("%q", UPLO)
+    or typename(UPLO)), 2)
+end
+
+local function eig(a, UPLO, fname, vectors)
+  local lower = uplo_lower(UPLO, fname)
+  local x, dt, batch, count, n = matrices(a, fname, 1, true)
+  local w = new({ count, n }, dt, x)
+  local bad = routines(x).eigh(x, w, vectors, lower)
+  if bad then raise(fmt("%s: eigenvalues did not converge%s", fname, which(bad, count)), 3) end
+  return w:reshape(with(batch, n)), x:reshape(with(batch, n, n))
+end
+
+-- cd.linalg.eigh(a [, UPLO]) -> w, v: the eigenvalues ascending and the eigenvectors as v's columns (a v = v w)
+function linalg.eigh(a, UPLO) return eig(a, UPLO, "eigh", true) end
+
+-- cd.linalg.eigvalsh(a [, UPLO]) -> w
+function linalg.eigvalsh(a, UPLO) return (eig(a, UPLO, "eigvalsh", false)) end
+
+-- ------------------------------------------------------------------------------------------ svd
+local function svd_parts(a, full, uv, fname)
+  local x, dt, batch, count, m, n = matrices(a, fname, 1, false)
+  local k = math.min(m, n)
+  local s = new({ count, k }, dt, x)
+  local u, vt
+  if uv then
+    u, vt = new({ count, m, full and m or k }, dt, x), new({ count, full and n or k, n }, dt, x)
+  end
+  local bad = routines(x).svd(x, s, u, vt, full)
+  if bad then raise(fmt("%s: SVD did not converge%s", fname, which(bad, count)), 3) end
+  s = s:reshape(with(batch, k))
+  if not uv then return s end
+  return u:reshape(with(batch, m, full and m or k)), s, vt:reshape(with(batch, full and n or k, n))
+end
+
+local function check_boolean(o, key, fname, n)
+  if o[key] ~= nil and type(o[key]) ~= "boolean" then
+    argerror(fname, n, fmt("'%s' must be a boolean, got %s", key, typename(o[key])), 2)
+  end
+end
+
+-- cd.linalg.svd(a [, {full_matrices=true, compute_uv=true, hermitian=false}]) -> U, S, Vh with a = U diag(S) Vh,
+-- S descending; S alone when compute_uv is false. hermitian is accepted as NumPy's hint; the general SVD runs.
+function linalg.svd(a, opts)
+  local o = options(opts, { full_matrices = true, compute_uv = true, hermitian = true }, "svd", 2)
+  for _, key in ipairs({ "full_matrices", "compute_uv", "hermitian" }) do check_boolean(o, key, "svd", 2) end
+  return svd_parts(a, o.full_matrices ~= false, o.compute_uv ~= false, "svd")
+end
+
+-- ------------------------------------------------------------------------------------------ lstsq, pinv
+-- 1 / s where s > cutoff, else 0 (the singular values LAPACK's gelsd and NumPy's pinv treat as zero)
+local function inverse_above(s, cutoff) return cd.where(s:gt(cutoff), 1 / s, 0) end
+
+local function check_number(v, key, fname, n)
+  if v ~= nil and type(v) ~= "number" then
+    argerror(fname, n, fmt("'%s' must be a number, got %s", key, typename(v)), 2)
+  end
+end
+
+-- cd.linalg.lstsq(a, b [, rcond]) -> x, residuals, rank, s: the least-squares solution of a x = b (a {m, n}, b
+-- {m} or {m, k}) through the SVD, singular values at most rcond * max(s) taken as zero (rcond's default, as
+-- NumPy's rcond=None: eps * max(m, n)); residuals the squared norms of b - a x's columns when rank is n < m, else
+-- empty; rank an integer; s a's singular values.
+function linalg.lstsq(a, b, rcond)
+  if not is_array(a) then argerror("lstsq", 1, "Array expected, got " .. typename(a), 1) end
+  if a.ndim ~= 2 then argerror("lstsq", 1, fmt("%d-dimensional array given; a must be two-dimensional", a.ndim), 1) end
+  if not is_array(b) then argerror("lstsq", 2, "Array expected, got " .. typename(b), 1) end
+  local m, n = a.shape[1], a.shape[2]
+  if (b.ndim ~= 1 and b.ndim ~= 2) or b.shape[1] ~= m then
+    argerror("lstsq", 2, fmt("b of shape %s does not match a of %d x %d (b needs %d rows, 1 or 2 dimensions)",
+      shape_text(b.shape), m, n, m), 1)
+  end
+  check_number(rcond, "rcond", "lstsq", 3)
+  local dt = common_dtype(a, b, "lstsq")
+  local u, s, vt = svd_parts(a:astype(dt), false, true, "lstsq")
+  local k = math.min(m, n)
+  rcond = rcond or EPS[dt] * math.max(m, n)
+  local smax = k > 0 and s:max() or 0
+  local sinv = inverse_above(s, rcond * smax)
+  local rank = k > 0 and math.tointeger(s:gt(rcond * smax):sum()) or 0
+  local bm = b:astype(dt):reshape({ m, b.ndim == 1 and 1 or b.shape[2] })
+  local c = cd.matmul(u.T, bm) * sinv:reshape({ k, 1 })
+  local x = cd.matmul(vt.T, c)
+  local res
+  if rank == n and m > n then
+    local d = bm - cd.matmul(a:astype(dt), x)
+    res = (d * d):sum({ axis = 1 })
+  else
+    res = new({ 0 }, dt, x)
+  end
+  if b.ndim == 1 then x = x:reshape({ n }) end
+  return x, res, rank, s
+end
+
+-- cd.linalg.pinv(a [, {rcond=, rtol=, hermitian=}]) -> a's pseudo-inverse (of each matrix of a stack) from its
+-- SVD, singular values at most rcond * max(s) dropped: rcond 1e-15 by default, as NumPy 2's; rtol, NumPy 2's
+-- other name, replaces it. hermitian is accepted as NumPy's hint; the general SVD runs.
+function linalg.pinv(a, opts)
+  local o = options(opts, { rcond = true, rtol = true, hermitian = true }, "pinv", 2)
+  check_number(o.rcond, "rcond", "pinv", 2)
+  check_boolean(o, "hermitian", "pinv", 2)
+  check_number(o.rtol, "rtol", "pinv", 2)
+  if o.rcond ~= nil and o.rtol ~= nil then argerror("pinv", 2, "give rcond or rtol, not both", 1) end
+  local batch, _, m, n = matrix_shape(a, "pinv", 1, false)
+  local dt = work_dtype(a, "pinv", 1)
+  local rcond = o.rcond or o.rtol or 1e-15
+  local u, s, vt = svd_parts(a, false, true, "pinv")
+  local k = math.min(m, n)
+  if k == 0 then return cd.zeros(with(batch, n, m), dt, { device = a.device }) end
+  local cutoff = s:max({ axis = -1, keepdims = true }) * rcond
+  local sinv = inverse_above(s, cutoff)
+  -- V diag(1/s) U^T: V's columns scaled, then the product with U^T
+  local v = cd.swapaxes(vt, -1, -2) * sinv:reshape(with(batch, 1, k))
+  return cd.matmul(v, cd.swapaxes(u, -1, -2):contiguous())
+end
+
+-- ------------------------------------------------------------------------------------------ norm
+local INF = math.huge
+
+-- The 1-based axis ax of an array of nd dimensions, negative from the end, as 1..nd.
+local function norm_axis(ax, nd, n)
+  if math.type(ax) ~= "integer" then argerror("norm", n, "axis must be an integer or a table of two, got " ..
+    typename(ax), 3) end
+  local v = ax < 0 and nd + 1 + ax or ax
+  if v < 1 or v > nd then
+    argerror("norm", n, fmt("axis %d is out of range for an array of %d dimensions (1..%d, or -1..-%d)", ax, nd, nd,
+      nd), 3)
+  end
+  return v
+end
+
+-- a Lua number or an array, as a float of dtype dt
+local function sqrt_of(v) return type(v) == "number" and math.sqrt(v) or cd.sqrt(v) end
+
+-- A vector norm of x (float) along axis ax (nil: all of x, a 1-d array).
+local function vector_norm(x, ord, ax)
+  local red = ax and { axis = ax } or nil
+  if ord == nil or ord == 2 then return sqrt_of((x * x):sum(red)) end
+  if ord == INF then return cd.abs(x):max(red) end
+  if ord == -INF then return cd.abs(x):min(red) end
+  if ord == 0 then return x:ne(0):astype(x.dtype):sum(red) end
+  if ord == 1 then return cd.abs(x):sum(red) end
+  return (cd.abs(x) ^ ord):sum(red) ^ (1 / ord)
+end
+
+-- x with axes r, c last (for the SVD's norms), contiguous
+local function axes_last(x, r, c)
+  local perm = {}
+  for i = 1, x.ndim do if i ~= r and i ~= c then perm[#perm + 1] = i end end
+  perm[#perm + 1], perm[#perm + 2] = r, c
+  return x:transpose(perm):contiguous()
+end
+
+-- A matrix norm of x (float) over axes r, c (1-based, distinct).
+local function matrix_norm(x, ord, r, c)
+  if ord == 2 or ord == -2 or ord == "nuc" then   -- float16 refused by the SVD, as NumPy's
+    local s = svd_parts(axes_last(x, r, c), false, false, "norm")
+    local red = { axis = -1 }
+    local v = ord == 2 and s:max(red) or ord == -2 and s:min(red) or s:sum(red)
+    return v
+  end
+  if ord == nil or ord == "fro" then return cd.sqrt((x * x):sum({ axis = { r, c } })) end
+  if ord == 1 or ord == -1 then
+    local cols = cd.abs(x):sum({ axis = r })
+    local cc = c > r and c - 1 or c
+    return ord == 1 and cols:max({ axis = cc }) or cols:min({ axis = cc })
+  end
+  if ord == INF or ord == -INF then
+    local rows = cd.abs(x):sum({ axis = c })
+    local rr = r > c and r - 1 or r
+    return ord == INF and rows:max({ axis = rr }) or rows:min({ axis = rr })
+  end
+  argerror("norm", 2, fmt("invalid norm order %s for matrices", tostring(ord)), 3)
+end
+
+-- v (a number or an array) with x's reduced axes kept as size 1
+local function keep(v, x, axes)
+  local s = {}
+  for i, d in ipairs(x.shape) do s[i] = axes[i] and 1 or d end
+  if type(v) == "number" then return cd.full(s, v, x.dtype, { device = x.device }) end
+  return v:reshape(s)
+end
+
+-- cd.linalg.norm(x [, ord [, axis [, keepdims]]]) or norm(x, {ord=, axis=, keepdims=}): NumPy's norm. ord: nil,
+-- "fro", "nuc", math.huge, -math.huge, 0, 1, -1, 2, -2 or any number for vectors; axis (1-based as every cudadev
+-- axis): an integer (vector norms) or a table of two (matrix norms); nil takes a 1-d x as a vector, a 2-d x as a
+-- matrix, and without ord any x as one long vector. A whole-array result is a Lua number unless keepdims.
+function linalg.norm(x, ord, axis, keepdims)
+  if type(ord) == "table" and not is_array(ord) then
+    if axis ~= nil or keepdims ~= nil then argerror("norm", 3, "options are given in the table of argument #2", 1) end
+    local o = check_opts(ord, { ord = true, axis = true, keepdims = true }, "norm", 2)
+    ord, axis, keepdims = o.ord, o.axis, o.keepdims
+  end
+  if not is_array(x) then argerror("norm", 1, "Array expected, got " .. typename(x), 1) end
+  if ord ~= nil and type(ord) ~= "number" and ord ~= "fro" and ord ~= "nuc" then
+    argerror("norm", 2, "ord must be a number, \"fro\" or \"nuc\", got " .. (type(ord) == "string" and fmt("%q", ord)
+      or typename(ord)), 1)
+  end
+  if keepdims ~= nil and type(keepdims) ~= "boolean" then
+    argerror("norm", 4, "keepdims must be a boolean, got " .. typename(keepdims), 1)
+  end
+  if x.dtype ~= "float32" and x.dtype ~= "float64" and x.dtype ~= "float16" then x = x:astype("float64") end
+  local nd = x.ndim
+  local axes = {}
+  if axis == nil then
+    if ord == nil then   -- any x as one vector: sqrt(sum(x^2))
+      local v = sqrt_of((x * x):sum())
+      for i = 1, nd do axes[i] = true end
+      return keepdims and keep(v, x, axes) or v
+    end
+    if nd ~= 1 and nd ~= 2 then argerror("norm", 1, "improper number of dimensions to norm (1 or 2 with ord)", 1) end
+    axis = nd == 1 and 1 or { 1, 2 }
+  end
+  local v
+  if type(axis) == "table" then
+    if #axis ~= 2 then argerror("norm", 3, "axis must be an integer or a table of two", 1) end
+    local r, c = norm_axis(axis[1], nd, 3), norm_axis(axis[2], nd, 3)
+    if r == c then argerror("norm", 3, "duplicate axes given", 1) end
+    axes[r], axes[c] = true, true
+    v = matrix_norm(x, ord, r, c)
+  else
+    local ax = norm_axis(axis, nd, 3)
+    if type(ord) == "string" then argerror("norm", 2, fmt("invalid norm order %q for vectors", ord), 1) end
+    axes[ax] = true
+    v = vector_norm(x, ord, nd == 1 and nil or ax)
+  end
+  if keepdims then return keep(v, x, axes) end
+  if is_array(v) and v.ndim == 0 then return v[1] end
+  return v
+end
