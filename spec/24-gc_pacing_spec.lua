@@ -113,6 +113,21 @@ helper.each_device(function(dev)
       helper.assert_error_contains(function() cd.add(a, b, { out = freed }) end, "freed array")
       helper.assert_error_contains(function() return freed + b end, "freed array")
       assert.are.equal("float64", (a + cd.ones(1024, "float64", { device = dev })).dtype)
+      -- the kept kernel (the cpu device's loops off: its generated kernel) at sizes that change, its launch
+      -- configuration kept for the last one
+      local loops = cd._cpu_loops(false)
+      local ok, err = pcall(function()
+        for _, n in ipairs({ 1000, 1000, 70000, 3, 70000 }) do
+          local x, y = cd.arange(0, n, 1, "float32", { device = dev }), cd.full(n, 2, "float32", { device = dev })
+          for _ = 1, 2 do
+            assert.are.equal(n + 1, (x + y)[n])
+            local o = cd.empty(n, "float32", { device = dev })
+            assert.are.equal(2 * n - 2, cd.multiply(x, y, { out = o })[n])
+          end
+        end
+      end)
+      cd._cpu_loops(loops)
+      assert(ok, err)
     end)
   end)
 end)

@@ -450,7 +450,7 @@ local function plan_results(plan, args, vals, arrays)
 end
 
 local function launch_config(f, n, grid, block)
-  if f.n ~= n then f.n, f.cfg = n, cd.launch_config({ grid = grid, block = block }) end
+  if f.n ~= n then f.n, f.cfg = n, ops().launch_config({ grid = grid, block = block }) end
   return f.cfg
 end
 
