@@ -80,6 +80,55 @@ helper.each_device(function(dev)
       assert.is_true(best_out <= 1.1 * best_plus, ("out= took %.1f us, a + b %.1f"):format(best_out / 2e-3,
         best_plus / 2e-3))
     end)
+
+    it("a + b and cd.add(a, b, {out = c}) check their operands in one call, not a field read each", function()
+      -- (NOTE [binary fast path]) the calls, Lua and C, that one operation makes once its kernel is kept: reading
+      -- x.device, x.shape, x.is_contiguous, ... was an __index call each, 39 calls for out= and 29 for a + b
+      local a, b = cd.ones(1024, "float32", { device = dev }), cd.ones(1024, "float32", { device = dev })
+      local c = a + b
+      cd.add(a, b, { out = c })
+      local out = { out = c }
+      local function calls(fn)
+        local n = 0
+        debug.sethook(function() n = n + 1 end, "c")
+        for _ = 1, 100 do fn() end
+        debug.sethook()
+        return n / 100
+      end
+      local with_out, plus = calls(function() cd.add(a, b, out) end), calls(function() local _ = a + b end)
+      assert.is_true(with_out <= 14, ("out= made %.1f calls"):format(with_out))
+      assert.is_true(plus <= 11, ("a + b made %.1f calls"):format(plus))
+      assert.are.equal(2, c[1024])
+      -- around the kept kernel: another out dtype, shape, a strided or freed out, a freed operand go the general way
+      helper.assert_error_contains(function() cd.add(a, b, { out = cd.empty(1024, "int32", { device = dev }) }) end,
+        "float32, which cannot be stored in an int32")
+      helper.assert_error_contains(function() cd.add(a, b, { out = cd.empty(512, "float32", { device = dev }) }) end,
+        "has shape {512} but the result has shape {1024}")
+      local wide = cd.zeros(2048, "float32", { device = dev })
+      cd.add(a, b, { out = wide:slice(1, 2048, 2) })
+      assert.are.same({ 2, 0, 2 }, { wide[1], wide[2], wide[2047] })
+      assert.are.equal(2, cd.add(a, b, { out = cd.empty({ 1024, 1 }, "float32", { device = dev }):reshape(1024) })[7])
+      local freed = cd.empty(1024, "float32", { device = dev })
+      freed:free()
+      helper.assert_error_contains(function() cd.add(a, b, { out = freed }) end, "freed array")
+      helper.assert_error_contains(function() return freed + b end, "freed array")
+      assert.are.equal("float64", (a + cd.ones(1024, "float64", { device = dev })).dtype)
+      -- the kept kernel (the cpu device's loops off: its generated kernel) at sizes that change, its launch
+      -- configuration kept for the last one
+      local loops = cd._cpu_loops(false)
+      local ok, err = pcall(function()
+        for _, n in ipairs({ 1000, 1000, 70000, 3, 70000 }) do
+          local x, y = cd.arange(0, n, 1, "float32", { device = dev }), cd.full(n, 2, "float32", { device = dev })
+          for _ = 1, 2 do
+            assert.are.equal(n + 1, (x + y)[n])
+            local o = cd.empty(n, "float32", { device = dev })
+            assert.are.equal(2 * n - 2, cd.multiply(x, y, { out = o })[n])
+          end
+        end
+      end)
+      cd._cpu_loops(loops)
+      assert(ok, err)
+    end)
   end)
 end)
 

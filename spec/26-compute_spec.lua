@@ -186,6 +186,26 @@ helper.each_device(function(dev)
         assert_values(arr({ 1, 2, 3 }, "float16") * 2, { 2, 4, 6 })
       end)
 
+      it("squares a float array to the Lua number 2 as x * x, NumPy's a ** 2 (NOTE [square power])", function()
+        -- products that fall on a tie: pow rounds them up (glibc's powf and pow here), the product to even
+        local f32 = arr({ 1 + 2 ^ -12, 1 + 3 * 2 ^ -12, -(1 + 2 ^ -12), 0 / 0, -math.huge, -0.0 }, "float32")
+        local f64 = arr({ tonumber("0x1.f0a63b79f28c7p+0"), tonumber("0x1.b53cbc099409p+0") }, "float64")
+        for _, a in ipairs({ f32, f64, f32:astype("float16"), f32:slice(1, 6, 2) }) do
+          local want = a * a
+          for _, got in ipairs({ a ^ 2, a ^ 2.0, cd.power(a, 2), cd.power(a, 2.0, { out = cd.empty_like(a) }) }) do
+            assert.are.equal(a.dtype, got.dtype)
+            assert.are.equal(want:tobytes(), got:tobytes())
+          end
+        end
+        assert.are.equal(tonumber("0x1.002p+0"), (arr({ 1 + 2 ^ -12 }, "float32") ^ 2)[1])
+        -- an integer array to 2.0 is a float64 square; to 2 an integer power, as before
+        assert.are.equal((arr({ 4097 }, "int32"):astype("float64") ^ 2)[1], (arr({ 4097 }, "int32") ^ 2.0)[1])
+        assert.are.same({ 9, 16 }, (arr({ 3, 4 }, "int16") ^ 2):totable())
+        assert.are.equal("int16", (arr({ 3, 4 }, "int16") ^ 2).dtype)
+        -- other exponents stay pow
+        assert.are.same(values(arr({ 2, 3 }, "float32") ^ 3), { 8, 27 })
+      end)
+
       it("has bitwise forms for integers and bools", function()
         local a, b = arr({ 12, 10, -1 }, "int32"), arr({ 10, 3, 1 }, "int32")
         assert_values(a & b, { 8, 2, 1 })

@@ -1,7 +1,7 @@
 -- The differential NumPy suite (issue 28): thousands of cases from a fixed seed over every public array function,
 -- operator and method (spec/numpy_diff.lua generates them, spec/numpy_diff.py runs NumPy), on the default device:
 -- the cpu device in `make test`, cuda:0 in .ci/gpu-session. Values, dtypes, shapes, NaN positions and which
--- cases raise must agree, except for the deliberate differences (DOCUMENTED, each a row of doc/compute.md's
+-- cases raise must agree (the elementwise cases and the fusable reductions a second time through cd.fuse, issue 31), except for the deliberate differences (DOCUMENTED, each a row of doc/compute.md's
 -- table) and the known failures (KNOWN: reported as a pending test with the list, never passed in silence).
 local busted = require "busted"
 local helper = require "spec.helper"

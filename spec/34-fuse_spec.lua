@@ -123,6 +123,24 @@ helper.each_device(function(dev)
       same(x * 11, s(x, 5, 1), "a new value costs no new trace")
     end)
 
+    it("rounds a product before a sum as unfused (no contraction into a fused multiply-add on a GPU)", function()
+      -- (1 + 2^-12)^2 lies on a tie of float32: rounded, minus 1 it is 2^-11; through an fma 2^-11 + 2^-24
+      local x, z = arr({ 1 + 2 ^ -12, 1 + 3 * 2 ^ -12, 3 }, "float32"), arr({ -1, -1, -9 }, "float32")
+      check(function(a, b, c) return a * b + c end, "x * y + z", x, x, z)
+      assert.are.equal(2 ^ -11, cd.fuse(function(a, c) return a * a + c end)(x, z)[1])
+      check(function(a, c) return (a * a + c):sum() end, "a sum of x * x + z", x, z)
+      check(function(a, c) return (a * a):sum(), (a * a - c):max() end, "reductions of products", x, z)
+    end)
+
+    it("squares x ^ 2 as the unfused operator, and honours an exponent argument that is no longer 2", function()
+      local x = arr({ 1 + 2 ^ -12, 1 + 3 * 2 ^ -12, -2.5, 0 / 0 }, "float32")
+      check(function(a) return a ^ 2, a ^ 2.0, cd.power(a, 2) end, "x ^ 2", x)
+      check(function(a, b) return ((a - b) ^ 2):sum() end, "((x - y) ^ 2):sum()", x:slice(1, 3),
+        arr({ 1, 2, 3 }, "float16"))
+      local f = cd.fuse(function(a, e) return a ^ e end)
+      for _, e in ipairs({ 2, 3, 2, 0.5, 2.0 }) do same(x ^ e, f(x, e), "x ^ " .. e) end
+    end)
+
     it("broadcasts, reads strided views and returns several results", function()
       local m = arr({ { 1, 2, 3, 4 }, { 5, 6, 7, 8 }, { 9, 10, 11, 12 } }, "float32")
       local col, row = arr({ { 1 }, { 2 }, { 3 } }, "float32"), arr({ 0.5, 1, 2, 4 }, "float64")
@@ -162,6 +180,50 @@ helper.each_device(function(dev)
       check(function(a) return (a + 0):max() end, "uint64 above 2^63", u)
       helper.assert_error_contains(function() cd.fuse(function(a) return a:max() end)(arr({}, "float32")) end,
         "max: zero-size array to a reduction with no identity")
+    end)
+
+    it("keeps the launch of a repeated call, and leaves it for every call of another kind", function()
+      -- (NOTE [fuse launches]) Lua and C calls a fused call makes once its launch is kept: the general path made
+      -- 233 for x * y + z and 181 for ((x - y) ^ 2):sum() (shapes, the kernel's key, a field read per question)
+      local x, y, z = arr(FLOATS, "float32"), arr(VALUES, "float32"), arr(VALUES, "float32")
+      local f = cd.fuse(function(a, b, c, s) return a * b + c * s, a:gt(b) end)
+      local g = cd.fuse(function(a, b) return ((a - b) ^ 2):sum() end)
+      local function calls(fn)
+        local n = 0
+        debug.sethook(function() n = n + 1 end, "c")
+        for _ = 1, 20 do fn() end
+        debug.sethook()
+        return n / 20
+      end
+      f(x, y, z, 2)
+      g(x, y)
+      local fe, fs = calls(function() return f(x, y, z, 2) end), calls(function() return g(x, y) end)
+      assert.is_true(fe <= 80, ("the fused elementwise call made %.1f calls"):format(fe))
+      assert.is_true(fs <= 70, ("the fused sum made %.1f calls"):format(fs))
+      -- every call still gives the unfused answers: new values, Lua numbers, sizes, views, freed arrays, a reset
+      -- of the kernels
+      local function both(a, b, c, s)
+        same(a * b + c * s, (f(a, b, c, s)), "kept x * y + z * s")
+        same(((a - b) ^ 2):sum(), g(a, b), "kept sum")
+      end
+      both(x, y, z, 0.5)
+      both(y, x, z, -3)
+      local big = cd.arange(1, 100001, 1, "float32", { device = dev }) / 1024
+      both(big, big * 0.5, big, 2)                       -- more than one block of partials
+      both(arr({ 1, 2, 3 }, "float32"), arr({ 3, 2, 1 }, "float32"), arr({ 0, 0, 0 }, "float32"), 1)
+      both(x:slice(1, 12, 2), y:slice(1, 12, 2), z:slice(2, 12, 2), 1)   -- strided: the general path
+      same(x * y + z * 1, (f(x, y, z, 1, { out = { cd.empty(12, "float32", { device = dev }),
+        cd.empty(12, "bool", { device = dev }) } })), "out=")
+      same(x * y + z * 2, (f(x, y, z, 2)), "after out=")
+      cd.clear_kernel_cache()
+      both(x, y, z, 4)
+      local gone = cd.ones(12, "float32", { device = dev })
+      gone:free()
+      helper.assert_error_contains(function() return f(gone, y, z, 1) end, "freed array")
+      helper.assert_error_contains(function() return g(x, gone) end, "freed array")
+      same(x * y + z * 3, (f(x, y, z, 3)), "after the errors")
+      assert.are.equal(0, g(arr({}, "float32"), arr({}, "float32")))   -- no elements: the general path
+      same(((x - y) ^ 2):sum(), g(x, y), "after no elements")
     end)
 
     it("runs one kernel and makes no temporary where the unfused expression makes one", function()
@@ -234,5 +296,66 @@ describe("cd.fuse's errors", function()
     assert.are.same({ 4, 5, 6 }, f(u8, 3):totable())
     helper.assert_error_contains(function() f(u8, 300) end, "operator +: Lua integer 300 is out of bounds for uint8")
     helper.assert_error_contains(function() f(a, 1, { outt = a }) end, "bad option 'outt' to fused function (unknown option)")
+  end)
+end)
+
+-- The fused kernels' sources, compiled by NVRTC for sm_90 with their options (no GPU needed): the cpu device's
+-- host compiler takes what NVRTC may refuse, and --fmad=false must reach NVRTC (NOTE [fuse]).
+describe("cd.fuse's kernels under NVRTC", function()
+  helper.nvrtc_it("compile for sm_90 with --fmad=false, the squares and the trailing reductions", function()
+    local real, STOP, srcs = cd.compile, {}, {}
+    cd._live()
+    cd.compile = function(src, o)
+      if type(o) == "table" and type(o.name) == "string" and o.name:match("^cdv_fused") then
+        srcs[#srcs + 1] = { o.name, src, o.options }
+        error(STOP)
+      end
+      return real(src, o)
+    end
+    local x, h = cd.array({ 1, 2, 3 }, "float32", { device = "cpu" }), cd.array({ 1, 2, 3 }, "float16", { device = "cpu" })
+    local i = cd.array({ 1, 2, 3 }, "int8", { device = "cpu" })
+    local fns = {
+      { function(a, b, c) return a * b + c end, x, x, x },
+      { function(a, b) return ((a - b) ^ 2):sum() end, x, x },
+      { function(a, b) return ((a - b) ^ 2):max(1) end, h, i },
+      { function(a, b) return cd.where(a:gt(b), cd.exp(a) ^ 2, b // 2), a ^ 3 end, h, i },
+    }
+    for _, t in ipairs(fns) do
+      local ok, err = pcall(cd.fuse(t[1]), table.unpack(t, 2))
+      assert(not ok and err == STOP, tostring(err))
+    end
+    cd.compile = real
+    assert.are.equal(#fns, #srcs)
+    for _, s in ipairs(srcs) do
+      assert.are.same({ "--fmad=false" }, s[3])
+      local opts = { "--fmad=false" }
+      local cok, cerr = pcall(cd.compile, s[2], { arch = "sm_90", name = s[1], options = opts })
+      assert(cok, tostring(cerr))
+    end
+    assert.truthy(srcs[2][2]:find("x * x", 1, true))
+    assert.falsy(srcs[2][2]:find("pow(x, y)", 1, true))
+    assert.truthy(srcs[4][2]:find("pow(x, y)", 1, true))   -- a ^ 3
+  end)
+end)
+
+-- The option cd.fuse compiles with, on the cpu device: g++ contracts a product and a sum into an FMA in C++, as
+-- NVRTC does by default, unless --fmad=false says not to (src/cpu_compile.c)
+describe("--fmad on the cpu device", function()
+  it("--fmad=false rounds a product before the sum; --fmad=true and the default may contract", function()
+    local src = [[extern "C" __global__ void mad(const float *x, const float *z, float *r) {
+  float p = x[0] * x[0];
+  r[0] = p + z[0];
+}]]
+    local x, z = cd.array({ 1 + 2 ^ -12 }, "float32", { device = "cpu" }), cd.array({ -1 }, "float32", { device = "cpu" })
+    local function run(options)
+      local r = cd.zeros(1, "float32", { device = "cpu" })
+      cd.compile(src, { device = "cpu", options = options }).mad({ grid = 1, block = 1 }, x, z, r)
+      return r[1]
+    end
+    assert.are.equal(2 ^ -11, run({ "--fmad=false" }))
+    assert.are.equal(2 ^ -11, run({ "-fmad", "false" }))
+    local contracted = run({ "--fmad=true" })
+    assert.is_true(contracted == 2 ^ -11 or contracted == 2 ^ -11 + 2 ^ -24)
+    assert.are.equal(contracted, run(nil))
   end)
 end)

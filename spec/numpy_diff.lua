@@ -1,6 +1,7 @@
 -- spec/numpy_diff.lua: the differential suite's generator and runner (spec/29-numpy_diff_spec.lua runs it).
 -- Cases come from a fixed seed over every public array function, operator and method (ENTRIES: one table entry
--- a function); each runs through cudadev on the default device, and spec/numpy_diff.py runs the same case through
+-- a function; the elementwise ones and the fusable reductions twice, the second time through cd.fuse); each runs
+-- through cudadev on the default device, and spec/numpy_diff.py runs the same case through
 -- NumPy in one python3 process and compares values, dtypes, shapes, NaN positions and which cases raise.
 --
 --   local diff = require "spec.numpy_diff"
@@ -764,10 +765,73 @@ if LA then
   end, { norm = true })
 end
 
+-- ------------------------------------------------------------------------------------------ cd.fuse
+-- Every elementwise case runs a second time through cd.fuse (issue 31): a twin case of the same operands and
+-- parameters whose function is the entry's, fused, compared with NumPy as the unfused case is. The in-place forms
+-- are the fused function with out= (their operand, restored first: the unfused case wrote it); the reductions that
+-- fuse (sum, prod, mean, max, min) are trailing reductions of an input, and of x * x (entries of their own).
+local FUSED_REDUCE = { sum = "sum", prod = "prod", mean = "mean", max = "max", min = "min", amax = "max", amin = "min" }
+
+-- the fused function of a reduction method over one form of its argument (nil, an axis, {axis=, keepdims=}):
+-- the form is Lua code of the trace, not an argument, so each form is a fused function of its own
+local function fused_reduction(method, of)
+  local memo = {}
+  return function(x, p)
+    local a = p.arg
+    local key = type(a) == "table" and fmt("%s,%s", a.axis, a.keepdims) or tostring(a)
+    local f = memo[key]
+    if f == nil then
+      f = cd.fuse(function(v) local w = of(v); return w[method](w, a) end)
+      memo[key] = f
+    end
+    return f(x)
+  end
+end
+
+local function fused_twin(e)
+  local K, f = e.kind, nil
+  if e.group ~= nil then return nil end
+  if K == "binary" then
+    local F = cd.fuse(function(x, y) return e.lua(x, y) end)
+    f = function(x, y) return F(x, y) end
+  elseif K == "unary" then
+    local F = cd.fuse(function(x) return e.lua(x) end)
+    f = function(x) return F(x) end
+  elseif K == "where" then
+    local F = cd.fuse(function(c, x, y) return cd.where(c, x, y) end)
+    f = function(c, x, y) return F(c, x, y) end
+  elseif K == "inplace" then
+    local op = e.same_as.lua
+    local F = cd.fuse(function(x, y) return op(x, y) end)
+    f = function(x, y, p)
+      x:copy_from(p.fuse_x0)
+      F(x, y, { out = x })
+      return x
+    end
+  elseif K == "reduce" then
+    local method = FUSED_REDUCE[e[1]:match("[%w_]+$")]
+    if method == nil then return nil end
+    f = fused_reduction(method, function(v) return v end)
+  else
+    return nil
+  end
+  return { "cd.fuse " .. e[1], kind = K, np = e.np, tol = e.tol, lua = f, fused = true }
+end
+
+for _, e in ipairs(ENTRIES) do e.fused = fused_twin(e) end
+for _, name in ipairs({ "sum", "prod", "mean", "max", "min" }) do
+  entry({ "cd.fuse (x * x):" .. name, kind = "reduce", tol = name == "max" and 0 or name == "min" and 0 or "sum",
+          np = fmt("np.%s(np.multiply(x, x), axis=axis, keepdims=keepdims)", name), combos = 3, fused = true,
+          lua = fused_reduction(name, function(v) return v * v end) })
+end
+
 -- The names each entry covers, for the spec's check that every public array function has cases.
 function M.covered()
   local t = {}
-  for _, e in ipairs(ENTRIES) do t[e[1]] = true end
+  for _, e in ipairs(ENTRIES) do
+    t[e[1]] = true
+    if e.fused then t["cd.fuse"] = true end
+  end
   return t
 end
 
@@ -781,8 +845,6 @@ local NOT_ARRAY_GROUPS = {
     "cd.set_mempool_access_enabled", "cd.set_peer_access_enabled", "cd.unmap_cuda_device", "cd.with_device",
     "cd.with_mempool_access", "cd.with_peer_access", "cd.synchronize", "cd.synchronize_device",
     "cd.synchronize_devices" },
-  ["a transformer of Lua functions: spec/34 compares its results with the unfused operators' over every operator and "
-    .. "function (the same answers by construction: NOTE [operation plans])"] = { "cd.fuse" },
   ["streams, events and graphs"] = { "cd.stream", "cd.get_stream", "cd.set_stream", "cd.with_stream", "cd.event",
     "cd.elapsed_time", "cd.wait_streams", "cd.capture", "cd.poll", "cd.open_ipc_event" },
   ["kernels and their caches (kernel generators of CUDA C have no NumPy counterpart)"] = { "cd.compile",
@@ -949,6 +1011,14 @@ local function python(py, script, mode, infile, outfile)
   if not ok then error("numpy side failed: " .. cmd .. "\n" .. out) end
 end
 
+-- The twin of case c through cd.fuse (entry fe): its operands, parameters and NumPy expression; an in-place
+-- case's operand is kept as it was (the unfused case writes it first).
+local function fused_case(c, fe, id)
+  local p = setmetatable({}, { __index = c.p })
+  if c.entry.kind == "inplace" then p.fuse_x0 = c.args[1].value:copy() end
+  return { args = c.args, p = p, py = c.py, env = c.env, entry = fe, combo = c.combo, id = id }
+end
+
 -- Generates the cases, runs them through cudadev and NumPy, and returns the verdicts.
 --   opts: python (the interpreter), dir (a temporary directory), seed, per_combo (cases per combination),
 --   only (a Lua pattern: the entries whose names match, for working on a few)
@@ -977,6 +1047,7 @@ function M.run(opts)
         c.entry, c.combo, c.id = e, combo, #cases + 1
         c.env = case_env(c)
         cases[#cases + 1] = c
+        if e.fused and e.fused ~= true then cases[#cases + 1] = fused_case(c, e.fused, #cases + 1) end
       end
     end
   end

@@ -1,14 +1,17 @@
 /*
- * array_loops.c: ops.lua's way to a backend's built-in loops (NOTE [cpu loops] in cpu_loops.c), as two fields of
+ * array_loops.c: ops.lua's way to a backend's built-in loops (NOTE [cpu loops] in cpu_loops.c), as fields of
  * the Array metatable, out of a sandboxed script's reach (NOTE [protected metatables]):
  *   __loop(op, calc, calc2, res, bits, out, x, xdtype [, y, ydtype [, c, cdtype]]) -> true, or false: compile it
  *     (calc2: the calc type of y when it is not calc's, nil otherwise)
  *   __reduce(op, acc, x, out, outer, K, inner, nsplit) -> true, or false: compile it
+ *   __pair(x, y [, out]) and __like(x, dtype): the binary fast path's checks and allocation (NOTE [binary fast
+ *     path] in ops.lua); __same(t, idx) and __sig(t, n): cd.fuse's checks of its arguments (NOTE [fuse])
  * An operand is an Array (broadcast to out's shape) or a number or boolean, passed to the loop as one element of
  * the given dtype, converted as a kernel's scalar parameter is (kernel.c). Both answer false when the device's
  * backend has no loops or loops are off (CUDADEV_CPU_LOOPS=0, cd._cpu_loops(false): the generated kernels then
  * run, which spec/26 compares against).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,6 +136,117 @@ static int array_reduce(lua_State *L) {
   return 1;
 }
 
+/* ------------------------------------------------------------ NOTE [binary fast path] in ops.lua */
+/* A live, current Array at idx, or NULL (never raises: the general path words the errors). */
+static cdv_array *plain_array(lua_State *L, int idx) {
+  cdv_array *a = cdv_test_magic(L, idx, sizeof *a, CDV_ARRAY_MAGIC);
+  if (a == NULL || a->block == NULL || a->block->generation != a->block->dev->generation) return NULL;
+  return cdv_array_contiguous(a) ? a : NULL;
+}
+
+static int same_shape(const cdv_array *a, const cdv_array *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return 0;
+  return 1;
+}
+
+/* __pair(x, y [, out]) -> device, its generation, x's dtype, y's dtype, n [, out's dtype]: what the binary fast
+ * path needs to know, in one call where it read a dozen fields (each an __index call: x.device, x.shape, ...,
+ * half the host time of a small cd.add(a, b, {out = c}) on the cpu device). Nothing unless x and y are live,
+ * contiguous Arrays of one device and shape, and out, when given, one of that device and shape (or of that size,
+ * 1-d, when x is 1-d). */
+static int array_pair(lua_State *L) {
+  cdv_array *x = plain_array(L, 1), *y = x ? plain_array(L, 2) : NULL;
+  if (y == NULL || y->block->dev != x->block->dev || !same_shape(x, y)) return 0;
+  cdv_array *o = NULL;
+  if (!lua_isnoneornil(L, 3)) {
+    o = plain_array(L, 3);
+    if (o == NULL || o->block->dev != x->block->dev ||
+        !(same_shape(o, x) || (x->ndim == 1 && o->ndim == 1 && o->size == x->size)))
+      return 0;
+  }
+  cdv_device *d = x->block->dev;
+  cdv_push_device(L, d);
+  lua_pushinteger(L, d->generation);
+  lua_pushstring(L, cdv_dtypes[x->dtype].name);
+  lua_pushstring(L, cdv_dtypes[y->dtype].name);
+  lua_pushinteger(L, x->size);
+  if (o == NULL) return 5;
+  lua_pushstring(L, cdv_dtypes[o->dtype].name);
+  return 6;
+}
+
+/* __same(t, idx) -> device, its generation, n, the first Array: for cd.fuse's kept launches (NOTE [fuse]), the
+ * Arrays t[idx[1]], t[idx[2]], ... checked in one call as __pair checks two; nothing unless they are all live,
+ * contiguous Arrays of one device and shape (and idx names at least one). */
+static int array_same(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer m = (lua_Integer)lua_rawlen(L, 2);
+  cdv_array *first = NULL;
+  for (lua_Integer j = 1; j <= m; j++) {
+    lua_rawgeti(L, 2, j);
+    lua_Integer i = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    lua_rawgeti(L, 1, i);
+    cdv_array *a = plain_array(L, -1);
+    if (a == NULL || (first != NULL && (a->block->dev != first->block->dev || !same_shape(a, first)))) return 0;
+    if (first == NULL)
+      first = a;
+    else
+      lua_pop(L, 1); /* the first stays on the stack: it is the last result */
+  }
+  if (first == NULL) return 0;
+  cdv_device *d = first->block->dev;
+  cdv_push_device(L, d);
+  lua_pushinteger(L, d->generation);
+  lua_pushinteger(L, first->size);
+  lua_rotate(L, -4, -1); /* the first Array after them */
+  return 4;
+}
+
+/* __sig(t, n) -> the key of a fused call's arguments t[1..n] (NOTE [fuse]): "dtype:ndim" of an Array, "integer",
+ * "float" or "boolean", joined by commas; nothing when one is something else, or a freed or stale Array (the
+ * caller words the error). One call where the key took three per argument (cd.type, a.dtype, a.ndim). */
+static int array_sig(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (lua_Integer i = 1; i <= n; i++) {
+    int t = lua_rawgeti(L, 1, i);
+    cdv_array *a = t == LUA_TUSERDATA ? cdv_test_magic(L, -1, sizeof *a, CDV_ARRAY_MAGIC) : NULL;
+    const char *part = t == LUA_TBOOLEAN      ? "boolean"
+                       : t != LUA_TNUMBER     ? NULL
+                       : lua_isinteger(L, -1) ? "integer"
+                                              : "float";
+    lua_pop(L, 1);
+    if (i > 1) luaL_addchar(&b, ',');
+    if (a != NULL && a->block != NULL && a->block->generation == a->block->dev->generation) {
+      char s[48];
+      snprintf(s, sizeof s, "%s:%d", cdv_dtypes[a->dtype].name, a->ndim);
+      luaL_addstring(&b, s);
+    } else if (part != NULL)
+      luaL_addstring(&b, part);
+    else
+      return 0;
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* __like(x, dtype) -> a new contiguous Array of x's shape and device, of dtype, on the state's stream there: what
+ * cd.empty(x.shape, dtype, {device = x.device}) makes, without the shape table and the options. */
+static int array_like(lua_State *L) {
+  cdv_array *x = cdv_check_array(L, 1);
+  cdv_dtype t = (cdv_dtype)cdv_check_dtype(L, 2, CDV_F32);
+  int64_t shape[CDV_MAXDIM];
+  memcpy(shape, x->shape, sizeof shape);
+  cdv_push_array(L, x->block->dev, t, x->ndim, shape, CDV_MEM_DEVICE, NULL);
+  return 1;
+}
+
 /* cd._cpu_loops([on]) -> whether loops were on: false sends every built-in operation to the generated kernels.
  * The switch is the process's: a sandboxed script may not turn it (its neighbours' operations would compile). */
 static int l_cpu_loops(lua_State *L) {
@@ -150,6 +264,14 @@ void cdv_array_loops_open(lua_State *L) {
   lua_setfield(L, -2, "__loop");
   lua_pushcfunction(L, array_reduce);
   lua_setfield(L, -2, "__reduce");
+  lua_pushcfunction(L, array_pair);
+  lua_setfield(L, -2, "__pair");
+  lua_pushcfunction(L, array_like);
+  lua_setfield(L, -2, "__like");
+  lua_pushcfunction(L, array_same);
+  lua_setfield(L, -2, "__same");
+  lua_pushcfunction(L, array_sig);
+  lua_setfield(L, -2, "__sig");
   lua_pop(L, 1);
   lua_pushcfunction(L, l_cpu_loops);
   lua_setfield(L, -2, "_cpu_loops");

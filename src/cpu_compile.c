@@ -69,8 +69,6 @@ static const char *const gpu_only_opts[] = {"-arch=",
                                             "--generate-line-info",
                                             "-G",
                                             "--device-debug",
-                                            "-fmad=",
-                                            "--fmad=",
                                             "-ftz=",
                                             "--ftz=",
                                             "-prec-div=",
@@ -193,6 +191,11 @@ static int parse_opt(copts *c, const char *const *opts, int nopts, int *i, cdv_e
     c->fast_math = 1;
   } else if (!strcmp(o, "-w") || !strcmp(o, "--disable-warnings")) {
     c->nowarn = 1;
+  } else if ((v = cdv_opt_value(opts, nopts, i, "-fmad", 0)) || (v = cdv_opt_value(opts, nopts, i, "--fmad", 0))) {
+    /* --fmad=false: no multiply-add contraction, as NVRTC reads it. g++ contracts across statements in C++ (its
+     * -ffp-contract=fast is the default for every -std but an ISO C one); cd.fuse's kernels ask for this so that
+     * a fused x * y + z rounds the product as the unfused operators do (NOTE [fuse]) */
+    if (!strcmp(v, "false")) cdv_sl_add(&c->args, "-ffp-contract=off");
   } else if (gpu_only(opts, nopts, i)) {
     /* -G and -lineinfo still ask for debug information, which the host compiler can give */
     c->debug |= !strcmp(o, "-G") || !strcmp(o, "--device-debug") || !strcmp(o, "-lineinfo") ||
@@ -771,8 +774,9 @@ static int build_cmd(job *j, cdv_err *e) {
     /* NOTE [host ISA]: kernels use the vector units this machine has. On x86-64 with AVX2, FMA and BMI2 (Haswell,
    * Zen and later) the flags below, named one by one (older compilers do not know -march=x86-64-v3); not
    * -march=native: AVX-512 code would not run under valgrind, and these flags are what the cache key sees
-   * (an object built here is not loaded on a machine without them: their key differs). Contraction into FMA
-   * stays off (-std=c++NN is ISO mode), so results do not change. CUDADEV_CPU_CXXFLAGS may add more. */
+   * (an object built here is not loaded on a machine without them: their key differs). g++ contracts a * b + c
+   * into an FMA in C++ (even under -std=c++NN), as NVRTC does by default; --fmad=false turns it off (-ffp-contract=off,
+   * parse_opt). CUDADEV_CPU_CXXFLAGS may add more. */
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")) {
     const char *isa[] = {"-mavx2", "-mfma", "-mbmi", "-mbmi2", "-mf16c", NULL};

@@ -13,9 +13,13 @@
 -- the operators' (memory and disk caches, every device). Lua numbers given as arguments are kernel parameters
 -- (a new value costs nothing); Lua arithmetic between them, or on a whole reduction's result, is replayed in Lua at
 -- each call. What the kernels cannot express with the unfused answers (results of different shapes, a reduction
--- of broadcast inputs, a Lua integer that changes which comparison code a plan chose) runs fn unfused, the same
--- answers at the unfused cost. What cannot be traced at all is an error at fn's line that does it.
-local cd, _, internal = ...
+-- of broadcast inputs, a Lua integer that changes which comparison code a plan chose, an exponent argument that
+-- becomes 2 or stops being 2: NOTE [square power]) runs fn unfused, the same
+-- answers at the unfused cost. What cannot be traced at all is an error at fn's line that does it. The kernels are
+-- compiled with --fmad=false: a product and a sum in one kernel would otherwise become one fused multiply-add
+-- (NVRTC does it by default, and so does g++ for the cpu device), rounding once where the unfused operators round
+-- twice; memory-bound, the kernels lose nothing by it.
+local cd, array_mt, internal = ...
 
 local fmt, concat, unpack = string.format, table.concat, table.unpack
 local raise, typename = internal.raise, internal.typename
@@ -136,6 +140,11 @@ function internal.fuse_binary(op, x, y, out, stream, fname)
   local exact = op.exact_scalars or p.cdt ~= p.r
   local xs = operand(x, p.xdt, p.r, exact, fname)
   local ys = operand(y, p.ydt, p.r, exact, fname)
+  -- a Lua-number argument as an exponent: the plan is a square (NOTE [square power] in ops.lua) or pow while
+  -- it is 2 or not, checked at each call
+  if op.name == "pow" and O.DT[p.cdt].kind == "f" and is_stand_in(y) and y.kind == "num" then
+    trace.uses[#trace.uses].square = p.square
+  end
   return record(p.res, O.DT[p.res].calc, { { "x_", xs }, { "y_", ys } }, p.pre, p.value, x, y)
 end
 
@@ -275,6 +284,8 @@ end
 -- ------------------------------------------------------------------------------------------ the plan
 -- The key of a call: each argument's dtype and rank, or a Lua value's kind (NOTE [fuse]).
 local function call_key(args, n)
+  local key = array_mt.__sig(args, n)   -- one C call; the loop below words the errors
+  if key then return key end
   local parts = {}
   for i = 1, n do
     local v = args[i]
@@ -338,6 +349,7 @@ local function scalars_ok(plan, vals)
   local O = ops()
   for _, u in ipairs(plan.uses) do
     local v = eval(u.src, vals)
+    if u.square ~= nil and (v == 2) ~= u.square then return false end
     local fits = O.scalar_fits(v, u.r)
     if fits ~= u.fits then
       if u.exact then return false end
@@ -354,6 +366,10 @@ local function shape_of(deps, args)
 end
 
 local function same_shape(a, b) return ops().same_shape(a, b) end
+
+-- The fused kernels' compile options: no multiply-add contraction (NVRTC's default, and g++'s in C++), which would
+-- round x * y + z once where the unfused operators round the product first (NOTE [fuse]).
+local NO_FMA = { "--fmad=false" }
 
 local function same_shapes(deps, args)
   local s
@@ -394,11 +410,11 @@ local function run_red(plan, red, args, vals, stream)
              key = "fuse:" .. preamble .. "\0" .. map .. "\0" .. d.reduce .. "\0" .. d.post .. "\0" .. d.identity }
     rawset(red, "code", code)
   end
-  local res = O.run_reduction({ fname = red.name, name = "cdv_fused_" .. red.name, ins = ins,
+  local res, p1, p2 = O.run_reduction({ fname = red.name, name = "cdv_fused_" .. red.name, ins = ins,
     out = { name = "y", dtype = d.out }, rtype = d.rtype, map_expr = code.map, reduce_expr = d.reduce,
     post_map = d.post, identity = d.identity, preamble = code.preamble, axis = red.o.axis, keepdims = red.o.keepdims,
-    stream = stream, key = code.key })
-  if red.full then return O.lua_value(res) end
+    stream = stream, key = code.key, options = NO_FMA })
+  if red.full then return O.lua_value(res), p1, p2, idx end
   return res
 end
 
@@ -415,12 +431,96 @@ local function outs_of(opts)
   return out or {}, opts.stream
 end
 
+-- NOTE [fuse launches]: a fused call's host work delays its one kernel, and bench/arrays times from an event before
+-- the call to one after it, so the general path's work (shapes, the kernel's key and lookup, the result's
+-- options) was in the fused x * y + z's time where the unfused expression hid its second operator's behind the
+-- first kernel (issue 31). A plan whose array results are one elementwise kernel, or whose one result is a whole
+-- reduction, keeps the kernels of its first call when every array it reads is contiguous and of one shape: a
+-- later call of the same kind, without out= or stream=, checks the arrays in one C call (__same), makes its
+-- results (__like) and launches with the arguments the general path gives.
+
+-- the values a call returns, from the kernels' results
+local function plan_results(plan, args, vals, arrays)
+  local out = {}
+  for i = 1, plan.results.n do
+    local r = plan.results[i]
+    if not is_stand_in(r) then out[i] = r
+    elseif r.kind == "in" then out[i] = args[r.index]
+    elseif r.kind == "op" then out[i] = arrays[r]
+    else out[i] = eval(r, vals) end
+  end
+  return out
+end
+
+local function launch_config(f, n, grid, block)
+  if f.n ~= n then f.n, f.cfg = n, ops().launch_config({ grid = grid, block = block }) end
+  return f.cfg
+end
+
+-- The arguments of a kept launch: the arrays, then the scalars (NOTE [fuse launches]).
+local function kept_args(plan, f, args, vals)
+  local kargs, m = {}, 0
+  for _, i in ipairs(f.idx) do m = m + 1; kargs[m] = args[i] end
+  for _, u in ipairs(plan.uses) do
+    local v = eval(u.src, vals)
+    if type(v) == "boolean" then v = v and 1 or 0 end
+    m = m + 1
+    kargs[m] = v
+  end
+  return kargs, m
+end
+
+-- A kept launch (NOTE [fuse launches]): the elementwise results (into arrays[node]) or the reduction's value
+-- (vals.reds), and true; nil when this call is not of the kind kept.
+local kept_launches   -- [plan] = the kept launch: a table of ops.lua's fast caches, which cd.clear_kernel_cache empties
+local function run_kept(plan, args, vals, arrays)
+  local f = kept_launches[plan]
+  local dev, gen, n, first = array_mt.__same(args, f.idx)
+  if dev ~= f.dev or gen ~= f.gen or n == 0 then return nil end
+  local O = ops()
+  local kargs, m = kept_args(plan, f, args, vals)
+  if f.red == nil then
+    for j, r in ipairs(f.ew) do
+      local o = array_mt.__like(first, f.odts[j])
+      arrays[r] = o
+      kargs[m + j] = o
+    end
+    m = m + #f.ew + 1
+    kargs[m] = n
+    f.k(launch_config(f, n, O.grid_for(dev, n), O.BLOCK), unpack(kargs, 1, m))
+    return true
+  end
+  local d, nsplit = f.red.desc, O.splits(dev, n, 1)
+  if nsplit > 1 and f.p2 == nil then return nil end
+  local o = cd.empty({}, d.out, { device = dev })
+  local part = nsplit > 1 and cd.empty(nsplit, d.rtype.dtype, { device = dev }) or nil
+  kargs[m + 1], kargs[m + 2], kargs[m + 3], kargs[m + 4], kargs[m + 5], kargs[m + 6] = o, part, n, 1, nsplit,
+    nsplit == 1 and 1 or 0
+  f.p1(launch_config(f, n, nsplit, O.RBLOCK), unpack(kargs, 1, m + 6))
+  if nsplit > 1 then f.p2({ grid = 1, block = O.RBLOCK }, part, o, n, nsplit) end
+  vals.reds[f.red] = O.lua_value(o)
+  return true
+end
+
+-- Keeps this call's launch when its arrays are of the kind run_kept takes (NOTE [fuse launches]).
+local function keep(plan, args, idx, kept)
+  local dev, gen = array_mt.__same(args, idx)
+  if dev == nil then return end
+  kept.dev, kept.gen, kept.idx = dev, gen, idx
+  kept_launches[plan] = kept
+end
+
 -- Runs a plan on the call's arguments: the results, or nil when the call must run unfused (NOTE [fuse]).
 local function run_plan(plan, args, n, opts)
   local O = ops()
   local vals = { reds = {} }
   for i = 1, n do vals[i] = args[i] end
   if not scalars_ok(plan, vals) then return nil end
+  kept_launches = kept_launches or O.fast_cache()
+  if opts == nil and kept_launches[plan] then
+    local arrays = {}
+    if run_kept(plan, args, vals, arrays) then return plan_results(plan, args, vals, arrays) end
+  end
   local outs, stream = outs_of(opts)
   -- the array results: one elementwise kernel over their common shape
   local ew, seen, deps = {}, {}, {}
@@ -437,7 +537,7 @@ local function run_plan(plan, args, n, opts)
     for _, r in ipairs(ew) do
       if not same_shape(shape_of(r.deps, args), shape) then return nil end
     end
-    local ins = kernel_inputs(plan, deps, args, vals)
+    local ins, idx = kernel_inputs(plan, deps, args, vals)
     local kouts, odts = {}, {}
     for j, r in ipairs(ew) do
       local o = outs[j]
@@ -456,26 +556,23 @@ local function run_plan(plan, args, n, opts)
       text = { body = body, key = "fuse:" .. body }
       plan.bodies[sig] = text
     end
-    local res = O.run_elementwise({ fname = "fused function", name = "cdv_fused", ins = ins, outs = kouts,
-      body = text.body, preamble = O.HELPERS, key = text.key, stream = stream })
+    local res, k = O.run_elementwise({ fname = "fused function", name = "cdv_fused", ins = ins, outs = kouts,
+      body = text.body, preamble = O.HELPERS, key = text.key, stream = stream, options = NO_FMA })
     for j, r in ipairs(ew) do arrays[r] = res[j] end
+    if opts == nil and k and #plan.reds == 0 then keep(plan, args, idx, { k = k, ew = ew, odts = odts }) end
   end
   -- the reductions, each a kernel of its own
   for _, r in ipairs(plan.reds) do
     if not same_shapes(r.of.deps, args) then return nil end
   end
   for _, r in ipairs(plan.reds) do
-    vals.reds[r] = run_red(plan, r, args, vals, stream)
+    local v, p1, p2, idx = run_red(plan, r, args, vals, stream)
+    vals.reds[r] = v
+    if opts == nil and p1 and #ew == 0 and #plan.reds == 1 and r.desc.rtype.dtype then
+      keep(plan, args, idx, { red = r, p1 = p1, p2 = p2 })
+    end
   end
-  local out = {}
-  for i = 1, plan.results.n do
-    local r = plan.results[i]
-    if not is_stand_in(r) then out[i] = r
-    elseif r.kind == "in" then out[i] = args[r.index]
-    elseif r.kind == "op" then out[i] = arrays[r]
-    else out[i] = eval(r, vals) end
-  end
-  return out
+  return plan_results(plan, args, vals, arrays)
 end
 
 -- the reductions a plan's results need, each once

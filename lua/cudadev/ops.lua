@@ -207,13 +207,14 @@ local function fast_cache()
   return t
 end
 
--- The Kernel of key on dev; on a miss, build() gives the source and the kernel's name (NOTE [generated kernels]).
+-- The Kernel of key on dev; on a miss, build() gives the source, the kernel's name and any compile options (which
+-- the key must tell apart) (NOTE [generated kernels]).
 local function kernel_for(dev, key, build)
   local ck = dev.alias .. "\n" .. dev.generation .. "\n" .. key   -- a reset makes a device's Kernels stale
   local k = kernels[ck]
   if k == nil then
-    local src, name = build()
-    local m = cd.compile(src, { name = name .. ".cu", device = dev })
+    local src, name, options = build()
+    local m = cd.compile(src, { name = name .. ".cu", device = dev, options = options })
     k = m:get(name)
     if nkernels >= KERNELS_MAX then kernels, nkernels = {}, 0 end
     kernels[ck], nkernels = k, nkernels + 1
@@ -392,7 +393,8 @@ local function run_loop(lp, dev, stream, out, ins)
 end
 
 -- Runs an elementwise operation. spec: {name=, ins = {{name=, dtype=, value=, raw=}}, outs = {{name=, dtype=,
--- value= (an Array or nil)}}, body=, preamble=, fname=, stream=, key=, shape=}: creates the missing outputs with the
+-- value= (an Array or nil)}}, body=, preamble=, fname=, stream=, key=, shape=, options= (compile options, which
+-- key must imply)}: creates the missing outputs with the
 -- broadcast shape, checks devices and shapes, and launches. Returns the output arrays.
 local function run_elementwise(spec)
   local fname, dev = spec.fname, nil
@@ -471,7 +473,7 @@ local function run_elementwise(spec)
   local key = concat(keyparts, "|")
   local k = kernel_for(dev, key, function()
     local kname = (spec.name or "cdv_elementwise") .. "_" .. hash(key)
-    return elementwise_source(kname, ins, oq, spec.body, spec.preamble, nd), kname
+    return elementwise_source(kname, ins, oq, spec.body, spec.preamble, nd), kname, spec.options
   end)
   local args = {}
   for i, p in ipairs(spec.ins) do
@@ -664,7 +666,7 @@ end
 
 -- Runs a reduction. spec: {fname=, name=, ins = {{name=, dtype=, value=, raw=}}, out = {name=, dtype=, value=},
 -- rtype = {ctype=, dtype= or size=}, map_expr=, reduce_expr=, post_map=, identity=, preamble=, axis=, keepdims=,
--- stream=}. Returns the output Array.
+-- stream=, options= (compile options, which key must imply)}. Returns the output Array.
 -- Blocks for each of nout outputs of K elements: enough to fill the device when there are few outputs, 1 when
 -- there are many. 16 per SM: a sum of 2^26 float32 on the H100 took 117.8 us with 4 per SM, 111.2 with 8,
 -- 106.5 with 16 (PyTorch's 108).
@@ -728,7 +730,7 @@ local function run_reduction(spec)
       kname = kname or (spec.name or "cdv_reduction") .. "_" .. hash(key)
       src = src or reduction_source(kname, ins, spec.out, spec.rtype, spec.map_expr, spec.reduce_expr, spec.post_map,
         spec.identity, spec.preamble)
-      return src, kname .. pass
+      return src, kname .. pass, spec.options
     end
   end
   local nsplit = splits(dev, K, nout)
@@ -1020,31 +1022,42 @@ end
 -- takes it too and allocates nothing: cd.add(a, b, {out = c}) is the form meant to be the cheapest (issue 28: it
 -- took the general path, 36 us at 2^10 on the H100 where a + b took 11). A reset (dev.generation) sends it down the
 -- general path again.
-local fast_bin = fast_cache()   -- [Device][op.name .. "|" .. x.dtype .. "|" .. y.dtype] = {k, res, gen}
+local fast_bin = fast_cache()   -- [Device][op][x.dtype][y.dtype] = {k, loop, res, gen, n, cfg}
+-- The checks are one C call (__pair: the device, its generation, the dtypes and the size, where reading them as
+-- fields took a dozen __index calls) and the result one more (__like); the kernel's launch configuration is kept
+-- for the last size. At 2^10 float32 on the cpu device (callgrind, instructions a call): cd.add(a, b, {out = c})
+-- 37900 before, a + b 35000.
+local pair_c, like_c = array_mt.__pair, array_mt.__like
+-- taken now: a script that replaces cd.launch_config does not reach the operators
+local launch_config = assert(cd.launch_config, "cd.launch_config is opened before ops.lua")
 
 local function fast_binary(op, x, y, out)
-  local dev = x.device
-  local byop = fast_bin[dev]
-  local f = byop and byop[op.name .. "|" .. x.dtype .. "|" .. y.dtype]
-  if f == nil or f.gen ~= dev.generation or y.device ~= dev then return nil end
-  local xs = x.shape
-  if not (x.is_contiguous and y.is_contiguous and same_shape(xs, y.shape)) then return nil end
-  local n = prod(xs)
-  local o = out
-  if o == nil then
-    o = cd.empty(xs, f.res, { device = dev })
-  elseif not (o.dtype == f.res and o.device == dev and o.is_contiguous and
-      (#xs == 1 and o.ndim == 1 and o.size == n or same_shape(xs, o.shape))) then
-    return nil
-  end
+  local dev, gen, xd, yd, n, od = pair_c(x, y, out)
+  if dev == nil then return nil end
+  local f = fast_bin[dev]
+  f = f and f[op]
+  f = f and f[xd]
+  f = f and f[yd]
+  if f == nil or f.gen ~= gen or (out ~= nil and od ~= f.res) then return nil end
+  local o = out or like_c(x, f.res)
   if n == 0 then return o end
   if f.loop then
     local lp = f.loop
-    if loop_c(lp.op, lp.calc, lp.calc2, lp.res, lp.bits, o, x, x.dtype, y, y.dtype) then return o end
+    if loop_c(lp.op, lp.calc, lp.calc2, lp.res, lp.bits, o, x, xd, y, yd) then return o end
     return nil   -- loops turned off since: the general path
   end
-  f.k({ grid = grid_for(dev, n), block = BLOCK }, x, y, o, n)
+  if f.n ~= n then f.n, f.cfg = n, launch_config({ grid = grid_for(dev, n), block = BLOCK }) end
+  f.k(f.cfg, x, y, o, n)
   return o
+end
+
+-- the fast path's entry for op on dtypes xd, yd of dev (NOTE [binary fast path])
+local function keep_fast(dev, op, xd, yd, entry)
+  local t = fast_bin[dev] or {}
+  fast_bin[dev] = t
+  t[op] = t[op] or {}
+  t[op][xd] = t[op][xd] or {}
+  t[op][xd][yd] = entry
 end
 
 -- NOTE [operation plans]: what an operation computes, apart from running it: the checks on its operands, its
@@ -1075,13 +1088,20 @@ local function plan_binary(op, x, y, fname, arr)
   local C = DT[cdt].calc
   local sdt = scalar_fits_all({ x, y }, r, arr) and r or cdt
   local expr = op.expr(cdt, wrap_type(cdt))
+  -- NOTE [square power]: a float array to the Lua number 2 is x * x, as NumPy's ** computes it (its power
+  -- operator's fast path is np.square): the product is correctly rounded (pow's is within an ulp or two, on the
+  -- GPU), and a multiplication where pow costs tens of instructions: ((x - y) ^ 2):sum() fused was bound by it.
+  -- The plan then depends on y's value, not only its kind: square says so (the kernel's key, the cpu loop, and
+  -- cd.fuse's check of a Lua-number argument at each call).
+  local square = op.name == "pow" and DT[cdt].kind == "f" and not arr(y) and y == 2
+  if square then expr = "x * x" end
   local xC, yC = C, C
   if op.cmp and mixed_ints(r, da, db) then
     xC, yC, expr = int64_type(da), int64_type(db), fmt("_cdv_cmp(x, y) %s 0", op.cmp)
   end
   local res = op.result(r, da, db)
   return { r = r, cdt = cdt, res = res, xdt = arr(x) and x.dtype or sdt, ydt = arr(y) and y.dtype or sdt, xC = xC, yC = yC,
-    pre = fmt("const %s x = (%s)x_; const %s y = (%s)y_;", xC, xC, yC, yC),
+    square = square, pre = fmt("const %s x = (%s)x_; const %s y = (%s)y_;", xC, xC, yC, yC),
     value = fmt("(%s)(%s)", DT[res].calc, expr) }
 end
 
@@ -1098,11 +1118,11 @@ end
 
 -- x OP y -> Array; out: an Array to write (in place when it is x), stream: where to run.
 local function binary(op, x, y, out, stream, fname)
-  local both = stream == nil and is_array(x) and is_array(y) and (out == nil or is_array(out))
-  if both then
+  if stream == nil then
     local o = fast_binary(op, x, y, out)
     if o then return o end
   end
+  local both = stream == nil and is_array(x) and is_array(y) and (out == nil or is_array(out))
   fname = fname or op.name
   if fuse_stand_in(x) or fuse_stand_in(y) then return internal.fuse_binary(op, x, y, out, stream, fname) end
   check_operand(x, fname, 1)
@@ -1112,19 +1132,18 @@ local function binary(op, x, y, out, stream, fname)
   local ins = { { name = "x_", dtype = p.xdt, value = x }, { name = "y_", dtype = p.ydt, value = y } }
   local body = fmt("{ %s z = (%s)(%s); }", p.pre, DT[odt].ctype, p.value)
   -- (NOTE [cpu loops]) y's calc type is given apart where it is not x's (a signed and a uint64 array compared)
-  local lp = { op = op.name, calc = dtype_of_name(p.xC), calc2 = p.xC ~= p.yC and dtype_of_name(p.yC) or nil,
+  local lp = { op = p.square and "square" or op.name, calc = dtype_of_name(p.xC), calc2 = p.xC ~= p.yC and dtype_of_name(p.yC) or nil,
     res = dtype_of_name(DT[res].calc), bits = DT[p.cdt].size * 8 }
   local o, k = run_elementwise({ fname = fname, name = "cdv_" .. op.name, ins = ins,
     outs = { { name = "z", dtype = odt, value = out } }, body = body, preamble = HELPERS,
-    key = "bin:" .. op.name .. ":" .. p.r .. ":" .. p.cdt .. ":" .. res .. ":" .. odt, stream = stream, loop = lp })
+    key = "bin:" .. op.name .. (p.square and "2:" or ":") .. p.r .. ":" .. p.cdt .. ":" .. res .. ":" .. odt,
+    stream = stream, loop = lp })
   -- the kernel of contiguous operands of one shape (its arguments are x, y, z, n), or the loop that ran instead
   -- of one: NOTE [binary fast path]
   if both and x.is_contiguous and y.is_contiguous and same_shape(x.shape, y.shape) and o[1].size > 0 and
       (out == nil or (odt == res and out.is_contiguous and same_shape(out.shape, x.shape))) then
     local dev = x.device
-    fast_bin[dev] = fast_bin[dev] or {}
-    fast_bin[dev][op.name .. "|" .. x.dtype .. "|" .. y.dtype] = { k = k, loop = not k and lp, res = odt,
-      gen = dev.generation }
+    keep_fast(dev, op, x.dtype, y.dtype, { k = k, loop = not k and lp, res = odt, gen = dev.generation })
   end
   return o[1]
 end
@@ -1759,4 +1778,6 @@ internal.ops = { DT = DT, BIN = BIN, MATH = MATH, FNAMES = FNAMES, META = META, 
   plan_binary = plan_binary, plan_unary = plan_unary, plan_where = plan_where, out_dtype = out_dtype,
   scalar_fits = scalar_fits, check_scalar_fits = check_scalar_fits, run_elementwise = run_elementwise,
   run_reduction = run_reduction, reduction_geometry = reduction_geometry, reductions = REDUCTIONS,
-  lua_value = lua_value, broadcast_shapes = broadcast_shapes, same_shape = same_shape, is_array = is_array }
+  lua_value = lua_value, broadcast_shapes = broadcast_shapes, same_shape = same_shape, is_array = is_array,
+  grid_for = grid_for, BLOCK = BLOCK, splits = splits, RBLOCK = RBLOCK, fast_cache = fast_cache,
+  launch_config = launch_config }
