@@ -4,8 +4,8 @@
 # database, so a host that has them some other way (e.g. a GPU host with the .debs unpacked under
 # /tmp/gpuroot, see shared/gpu-host/env.sh) passes without apt. As root, the missing ones are installed
 # with one `apt-get update` and one `apt-get install -y`; otherwise this prints the command to run.
-# Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind, luarocks, OpenMPI for cd.mpi
-# and its spec): a note, exit 0.
+# Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind, luarocks, libkissfft-float131
+# for cd.fft's complex64 on the cpu device, OpenMPI for cd.mpi and its spec): a note, exit 0.
 #   .ci/deps.sh          everything the build and the tests use (`make deps`, `make test`)
 #   .ci/deps.sh --demo   only what the module, luacuda and the demo need (`make demo`): the compilers, CMake and Lua
 # apt waits up to 10 minutes for another apt's lock (DPkg::Lock::Timeout) instead of failing at once.
@@ -18,6 +18,7 @@ has() { command -v "$1" >/dev/null 2>&1; }
 has_lua_module() { has "$lua" && "$lua" -e "require '$1'" >/dev/null 2>&1; }
 has_python_module() { has python3 && python3 -c "import $1" >/dev/null 2>&1; }
 has_header() { for d in /usr/include /usr/local/include; do [ -e "$d/$1" ] && return 0; done; return 1; }
+has_lib() { /sbin/ldconfig -p 2>/dev/null | grep -q "$1"; }
 
 # package  essential?  check; the first seven are all that `make demo` installs
 checks=(
@@ -30,6 +31,7 @@ checks=(
   "liblua5.4-dev  yes  has_header lua5.4/lua.h"
   "lua-busted     yes  has_lua_module busted.runner"
   "python3-numpy  no   has_python_module numpy"
+  "libkissfft-float131 no has_lib libkissfft-float.so.131"
   "libedit-dev    no   has_header histedit.h"
   "tmux           no   has tmux"
   "valgrind       no   has valgrind"

@@ -332,6 +332,7 @@ int cdv_graph_open(lua_State *L);
 int cdv_nccl_open(lua_State *L);
 /* blas.c: cd.matmul, a:matmul (NOTE [host gemm], NOTE [cublas abi]) */
 int cdv_blas_open(lua_State *L);
+int cdv_fft_open(lua_State *L); /* fft.c: getmetatable(a).__fft for cd.fft (fft.lua) */
 
 /* profile.c: cd.profile_start/stop, cd.profiling, NVTX ranges (NOTE [profiling no-ops]) */
 int cdv_profile_open(lua_State *L);

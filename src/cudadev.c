@@ -376,7 +376,7 @@ cdv_state *cdv_get_state(lua_State *L) {
  * share their internals through (ops.lua's kernel generation, which random.lua uses). */
 static int run_at_open(const char *name) {
   static const char *const parts[] = {
-      "cudadev.extra",     "cudadev.files",  "cudadev.fuse",    "cudadev.mpi",   "cudadev.ops",
+      "cudadev.extra",     "cudadev.fft",    "cudadev.files",   "cudadev.fuse",  "cudadev.mpi", "cudadev.ops",
       "cudadev.ops_numpy", "cudadev.random", "cudadev.sorting", "cudadev.views", NULL};
   for (int i = 0; parts[i] != NULL; i++)
     if (strcmp(name, parts[i]) == 0) return 1;
@@ -433,6 +433,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_array_loops_open(L); /* NOTE [cpu loops] */
   cdv_module_open(L);
   cdv_blas_open(L); /* after module.c's cd._selftest, which it extends */
+  cdv_fft_open(L); /* the same */
   cdv_peer_open(L);
   cdv_memory_open(L);
   cdv_graph_open(L);

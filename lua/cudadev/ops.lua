@@ -1826,6 +1826,7 @@ internal.float_result, internal.float_pair = float_result, float_pair   -- ops_n
 -- for ops_numpy.lua (NumPy's other functions, on the same generators)
 internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
 internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
+internal.refuse_complex = refuse_complex   -- fft.lua: NOTE [complex dtypes]
 internal.sum_dtype, internal.hash = sum_dtype, hash   -- sorting.lua
 
 -- What cd.fuse (fuse.lua) builds on: NOTE [operation plans]
