@@ -6,119 +6,27 @@
  * parts of its first and, for an even n, last element are not read), y real (rows of n). x and y are contiguous,
  * on one device, of one precision (float32 with complex64, float64 with complex128), and never the same memory.
  *
- * On a CUDA device the transform is cuFFT's, on the caller's current stream (NOTE [cufft library], NOTE [cufft
- * plans]). On the cpu device complex64 is KISS FFT's (NOTE [kiss fft]) and complex128 a transform of ours (NOTE
- * [host double fft]).
+ * On a CUDA device the transform is cuFFT's, on the caller's current stream (NOTE [cufft library] in loader.c, NOTE
+ * [cufft plans]). On the cpu device complex64 is KISS FFT's (NOTE [kiss fft] in loader.c) and complex128 a
+ * transform of ours (NOTE [host double fft]).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cdv.h"
-#include "cufft_abi.h"
+#include "fft_abi.h"
 
 enum { FFT_C2C, FFT_R2C, FFT_C2R };
 static const char *const kind_names[] = {"c2c", "r2c", "c2r", NULL};
 
-/* ---------------------------------------------------------------- libraries opened at run time */
-/* One library: its handle, or why none opened (every name tried). */
-typedef struct lib {
-  pthread_once_t once;
-  void *handle;
-  char why[1536];
-} lib;
-
-static void why_add(lib *l, const char *s) {
-  size_t n = strlen(l->why);
-  snprintf(l->why + n, sizeof l->why - n, "%s", s);
-}
-
-/* Opens the first of names that dlopen takes, or only env's path when env is set. */
-static void open_first(lib *l, const char *env, const char *const *names, const char *lead, const char *tail) {
-  const char *path = getenv(env);
-  snprintf(l->why, sizeof l->why, "%s", lead);
-  int only_env = path != NULL && *path; /* set: only it is tried, as CUDADEV_LIBCUBLAS */
-  for (int i = only_env ? -1 : 0; l->handle == NULL && (i < 0 || names[i] != NULL) && (i < 0 || !only_env); i++) {
-    const char *name = i < 0 ? path : names[i];
-    l->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (l->handle != NULL) break;
-    const char *err = dlerror();
-    char item[512];
-    snprintf(item, sizeof item, "%s%s (%s)", i == (only_env ? -1 : 0) ? "" : ", ", name, err ? err : "not found");
-    why_add(l, item);
-  }
-  if (l->handle == NULL) why_add(l, tail);
-}
-
-/* NOTE [kiss fft]: the cpu device's complex64 transforms are KISS FFT's (Debian's libkissfft-float131, the 131
- * ABI of kiss_fft.h with kiss_fft_scalar float), opened on first use so the module loads, and the cpu device works,
- * where it is missing; a transform then fails naming the package and every name tried. Only the complex
- * transform is used (kiss_fft_alloc, kiss_fft): kiss_fftr takes even lengths only, so the real transforms go
- * through it too (r2c: the first n/2 + 1 outputs; c2r: the Hermitian spectrum completed first). Its configs are
- * malloc'd (KISS_FFT_MALLOC of the non-SIMD build) and freed with free. Debian packages no double variant, so
- * complex128 does not use it (NOTE [host double fft]). */
-typedef struct kcpx {
-  float r, i; /* kiss_fft_cpx */
-} kcpx;
-static struct {
-  void *(*alloc)(int nfft, int inverse, void *mem, size_t *lenmem);
-  void (*fft)(void *cfg, const kcpx *fin, kcpx *fout);
-} kiss;
-static lib kiss_lib = {PTHREAD_ONCE_INIT, NULL, ""};
-
-static void kiss_open(void) {
-  static const char *const names[] = {"libkissfft-float.so.131", "libkissfft-float.so", NULL};
-  open_first(&kiss_lib, "CUDADEV_LIBKISSFFT", names, "no KISS FFT for the cpu device's complex64 transforms: tried ",
-             "; install Debian's libkissfft-float131 (apt-get install libkissfft-float131), or set CUDADEV_LIBKISSFFT "
-             "to the library's path");
-  if (kiss_lib.handle == NULL) return;
-  *(void **)&kiss.alloc = dlsym(kiss_lib.handle, "kiss_fft_alloc");
-  *(void **)&kiss.fft = dlsym(kiss_lib.handle, "kiss_fft");
-  if (kiss.alloc == NULL || kiss.fft == NULL) {
-    snprintf(kiss_lib.why, sizeof kiss_lib.why, "no KISS FFT: the library opened lacks kiss_fft_alloc or kiss_fft");
-    kiss_lib.handle = NULL;
-  }
-}
-
-/* NOTE [cufft library]: libcufft is opened like cuBLAS (NOTE [cublas library] in loader.c), on first use and never
- * at `require`: CUDADEV_LIBCUFFT alone when set; else libcufft.so.12 (CUDA 12 and 13), .11 and libcufft.so through
- * the dynamic linker's search, then the same names in /usr/local/cuda/lib64; a failure names every one tried. */
-static struct cdv_cufft_syms cufft;
-static lib cufft_lib = {PTHREAD_ONCE_INIT, NULL, ""};
-
-static void cufft_open(void) {
-  static const char *const names[] = {"libcufft.so.12",
-                                      "libcufft.so.11",
-                                      "libcufft.so",
-                                      "/usr/local/cuda/lib64/libcufft.so.12",
-                                      "/usr/local/cuda/lib64/libcufft.so.11",
-                                      NULL};
-  open_first(&cufft_lib, "CUDADEV_LIBCUFFT", names, "no cuFFT: tried ",
-             "; set CUDADEV_LIBCUFFT to the path of libcufft.so");
-  if (cufft_lib.handle == NULL) return;
-#define CDV_CUFFT_RESOLVE(ret, name, params)                                                                 \
-  if ((*(void **)&cufft.name = dlsym(cufft_lib.handle, #name)) == NULL && cufft_lib.handle != NULL) {        \
-    snprintf(cufft_lib.why, sizeof cufft_lib.why, "no cuFFT: the library opened does not export %s", #name); \
-    cufft_lib.handle = NULL;                                                                                 \
-  }
-  CDV_CUFFT_SYMS(CDV_CUFFT_RESOLVE)
-#undef CDV_CUFFT_RESOLVE
-}
-
-static int kiss_load(void) {
-  pthread_once(&kiss_lib.once, kiss_open);
-  return kiss_lib.handle != NULL ? 0 : -1;
-}
-
-static int cufft_load(void) {
-  pthread_once(&cufft_lib.once, cufft_open);
-  return cufft_lib.handle != NULL ? 0 : -1;
-}
+/* The cpu device's complex64 transforms use KISS FFT's complex transform only (NOTE [kiss fft] in loader.c):
+ * kiss_fftr takes even lengths only, so the real transforms go through it too (r2c: the first n/2 + 1 outputs;
+ * c2r: the Hermitian spectrum completed first). */
+typedef cdv_kiss_cpx kcpx;
 
 /* ---------------------------------------------------------------- the host's double transform */
 /* NOTE [host double fft]: complex128 on the cpu device. Debian has no double KISS FFT, so this is ours: an
@@ -244,7 +152,7 @@ static int host_fft_make(host_fft *h, int dbl, size_t n, int inverse) {
   memset(h, 0, sizeof *h);
   h->dbl = dbl, h->n = n;
   if (dbl) return zplan_make(&h->z, n);
-  h->kcfg = kiss.alloc((int)n, inverse, NULL, NULL);
+  h->kcfg = cdv_kiss.kiss_fft_alloc((int)n, inverse, NULL, NULL);
   return h->kcfg != NULL ? 0 : -1;
 }
 
@@ -260,7 +168,7 @@ static void host_fft_run(const host_fft *h, const void *in, void *out, int inver
   if (h->dbl)
     zplan_run(&h->z, in, out, inverse);
   else
-    kiss.fft(h->kcfg, in, out);
+    cdv_kiss.kiss_fft(h->kcfg, in, out);
 }
 
 /* The i-th element of a complex row of the precision, as doubles, and back. */
@@ -350,7 +258,7 @@ static void plan_destroy(lua_State *L, plan_slot *s) {
   if (d == NULL || !cdv_still_owned(d, s->generation) || d->gone) return; /* its context is gone: forgotten */
   cdv_err e;
   int rc;
-  if (d->be->activate(d, &e) == 0 && (rc = cufft.cufftDestroy(s->plan)) != 0)
+  if (d->be->activate(d, &e) == 0 && (rc = cdv_cufft.cufftDestroy(s->plan)) != 0)
     cdv_fail(&e, "cufftDestroy", rc, "CUFFT_ERROR", "cuFFT could not destroy a plan (cufftResult %d)", rc);
   else
     return;
@@ -426,7 +334,8 @@ static int plan_for(lua_State *L, cdv_device *d, int n, int type, int batch) {
   cdv_device_use(L, d); /* a plan belongs to the context current when it is made */
   int plan = 0;
   cdv_err e;
-  if (cufft_status(&e, "cufftPlanMany", cufft.cufftPlanMany(&plan, 1, &n, NULL, 1, 0, NULL, 1, 0, type, batch)) != 0)
+  if (cufft_status(&e, "cufftPlanMany", cdv_cufft.cufftPlanMany(&plan, 1, &n, NULL, 1, 0, NULL, 1, 0, type, batch)) !=
+      0)
     cdv_raise(L, d, &e);
   *lru = (plan_slot){d, d->generation, n, type, batch, plan, ++c->clock};
   return plan;
@@ -440,14 +349,14 @@ static int cufft_rows(lua_State *L, cdv_device *d, int kind, int inverse, int db
   cdv_device_use(L, d);
   cdv_err e;
   int dir = inverse ? CUFFT_INVERSE : CUFFT_FORWARD, rc;
-  if (cufft_status(&e, "cufftSetStream", cufft.cufftSetStream(plan, stream)) != 0) return cdv_raise(L, d, &e);
+  if (cufft_status(&e, "cufftSetStream", cdv_cufft.cufftSetStream(plan, stream)) != 0) return cdv_raise(L, d, &e);
   switch (type) {
-    case CUFFT_C2C: rc = cufft_status(&e, "cufftExecC2C", cufft.cufftExecC2C(plan, x->data, y->data, dir)); break;
-    case CUFFT_R2C: rc = cufft_status(&e, "cufftExecR2C", cufft.cufftExecR2C(plan, x->data, y->data)); break;
-    case CUFFT_C2R: rc = cufft_status(&e, "cufftExecC2R", cufft.cufftExecC2R(plan, x->data, y->data)); break;
-    case CUFFT_Z2Z: rc = cufft_status(&e, "cufftExecZ2Z", cufft.cufftExecZ2Z(plan, x->data, y->data, dir)); break;
-    case CUFFT_D2Z: rc = cufft_status(&e, "cufftExecD2Z", cufft.cufftExecD2Z(plan, x->data, y->data)); break;
-    default: rc = cufft_status(&e, "cufftExecZ2D", cufft.cufftExecZ2D(plan, x->data, y->data)); break;
+    case CUFFT_C2C: rc = cufft_status(&e, "cufftExecC2C", cdv_cufft.cufftExecC2C(plan, x->data, y->data, dir)); break;
+    case CUFFT_R2C: rc = cufft_status(&e, "cufftExecR2C", cdv_cufft.cufftExecR2C(plan, x->data, y->data)); break;
+    case CUFFT_C2R: rc = cufft_status(&e, "cufftExecC2R", cdv_cufft.cufftExecC2R(plan, x->data, y->data)); break;
+    case CUFFT_Z2Z: rc = cufft_status(&e, "cufftExecZ2Z", cdv_cufft.cufftExecZ2Z(plan, x->data, y->data, dir)); break;
+    case CUFFT_D2Z: rc = cufft_status(&e, "cufftExecD2Z", cdv_cufft.cufftExecD2Z(plan, x->data, y->data)); break;
+    default: rc = cufft_status(&e, "cufftExecZ2D", cdv_cufft.cufftExecZ2D(plan, x->data, y->data)); break;
   }
   if (rc != 0) return cdv_raise(L, d, &e);
   if (cdv_get_state(L)->launch_blocking && d->be->stream_synchronize(d, stream, &e) != 0) return cdv_raise(L, d, &e);
@@ -484,14 +393,14 @@ static int l_fft(lua_State *L) {
   if (rows == 0) return 0;
   cdv_err e;
   if (d->be->host_memory) {
-    if (!dbl && kiss_load() != 0) return luaL_error(L, "fft: %s", kiss_lib.why);
+    if (!dbl && cdv_kissfft_load() != 0) return luaL_error(L, "fft: %s", cdv_kissfft_why());
     cdv_device_check(L, d);
     if (cdv_host_wait(x->block, &e) != 0 || cdv_host_wait(y->block, &e) != 0) return cdv_raise(L, NULL, &e);
     if (host_rows(kind, inverse, dbl, x->data, y->data, (size_t)n, (size_t)rows) != 0)
       return luaL_error(L, "fft: not enough host memory for a transform of %I", n);
     return 0;
   }
-  if (cufft_load() != 0) return luaL_error(L, "fft: %s", cufft_lib.why);
+  if (cdv_cufft_load() != 0) return luaL_error(L, "fft: %s", cdv_cufft_why());
   if (rows > INT_MAX) return luaL_error(L, "fft: %I transforms at once are more than cuFFT takes (%d)", rows, INT_MAX);
   void *stream = cdv_stream_for(L, d, NULL);
   cufft_rows(L, d, kind, inverse, dbl, x, y, (int)n, (int)rows, stream);
@@ -502,21 +411,18 @@ static int l_fft(lua_State *L) {
 
 /* cd._selftest.cufft() / cd._selftest.kissfft() -> the library opened, or nil and why not (every name tried).
  * In cd._selftest, not cd, as cd._selftest.cublas (blas.c). */
-static int selftest_lib(lua_State *L, int ok, const lib *l) {
+static int selftest_lib(lua_State *L, int (*load)(void), const char *(*why)(void), const char *(*path)(void)) {
   if (cdv_get_state(L)->sandbox) return luaL_error(L, "_selftest is not available in this sandbox");
-  if (!ok) {
+  if (load() != 0) {
     luaL_pushfail(L);
-    lua_pushstring(L, l->why);
+    lua_pushstring(L, why());
     return 2;
   }
-  Dl_info info;
-  lua_pushstring(L, dladdr(l == &kiss_lib ? (void *)kiss.fft : (void *)cufft.cufftDestroy, &info) && info.dli_fname
-                        ? info.dli_fname
-                        : "?");
+  lua_pushstring(L, path());
   return 1;
 }
-static int l_cufft(lua_State *L) { return selftest_lib(L, cufft_load() == 0, &cufft_lib); }
-static int l_kissfft(lua_State *L) { return selftest_lib(L, kiss_load() == 0, &kiss_lib); }
+static int l_cufft(lua_State *L) { return selftest_lib(L, cdv_cufft_load, cdv_cufft_why, cdv_cufft_path); }
+static int l_kissfft(lua_State *L) { return selftest_lib(L, cdv_kissfft_load, cdv_kissfft_why, cdv_kissfft_path); }
 
 int cdv_fft_open(lua_State *L) {
   if (lua_getfield(L, -1, "_selftest") == LUA_TTABLE) {

@@ -1,6 +1,6 @@
 -- cd.fft (NumPy's numpy.fft, doc/fft.md): fft, ifft, rfft, irfft, fft2, ifft2, fftn, ifftn, fftfreq, rfftfreq,
--- fftshift, ifftshift; and the refusal of the complex dtypes by the functions not written for them (NOTE [complex
--- dtypes] in ops.lua). Built into the library; run at open with the module table, the Array metatable and the
+-- fftshift, ifftshift; and the refusal of the complex dtypes by the functions not written for them
+-- (NOTE [complex dtypes] in ops.lua). Built into the library; run at open with the module table, the Array metatable and the
 -- parts' shared internals. It runs before ops.lua (the parts run in the order of their names), so what it takes
 -- from ops.lua it looks up at call time.
 --
@@ -230,7 +230,7 @@ end
 shift("fftshift", false)
 shift("ifftshift", true)
 
--- NOTE [complex dtypes]: the functions of ops_numpy.lua and sorting.lua not written for them refuse complex
+-- (NOTE [complex dtypes]) The functions of ops_numpy.lua and sorting.lua not written for them refuse complex
 -- arguments by name (their kernels would not compile, or would order or round the pairs wrongly), wrapped once
 -- every part has run (before extra.lua's wrap_public, which this chains).
 local REFUSE = { "sort", "argsort", "unique", "searchsorted", "cumsum", "cumprod", "clip", "fmod", "copysign", "round",

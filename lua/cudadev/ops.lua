@@ -251,7 +251,7 @@ local function needs_half(list)
   return false
 end
 
--- NOTE [complex dtypes]: the complex element type of the kernels. NVRTC has no <complex>: a struct of two parts
+-- The complex element type of the kernels (NOTE [complex dtypes]). NVRTC has no <complex>: a struct of two parts
 -- with the operators the complex operations use. The default constructor is trivial, so a __shared__ array of it
 -- (the reductions') needs no initialiser; a real converts with imaginary part 0, a complex to a real keeps its
 -- real part (NumPy's astype), to bool tells whether either part is nonzero. Division is Smith's, as NumPy's.
@@ -1077,7 +1077,7 @@ end
 -- or a later one.
 local KIND_ORDER = { b = 0, u = 1, i = 2, f = 3, c = 4 }
 
--- NOTE [complex dtypes]: what an operation not written for the complex dtypes says of them
+-- what an operation not written for the complex dtypes says of them (NOTE [complex dtypes])
 local COMPLEX_OPS = "the complex dtypes have + - * /, unary -, eq, ne, abs, real, imag, conj, angle, sum, mean and cd.fft"
 local function refuse_complex(fname, d)
   raise(fmt("%s: %s arrays are not supported (%s)", fname, d, COMPLEX_OPS))
@@ -1803,7 +1803,7 @@ array_mt.__astype_kernel = function(a, d, opts)
   local stream = opts and opts.stream
   local dev = a.device
   if stream ~= nil and stream.device ~= dev then stream = nil end -- (another device's stream: as the host path)
-  if DT[a.dtype].kind == "c" or DT[d].kind == "c" then   -- NOTE [complex dtypes]: the struct's conversions
+  if DT[a.dtype].kind == "c" or DT[d].kind == "c" then   -- the struct's conversions (NOTE [complex dtypes])
     return run_elementwise({ fname = "astype", name = "cdv_astype_c", ins = { { name = "x", dtype = a.dtype, value = a } },
       outs = { { name = "z", dtype = d } }, body = fmt("z = (%s)x", DT[d].ctype), key = "astype_c", stream = stream })[1]
   end
@@ -1826,7 +1826,7 @@ internal.float_result, internal.float_pair = float_result, float_pair   -- ops_n
 -- for ops_numpy.lua (NumPy's other functions, on the same generators)
 internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
 internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
-internal.refuse_complex = refuse_complex   -- fft.lua: NOTE [complex dtypes]
+internal.refuse_complex = refuse_complex   -- for fft.lua (NOTE [complex dtypes])
 internal.sum_dtype, internal.hash = sum_dtype, hash   -- sorting.lua
 
 -- What cd.fuse (fuse.lua) builds on: NOTE [operation plans]
