@@ -94,6 +94,8 @@ void cdv_state_unref(cdv_state *st); /* the last reference frees the record of a
 /* (see NOTE [objects made in finalizers]) called on each new userdata that holds a resource, after its metatable is set
  * and before the resource is acquired (it raises once the state is closing) */
 void cdv_track_late(lua_State *L, int idx);
+void *cdv_registry_udata(lua_State *L, const char *key, size_t size, uint64_t magic, lua_CFunction gc,
+                         const char *name); /* cudadev.c */
 
 /* NOTE [stale release]: a reset of a CUDA device destroys its context, and with it the memory, streams,
  * events, modules and graphs made before: releasing such a stale object must not call the driver on a dead

@@ -184,6 +184,29 @@ void cdv_track_late(lua_State *L, int idx) {
   lua_pop(L, 1);
 }
 
+/* A userdata of the registry under key, kept until the state closes, when its finalizer gc releases what it holds
+ * (cuBLAS's handles, cuFFT's plans): the one there, or a new zeroed one whose first field, a uint64_t, is magic
+ * (NOTE [magic]), named name for messages. */
+void *cdv_registry_udata(lua_State *L, const char *key, size_t size, uint64_t magic, lua_CFunction gc,
+                         const char *name) {
+  void *p = NULL;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, key) == LUA_TUSERDATA) p = cdv_test_magic(L, -1, size, magic);
+  lua_pop(L, 1);
+  if (p != NULL) return p;
+  p = lua_newuserdatauv(L, size, 0);
+  memset(p, 0, size);
+  memcpy(p, &magic, sizeof magic);
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__name");
+  lua_setmetatable(L, -2);
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
+  lua_setfield(L, LUA_REGISTRYINDEX, key);
+  return p;
+}
+
 static int call_gc(lua_State *L) {
   if (luaL_getmetafield(L, 1, "__gc") != LUA_TNIL) {
     lua_insert(L, 1);

@@ -273,22 +273,7 @@ static int plans_gc(lua_State *L) {
 }
 
 static plan_cache *plans(lua_State *L) {
-  plan_cache *c = NULL;
-  if (lua_getfield(L, LUA_REGISTRYINDEX, PLANS_KEY) == LUA_TUSERDATA) c = cdv_test_magic(L, -1, sizeof *c, PLANS_MAGIC);
-  lua_pop(L, 1);
-  if (c != NULL) return c;
-  c = lua_newuserdatauv(L, sizeof *c, 0);
-  memset(c, 0, sizeof *c);
-  c->magic = PLANS_MAGIC;
-  lua_createtable(L, 0, 2);
-  lua_pushcfunction(L, plans_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushliteral(L, "cudadev.CufftPlans");
-  lua_setfield(L, -2, "__name");
-  lua_setmetatable(L, -2);
-  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
-  lua_setfield(L, LUA_REGISTRYINDEX, PLANS_KEY);
-  return c;
+  return cdv_registry_udata(L, PLANS_KEY, sizeof(plan_cache), PLANS_MAGIC, plans_gc, "cudadev.CufftPlans");
 }
 
 static const char *cufft_result_name(int rc) {
