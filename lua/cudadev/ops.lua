@@ -282,12 +282,12 @@ template <typename T> __device__ __forceinline__ _cdv_complex<T> operator*(_cdv_
 template <typename T> __device__ __forceinline__ _cdv_complex<T> operator/(_cdv_complex<T> a, _cdv_complex<T> b) {
   T ar = b.re < (T)0 ? -b.re : b.re, ai = b.im < (T)0 ? -b.im : b.im;
   if (ar >= ai) {
-    if (ar == (T)0 && ai == (T)0) return _cdv_complex<T>(a.re / ar, a.im / ai);
-    T r = b.im / b.re, d = b.re + b.im * r;
-    return _cdv_complex<T>((a.re + a.im * r) / d, (a.im - a.re * r) / d);
+    if (ar == (T)0 && ai == (T)0) return _cdv_complex<T>(a.re / (T)0, a.im / (T)0);   // +0: NumPy's fabs
+    T r = b.im / b.re, scl = (T)1 / (b.re + b.im * r);   // NumPy's steps: a reciprocal, then two products
+    return _cdv_complex<T>((a.re + a.im * r) * scl, (a.im - a.re * r) * scl);
   }
-  T r = b.re / b.im, d = b.im + b.re * r;
-  return _cdv_complex<T>((a.re * r + a.im) / d, (a.im * r - a.re) / d);
+  T r = b.re / b.im, scl = (T)1 / (b.im + b.re * r);
+  return _cdv_complex<T>((a.re * r + a.im) * scl, (a.im * r - a.re) * scl);
 }
 template <typename T> __device__ __forceinline__ bool operator==(_cdv_complex<T> a, _cdv_complex<T> b) {
   return a.re == b.re && a.im == b.im;
@@ -1313,7 +1313,8 @@ MATH.logical_not = { result = to_bool, expr = function() return "!x" end }
 -- a float, as NumPy's arctan2(0, x) gives); complex_only: no cpu loop has them, for any dtype
 MATH.real = { complex_only = true, result = real_of, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "x.re" or "x" end }
 MATH.imag = { complex_only = true, result = real_of, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "x.im" or "0" end }
-MATH.conj = { complex_only = true, result = same, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "_cdv_conj(x)" or "x" end }
+-- (conj of bool is int8: NumPy's conjugate has no bool loop)
+MATH.conj = { complex_only = true, result = function(d) return d == "bool" and "int8" or d end, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "_cdv_conj(x)" or "x" end }
 MATH.angle = { complex_only = true, result = function(d) return DT[d].kind == "c" and real_of(d) or float_result(d) end, complex = true,
   expr = function(C, _, d)
     if DT[d].kind == "c" then return "_cdv_angle(x)" end
