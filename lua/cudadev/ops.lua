@@ -1315,6 +1315,7 @@ MATH.real = { complex_only = true, result = real_of, complex = true, expr = func
 MATH.imag = { complex_only = true, result = real_of, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "x.im" or "0" end }
 -- (conj of bool is int8: NumPy's conjugate has no bool loop)
 MATH.conj = { complex_only = true, result = function(d) return d == "bool" and "int8" or d end, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "_cdv_conj(x)" or "x" end }
+MATH.conjugate = MATH.conj   -- NumPy's two names: each its own function, so that errors name the one called
 MATH.angle = { complex_only = true, result = function(d) return DT[d].kind == "c" and real_of(d) or float_result(d) end, complex = true,
   expr = function(C, _, d)
     if DT[d].kind == "c" then return "_cdv_angle(x)" end
@@ -1362,7 +1363,6 @@ for name, spec in pairs(MATH) do
   end
 end
 for np, c in pairs(NUMPY_NAMES) do cd[np] = cd[c] end
-cd.conjugate = cd.conj
 for _, n in ipairs({ "real", "imag", "conj", "conjugate" }) do methods[n] = cd[n] end
 array_mt.__unm = function(x) return unary("negative", MATH.negative, x) end
 array_mt.__bnot = function(x)
