@@ -51,6 +51,8 @@ local CASES = {
   { "fftn", { 3, 4, 5 }, "float64" }, { "fftn", { 3, 4, 5 }, "complex128", { 6, 2 } },
   { "fftn", { 4, 6 }, "float32", { 5 }, { 1 } }, { "ifftn", { 3, 4, 5 }, "complex128", nil, { 3, 1 }, "ortho" },
   { "ifftn", { 5, 7 }, "complex64" },
+  -- complex64 lengths with a prime factor above 61: the double transform, rounded (KISS_MAX_FACTOR in src/fft.c)
+  { "fft", { 67 }, "complex64" }, { "rfft", { 2, 127 }, "float32" }, { "irfft", { 70 }, "complex64", 138 },
 }
 
 -- NumPy 2's result dtypes (the NumPy run here may be 1.x, whose results are complex128/float64 throughout)
@@ -158,6 +160,18 @@ local function cases(dev)
       local spec_before = values(spec)
       assert(max_error(values(cd.fft.irfft(spec, 33)), values(r)) < 1e-13)
       assert.same(spec_before, values(spec))   -- cuFFT's c2r writes over its input: irfft gives it a copy
+    end)
+
+    on("a complex64 length with a large prime factor takes O(n log n), not KISS FFT's O(n p)", function()
+      local n = 100003   -- prime: KISS FFT's generic butterfly would take about 10^10 operations
+      local x = cd.ones(n, "complex64", { device = dev })
+      local t0 = cd.now()
+      local y = cd.fft.fft(x)
+      assert(cd.now() - t0 < 10, "fft of 100003 complex64 took " .. (cd.now() - t0) .. " s")
+      local dc = y[1]
+      assert(math.abs(dc[1] - n) < 1e-3 * n and math.abs(dc[2]) < 1e-2, ("{%g, %g}"):format(dc[1], dc[2]))
+      local f1 = y[2]
+      assert(math.abs(f1[1]) < 1 and math.abs(f1[2]) < 1, ("{%g, %g}"):format(f1[1], f1[2]))
     end)
 
     on("refuses bad arguments by name", function()

@@ -129,6 +129,7 @@ static void zplan_forward(const zplan *p, const zcpx *in, zcpx *out) {
   for (size_t k = 0; k < n; k++) out[k] = zmul((zcpx){a[k].r / (double)m, -a[k].i / (double)m}, p->w[k]);
 }
 
+/* out = the transform of in (they may be the same memory) */
 static void zplan_run(const zplan *p, const zcpx *in, zcpx *out, int inverse) {
   if (!inverse) {
     zplan_forward(p, in, out);
@@ -144,31 +145,60 @@ static void zplan_run(const zplan *p, const zcpx *in, zcpx *out, int inverse) {
 typedef struct host_fft {
   int dbl;
   void *kcfg; /* float: KISS's config */
-  zplan z; /* double */
+  zplan z; /* double, and float through zbuf (KISS_MAX_FACTOR) */
+  zcpx *zbuf;
   size_t n;
 } host_fft;
+
+/* KISS FFT transforms a prime factor p of the length with p operations an element (its generic butterfly): a
+ * length with a large prime factor, 1000003 say, would take many minutes. Such float lengths go through the
+ * double transform (Bluestein's, O(n log n) for any length) and are rounded back to float. */
+#define KISS_MAX_FACTOR 61
+
+static size_t largest_factor(size_t n) {
+  size_t f = 1;
+  for (size_t p = 2; p * p <= n; p++)
+    while (n % p == 0) n /= p, f = p;
+  return n > f ? n : f;
+}
 
 static int host_fft_make(host_fft *h, int dbl, size_t n, int inverse) {
   memset(h, 0, sizeof *h);
   h->dbl = dbl, h->n = n;
-  if (dbl) return zplan_make(&h->z, n);
-  h->kcfg = cdv_kiss.kiss_fft_alloc((int)n, inverse, NULL, NULL);
-  return h->kcfg != NULL ? 0 : -1;
+  if (!dbl && largest_factor(n) > KISS_MAX_FACTOR) {
+    h->zbuf = malloc(sizeof(zcpx) * n);
+    if (h->zbuf == NULL) return -1;
+  } else if (!dbl) {
+    h->kcfg = cdv_kiss.kiss_fft_alloc((int)n, inverse, NULL, NULL);
+    return h->kcfg != NULL ? 0 : -1;
+  }
+  if (zplan_make(&h->z, n) == 0) return 0;
+  free(h->zbuf);
+  h->zbuf = NULL;
+  return -1;
 }
 
 static void host_fft_free(host_fft *h) {
-  if (h->dbl)
-    zplan_free(&h->z);
-  else
+  if (h->kcfg != NULL)
     free(h->kcfg);
+  else
+    zplan_free(&h->z);
+  free(h->zbuf);
 }
 
 /* in and out: n complex elements of the precision (not the same memory) */
 static void host_fft_run(const host_fft *h, const void *in, void *out, int inverse) {
-  if (h->dbl)
+  if (h->dbl) {
     zplan_run(&h->z, in, out, inverse);
-  else
+  } else if (h->zbuf != NULL) {
+    const kcpx *fin = in;
+    kcpx *fout = out;
+    for (size_t k = 0; k < h->n; k++) h->zbuf[k] = (zcpx){fin[k].r, fin[k].i};
+    zplan_run(&h->z, h->zbuf, h->zbuf, inverse);
+    for (size_t k = 0; k < h->n; k++) fout[k] = (kcpx){(float)h->zbuf[k].r, (float)h->zbuf[k].i};
+  } else {
     cdv_kiss.kiss_fft(h->kcfg, in, out);
+  }
 }
 
 /* The i-th element of a complex row of the precision, as doubles, and back. */
