@@ -282,6 +282,7 @@ typedef struct plan_cache {
   plan_slot slot[PLANS];
 } plan_cache;
 
+/* Empties slot s: cufftDestroy of its plan in its device's context, unless that context is gone. */
 static void plan_destroy(lua_State *L, plan_slot *s) {
   cdv_device *d = s->dev;
   s->dev = NULL;
@@ -332,7 +333,7 @@ static int cufft_status(cdv_err *e, const char *api, int rc) {
   return cdv_fail(e, api, rc, cufft_result_name(rc), "cuFFT failed (cufftResult %d)", rc);
 }
 
-/* The state's plan for d (its context current), made when missing (NOTE [cufft plans]). */
+/* The state's plan for d, made by cufftPlanMany in d's context when missing (NOTE [cufft plans]). */
 static int plan_for(lua_State *L, cdv_device *d, int n, int type, int batch) {
   plan_cache *c = plans(L);
   plan_slot *lru = &c->slot[0];
@@ -356,6 +357,7 @@ static int plan_for(lua_State *L, cdv_device *d, int n, int type, int batch) {
   return plan;
 }
 
+/* Every row on d's stream: cufftSetStream, then cufftExec{C2C,R2C,C2R,Z2Z,D2Z,Z2D} by precision and kind. */
 static int cufft_rows(lua_State *L, cdv_device *d, int kind, int inverse, int dbl, cdv_array *x, cdv_array *y, int n,
                       int batch, void *stream) {
   static const int types[2][3] = {{CUFFT_C2C, CUFFT_R2C, CUFFT_C2R}, {CUFFT_Z2Z, CUFFT_D2Z, CUFFT_Z2D}};
