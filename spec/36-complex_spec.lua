@@ -179,6 +179,33 @@ describe("complex dtypes", function()
     assert.equal("complex64", cd.from_dlpack(a:astype("complex64"):__dlpack()).dtype)
   end)
 
+  -- the GPU's compiler takes the struct and its operators (NOTE [complex dtypes]): checked without a GPU, from the
+  -- text ops.lua gives its kernels, with every use the generated kernels make of it (a __shared__ array of it too)
+  helper.nvrtc_it("the complex kernels' prelude compiles with NVRTC for sm_90, without a warning", function()
+    local prelude = helper.read_file("lua/cudadev/ops.lua"):match("local COMPLEX = %[%[\n(.-)%]%]")
+    assert(prelude, "no COMPLEX prelude in lua/cudadev/ops.lua")
+    local m = cd.compile(prelude .. [[
+#include <cuda_fp16.h>
+extern "C" __global__ void uses(const complex64 *a, const complex128 *b, complex128 *z, float *f, bool *q, __half *h,
+                                long long n) {
+  __shared__ complex64 s[256];
+  long long i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  complex64 x = a[i];
+  complex128 y = b[i];
+  s[threadIdx.x] = x * x + (complex64)1.5f - x / x;
+  __syncthreads();
+  z[i] = (complex128)x / y + y * (complex128)s[threadIdx.x] - (complex128)(long long)3 + (complex128)true;
+  f[i] = (float)x + _cdv_abs(x) + _cdv_angle(x) + (float)y;
+  q[i] = (bool)x && x == x && y != (complex128)x;
+  h[i] = (__half)x;
+  z[i] = _cdv_conj(-z[i]) + (complex128)h[i] + (complex128)(complex64)0 + (complex128)(s[0] / (complex64)n);
+}
+]], { arch = "sm_90" })
+    assert.truthy(m.ptx or m.cubin)
+    assert.is_nil((m.log or ""):find("warning"), m.log)
+  end)
+
   it("a table of two numbers inside the outer one is an element; the outer one is a row", function()
     assert.same({ 2 }, cd.array({ 1, 2 }, "complex64").shape)
     assert.same({ 1 }, cd.array({ { 1, 2 } }, "complex64").shape)

@@ -282,7 +282,7 @@ template <typename T> __device__ __forceinline__ _cdv_complex<T> operator*(_cdv_
 template <typename T> __device__ __forceinline__ _cdv_complex<T> operator/(_cdv_complex<T> a, _cdv_complex<T> b) {
   T ar = b.re < (T)0 ? -b.re : b.re, ai = b.im < (T)0 ? -b.im : b.im;
   if (ar >= ai) {
-    if (ar == (T)0 && ai == (T)0) return _cdv_complex<T>(a.re / (T)0, a.im / (T)0);   // +0: NumPy's fabs
+    if (ar == (T)0 && ai == (T)0) return _cdv_complex<T>(a.re / (ar - ar), a.im / (ar - ar));   // +0: NumPy's fabs
     T r = b.im / b.re, scl = (T)1 / (b.re + b.im * r);   // NumPy's steps: a reciprocal, then two products
     return _cdv_complex<T>((a.re + a.im * r) * scl, (a.im - a.re * r) * scl);
   }
