@@ -5,7 +5,8 @@
 # /tmp/gpuroot, see shared/gpu-host/env.sh) passes without apt. As root, the missing ones are installed
 # with one `apt-get update` and one `apt-get install -y`; otherwise this prints the command to run.
 # Essential packages missing: exit 1. Only optional ones (libedit-dev, tmux, valgrind, luarocks, OpenMPI for cd.mpi
-# and its spec, liblapacke for cd.linalg on the cpu device): a note, exit 0.
+# and its spec, liblapacke for cd.linalg and libkissfft-float131 for cd.fft's complex64 on the cpu device): a
+# note, exit 0.
 #   .ci/deps.sh          everything the build and the tests use (`make deps`, `make test`)
 #   .ci/deps.sh --demo   only what the module, luacuda and the demo need (`make demo`): the compilers, CMake and Lua
 # apt waits up to 10 minutes for another apt's lock (DPkg::Lock::Timeout) instead of failing at once.
@@ -32,6 +33,7 @@ checks=(
   "lua-busted     yes  has_lua_module busted.runner"
   "python3-numpy  no   has_python_module numpy"
   "liblapacke     no   has_lib liblapacke.so.3"
+  "libkissfft-float131 no has_lib libkissfft-float.so.131"
   "libedit-dev    no   has_header histedit.h"
   "tmux           no   has tmux"
   "valgrind       no   has valgrind"

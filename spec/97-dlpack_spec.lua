@@ -192,7 +192,7 @@ describe("DLPack from C (build/embed_dlpack)", function()
                     "uint16=0 uint32=0 uint64=0 bool=false")
       has_line(out, "host: every dtype's deleter called once: yes")
       has_line(out, "refused (bfloat16): cudadev_push_dlpack: DLPack dtype bfloat16 (type code 4) has no cudadev dtype")
-      has_line(out, "refused (complex64): cudadev_push_dlpack: DLPack dtype complex64 (type code 5) has no cudadev dtype")
+      has_line(out, "refused (complex32): cudadev_push_dlpack: DLPack dtype complex32 (type code 5) has no cudadev dtype")
       has_line(out, "refused (float8_e4m3fn): cudadev_push_dlpack: DLPack dtype float8_e4m3fn (type code 10) has no " ..
                     "cudadev dtype")
       has_line(out, "refused (float4 lanes): cudadev_push_dlpack: vector types are not supported (float32 with 4 lanes)")

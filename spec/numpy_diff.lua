@@ -46,7 +46,12 @@ M.DTYPES = { "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint
              "float64" }
 local FLOATS = { "float16", "float32", "float64" }
 local PACK = { bool = "B", int8 = "i1", int16 = "i2", int32 = "i4", int64 = "i8", uint8 = "I1", uint16 = "I2",
-               uint32 = "I4", uint64 = "I8", float16 = "f", float32 = "f", float64 = "d" }
+               uint32 = "I4", uint64 = "I8", float16 = "f", float32 = "f", float64 = "d", complex64 = "ff",
+               complex128 = "dd" }
+-- the complex dtypes (issue 32): apart from DTYPES, so the entries drawn from DTYPES keep their cases; the entries
+-- marked cplx draw from these (combos_for)
+M.COMPLEX = { "complex64", "complex128" }
+local PART = { complex64 = "float32", complex128 = "float64" }
 local BITS = { int8 = 8, int16 = 16, int32 = 32, int64 = 64, uint8 = 8, uint16 = 16, uint32 = 32, uint64 = 64 }
 
 local function kind(dt) return dt == "bool" and "b" or dt:sub(1, 1) end
@@ -71,7 +76,9 @@ local function int_value(r, dt)
 end
 
 -- A value for dtype dt: mostly small, some edges and specials, some anywhere in the range.
-local function value(r, dt)
+local value
+function value(r, dt)
+  if PART[dt] then return value(r, PART[dt]), value(r, PART[dt]) end   -- a complex: its two parts
   if dt == "bool" then return r.int(2) - 1 end
   if kind(dt) ~= "f" then return int_value(r, dt) end
   local p = r.int(10)
@@ -326,6 +333,80 @@ function GEN.axis(r, combo, e)
     local ax = r.int(#s)
     if r.chance(0.3) then ax = ax - #s - 1 end
     p.axis, py.axis = ax, tostring(ax > 0 and ax - 1 or ax)
+  end
+  return { args = { arg("x", operand(r, combo[1], s, 0.2)) }, p = p, py = py }
+end
+
+-- cd.fft's 1-d transforms: an array, n (nil: the axis's length), an axis (nil: the last) and a norm
+local FSHAPES = { { 8 }, { 5 }, { 1 }, { 3, 4 }, { 2, 3, 5 }, { 4, 6 }, { 7, 2 } }
+local function fft_norm(r)
+  local norm = r.pick({ false, "backward", "ortho", "forward" })
+  return norm or nil, norm and fmt("%q", norm) or "None"
+end
+-- finite values of a moderate size: a transform adds every element into every output, so one infinity or NaN
+-- makes NaNs wherever the algorithm's order of additions puts them, and the error is relative to the magnitudes
+local finite
+function finite(r, dt)
+  if PART[dt] then return finite(r, PART[dt]), finite(r, PART[dt]) end
+  if kind(dt) ~= "f" then return r.int(21) - 11 end
+  return (r.int(41) - 21) / 4 + r.unit()
+end
+local function fft_input(r, combo, s)
+  if r.chance(0.2) and #s >= 2 then   -- a transposed view
+    local b = make(r, combo[1], reversed(s), finite)
+    return { value = b:transpose(), base = b, view = "b.T" }
+  end
+  return plain(make(r, combo[1], s, finite))
+end
+function GEN.fft(r, combo, e)
+  local s = r.pick(FSHAPES)
+  local p, py = {}, { n = "None", axis = "-1" }
+  if r.chance(0.5) then p.n = r.pick({ 1, 4, 6, 7, 9, 16 }); py.n = tostring(p.n) end
+  if e[1] == "cd.fft.irfft" and not p.n and s[#s] == 1 then p.n, py.n = 2, "2" end   -- 2 (m - 1) is 0 points
+  if r.chance(0.5) then
+    local ax = r.int(#s)
+    if r.chance(0.3) then ax = ax - #s - 1 end
+    p.axis, py.axis = ax, tostring(ax > 0 and ax - 1 or ax)
+    if e[1] == "cd.fft.irfft" and not p.n and s[ax > 0 and ax or #s + ax + 1] == 1 then p.n, py.n = 2, "2" end
+  end
+  p.norm, py.norm = fft_norm(r)
+  return { args = { arg("x", fft_input(r, combo, s)) }, p = p, py = py }
+end
+
+-- the n-d ones: s and axes (nil: the function's defaults), a norm
+function GEN.fftn(r, combo, e)
+  local s = r.pick({ { 3, 4 }, { 2, 3, 5 }, { 4, 6 }, { 5, 2 }, { 2, 2, 2 } })
+  local p, py = {}, { s = "None", axes = e[1]:match("2$") and "(-2, -1)" or "None" }
+  if r.chance(0.5) then
+    local ax = { r.int(#s) }
+    local other = r.int(#s)
+    if other ~= ax[1] then ax[2] = other end
+    p.axes = ax
+    local t = {}
+    for i, a in ipairs(ax) do t[i] = tostring(a - 1) end
+    py.axes = "(" .. concat(t, ", ") .. ",)"
+  end
+  if r.chance(0.4) then
+    local n = p.axes and #p.axes or (e[1]:match("2$") and 2 or #s)
+    p.s = {}
+    for i = 1, n do p.s[i] = r.pick({ 2, 3, 4, 8 }) end
+    py.s = M.py(p.s, true)
+  end
+  p.norm, py.norm = fft_norm(r)
+  return { args = { arg("x", fft_input(r, combo, s)) }, p = p, py = py }
+end
+
+function GEN.freq(r)
+  local n, d = r.pick({ 1, 2, 5, 8, 13 }), r.pick({ 1.0, 0.5, 0.1, 3.0 })
+  return { args = {}, p = { n = n, d = d }, py = { n = M.py(n), d = M.py(d) } }
+end
+
+function GEN.fftshift(r, combo)
+  local s = r.pick({ { 5 }, { 4 }, { 3, 4 }, { 2, 3, 5 }, { 0 } })
+  local p, py = {}, { axes = "None" }
+  if r.chance(0.5) and #s > 0 then
+    local ax = r.int(#s)
+    p.axes, py.axes = ax, tostring(ax - 1)
   end
   return { args = { arg("x", operand(r, combo[1], s, 0.2)) }, p = p, py = py }
 end
@@ -823,6 +904,59 @@ for _, name in ipairs({ "sum", "prod", "mean", "max", "min" }) do
   entry({ "cd.fuse (x * x):" .. name, kind = "reduce", tol = name == "max" and 0 or name == "min" and 0 or "sum",
           np = fmt("np.%s(np.multiply(x, x), axis=axis, keepdims=keepdims)", name), combos = 3, fused = true,
           lua = fused_reduction(name, function(v) return v * v end) })
+-- The complex dtypes (issue 32, doc/fft.md): their functions over complex and real arrays, their operators with
+-- every other dtype (a complex product's or quotient's parts within 4 eps of |x| |y| or |x| / |y|: a fused
+-- multiply-add rounds once where NumPy's loop rounds twice, which a cancelling part shows in many ulps of its own),
+-- their sums, conversions and files
+for _, f in ipairs({ { "real", "np.real(x)" }, { "imag", "np.imag(x)" }, { "conj", "np.conj(x)" },
+                     { "conjugate", "np.conjugate(x)" }, { "angle", "np.angle(x)", 2 } }) do
+  local main = entry({ "cd." .. f[1], kind = "unary", np = f[2], tol = f[3] or 0, combos = 4, cplx = "mixed",
+                       group = "complex", lua = function(x) return cd[f[1]](x) end })
+  if f[1] ~= "angle" then
+    entry({ "Array:" .. f[1], kind = "unary", np = f[2], tol = f[3] or 0, same_as = main, cplx = "mixed",
+            group = "complex", lua = function(x) return x[f[1]](x) end })
+  end
+end
+for _, b in ipairs({ { "+", "add", 0 }, { "-", "subtract", 0 }, { "*", "multiply", "cmul" }, { "/", "true_divide", "cdiv" } }) do
+  entry({ "complex " .. b[1], kind = "binary", np = fmt("np.%s(x, y)", b[2]), tol = b[3], combos = 6, cplx = "pair",
+          group = "complex", lua = OPERATOR[b[1]] })
+end
+for _, m in ipairs({ { "eq", "equal" }, { "ne", "not_equal" } }) do
+  entry({ "complex " .. m[1], kind = "binary", np = fmt("np.%s(x, y)", m[2]), combos = 4, cplx = "pair", method = true,
+          group = "complex", lua = function(x, y) return x[m[1]](x, y) end })
+end
+entry({ "complex -a", kind = "unary", np = "np.negative(x)", combos = 2, cplx = "complex", group = "complex",
+        lua = function(x) return -x end })
+entry({ "complex abs", kind = "unary", np = "np.absolute(x)", tol = 2, combos = 2, cplx = "complex", group = "complex",
+        lua = function(x) return cd.abs(x) end })
+entry({ "complex astype", kind = "astype", np = "x.astype(dtype)", combos = 8, cplx = "pair", group = "complex",
+        lua = function(x, p) return x:astype(p.dtype) end })
+for _, f in ipairs({ "sum", "mean" }) do
+  entry({ "complex " .. f, kind = "reduce", np = fmt("np.%s(x, axis=axis, keepdims=keepdims)", f), tol = "sum", combos = 2,
+          cplx = "complex", group = "complex", lua = function(x, p) return x[f](x, p.arg) end })
+end
+entry({ "complex save", kind = "file", npy = true, np = "np.load(path)", combos = 2, cplx = "complex", group = "complex",
+        lua = function(x, p) cd.save(p.path, x); return x end, swap = true })
+entry({ "complex load", kind = "file", npy = true, np = "x", prep = "np.save(path, x)", combos = 2, cplx = "complex",
+        group = "complex", lua = function(_, p) return cd.load(p.path) end })
+
+-- cd.fft (doc/fft.md): NumPy 2's dtypes (fft() in numpy_diff.py makes NumPy 1's single-precision answers single)
+for _, f in ipairs({ "fft", "ifft", "rfft", "irfft" }) do
+  entry({ "cd.fft." .. f, kind = "fft", np = fmt("fft(%q, x, n, axis, norm)", f), tol = "fft", combos = 5,
+          cplx = f == "rfft" and "rfft" or "fft",
+          group = "fft", lua = function(x, p) return cd.fft[f](x, p.n, p.axis, p.norm) end })
+end
+for _, f in ipairs({ "fft2", "ifft2", "fftn", "ifftn" }) do
+  entry({ "cd.fft." .. f, kind = "fftn", np = fmt("fft(%q, x, s, axes, norm)", f), tol = "fft", combos = 5, cplx = "fft",
+          group = "fft", lua = function(x, p) return cd.fft[f](x, p.s, p.axes, p.norm) end })
+end
+for _, f in ipairs({ "fftfreq", "rfftfreq" }) do
+  entry({ "cd.fft." .. f, kind = "freq", np = fmt("np.fft.%s(n, d)", f), tol = 1, combos = 1, range = true,
+          group = "fft", lua = function(p) return cd.fft[f](p.n, p.d) end })
+end
+for _, f in ipairs({ "fftshift", "ifftshift" }) do
+  entry({ "cd.fft." .. f, kind = "fftshift", np = fmt("np.fft.%s(x, axes)", f), combos = 3, group = "fft",
+          lua = function(x, p) return cd.fft[f](x, p.axes) end })
 end
 
 -- The names each entry covers, for the spec's check that every public array function has cases.
@@ -875,6 +1009,9 @@ function M.public_names()
   for k, v in pairs(cd.linalg or {}) do
     if type(v) == "function" then names[#names + 1] = "cd.linalg." .. k end
   end
+  for k, v in pairs(cd.fft) do   -- cd.fft's functions too (issue 32)
+    if type(v) == "function" then names[#names + 1] = "cd.fft." .. k end
+  end
   for k in pairs(getmetatable(cd.empty(0)).methods) do
     if not k:match("^_") or k:match("^__dlpack") then names[#names + 1] = "Array:" .. k end
   end
@@ -900,7 +1037,28 @@ local function deck(r, list)
   end
 end
 
+-- the combinations of an entry marked cplx (issue 32): "mixed" alternates a complex dtype and any other; "pair" a
+-- complex dtype with any of the 14; "fft" the dtypes cd.fft takes as they are, and int32
+local FFT_DTYPES = { "float32", "float64", "complex64", "complex128", "int32" }
+local RFFT_DTYPES = { "float32", "float64", "int32", "float64" }   -- rfft refuses complex (NumPy 1 drops the parts)
+local function complex_combos(r, e, decks)
+  local t = {}
+  for i = 1, e.combos or 4 do
+    local d1, d2
+    if e.cplx == "fft" then d1 = FFT_DTYPES[(i - 1) % #FFT_DTYPES + 1]
+    elseif e.cplx == "rfft" then d1 = RFFT_DTYPES[(i - 1) % #RFFT_DTYPES + 1]
+    elseif e.cplx == "mixed" and i % 2 == 0 then d1 = decks.single()
+    else d1 = M.COMPLEX[(i - 1) // (e.cplx == "mixed" and 2 or 1) % 2 + 1] end
+    d2 = e.cplx == "pair" and (r.chance(0.5) and r.pick(M.COMPLEX) or decks.single()) or d1
+    if e.cplx == "pair" and r.chance(0.5) then d1, d2 = d2, d1 end
+    if e.cplx == "pair" and not PART[d1] and not PART[d2] then d1 = "complex64" end
+    t[i] = { d1, d2, form = r.pick({ "broadcast", "scalar", "scalar_left", "strided" }), bpair = r.pick(BPAIRS) }
+  end
+  return t
+end
+
 local function combos_for(r, e, decks)
+  if e.cplx and not e.same_as then return complex_combos(r, e, decks) end
   if e.same_as then
     local t = {}
     for i = 1, math.min(#e.same_as.combo_list, 3) do t[i] = e.same_as.combo_list[r.int(#e.same_as.combo_list)] end

@@ -70,6 +70,15 @@ def special(name, x):
     return out.astype(dt)
 
 
+def fft(name, x, n, axis, norm):
+    """numpy.fft's answer with NumPy 2's dtypes: float32 and complex64 input keep single precision (NumPy 1 computes
+    and answers in double)."""
+    r = getattr(np.fft, name)(x, n, axis, norm)
+    if np.asarray(x).dtype in (np.float32, np.complex64):
+        r = r.astype(np.complex64 if r.dtype.kind == "c" else np.float32)
+    return r
+
+
 def put(x, i, v):
     c = x.copy()
     np.put(c, i, v)
@@ -152,7 +161,7 @@ class NP:
         return NUMPY2.get(name) or getattr(np, name)
 
 
-ENV = {"np": NP(), "A": A, "inplace": inplace, "argpos": argpos, "special": special, "full_of": full_of,
+ENV = {"np": NP(), "A": A, "inplace": inplace, "fft": fft, "argpos": argpos, "special": special, "full_of": full_of,
        "eigh_parts": eigh_parts, "lstsq_parts": lstsq_parts, "solve2": solve2,
        "shape_only": shape_only, "fail": fail, "float": float, "bytes": bytes,
        "put": put, "V": lambda v: Got(lua=v, is_lua=True), "E": lambda m: Got(err=m), "L": lambda l: Got(lst=l)}
@@ -182,7 +191,7 @@ def short(v):
 
 
 def eps(dt):
-    return float(np.finfo(dt).eps) if np.dtype(dt).kind == "f" else 0.0
+    return float(np.finfo(dt).eps) if np.dtype(dt).kind in "fc" else 0.0
 
 
 def allowed(case, g, w, dt):
@@ -190,7 +199,8 @@ def allowed(case, g, w, dt):
     tol, env = case["tol"], case["env"]
     big = np.maximum(np.abs(g), np.abs(w))
     if tol == "sum":
-        x = np.asarray(env["x"]).astype(np.float64)
+        x = np.asarray(env["x"])
+        x = np.abs(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64))  # a complex's modulus
         ax, kd = env.get("axis"), env.get("keepdims", False)
         n = max(x.size if ax is None else x.shape[ax] if x.ndim else 1, 1)
         if case["name"].endswith("prod"):
@@ -216,6 +226,15 @@ def allowed(case, g, w, dt):
     if tol == "vdot":
         x, y = (np.abs(np.asarray(env[k]).astype(np.float64)).ravel() for k in ("x", "y"))
         return 4 * eps(dt) * (x.size + 1) * np.sum(x * y) if x.size == y.size else 0.0
+    if tol in ("cmul", "cdiv"):  # a complex product or quotient: each part within eps of |x| |y| or |x| / |y|
+        x, y = (np.abs(np.asarray(env[k]).astype(np.complex128)) for k in ("x", "y"))
+        with np.errstate(all="ignore"):
+            lim = 4 * eps(dt) * (x * y if tol == "cmul" else x / y)
+        return np.broadcast_to(np.nan_to_num(lim, nan=0.0), g.shape)
+    if tol == "fft":  # a transform's error grows with log n and the sum of the magnitudes it adds
+        x = np.abs(np.asarray(env["x"]).astype(np.complex128))
+        n = max(x.size, 2)
+        return 16 * eps(dt) * (math.log2(n) + 1) * max(float(np.sum(x)), 1.0)
     if tol == "matmul":
         x, y = (np.abs(np.asarray(env[k]).astype(np.float64)) for k in ("x", "y"))
         k = x.shape[-1] if x.ndim else 1
@@ -234,6 +253,13 @@ def allowed(case, g, w, dt):
 
 def values_differ(case, g, w, dt):
     """None when g and w (arrays of NumPy's shape) agree, else (kind, detail)."""
+    if np.dtype(dt).kind == "c":  # each part as a float of the parts' dtype
+        part = np.finfo(dt).dtype
+        r = values_differ(case, np.real(g).astype(part), np.real(w).astype(part), part)
+        if r:
+            return r[0], "real part " + r[1]
+        r = values_differ(case, np.imag(g).astype(part), np.imag(w).astype(part), part)
+        return (r[0], "imaginary part " + r[1]) if r else None
     if np.dtype(dt).kind != "f":
         bad = g != w
         if bad.any():
@@ -282,6 +308,10 @@ def compare_lua(case, v, want):
     w = np.asarray(want)
     if w.ndim != 0:
         return "shape", "cudadev gave a Lua value %r, numpy %s" % (v, short(w))
+    if w.dtype.kind == "c":  # a complex answer reaches Lua as the pair {re, im}
+        if not isinstance(v, list) or len(v) != 2:
+            return "dtype", "cudadev gave Lua %r for numpy's %s %r" % (v, w.dtype, w.item())
+        return values_differ(case, np.array(complex(v[0], v[1]), dtype=w.dtype), w, w.dtype)
     if not lua_kind_ok(v, w.dtype.kind):
         return "dtype", "cudadev gave Lua %s %r for numpy's %s %r" % (type(v).__name__, v, w.dtype, w.item())
     if w.dtype.kind == "u" and type(v) is int and v < 0:

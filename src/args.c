@@ -8,12 +8,13 @@
 #include "cdv.h"
 
 const cdv_dtype_info cdv_dtypes[CDV_NDTYPES] = {
-    [CDV_F16] = {"float16", "f16", 2, 1, 1}, [CDV_F32] = {"float32", "f32", 4, 1, 1},
-    [CDV_F64] = {"float64", "f64", 8, 1, 1}, [CDV_I8] = {"int8", "i8", 1, 0, 1},
-    [CDV_I16] = {"int16", "i16", 2, 0, 1},   [CDV_I32] = {"int32", "i32", 4, 0, 1},
-    [CDV_I64] = {"int64", "i64", 8, 0, 1},   [CDV_U8] = {"uint8", "u8", 1, 0, 0},
-    [CDV_U16] = {"uint16", "u16", 2, 0, 0},  [CDV_U32] = {"uint32", "u32", 4, 0, 0},
-    [CDV_U64] = {"uint64", "u64", 8, 0, 0},  [CDV_BOOL] = {"bool", "bool", 1, 0, 0},
+    [CDV_F16] = {"float16", "f16", 2, 1, 1},      [CDV_F32] = {"float32", "f32", 4, 1, 1},
+    [CDV_F64] = {"float64", "f64", 8, 1, 1},      [CDV_I8] = {"int8", "i8", 1, 0, 1},
+    [CDV_I16] = {"int16", "i16", 2, 0, 1},        [CDV_I32] = {"int32", "i32", 4, 0, 1},
+    [CDV_I64] = {"int64", "i64", 8, 0, 1},        [CDV_U8] = {"uint8", "u8", 1, 0, 0},
+    [CDV_U16] = {"uint16", "u16", 2, 0, 0},       [CDV_U32] = {"uint32", "u32", 4, 0, 0},
+    [CDV_U64] = {"uint64", "u64", 8, 0, 0},       [CDV_BOOL] = {"bool", "bool", 1, 0, 0},
+    [CDV_C64] = {"complex64", "c64", 8, 0, 1, 1}, [CDV_C128] = {"complex128", "c128", 16, 0, 1, 1},
 };
 
 /* NOTE [C strings]: a Lua string may hold NUL bytes, which a C string ends at: "float32\0junk" would be read as

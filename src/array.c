@@ -64,7 +64,30 @@ float cdv_f16_to_f32(uint16_t h) {
 
 /* ------------------------------------------------------------ element conversion */
 
+/* The two parts of a complex element at p (unaligned: a view may start anywhere). */
+static void complex_parts(cdv_dtype t, const void *p, double *re, double *im) {
+  if (t == CDV_C64) {
+    float f[2];
+    memcpy(f, p, 8);
+    *re = f[0], *im = f[1];
+  } else {
+    double d[2];
+    memcpy(d, p, 16);
+    *re = d[0], *im = d[1];
+  }
+}
+
 static void push_elem(lua_State *L, cdv_dtype t, const void *p) {
+  if (cdv_dtypes[t].is_complex) { /* a pair {re, im}: Lua has no complex numbers */
+    double re, im;
+    complex_parts(t, p, &re, &im);
+    lua_createtable(L, 2, 0);
+    lua_pushnumber(L, re);
+    lua_rawseti(L, -2, 1);
+    lua_pushnumber(L, im);
+    lua_rawseti(L, -2, 2);
+    return;
+  }
   switch (t) {
     case CDV_F16: {
       uint16_t h;
@@ -136,8 +159,41 @@ static const uint64_t int_max[CDV_NDTYPES] = {
 
 /* Converts the Lua value at idx into element p of type t. Returns NULL, or a message for the caller to
  * wrap in its own "bad argument" (pushed on the stack). */
+/* Whether the value at idx is one element {re, im} of complex dtype t: a table of two numbers. */
+static int is_pair(lua_State *L, int idx, cdv_dtype t) {
+  if (!cdv_dtypes[t].is_complex || !lua_istable(L, idx) || lua_rawlen(L, idx) != 2) return 0;
+  idx = lua_absindex(L, idx);
+  int t1 = lua_rawgeti(L, idx, 1), t2 = lua_rawgeti(L, idx, 2); /* both pushed: the pop takes two */
+  lua_pop(L, 2);
+  int ok = t1 == LUA_TNUMBER && t2 == LUA_TNUMBER;
+  return ok;
+}
+
+/* A complex element from a number (imaginary part 0) or a pair {re, im}. */
+static const char *to_complex(lua_State *L, int idx, cdv_dtype t, void *p) {
+  double re, im = 0;
+  if (is_pair(L, idx, t)) {
+    lua_rawgeti(L, idx, 1);
+    lua_rawgeti(L, idx, 2);
+    re = lua_tonumber(L, -2), im = lua_tonumber(L, -1);
+    lua_pop(L, 2);
+  } else if (lua_type(L, idx) == LUA_TNUMBER)
+    re = lua_tonumber(L, idx);
+  else
+    return lua_pushfstring(L, "number or {re, im} pair expected, got %s", cdv_typename(L, idx));
+  if (t == CDV_C64) {
+    float f[2] = {(float)re, (float)im};
+    memcpy(p, f, 8);
+  } else {
+    double d[2] = {re, im};
+    memcpy(p, d, 16);
+  }
+  return NULL;
+}
+
 static const char *to_elem(lua_State *L, int idx, cdv_dtype t, void *p) {
   int ty = lua_type(L, idx);
+  if (cdv_dtypes[t].is_complex) return to_complex(L, idx, t, p);
   if (t == CDV_BOOL) {
     if (ty == LUA_TBOOLEAN)
       *(uint8_t *)p = (uint8_t)lua_toboolean(L, idx);
@@ -692,16 +748,16 @@ static int l_empty(lua_State *L) {
 }
 
 static void fill_value(lua_State *L, cdv_array *a, int vidx, int arg, cdv_stream *s) {
-  uint64_t pattern = 0;
-  check_elem(L, vidx, arg, a->dtype, &pattern);
-  fill(L, a, &pattern, s);
+  uint64_t pattern[2] = {0, 0}; /* room for a complex128 */
+  check_elem(L, vidx, arg, a->dtype, pattern);
+  fill(L, a, pattern, s);
 }
 
 static int l_zeros(lua_State *L) {
   cdv_stream *s;
   cdv_array *a = create(L, 1, 2, "zeros", &s);
-  uint64_t zero = 0;
-  fill(L, a, &zero, s);
+  uint64_t zero[2] = {0, 0}; /* room for a complex128 */
+  fill(L, a, zero, s);
   return 1;
 }
 
@@ -999,7 +1055,8 @@ static int64_t lua_source_count(lua_State *L, int arg, cdv_dtype t) {
     int top = lua_gettop(L), m = len - i + 1 < LEAF_BATCH ? (int)(len - i + 1) : LEAF_BATCH;
     char ty[LEAF_BATCH];
     for (int j = 0; j < m; j++) ty[j] = (char)lua_rawgeti(L, arg, (lua_Integer)(i + (lua_Unsigned)j));
-    for (int j = 0; j < m; j++) n += ty[j] == LUA_TTABLE ? lua_source_count(L, top + 1 + j, t) : 1;
+    for (int j = 0; j < m; j++)
+      n += ty[j] == LUA_TTABLE && !is_pair(L, top + 1 + j, t) ? lua_source_count(L, top + 1 + j, t) : 1;
     lua_settop(L, top);
   }
   return n;
@@ -1024,10 +1081,10 @@ static void next_window(lua_State *L, leaf_sink *k) {
 
 /* Converts the leaf at stack index idx (absolute) into the sink. */
 static void sink_leaf(lua_State *L, int idx, leaf_sink *k, cdv_dtype dt, int arg) {
-  uint64_t dropped;
+  uint64_t dropped[2];
   int keep = k->k >= k->first && k->k < k->last;
   if (keep && k->p == k->end) next_window(L, k);
-  const char *msg = to_elem(L, idx, dt, keep ? (void *)k->p : &dropped);
+  const char *msg = to_elem(L, idx, dt, keep ? (void *)k->p : dropped);
   ++k->k;
   if (msg != NULL) luaL_argerror(L, arg, lua_pushfstring(L, "element %I: %s", k->k, msg));
   if (keep) k->p += cdv_dtypes[dt].size;
@@ -1068,7 +1125,7 @@ static void fill_from_table(lua_State *L, int t, cdv_dtype dt, leaf_sink *k, int
       continue;
     }
     for (int j = 1; j <= m && k->k < k->stop; j++) { /* else element by element, checked */
-      if (tys[j - 1] == LUA_TTABLE)
+      if (tys[j - 1] == LUA_TTABLE && !is_pair(L, top + j, dt))
         fill_from_table(L, top + j, dt, k, arg);
       else
         sink_leaf(L, top + j, k, dt, arg);
@@ -1123,25 +1180,25 @@ static void copy_lua(lua_State *L, int arg, cdv_array *dst, int64_t doff, int64_
 }
 
 /* Infers the shape of a nested table: every row of one level must have the same length. */
-static int table_shape(lua_State *L, int t, int64_t *shape, int depth, int arg) {
+static int table_shape(lua_State *L, int t, int64_t *shape, int depth, int arg, cdv_dtype dt) {
   if (depth >= CDV_MAXDIM) luaL_argerror(L, arg, "table nested too deeply");
   shape[depth] = (int64_t)lua_rawlen(L, t);
   if (shape[depth] == 0) return depth + 1; /* an empty row: a dimension of 0 */
-  if (lua_rawgeti(L, t, 1) != LUA_TTABLE) {
+  if (lua_rawgeti(L, t, 1) != LUA_TTABLE || is_pair(L, -1, dt)) { /* a complex dtype's {re, im} is a leaf */
     lua_pop(L, 1);
     for (int64_t i = 2; i <= shape[depth]; i++) { /* a leaf row: no nested rows beside its numbers */
-      if (lua_rawgeti(L, t, i) == LUA_TTABLE)
+      if (lua_rawgeti(L, t, i) == LUA_TTABLE && !is_pair(L, -1, dt))
         luaL_argerror(L, arg, lua_pushfstring(L, "ragged nested table (row %I differs from row 1)", i));
       lua_pop(L, 1);
     }
     return depth + 1;
   }
-  int ndim = table_shape(L, lua_gettop(L), shape, depth + 1, arg);
+  int ndim = table_shape(L, lua_gettop(L), shape, depth + 1, arg, dt);
   lua_pop(L, 1);
   for (int64_t i = 2; i <= shape[depth]; i++) { /* ragged rows are an error, not a silent reshape */
     int64_t sub[CDV_MAXDIM];
     int ok = lua_rawgeti(L, t, i) == LUA_TTABLE;
-    if (ok) ok = table_shape(L, lua_gettop(L), sub, depth + 1, arg) == ndim;
+    if (ok) ok = table_shape(L, lua_gettop(L), sub, depth + 1, arg, dt) == ndim;
     for (int j = depth + 1; ok && j < ndim; j++) ok = sub[j] == shape[j];
     if (!ok) luaL_argerror(L, arg, lua_pushfstring(L, "ragged nested table (row %I differs from row 1)", i));
     lua_pop(L, 1);
@@ -1160,7 +1217,7 @@ static int l_array(lua_State *L) {
     shape[0] = lua_source_count(L, 1, t);
   } else {
     luaL_checktype(L, 1, LUA_TTABLE);
-    ndim = table_shape(L, 1, shape, 0, 1);
+    ndim = table_shape(L, 1, shape, 0, 1, t);
   }
   cdv_state *st = cdv_get_state(L);
   create_args c = check_create_opts(L, st, o, "array");
@@ -1193,9 +1250,9 @@ static int make_like(lua_State *L, int shape_arg, int value_arg) {
     expect_shape(L, shape_arg);
   if (value_arg > 0) luaL_checkany(L, value_arg);
   like(L, a, shape_arg);
-  uint64_t zero = 0;
+  uint64_t zero[2] = {0, 0}; /* room for a complex128 */
   if (value_arg < 0)
-    fill(L, check_any(L, -1), &zero, NULL);
+    fill(L, check_any(L, -1), zero, NULL);
   else if (value_arg > 0)
     fill_value(L, check_any(L, -1), value_arg, value_arg, NULL);
   return 1;
@@ -1210,6 +1267,19 @@ static int array_new_full(lua_State *L) { return make_like(L, 2, 3); }
 
 /* ------------------------------------------------------------ fill */
 
+/* complex128's 16-byte elements: no backend fills that width. The first element is set as two 8-byte words,
+ * then copied over the rest on the same stream, the filled prefix doubling each time (as NOTE [8-byte fill]). */
+static int fill16(cdv_device *d, char *p, const void *pattern, size_t count, void *stream, cdv_err *e) {
+  if (d->be->memset(d, p, pattern, 8, 1, stream, e) != 0 ||
+      d->be->memset(d, p + 8, (const char *)pattern + 8, 8, 1, stream, e) != 0)
+    return -1;
+  for (size_t done = 1; done < count; done *= 2) {
+    size_t k = done < count - done ? done : count - done;
+    if (d->be->memcpy(d, p + done * 16, d, p, d, k * 16, stream, e) != 0) return -1;
+  }
+  return 0;
+}
+
 static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s) {
   cdv_device *d = a->block->dev;
   void *stream = cdv_stream_for(L, d, s);
@@ -1217,7 +1287,9 @@ static void fill(lua_State *L, cdv_array *a, const void *pattern, cdv_stream *s)
   if (a->size == 0) return;
   cdv_device_use(L, d);
   if (d->be->host_memory && host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
-  if (d->be->memset(d, a->data, pattern, cdv_dtypes[a->dtype].size, (size_t)a->size, stream, &e) != 0)
+  size_t es = cdv_dtypes[a->dtype].size;
+  if ((es == 16 ? fill16(d, a->data, pattern, (size_t)a->size, stream, &e)
+                : d->be->memset(d, a->data, pattern, es, (size_t)a->size, stream, &e)) != 0)
     cdv_raise(L, d, &e);
   cdv_block_used(a->block, d, stream);
 }
@@ -1239,17 +1311,17 @@ static void fill_at(lua_State *L, int idx, const void *pattern) {
 
 static int array_fill(lua_State *L) {
   cdv_array *a = cdv_check_array(L, 1);
-  uint64_t pattern = 0;
+  uint64_t pattern[2] = {0, 0}; /* room for a complex128 */
   luaL_checkany(L, 2);
-  check_elem(L, 2, 2, a->dtype, &pattern);
-  fill_at(L, 1, &pattern);
+  check_elem(L, 2, 2, a->dtype, pattern);
+  fill_at(L, 1, pattern);
   lua_settop(L, 1);
   return 1;
 }
 
 static int array_zero(lua_State *L) {
-  uint64_t zero = 0;
-  fill_at(L, 1, &zero);
+  uint64_t zero[2] = {0, 0}; /* room for a complex128 */
+  fill_at(L, 1, zero);
   lua_settop(L, 1);
   return 1;
 }
@@ -1509,13 +1581,18 @@ static int array_view(lua_State *L) {
  * for the specs that compare the two. */
 typedef struct scalar {
   int is_float;
-  double f;
+  double f, im; /* im: a complex element's imaginary part (f its real part), else 0 */
   uint64_t u;
 } scalar; /* u: an integer's two's complement */
 
 static scalar load_scalar(cdv_dtype t, const char *p) {
-  scalar v = {0, 0, 0};
+  scalar v = {0, 0, 0, 0};
   switch (t) {
+    case CDV_C64:
+    case CDV_C128:
+      v.is_float = 1;
+      complex_parts(t, p, &v.f, &v.im);
+      break;
     case CDV_F16: {
       uint16_t h;
       memcpy(&h, p, 2);
@@ -1567,9 +1644,22 @@ static scalar load_scalar(cdv_dtype t, const char *p) {
   return v;
 }
 
+/* A complex into a real dtype keeps its real part, as NumPy's astype does (with a ComplexWarning there); into
+ * bool it is true when either part is nonzero. */
 static void store_scalar(cdv_dtype t, char *p, scalar v, cdv_dtype from) {
   if (t == CDV_BOOL) {
-    *(uint8_t *)p = v.is_float ? v.f != 0 : v.u != 0;
+    *(uint8_t *)p = v.is_float ? v.f != 0 || v.im != 0 : v.u != 0;
+    return;
+  }
+  if (cdv_dtypes[t].is_complex) {
+    double re = v.is_float ? v.f : cdv_dtypes[from].is_signed ? (double)(int64_t)v.u : (double)v.u;
+    if (t == CDV_C64) {
+      float f[2] = {(float)re, (float)v.im};
+      memcpy(p, f, 8);
+    } else {
+      double d[2] = {re, v.im};
+      memcpy(p, d, 16);
+    }
     return;
   }
   if (cdv_dtypes[t].is_float) {
@@ -1692,21 +1782,21 @@ static int array_get(lua_State *L, cdv_array *a) {
     push_view(L, a, off, a->dtype, a->ndim - 1, a->shape + 1, a->strides + 1);
     return 1;
   }
-  uint64_t v = 0;
+  uint64_t v[2] = {0, 0}; /* room for a complex128 */
   cdv_array tmp = *a; /* a one-element window over the element, for copy_bytes */
   tmp.data = a->data + off;
   if (cdv_host_reachable(a->block)) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
-    memcpy(&v, tmp.data, is);
+    memcpy(v, tmp.data, is);
   } else { /* the host copy allocates: NOTE [pinned reads] */
     if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1); /* freed meanwhile: raises */
     tmp.data += off;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
     copy_bytes(L, h, 0, &tmp, 0, is, NULL);
-    memcpy(&v, h->data, is);
+    memcpy(v, h->data, is);
   }
-  push_elem(L, a->dtype, &v);
+  push_elem(L, a->dtype, v);
   return 1;
 }
 
@@ -1722,21 +1812,21 @@ static int array_newindex(lua_State *L) {
   lua_Integer i = from_end(lua_tointegerx(L, 2, &isint), n);
   if (!isint || i < 1 || i > n)
     return luaL_argerror(L, 2, lua_pushfstring(L, "index %s out of range 1..%I", cdv_value_text(L, 2), n));
-  uint64_t v = 0;
+  uint64_t v[2] = {0, 0}; /* room for a complex128 */
   size_t is = cdv_dtypes[a->dtype].size;
-  check_elem(L, 3, 3, a->dtype, &v);
+  check_elem(L, 3, 3, a->dtype, v);
   ptrdiff_t off = elem_offset(a, i - 1, a->ndim ? a->strides[0] : 1); /* NOTE [strided views] */
   cdv_array tmp = *a;
   tmp.data = a->data + off;
   if (cdv_host_reachable(a->block)) {
     cdv_err e;
     if (host_wait(a->block, &e) != 0) cdv_raise(L, a->block->last_dev, &e);
-    memcpy(tmp.data, &v, is);
+    memcpy(tmp.data, v, is);
   } else { /* the host copy allocates: NOTE [pinned reads] */
     if (!pin_array(L, 1, &tmp)) cdv_check_array(L, 1); /* freed meanwhile: raises */
     tmp.data += off;
     cdv_array *h = cdv_push_array(L, cdv_cpu(), a->dtype, 0, NULL, CDV_MEM_DEVICE, NULL);
-    memcpy(h->data, &v, is);
+    memcpy(h->data, v, is);
     copy_bytes(L, &tmp, 0, h, 0, is, NULL);
   }
   return 0;
@@ -1788,7 +1878,12 @@ static int array_totable(lua_State *L) {
 
 static void add_elem(luaL_Buffer *b, cdv_dtype t, const char *p) {
   char buf[64];
-  if (t == CDV_BOOL)
+  if (cdv_dtypes[t].is_complex) { /* NumPy's 1+2j */
+    double re, im;
+    complex_parts(t, p, &re, &im);
+    snprintf(buf, sizeof buf, t == CDV_C128 ? "%.10g%+.10gj" : "%.6g%+.6gj", re, im);
+    luaL_addstring(b, buf);
+  } else if (t == CDV_BOOL)
     luaL_addstring(b, *p ? "true" : "false");
   else if (cdv_dtypes[t].is_float) {
     double v; /* memcpy: a view may start inside an element, so p need not be aligned */

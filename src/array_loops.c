@@ -69,7 +69,7 @@ static int operand(lua_State *L, int idx, const cdv_array *out, cdv_loop_operand
     return 1;
   }
   cdv_array *a = host_array(L, idx, d);
-  if (a == NULL) return 0;
+  if (a == NULL || cdv_dtypes[a->dtype].is_complex) return 0; /* complex: the generated kernels (no loops) */
   if (a->ndim > out->ndim) return luaL_error(L, "__loop: operand %d has more dimensions than the output", idx);
   o->dtype = a->dtype;
   o->data = a->data;
@@ -93,7 +93,9 @@ static int array_loop(lua_State *L) {
   l.bits = (int)luaL_checkinteger(L, 5);
   cdv_array *out = cdv_check_array(L, 6);
   cdv_device *d = out->block->dev;
-  if (!enabled() || d->be->loop == NULL || host_array(L, 6, d) == NULL) return lua_pushboolean(L, 0), 1;
+  if (!enabled() || d->be->loop == NULL || host_array(L, 6, d) == NULL || cdv_dtypes[out->dtype].is_complex ||
+      cdv_dtypes[l.calc].is_complex || cdv_dtypes[l.calc2].is_complex || cdv_dtypes[l.res].is_complex)
+    return lua_pushboolean(L, 0), 1; /* complex operations have no precompiled loops: the generated kernels */
   l.nd = out->ndim;
   memcpy(l.shape, out->shape, sizeof l.shape);
   l.out.dtype = out->dtype;
@@ -117,7 +119,9 @@ static int array_reduce(lua_State *L) {
   r.acc = (cdv_dtype)cdv_check_dtype(L, 2, CDV_F32);
   cdv_array *x = cdv_check_array(L, 3), *out = cdv_check_array(L, 4);
   cdv_device *d = x->block->dev;
-  if (!enabled() || d->be->reduce == NULL) return lua_pushboolean(L, 0), 1;
+  if (!enabled() || d->be->reduce == NULL || cdv_dtypes[r.acc].is_complex || cdv_dtypes[x->dtype].is_complex ||
+      cdv_dtypes[out->dtype].is_complex)
+    return lua_pushboolean(L, 0), 1; /* (as array_loop's) complex: the generated kernels */
   r.outer = luaL_checkinteger(L, 5), r.K = luaL_checkinteger(L, 6), r.inner = luaL_checkinteger(L, 7);
   r.nsplit = luaL_checkinteger(L, 8);
   int64_t n, nout;

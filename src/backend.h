@@ -43,6 +43,8 @@ typedef enum cdv_dtype {
   CDV_U32,
   CDV_U64,
   CDV_BOOL,
+  CDV_C64, /* complex64: two float32, real part first (NumPy's and cuFFT's layout) */
+  CDV_C128, /* complex128: two float64 */
   CDV_NDTYPES
 } cdv_dtype;
 
@@ -51,6 +53,7 @@ typedef struct cdv_dtype_info {
   const char *short_name; /* "f32" */
   unsigned char size;
   unsigned char is_float, is_signed;
+  unsigned char is_complex; /* is_float is 0 for these: their elements are pairs, read by their own code */
 } cdv_dtype_info;
 
 extern const cdv_dtype_info cdv_dtypes[CDV_NDTYPES];

@@ -136,22 +136,8 @@ static int handles_gc(lua_State *L) {
 static cdv_cublas_handle blas_handle(lua_State *L, cdv_device *d) {
   cdv_err e;
   if (cublas_load(&e) != 0) cdv_raise(L, d, &e);
-  blas_handles *hs = NULL;
-  if (lua_getfield(L, LUA_REGISTRYINDEX, BLAS_KEY) == LUA_TUSERDATA) hs = cdv_test_magic(L, -1, sizeof *hs, BLAS_MAGIC);
-  lua_pop(L, 1);
-  if (hs == NULL) {
-    hs = lua_newuserdatauv(L, sizeof *hs, 0);
-    memset(hs, 0, sizeof *hs);
-    hs->magic = BLAS_MAGIC;
-    lua_createtable(L, 0, 2);
-    lua_pushcfunction(L, handles_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, "cudadev.CublasHandles");
-    lua_setfield(L, -2, "__name");
-    lua_setmetatable(L, -2);
-    cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
-    lua_setfield(L, LUA_REGISTRYINDEX, BLAS_KEY);
-  }
+  blas_handles *hs =
+      cdv_registry_udata(L, BLAS_KEY, sizeof(blas_handles), BLAS_MAGIC, handles_gc, "cudadev.CublasHandles");
   if (d->index < 0 || d->index >= CDV_MAXDEV) luaL_error(L, "matmul: %s has no cuBLAS slot", d->alias);
   if (hs->slot[d->index].h != NULL && hs->slot[d->index].dev == d && hs->slot[d->index].generation == d->generation)
     return hs->slot[d->index].h;

@@ -94,6 +94,8 @@ void cdv_state_unref(cdv_state *st); /* the last reference frees the record of a
 /* (see NOTE [objects made in finalizers]) called on each new userdata that holds a resource, after its metatable is set
  * and before the resource is acquired (it raises once the state is closing) */
 void cdv_track_late(lua_State *L, int idx);
+void *cdv_registry_udata(lua_State *L, const char *key, size_t size, uint64_t magic, lua_CFunction gc,
+                         const char *name); /* cudadev.c */
 
 /* NOTE [stale release]: a reset of a CUDA device destroys its context, and with it the memory, streams,
  * events, modules and graphs made before: releasing such a stale object must not call the driver on a dead
@@ -340,6 +342,7 @@ int cdv_linalg_cuda_open(lua_State *L);
 /* blas.c: the state's cuBLAS handle of d (NOTE [cublas handles]); a failed cuBLAS status as *e */
 struct cdv_cublas_context *cdv_blas_handle(lua_State *L, cdv_device *d);
 int cdv_cublas_status(cdv_err *e, const char *api, int status);
+int cdv_fft_open(lua_State *L); /* fft.c: getmetatable(a).__fft for cd.fft (fft.lua) */
 
 /* profile.c: cd.profile_start/stop, cd.profiling, NVTX ranges (NOTE [profiling no-ops]) */
 int cdv_profile_open(lua_State *L);

@@ -184,6 +184,29 @@ void cdv_track_late(lua_State *L, int idx) {
   lua_pop(L, 1);
 }
 
+/* A userdata of the registry under key, kept until the state closes, when its finalizer gc releases what it holds
+ * (cuBLAS's handles, cuFFT's plans): the one there, or a new zeroed one whose first field, a uint64_t, is magic
+ * (NOTE [magic]), named name for messages. */
+void *cdv_registry_udata(lua_State *L, const char *key, size_t size, uint64_t magic, lua_CFunction gc,
+                         const char *name) {
+  void *p = NULL;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, key) == LUA_TUSERDATA) p = cdv_test_magic(L, -1, size, magic);
+  lua_pop(L, 1);
+  if (p != NULL) return p;
+  p = lua_newuserdatauv(L, size, 0);
+  memset(p, 0, size);
+  memcpy(p, &magic, sizeof magic);
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__name");
+  lua_setmetatable(L, -2);
+  cdv_track_late(L, -1); /* NOTE [objects made in finalizers] */
+  lua_setfield(L, LUA_REGISTRYINDEX, key);
+  return p;
+}
+
 static int call_gc(lua_State *L) {
   if (luaL_getmetafield(L, 1, "__gc") != LUA_TNIL) {
     lua_insert(L, 1);
@@ -375,9 +398,9 @@ cdv_state *cdv_get_state(lua_State *L) {
  * each gets the module table, the Array metatable (whose methods table it may extend) and a table the parts
  * share their internals through (ops.lua's kernel generation, which random.lua uses). */
 static int run_at_open(const char *name) {
-  static const char *const parts[] = {
-      "cudadev.extra",     "cudadev.files",  "cudadev.fuse",    "cudadev.linalg", "cudadev.mpi", "cudadev.ops",
-      "cudadev.ops_numpy", "cudadev.random", "cudadev.sorting", "cudadev.views",  NULL};
+  static const char *const parts[] = {"cudadev.extra",  "cudadev.fft",     "cudadev.files", "cudadev.fuse",
+                                      "cudadev.linalg", "cudadev.mpi",     "cudadev.ops",   "cudadev.ops_numpy",
+                                      "cudadev.random", "cudadev.sorting", "cudadev.views", NULL};
   for (int i = 0; parts[i] != NULL; i++)
     if (strcmp(name, parts[i]) == 0) return 1;
   return 0;
@@ -435,6 +458,7 @@ CUDADEV_API int luaopen_cudadev(lua_State *L) {
   cdv_blas_open(L); /* after module.c's cd._selftest, which it extends */
   cdv_linalg_cpu_open(L);
   cdv_linalg_cuda_open(L);
+  cdv_fft_open(L); /* the same */
   cdv_peer_open(L);
   cdv_memory_open(L);
   cdv_graph_open(L);

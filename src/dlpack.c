@@ -36,9 +36,10 @@ static const struct {
   uint8_t code, bits;
   cdv_dtype t;
 } dtype_map[] = {
-    {kDLFloat, 16, CDV_F16}, {kDLFloat, 32, CDV_F32}, {kDLFloat, 64, CDV_F64}, {kDLInt, 8, CDV_I8},
-    {kDLInt, 16, CDV_I16},   {kDLInt, 32, CDV_I32},   {kDLInt, 64, CDV_I64},   {kDLUInt, 8, CDV_U8},
-    {kDLUInt, 16, CDV_U16},  {kDLUInt, 32, CDV_U32},  {kDLUInt, 64, CDV_U64},  {kDLBool, 8, CDV_BOOL},
+    {kDLFloat, 16, CDV_F16},   {kDLFloat, 32, CDV_F32},     {kDLFloat, 64, CDV_F64}, {kDLInt, 8, CDV_I8},
+    {kDLInt, 16, CDV_I16},     {kDLInt, 32, CDV_I32},       {kDLInt, 64, CDV_I64},   {kDLUInt, 8, CDV_U8},
+    {kDLUInt, 16, CDV_U16},    {kDLUInt, 32, CDV_U32},      {kDLUInt, 64, CDV_U64},  {kDLBool, 8, CDV_BOOL},
+    {kDLComplex, 64, CDV_C64}, {kDLComplex, 128, CDV_C128},
 };
 
 /* The names the DLPack specification gives its type codes (1.1), for refusals. */

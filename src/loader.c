@@ -1,6 +1,7 @@
 /*
  * loader.c: opens libcuda and NVRTC with dlopen on first use and resolves the entry points listed in syms.h;
- * libnccl (nccl_abi.h), libcublas (cublas_abi.h) and cd.mpi's shim (mpi_api.h) the same way. The front end
+ * libnccl (nccl_abi.h), libcublas (cublas_abi.h), libcufft and KISS FFT (fft_abi.h) and cd.mpi's shim (mpi_api.h) the
+ * same way. The front end
  * never calls dlopen or dlsym itself (NOTE [layers]): it calls the tables filled here.
  *
  * Nothing happens at `require` time: the first call of cdv_cuda_load() / cdv_nvrtc_load() opens the library,
@@ -24,6 +25,7 @@
 #include "cublas_abi.h"
 #include "lapacke_abi.h"
 #include "cusolver_abi.h"
+#include "fft_abi.h"
 #include "mpi_api.h"
 
 struct cdv_cu_syms cdv_cu;
@@ -321,40 +323,49 @@ static const cdv_sym cublas_table[] = {CDV_CUBLAS_SYMS(CDV_CUBLAS_ENTRY)};
 static lib_state cublas_lib;
 static pthread_once_t cublas_once = PTHREAD_ONCE_INIT;
 
-static void cublas_open(void) {
-  static const char *const sonames[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-  const char *env = getenv("CUDADEV_LIBCUBLAS"), *home = getenv("CUDA_HOME");
-  why_add(&cublas_lib, "no cuBLAS: ");
+/* A CUDA toolkit library (cuBLAS, cuFFT): env alone when set; else each of the n sonames through the dynamic
+ * linker's search, then in $CUDA_HOME/lib64 (when it is not /usr/local/cuda), then in /usr/local/cuda/lib64. */
+static void toolkit_open(lib_state *l, const char *env_name, const char *const *sonames, size_t n, const char *what) {
+  const char *env = getenv(env_name), *home = getenv("CUDA_HOME");
+  why_add(l, "no %s: ", what);
   if (env && *env) {
-    try_open(&cublas_lib, env);
+    try_open(l, env);
   } else {
-    for (size_t i = 0; i < COUNT(sonames); i++) {
+    for (size_t i = 0; i < n; i++) {
       char path[1024];
-      try_open(&cublas_lib, sonames[i]);
+      try_open(l, sonames[i]);
       if (home && *home && strcmp(home, "/usr/local/cuda") != 0) {
         snprintf(path, sizeof path, "%s/lib64/%s", home, sonames[i]);
-        try_open(&cublas_lib, path);
+        try_open(l, path);
       }
       snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[i]);
-      try_open(&cublas_lib, path);
+      try_open(l, path);
     }
   }
-  if (!cublas_lib.handle) why_add(&cublas_lib, "; set CUDADEV_LIBCUBLAS to the path of libcublas.so");
+  if (!l->handle) why_add(l, "; set %s to the path of %s", env_name, sonames[n - 1]);
 }
 
-static void cublas_load_once(void) {
-  cublas_open();
-  if (!cublas_lib.handle) return;
-  resolve(cublas_lib.handle, cublas_table, COUNT(cublas_table), &cdv_cublas);
-  why_clear(&cublas_lib);
-  for (size_t i = 0; i < COUNT(cublas_table); i++) {
+/* Resolves an opened library's table into syms; a library lacking an entry point (but `optional`) is not
+ * loaded, and the reason names what it lacks. */
+static void resolve_all(lib_state *l, const cdv_sym *table, size_t n, void *syms, const char *what,
+                        const char *optional) {
+  if (!l->handle) return;
+  resolve(l->handle, table, n, syms);
+  why_clear(l);
+  for (size_t i = 0; i < n; i++) {
     void *p;
-    memcpy(&p, (char *)&cdv_cublas + cublas_table[i].offset, sizeof p);
-    if (p == NULL && strcmp(cublas_table[i].name, "cublasGetStatusString") != 0) {
-      why_add(&cublas_lib, "no cuBLAS: %s does not export %s", cublas_lib.path, cublas_table[i].name);
+    memcpy(&p, (char *)syms + table[i].offset, sizeof p);
+    if (p == NULL && (optional == NULL || strcmp(table[i].name, optional) != 0)) {
+      why_add(l, "no %s: %s does not export %s", what, l->path, table[i].name);
       return;
     }
   }
+}
+
+static void cublas_load_once(void) {
+  static const char *const sonames[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  toolkit_open(&cublas_lib, "CUDADEV_LIBCUBLAS", sonames, COUNT(sonames), "cuBLAS");
+  resolve_all(&cublas_lib, cublas_table, COUNT(cublas_table), &cdv_cublas, "cuBLAS", "cublasGetStatusString");
 }
 
 int cdv_cublas_load(void) {
@@ -386,9 +397,8 @@ static void lapacke_load_once(void) {
     try_open(&lapacke_lib, env);
   else
     for (size_t i = 0; i < COUNT(sonames); i++) try_open(&lapacke_lib, sonames[i]);
-  if (!lapacke_lib.handle) return;
-  resolve(lapacke_lib.handle, lapacke_table, COUNT(lapacke_table), &cdv_lapacke);
-  why_clear(&lapacke_lib);
+  resolve_all(&lapacke_lib, lapacke_table, COUNT(lapacke_table), &cdv_lapacke, "LAPACKE", NULL);
+  if (lapacke_lib.why_len != 0) return;
   /* NaN in a matrix: LAPACKE refuses it (info -i) unless told not to look; NumPy hands it to LAPACK, which gives
    * NaN results (getrf, geqrf), a failed minor (potrf) or no convergence (syevd, gesdd): as NumPy, it is not looked
    * for (LAPACKE 3.6 and later; an older one keeps looking, and linalg.lua words its refusal) */
@@ -396,14 +406,6 @@ static void lapacke_load_once(void) {
   void *sym = dlsym(lapacke_lib.handle, "LAPACKE_set_nancheck");
   memcpy(&nancheck, &sym, sizeof sym);
   if (nancheck != NULL) nancheck(0);
-  for (size_t i = 0; i < COUNT(lapacke_table); i++) {
-    void *p;
-    memcpy(&p, (char *)&cdv_lapacke + lapacke_table[i].offset, sizeof p);
-    if (p == NULL) {
-      why_add(&lapacke_lib, "no LAPACKE: %s does not export %s", lapacke_lib.path, lapacke_table[i].name);
-      return;
-    }
-  }
 }
 
 int cdv_lapacke_load(void) {
@@ -427,40 +429,10 @@ static const cdv_sym cusolver_table[] = {CDV_CUSOLVER_SYMS(CDV_CUSOLVER_ENTRY)};
 static lib_state cusolver_lib;
 static pthread_once_t cusolver_once = PTHREAD_ONCE_INIT;
 
-static void cusolver_open(void) {
-  static const char *const sonames[] = {"libcusolver.so.12", "libcusolver.so.11", "libcusolver.so"};
-  const char *env = getenv("CUDADEV_LIBCUSOLVER"), *home = getenv("CUDA_HOME");
-  why_add(&cusolver_lib, "no cuSOLVER: ");
-  if (env && *env) {
-    try_open(&cusolver_lib, env);
-    return;
-  }
-  for (size_t i = 0; i < COUNT(sonames); i++) {
-    char path[1024];
-    try_open(&cusolver_lib, sonames[i]);
-    if (home && *home && strcmp(home, "/usr/local/cuda") != 0) {
-      snprintf(path, sizeof path, "%s/lib64/%s", home, sonames[i]);
-      try_open(&cusolver_lib, path);
-    }
-    snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", sonames[i]);
-    try_open(&cusolver_lib, path);
-  }
-  if (!cusolver_lib.handle) why_add(&cusolver_lib, "; set CUDADEV_LIBCUSOLVER to the path of libcusolver.so");
-}
-
 static void cusolver_load_once(void) {
-  cusolver_open();
-  if (!cusolver_lib.handle) return;
-  resolve(cusolver_lib.handle, cusolver_table, COUNT(cusolver_table), &cdv_cusolver);
-  why_clear(&cusolver_lib);
-  for (size_t i = 0; i < COUNT(cusolver_table); i++) {
-    void *p;
-    memcpy(&p, (char *)&cdv_cusolver + cusolver_table[i].offset, sizeof p);
-    if (p == NULL) {
-      why_add(&cusolver_lib, "no cuSOLVER: %s does not export %s", cusolver_lib.path, cusolver_table[i].name);
-      return;
-    }
-  }
+  static const char *const sonames[] = {"libcusolver.so.12", "libcusolver.so.11", "libcusolver.so"};
+  toolkit_open(&cusolver_lib, "CUDADEV_LIBCUSOLVER", sonames, COUNT(sonames), "cuSOLVER");
+  resolve_all(&cusolver_lib, cusolver_table, COUNT(cusolver_table), &cdv_cusolver, "cuSOLVER", NULL);
 }
 
 int cdv_cusolver_load(void) {
@@ -471,6 +443,68 @@ int cdv_cusolver_load(void) {
 LIB_WHY(cusolver)
 
 LIB_PATH(cusolver)
+/* ---------------------------------------------------------------- cuFFT and KISS FFT */
+/* NOTE [cufft library]: libcufft (fft.c's cd.fft on a CUDA device, NOTE [cufft abi]) is opened as cuBLAS is (NOTE
+ * [cublas library]): CUDADEV_LIBCUFFT alone when set; else libcufft.so.12 (CUDA 12 and 13), .11 and libcufft.so,
+ * each by the dynamic linker's search, in $CUDA_HOME/lib64 and in /usr/local/cuda/lib64; every entry point must be
+ * there. */
+struct cdv_cufft_syms cdv_cufft;
+#define CDV_FFT_ENTRY(ret, name, params) {#name, offsetof(struct cdv_cufft_syms, name)},
+static const cdv_sym cufft_table[] = {CDV_CUFFT_SYMS(CDV_FFT_ENTRY)};
+#undef CDV_FFT_ENTRY
+static lib_state cufft_lib;
+static pthread_once_t cufft_once = PTHREAD_ONCE_INIT;
+
+static void cufft_load_once(void) {
+  static const char *const sonames[] = {"libcufft.so.12", "libcufft.so.11", "libcufft.so"};
+  toolkit_open(&cufft_lib, "CUDADEV_LIBCUFFT", sonames, COUNT(sonames), "cuFFT");
+  resolve_all(&cufft_lib, cufft_table, COUNT(cufft_table), &cdv_cufft, "cuFFT", NULL);
+}
+
+int cdv_cufft_load(void) {
+  pthread_once(&cufft_once, cufft_load_once);
+  return cufft_lib.handle && cufft_lib.why_len == 0 ? 0 : -1;
+}
+
+LIB_WHY(cufft)
+
+LIB_PATH(cufft)
+
+/* NOTE [kiss fft]: the cpu device's complex64 transforms are KISS FFT's (NOTE [kiss abi]), Debian's
+ * libkissfft-float131, opened on first use so that the module loads, and the cpu device works, where it is missing:
+ * CUDADEV_LIBKISSFFT alone when set; else libkissfft-float.so.131 and libkissfft-float.so. A transform that needs it
+ * then fails naming the package and every name tried. */
+struct cdv_kiss_syms cdv_kiss;
+#define CDV_FFT_ENTRY(ret, name, params) {#name, offsetof(struct cdv_kiss_syms, name)},
+static const cdv_sym kissfft_table[] = {CDV_KISS_SYMS(CDV_FFT_ENTRY)};
+#undef CDV_FFT_ENTRY
+static lib_state kissfft_lib;
+static pthread_once_t kissfft_once = PTHREAD_ONCE_INIT;
+
+static void kissfft_load_once(void) {
+  const char *env = getenv("CUDADEV_LIBKISSFFT");
+  why_add(&kissfft_lib, "no KISS FFT for the cpu device's complex64 transforms: ");
+  if (env && *env) {
+    try_open(&kissfft_lib, env);
+  } else {
+    try_open(&kissfft_lib, "libkissfft-float.so.131");
+    try_open(&kissfft_lib, "libkissfft-float.so");
+  }
+  if (!kissfft_lib.handle)
+    why_add(&kissfft_lib,
+            "; install Debian's libkissfft-float131 (apt-get install libkissfft-float131), or set "
+            "CUDADEV_LIBKISSFFT to the library's path");
+  resolve_all(&kissfft_lib, kissfft_table, COUNT(kissfft_table), &cdv_kiss, "KISS FFT", NULL);
+}
+
+int cdv_kissfft_load(void) {
+  pthread_once(&kissfft_once, kissfft_load_once);
+  return kissfft_lib.handle && kissfft_lib.why_len == 0 ? 0 : -1;
+}
+
+LIB_WHY(kissfft)
+
+LIB_PATH(kissfft)
 
 /* ---------------------------------------------------------------- cd.mpi's shim */
 /* cudadev_mpi.so (NOTE [mpi shim] in mpi_api.h): opened RTLD_GLOBAL, since OpenMPI's own plugins resolve

@@ -205,7 +205,7 @@ static void host_to_lua(void) {
   struct {
     const char *what;
     void (*change)(DLTensor *);
-  } bad[] = {{"bfloat16", NULL},        {"complex64", NULL}, {"float8_e4m3fn", NULL}, {"float4 lanes", NULL},
+  } bad[] = {{"bfloat16", NULL},        {"complex32", NULL}, {"float8_e4m3fn", NULL}, {"float4 lanes", NULL},
              {"int12", NULL},           {"code 42", NULL},   {"kDLROCM", NULL},       {"kDLOpenCL", NULL},
              {"device 99", NULL},       {"cuda:7", NULL},    {"strides", NULL},       {"ndim 9", NULL},
              {"negative extent", NULL}, {"NULL data", NULL}};
@@ -214,7 +214,7 @@ static void host_to_lua(void) {
     *t = good;
     switch (i) {
       case 0: t->dtype = (DLDataType){4, 16, 1}; break;
-      case 1: t->dtype = (DLDataType){5, 64, 1}; break;
+      case 1: t->dtype = (DLDataType){5, 32, 1}; break; /* complex64 and complex128 are cudadev dtypes */
       case 2: t->dtype = (DLDataType){10, 8, 1}; break;
       case 3: t->dtype = (DLDataType){kDLFloat, 32, 4}; break;
       case 4: t->dtype = (DLDataType){kDLInt, 12, 1}; break;

@@ -122,7 +122,8 @@ end
 
 -- .npy ----------------------------------------------------------------------------------------------------
 local DESCR = { float16 = "<f2", float32 = "<f4", float64 = "<f8", int8 = "|i1", int16 = "<i2", int32 = "<i4",
-                int64 = "<i8", uint8 = "|u1", uint16 = "<u2", uint32 = "<u4", uint64 = "<u8", bool = "|b1" }
+                int64 = "<i8", uint8 = "|u1", uint16 = "<u2", uint32 = "<u4", uint64 = "<u8", bool = "|b1",
+                complex64 = "<c8", complex128 = "<c16" }
 local FROM_DESCR = {}
 for d, s in pairs(DESCR) do
   FROM_DESCR[s] = d

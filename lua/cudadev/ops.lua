@@ -17,7 +17,7 @@ local methods = array_mt.methods
 local unpack, concat, fmt = table.unpack, table.concat, string.format
 
 -- ------------------------------------------------------------------------------------------ dtypes
--- kind: b(ool), i(nt), u(nsigned), f(loat); ctype: the element's C type in kernels; calc: the C type arithmetic
+-- kind: b(ool), i(nt), u(nsigned), f(loat), c(omplex); ctype: the element's C type in kernels; calc: the C type arithmetic
 -- is done in (float16 through float, as CuPy does); arg: the C type a scalar of this dtype is passed as.
 local DT = {}
 local function dt(name, kind, size, ctype, calc, arg)
@@ -35,8 +35,17 @@ dt("uint64", "u", 8, "unsigned long long")
 dt("float16", "f", 2, "__half", "float", "float")
 dt("float32", "f", 4, "float")
 dt("float64", "f", 8, "double")
+-- NOTE [complex dtypes]: a complex element is two floats (complex64) or doubles (complex128), real part first, as
+-- NumPy, cuFFT and DLPack lay it out. In kernels its C type is the struct of COMPLEX (a typedef named as the dtype),
+-- whose operators the expressions use; a Lua number passed for one is a double, converted with imaginary part 0.
+-- Complex operations have no precompiled cpu loops (array_loops.c answers false): the generated kernels run them,
+-- compiled by the host compiler on the cpu device. Operations not written for them refuse them by name (plan_binary,
+-- plan_unary, reduction_method).
+dt("complex64", "c", 8, "complex64", "complex64", "double")
+dt("complex128", "c", 16, "complex128", "complex128", "double")
 local SHORT = { f16 = "float16", f32 = "float32", f64 = "float64", i8 = "int8", i16 = "int16", i32 = "int32",
-                i64 = "int64", u8 = "uint8", u16 = "uint16", u32 = "uint32", u64 = "uint64" }
+                i64 = "int64", u8 = "uint8", u16 = "uint16", u32 = "uint32", u64 = "uint64", c64 = "complex64",
+                c128 = "complex128" }
 -- C type names accepted in generator parameter lists, as CuPy accepts NumPy's and C's names
 local CNAMES = { float = "float32", double = "float64", half = "float16", __half = "float16", int = "int32",
                  ["unsigned int"] = "uint32", char = "int8", ["signed char"] = "int8", ["unsigned char"] = "uint8",
@@ -64,6 +73,11 @@ local function promote2(a, b)
   local A, B = DT[a], DT[b]
   if A.kind == "b" then return b end
   if B.kind == "b" then return a end
+  if A.kind == "c" or B.kind == "c" then   -- the complex of the wider float: float64 + complex64 is complex128
+    local C, R = A.kind == "c" and A or B, A.kind == "c" and B or A
+    local rsize = R.kind == "c" and R.size // 2 or DT[promote2(R.name, "float16")].size
+    return math.max(C.size // 2, rsize) == 8 and "complex128" or "complex64"
+  end
   if A.kind == "f" or B.kind == "f" then
     if A.kind == "f" and B.kind == "f" then return A.size >= B.size and a or b end
     local F, I = A.kind == "f" and A or B, A.kind == "f" and B or A
@@ -90,7 +104,7 @@ local function promote_scalar(dtype, v)
   local k, K = scalar_kind(v), DT[dtype].kind
   if k == "b" then return dtype end
   if k == "i" then return K == "b" and "int64" or dtype end
-  return (K == "f") and dtype or "float64"
+  return (K == "f" or K == "c") and dtype or "float64"
 end
 
 local function default_scalar_dtype(v)
@@ -238,10 +252,66 @@ local function needs_half(list)
   return false
 end
 
+-- The complex element type of the kernels (NOTE [complex dtypes]). NVRTC has no <complex>: a struct of two parts
+-- with the operators the complex operations use. The default constructor is trivial, so a __shared__ array of it
+-- (the reductions') needs no initialiser; a real converts with imaginary part 0, a complex to a real keeps its
+-- real part (NumPy's astype), to bool tells whether either part is nonzero. Division is Smith's, as NumPy's.
+local COMPLEX = [[
+template <typename T> struct _cdv_complex {
+  T re, im;
+  _cdv_complex() = default;
+  __device__ _cdv_complex(T r, T i) : re(r), im(i) {}
+  template <typename U> __device__ _cdv_complex(U v) : re((T)v), im((T)0) {}
+  template <typename U> __device__ _cdv_complex(_cdv_complex<U> z) : re((T)z.re), im((T)z.im) {}
+  template <typename U> __device__ explicit operator U() const { return (U)re; }
+  __device__ explicit operator bool() const { return re != (T)0 || im != (T)0; }
+};
+typedef _cdv_complex<float> complex64;
+typedef _cdv_complex<double> complex128;
+template <typename T> __device__ __forceinline__ _cdv_complex<T> operator+(_cdv_complex<T> a, _cdv_complex<T> b) {
+  return _cdv_complex<T>(a.re + b.re, a.im + b.im);
+}
+template <typename T> __device__ __forceinline__ _cdv_complex<T> operator-(_cdv_complex<T> a, _cdv_complex<T> b) {
+  return _cdv_complex<T>(a.re - b.re, a.im - b.im);
+}
+template <typename T> __device__ __forceinline__ _cdv_complex<T> operator-(_cdv_complex<T> a) {
+  return _cdv_complex<T>(-a.re, -a.im);
+}
+template <typename T> __device__ __forceinline__ _cdv_complex<T> operator*(_cdv_complex<T> a, _cdv_complex<T> b) {
+  return _cdv_complex<T>(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
+}
+template <typename T> __device__ __forceinline__ _cdv_complex<T> operator/(_cdv_complex<T> a, _cdv_complex<T> b) {
+  T ar = b.re < (T)0 ? -b.re : b.re, ai = b.im < (T)0 ? -b.im : b.im;
+  if (ar >= ai) {
+    if (ar == (T)0 && ai == (T)0) return _cdv_complex<T>(a.re / (ar - ar), a.im / (ar - ar));   // +0: NumPy's fabs
+    T r = b.im / b.re, scl = (T)1 / (b.re + b.im * r);   // NumPy's steps: a reciprocal, then two products
+    return _cdv_complex<T>((a.re + a.im * r) * scl, (a.im - a.re * r) * scl);
+  }
+  T r = b.re / b.im, scl = (T)1 / (b.im + b.re * r);
+  return _cdv_complex<T>((a.re * r + a.im) * scl, (a.im * r - a.re) * scl);
+}
+template <typename T> __device__ __forceinline__ bool operator==(_cdv_complex<T> a, _cdv_complex<T> b) {
+  return a.re == b.re && a.im == b.im;
+}
+template <typename T> __device__ __forceinline__ bool operator!=(_cdv_complex<T> a, _cdv_complex<T> b) { return !(a == b); }
+template <typename T> __device__ __forceinline__ _cdv_complex<T> _cdv_conj(_cdv_complex<T> a) {
+  return _cdv_complex<T>(a.re, -a.im);
+}
+__device__ __forceinline__ float _cdv_abs(complex64 a) { return hypotf(a.re, a.im); }
+__device__ __forceinline__ double _cdv_abs(complex128 a) { return hypot(a.re, a.im); }
+__device__ __forceinline__ float _cdv_angle(complex64 a) { return atan2f(a.im, a.re); }
+__device__ __forceinline__ double _cdv_angle(complex128 a) { return atan2(a.im, a.re); }
+]]
+
+local function needs_complex(list)
+  for _, t in ipairs(list) do if DT[t] and DT[t].kind == "c" then return true end end
+  return false
+end
+
 local function header(dtypes)
   -- NVRTC 13 has no built-in <cuda_fp16.h>: it comes from the toolkit's include path, which cudadev passes;
   -- the cpu device serves the header itself
-  return needs_half(dtypes) and "#include <cuda_fp16.h>\n" or ""
+  return (needs_half(dtypes) and "#include <cuda_fp16.h>\n" or "") .. (needs_complex(dtypes) and COMPLEX or "")
 end
 
 local function hash(s)
@@ -867,7 +937,7 @@ end
 local function same(r) return r end
 local function to_bool() return "bool" end
 -- true division: float64 for integers and bool, whatever their size (NumPy's true_divide)
-local function true_div(r) return DT[r].kind == "f" and r or "float64" end
+local function true_div(r) return (DT[r].kind == "f" or DT[r].kind == "c") and r or "float64" end
 -- the float of an integer, as NumPy's unary and binary float functions find their loops: bool and 8-bit
 -- integers float16, 16-bit float32, wider float64 (a float stays)
 local function float_result(d) return DT[d].kind == "f" and d or promote2(d, "float16") end
@@ -881,17 +951,17 @@ end
 bin("add", "+", same, function(r, W)
   if r == "bool" then return "x || y" end
   return W and fmt("(%s)x + (%s)y", W, W) or "x + y"
-end)
+end, { complex = true })
 bin("sub", "-", same, function(r, W)
   return W and fmt("(%s)x - (%s)y", W, W) or "x - y"
 end, { refuse = function(r)
   if r == "bool" then return "boolean subtract is not supported; use bxor (~) or a:astype(\"int8\") first" end
-end })
+end, complex = true })
 bin("mul", "*", same, function(r, W)
   if r == "bool" then return "x && y" end
   return W and fmt("(%s)x * (%s)y", W, W) or "x * y"
-end)
-bin("div", "/", true_div, function() return "x / y" end, { compute = true_div })
+end, { complex = true })
+bin("div", "/", true_div, function() return "x / y" end, { compute = true_div, complex = true })
 bin("floordiv", "//", same, function(r, W)
   local K = DT[r].kind
   if K == "f" then return "_cdv_floordiv(x, y)" end
@@ -927,7 +997,8 @@ bin("shr", ">>", same, function(r)
   return fmt("(y < 0 || y >= %d) ? (x < 0 ? -1 : 0) : x >> y", DT[r].size * 8)
 end, { refuse = int_only, bool_as = "int8" })
 for _, c in ipairs({ { "eq", "==" }, { "ne", "!=" }, { "lt", "<" }, { "le", "<=" }, { "gt", ">" }, { "ge", ">=" } }) do
-  bin(c[1], nil, to_bool, function() return "x " .. c[2] .. " y" end, { exact_scalars = true, cmp = c[2] })
+  bin(c[1], nil, to_bool, function() return "x " .. c[2] .. " y" end, { exact_scalars = true, cmp = c[2],
+    complex = c[1] == "eq" or c[1] == "ne" })
 end
 
 -- NOTE [exact comparisons]: NumPy 2 compares an integer array with a Python integer outside its dtype's range
@@ -1006,7 +1077,13 @@ end
 
 -- Kinds ordered for in-place casting (NumPy's same_kind): a result may be stored into an array of its kind
 -- or a later one.
-local KIND_ORDER = { b = 0, u = 1, i = 2, f = 3 }
+local KIND_ORDER = { b = 0, u = 1, i = 2, f = 3, c = 4 }
+
+-- what an operation not written for the complex dtypes says of them (NOTE [complex dtypes])
+local COMPLEX_OPS = "the complex dtypes have + - * /, unary -, eq, ne, abs, real, imag, conj, angle, sum, mean and cd.fft"
+local function refuse_complex(fname, d)
+  raise(fmt("%s: %s arrays are not supported (%s)", fname, d, COMPLEX_OPS))
+end
 
 local function check_operand(v, fname, n)
   if not is_array(v) and type(v) ~= "number" and type(v) ~= "boolean" then
@@ -1073,6 +1150,7 @@ local function plan_binary(op, x, y, fname, arr)
   arr = arr or is_array
   if not arr(x) and not arr(y) then raise(fmt("%s: at least one operand must be an Array", fname)) end
   local r = result_type({ x, y }, arr)
+  if DT[r].kind == "c" and not op.complex then refuse_complex(fname, r) end
   if r == "bool" and op.bool_as then r = op.bool_as end
   local why = op.refuse and op.refuse(r)
   if why then raise(fmt("%s: %s", fname, why)) end
@@ -1219,13 +1297,19 @@ for _, f in ipairs({ "floor", "ceil", "trunc" }) do
 end
 local NUMPY_NAMES = { arcsin = "asin", arccos = "acos", arctan = "atan", arcsinh = "asinh", arccosh = "acosh",
                       arctanh = "atanh" }
-MATH.abs = { result = same, expr = function(C, W, d)
+-- the real dtype of a complex one's parts (complex64: float32); any other dtype itself
+local function real_of(d)
+  if DT[d].kind ~= "c" then return d end
+  return d == "complex64" and "float32" or "float64"
+end
+MATH.abs = { result = real_of, complex = true, expr = function(C, W, d)
+  if DT[d].kind == "c" then return "_cdv_abs(x)" end
   if DT[d].kind == "f" then return C == "float" and "fabsf(x)" or "fabs(x)" end
   if DT[d].kind == "i" then return fmt("x < 0 ? (%s)(0 - (%s)x) : x", C, W) end
   return "x"
 end }
-MATH.negative = { result = same, expr = function(C, W, d)
-  if DT[d].kind == "f" then return "-x" end
+MATH.negative = { result = same, complex = true, expr = function(C, W, d)
+  if DT[d].kind == "f" or DT[d].kind == "c" then return "-x" end
   return fmt("(%s)(0 - (%s)x)", C, W)
 end, refuse = function(d)
   if d == "bool" then return "the unary minus is not supported for bool arrays; use cd.logical_not" end
@@ -1246,15 +1330,29 @@ MATH.isinf = { result = to_bool, expr = function(C, _, d)
 end }
 MATH.isfinite = { result = to_bool, expr = function(_, _, d) return DT[d].kind == "f" and "(x - x) == (x - x)" or "true" end }
 MATH.logical_not = { result = to_bool, expr = function() return "!x" end }
+-- NumPy's real, imag, conj and angle: of a real array, itself, zeros, itself and 0 or pi (angle of an integer array is
+-- a float, as NumPy's arctan2(0, x) gives); complex_only: no cpu loop has them, for any dtype
+MATH.real = { complex_only = true, result = real_of, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "x.re" or "x" end }
+MATH.imag = { complex_only = true, result = real_of, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "x.im" or "0" end }
+-- (conj of bool is int8: NumPy's conjugate has no bool loop)
+MATH.conj = { complex_only = true, result = function(d) return d == "bool" and "int8" or d end, complex = true, expr = function(_, _, d) return DT[d].kind == "c" and "_cdv_conj(x)" or "x" end }
+MATH.conjugate = MATH.conj   -- NumPy's two names: each its own function, so that errors name the one called
+MATH.angle = { complex_only = true, result = function(d) return DT[d].kind == "c" and real_of(d) or float_result(d) end, complex = true,
+  expr = function(C, _, d)
+    if DT[d].kind == "c" then return "_cdv_angle(x)" end
+    return fmt("atan2((%s)0, x)", C)
+  end }
 
 -- The plan of a unary operation on an array of dtype d (NOTE [operation plans]): {res = result dtype, pre = C
 -- declaring x from x_, value = the result's C expression}. It is computed in the result's calculation type (an
 -- integer input of a float function is converted first; the input's for a bool result).
 local function plan_unary(name, spec, d)
+  if DT[d].kind == "c" and not spec.complex then refuse_complex(name, d) end
   local why = spec.refuse and spec.refuse(d)
   if why then raise(fmt("%s: %s", name, why)) end
   local res = spec.result(d)
-  local C = DT[res].kind == "b" and DT[d].calc or DT[res].calc
+  -- a complex input stays complex: abs, real, imag and angle read its parts
+  local C = (DT[res].kind == "b" or DT[d].kind == "c") and DT[d].calc or DT[res].calc
   return { res = res, C = C, pre = fmt("const %s x = (%s)x_;", C, C), value = spec.expr(C, wrap_type(d), d) }
 end
 
@@ -1276,7 +1374,7 @@ local function unary(name, spec, x, out, stream)
   local lp = { op = name, calc = dtype_of_name(p.C), res = DT[res].kind == "b" and "bool" or dtype_of_name(p.C) }
   return run_elementwise({ fname = name, name = "cdv_" .. name, ins = { { name = "x_", dtype = d, value = x } },
     outs = { { name = "z", dtype = odt, value = out } }, body = body, key = "un:" .. name .. ":" .. d .. ":" .. odt,
-    stream = stream, loop = lp })[1]
+    stream = stream, loop = not spec.complex_only and lp or nil })[1]
 end
 
 for name, spec in pairs(MATH) do
@@ -1286,6 +1384,7 @@ for name, spec in pairs(MATH) do
   end
 end
 for np, c in pairs(NUMPY_NAMES) do cd[np] = cd[c] end
+for _, n in ipairs({ "real", "imag", "conj", "conjugate" }) do methods[n] = cd[n] end
 array_mt.__unm = function(x) return unary("negative", MATH.negative, x) end
 array_mt.__bnot = function(x)
   if DT[x.dtype].kind == "f" then raise("operator ~: bitwise not takes integer or bool arrays, not " .. x.dtype) end
@@ -1343,6 +1442,7 @@ __device__ __forceinline__ double _cdv_inf() { union { unsigned long long u; dou
 -- accumulates in float32 and is stored as float16).
 local function sum_dtype(d)
   local K = DT[d].kind
+  if K == "c" then return d, d end
   if K == "b" or K == "i" then return "int64", "int64" end
   if K == "u" then return "uint64", "uint64" end
   if d == "float16" then return "float16", "float32" end
@@ -1425,6 +1525,7 @@ local function reduction_method(fname, make)
     end
     local o = reduce_opts(v, fname)
     if not is_array(a) then argerror(fname, 1, "Array expected, got " .. typename(a)) end
+    if DT[a.dtype].kind == "c" and fname ~= "sum" and fname ~= "mean" then refuse_complex(fname, a.dtype) end
     local r = make(a.dtype, o)
     local res, p1, p2 = reduce(a, o, fname, r)
     if p1 and plain_reduce_opts(v) and r.rtype.dtype and a.is_contiguous then
@@ -1454,7 +1555,7 @@ methods.sum = sum_like("sum", function(W) return W and fmt("(%s)a + (%s)b", W, W
 methods.prod = sum_like("prod", function(W) return W and fmt("(%s)a * (%s)b", W, W) or "a * b" end, "1")
 
 methods.mean = reduction_method("mean", function(d)
-  local out = DT[d].kind == "f" and d or "float64"
+  local out = (DT[d].kind == "f" or DT[d].kind == "c") and d or "float64"
   local acc = out == "float16" and "float32" or out
   return { out = out, rtype = { ctype = DT[acc].ctype, dtype = acc }, empty_error = true, map = fmt("(%s)x", DT[acc].ctype),
     reduce = "a + b", post = fmt("y = (%s)(a / (%s)_K)", DT[out].ctype, DT[acc].ctype), identity = "0" }
@@ -1752,6 +1853,10 @@ array_mt.__astype_kernel = function(a, d, opts)
   local stream = opts and opts.stream
   local dev = a.device
   if stream ~= nil and stream.device ~= dev then stream = nil end -- (another device's stream: as the host path)
+  if DT[a.dtype].kind == "c" or DT[d].kind == "c" then   -- the struct's conversions (NOTE [complex dtypes])
+    return run_elementwise({ fname = "astype", name = "cdv_astype_c", ins = { { name = "x", dtype = a.dtype, value = a } },
+      outs = { { name = "z", dtype = d } }, body = fmt("z = (%s)x", DT[d].ctype), key = "astype_c", stream = stream })[1]
+  end
   local out = cd.empty(a.shape, d, { device = dev, stream = stream })
   local n = a.size
   if n == 0 then return out end
@@ -1771,6 +1876,7 @@ internal.float_result, internal.float_pair = float_result, float_pair   -- ops_n
 -- for ops_numpy.lua (NumPy's other functions, on the same generators)
 internal.run_elementwise, internal.run_reduction, internal.result_type = run_elementwise, run_reduction, result_type
 internal.promote2, internal.check_scalar_fits = promote2, check_scalar_fits
+internal.refuse_complex = refuse_complex   -- for fft.lua (NOTE [complex dtypes])
 internal.sum_dtype, internal.hash = sum_dtype, hash   -- sorting.lua
 
 -- What cd.fuse (fuse.lua) builds on: NOTE [operation plans]
