@@ -904,6 +904,8 @@ for _, name in ipairs({ "sum", "prod", "mean", "max", "min" }) do
   entry({ "cd.fuse (x * x):" .. name, kind = "reduce", tol = name == "max" and 0 or name == "min" and 0 or "sum",
           np = fmt("np.%s(np.multiply(x, x), axis=axis, keepdims=keepdims)", name), combos = 3, fused = true,
           lua = fused_reduction(name, function(v) return v * v end) })
+end
+
 -- The complex dtypes (issue 32, doc/fft.md): their functions over complex and real arrays, their operators with
 -- every other dtype (a complex product's or quotient's parts within 4 eps of |x| |y| or |x| / |y|: a fused
 -- multiply-add rounds once where NumPy's loop rounds twice, which a cancelling part shows in many ulps of its own),
