@@ -110,6 +110,7 @@ typedef struct copts {
   cdv_strlist idirs; /* -I directories (also searched by the include scan) */
   const char *std; /* "c++17" or "c++20" */
   int debug, fast_math, nowarn;
+  int check; /* NOTE [checked memory] in cpu_checked.c */
 } copts;
 
 typedef struct job {
@@ -134,6 +135,9 @@ typedef struct job {
 
 /* A C string literal of s added to b (cpu_compile.c). */
 void cdv_cpu_add_cstring(buf *b, const char *s);
+
+/* cpu_checked.c: src[0..n) rewritten for the checked memory mode (NOTE [checked memory]), or NULL (no memory) */
+char *cdv_cpu_checked_source(const char *src, size_t n, size_t *outn);
 
 /* cpu_choose_path.c */
 int cdv_cpu_entry_paths(job *j, int wide);

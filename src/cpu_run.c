@@ -116,6 +116,7 @@ typedef struct launch {
   status *result; /* where run_forked leaves a copy of the final status, or NULL */
   double timeout; /* seconds a contained launch may run, 0 for no limit: NOTE [launch time limit] */
   const cdv_launch_opts *opts; /* the host's (NULL: the defaults), read by the host only */
+  const unsigned long long *extents; /* the opts' extents, for checked kernels (NOTE [checked memory]), or NULL */
 } launch;
 
 typedef struct worker worker;
@@ -583,7 +584,10 @@ static unsigned long long op_warp(cdv_cpu_ctx *c, int kind, unsigned mask, unsig
 
 static void op_fail(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line) {
   worker *w = (worker *)c;
-  record(w, w->cur, kind, "%s:%u: %s", file ? file : "?", line, text ? text : "");
+  if (kind == CDV_CPU_FAIL_MEMORY) /* NOTE [checked memory] in cpu_checked.c: line is the parameter */
+    record(w, w->cur, kind, "%u|%s", line, text ? text : "");
+  else
+    record(w, w->cur, kind, "%s:%u: %s", file ? file : "?", line, text ? text : "");
   stop_launch(w, w->cur);
   abort(); /* not reached: stop_launch leaves this fiber for good */
 }
@@ -645,6 +649,7 @@ static int worker_init(worker *w, launch *L, int slot) {
   w->ctx.barrier = op_barrier;
   w->ctx.warp = op_warp;
   w->ctx.fail = op_fail;
+  w->ctx.extent = L->extents;
   w->nf = L->fibers ? (int)L->nthreads : 1;
   w->f = slots[slot].f; /* reserved by reserve_stacks */
   w->rq = slots[slot].rq;
@@ -1338,6 +1343,23 @@ static void retrack(const launch *L, status *st) {
   pthread_mutex_destroy(&R.gm);
 }
 
+/* (see NOTE [checked memory] in cpu_checked.c) a checked kernel's access outside its Array: the kernel's text is
+ * "<parameter index>|<access> of element <i>|<how far outside>", into which the parameter's name goes. */
+static int memory_error(const launch *L, const status *st, const char *where, cdv_err *e) {
+  unsigned i = 0;
+  int n = 0;
+  sscanf(st->text, "%u|%n", &i, &n);
+  const char *what = st->text + n, *bar = strchr(what, '|');
+  const char *name = L->opts && i < (unsigned)L->opts->nparams && L->opts->param_names ? L->opts->param_names[i] : "";
+  char param[160];
+  if (name && name[0])
+    snprintf(param, sizeof param, "parameter #%u '%s'", i + 1, name);
+  else
+    snprintf(param, sizeof param, "parameter #%u", i + 1);
+  return cdv_fail(e, "cpu.launch", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "kernel '%s' out-of-bounds %.*s of %s: %s%s",
+                  L->fn->name, bar ? (int)(bar - what) : (int)strlen(what), what, param, bar ? bar + 1 : "", where);
+}
+
 /* The error of a failed launch, from its status (and, for a child that died without a word, its signal). */
 static int launch_error(const launch *L, const status *st, int signo, cdv_err *e) {
   status named;
@@ -1353,7 +1375,9 @@ static int launch_error(const launch *L, const status *st, int signo, cdv_err *e
   else if (st->where == 1)
     snprintf(where, sizeof where, " (block (%u,%u,%u))", st->block[0], st->block[1], st->block[2]);
   int rc, sig = st->claimed && st->kind == CDV_CPU_FAIL_SIGNAL ? st->signo : signo;
-  if (st->claimed && st->kind != CDV_CPU_FAIL_SIGNAL)
+  if (st->claimed && st->kind == CDV_CPU_FAIL_MEMORY)
+    rc = memory_error(L, st, where, e);
+  else if (st->claimed && st->kind != CDV_CPU_FAIL_SIGNAL)
     rc = reported_error(L->fn->name, st, where, e);
   else if (sig)
     rc = signal_error(L, st, sig, where, e);
@@ -1520,6 +1544,8 @@ typedef struct lw_page {
   launch L; /* fn, args and st rewritten by the worker */
   cdv_cpu_func fn;
   unsigned nargs, off[CDV_CPU_MAX_PARAMS];
+  int has_extents;
+  unsigned long long extents[CDV_CPU_MAX_PARAMS]; /* NOTE [checked memory] in cpu_checked.c */
   unsigned nops; /* maps to take before the launch: NOTE [maps for the worker] */
   struct lw_op {
     char *p;
@@ -1864,6 +1890,7 @@ static void lw_serve(lw_page *pg) {
   for (unsigned i = 0; i < pg->nargs; i++) args[i] = pg->args + pg->off[i];
   L.fn = &pg->fn;
   L.args = pg->nargs ? args : NULL;
+  L.extents = pg->has_extents ? pg->extents : NULL;
   L.st = &pg->st;
   L.in_child = 1;
   L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED); /* this process's count */
@@ -2036,6 +2063,8 @@ static int lw_pack(const launch *L, lw_page *pg) {
     off += n;
   }
   pg->nargs = sig->n;
+  pg->has_extents = L->extents != NULL;
+  if (L->extents) memcpy(pg->extents, L->extents, sig->n * sizeof *L->extents);
   return 1;
 }
 
@@ -2183,6 +2212,7 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   L.fn = f;
   L.timeout = timeout;
   L.opts = opts;
+  L.extents = opts ? opts->extents : NULL;
   cdv_cpu_func fast; /* NOTE [fast paths] in cpu_compile.c: when the block's per-thread arrays fit its stack */
   uint64_t nth = (uint64_t)block[0] * block[1] * block[2];
   if (f->fis && !cooperative && f->fis_row <= CDV_CPU_FIS_STACK && f->fis_row * nth <= CDV_CPU_FIS_STACK) {
