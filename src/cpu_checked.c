@@ -38,12 +38,19 @@ static const char *const not_functions[] = {
     "sizeof",        "static_assert",     "__declspec", "defined", "__builtin_align__",
     "__maxnreg__",   "__cluster_dims__",  NULL};
 
+typedef struct edit {
+  size_t off, len;
+  int seq; /* edits at one offset stay in the order they were made */
+  char *text;
+} edit;
+
 typedef struct chk {
   const char *s; /* the blanked text */
   const cdv_toks *t;
-  rewrite *rw;
+  edit *rw;
   int nrw, cap, oom;
   cdv_strlist names; /* checked names of the function being read */
+  cdv_strlist templates; /* function templates that are no kernels: their arguments go in raw */
 } chk;
 
 static int is(const chk *c, int i, const char *w) { return i >= 0 && i < c->t->n && cdv_tok_is(c->s, &c->t->v[i], w); }
@@ -53,7 +60,7 @@ static void add_rw(chk *c, size_t off, size_t len, const char *fmt, ...) __attri
 static void add_rw(chk *c, size_t off, size_t len, const char *fmt, ...) {
   if (c->nrw == c->cap) {
     int cap = c->cap ? 2 * c->cap : 64;
-    rewrite *v = realloc(c->rw, (size_t)cap * sizeof *v);
+    edit *v = realloc(c->rw, (size_t)cap * sizeof *v);
     if (!v) {
       c->oom = 1;
       return;
@@ -70,7 +77,8 @@ static void add_rw(chk *c, size_t off, size_t len, const char *fmt, ...) {
     c->oom = 1;
     return;
   }
-  c->rw[c->nrw++] = (rewrite){off, len, text};
+  c->rw[c->nrw] = (edit){off, len, c->nrw, text};
+  c->nrw++;
 }
 
 /* The index after the type of a declaration starting at i (identifiers and "::"), i when there is none. */
@@ -97,24 +105,45 @@ static int ptr_quals(const chk *c, int i, int *cq) {
   return i;
 }
 
+/* A local's further declarators after the first one's name at n, up to the statement's ";": each must be a
+ * pointer too (`float *p = x, *q;`), and with apply its `*` goes (each becomes a cdv_chk of the same type). 0, or -1
+ * for a statement that mixes pointers and others, or a const pointer after the first. */
+static int more_declarators(chk *c, int n, int apply) {
+  int depth = 0;
+  for (int k = n + 1; k < c->t->n; k++) {
+    depth += is(c, k, "(") || is(c, k, "[") || is(c, k, "{");
+    depth -= is(c, k, ")") || is(c, k, "]") || is(c, k, "}");
+    if (depth < 0) return -1;
+    if (depth == 0 && is(c, k, ";")) return 0;
+    if (depth == 0 && is(c, k, ",")) {
+      int cq, q = ptr_quals(c, k + 2, &cq);
+      if (!is(c, k + 1, "*") || !ident(c, q) || cq) return -1;
+      if (apply) add_rw(c, c->t->v[k + 1].off, c->t->v[q].off - c->t->v[k + 1].off, "%s", "");
+      if (apply) cdv_sl_addn(&c->names, c->s + c->t->v[q].off, c->t->v[q].len);
+    }
+  }
+  return -1;
+}
+
 /* `T *q name` at i..: the declarator rewritten to `cdv_chk<T> q name`; end: the token that may follow the name. The
  * index of the name (or of what follows the `*` for an unnamed parameter), or -1 for another declaration. */
-static int pointer_decl(chk *c, int i, int unnamed_ok, const char *const *follow) {
+static int pointer_decl(chk *c, int i, int local, const char *const *follow) {
   if (cdv_cpu_word_of(c->s, &c->t->v[i], not_types)) return -1;
   int j = type_end(c, i), cq;
   if (j == i || !is(c, j, "*") || is(c, j + 1, "*") || void_type(c, i, j)) return -1;
   int n = ptr_quals(c, j + 1, &cq);
   int named = ident(c, n) && !cdv_cpu_word_of(c->s, &c->t->v[n], not_types);
   int after = named ? n + 1 : n;
-  if (!named && !unnamed_ok) return -1;
+  if (!named && local) return -1;
   int ok = 0;
   for (int k = 0; follow[k] && !ok; k++) ok = after >= c->t->n ? !strcmp(follow[k], "") : is(c, after, follow[k]);
-  if (!ok || (is(c, after, "=") && is(c, after + 1, "="))) return -1;
+  if (!ok || (is(c, after, "=") && is(c, after + 1, "=")) || (local && more_declarators(c, n, 0))) return -1;
   const cdv_tok *a = &c->t->v[i], *b = &c->t->v[j - 1];
   size_t stop = named ? c->t->v[n].off : c->t->v[j].off + 1;
   add_rw(c, a->off, stop - a->off, "cdv_chk<%.*s>%s ", (int)(b->off + b->len - a->off), c->s + a->off,
          cq ? " const" : "");
   if (named) cdv_sl_addn(&c->names, c->s + c->t->v[n].off, c->t->v[n].len);
+  if (local) more_declarators(c, n, 1);
   return n;
 }
 
@@ -126,19 +155,44 @@ static int params(chk *c, int i) {
     if (is(c, k, "(") || is(c, k, "[") || is(c, k, "{") || is(c, k, "<")) depth++;
     if (is(c, k, ")") || is(c, k, "]") || is(c, k, "}") || is(c, k, ">")) depth--;
     if ((depth == 0 && is(c, k, ",")) || k == end - 1) {
-      if (k > start) pointer_decl(c, start, 1, follow);
+      if (k > start) pointer_decl(c, start, 0, follow);
       start = k + 1;
     }
   }
   return end;
 }
 
-static int is_name(const chk *c, int i) {
+static int in_list(const chk *c, const cdv_strlist *l, int i) {
   if (!ident(c, i)) return 0;
-  for (int k = 0; k < c->names.n; k++)
-    if (strlen(c->names.v[k]) == c->t->v[i].len && !memcmp(c->names.v[k], c->s + c->t->v[i].off, c->t->v[i].len))
-      return 1;
+  for (int k = 0; k < l->n; k++)
+    if (strlen(l->v[k]) == c->t->v[i].len && !memcmp(l->v[k], c->s + c->t->v[i].off, c->t->v[i].len)) return 1;
   return 0;
+}
+static int is_name(const chk *c, int i) { return in_list(c, &c->names, i); }
+
+/* A call of a function template that is no kernel, its name at i: template argument deduction does not see
+ * through cdv_chk, so each argument goes in as cdv_raw(argument), a raw pointer for a checked one (the template
+ * itself is not checked: NOTE [checked memory]). */
+static void raw_arguments(chk *c, int i) {
+  int open = i + 1;
+  if (is(c, open, "<"))
+    for (int d = 0; open < c->t->n; open++) {
+      d += is(c, open, "<") - is(c, open, ">");
+      if (d == 0) break;
+    }
+  if (is(c, open, ">")) open++;
+  if (!is(c, open, "(")) return;
+  int end = cdv_cpu_skip_parens(c->s, c->t, open) - 1, start = open + 1, depth = 0;
+  for (int k = open + 1; k <= end && start < end; k++) {
+    depth += is(c, k, "(") || is(c, k, "[") || is(c, k, "{");
+    depth -= (is(c, k, ")") && k != end) || is(c, k, "]") || is(c, k, "}");
+    if ((depth == 0 && is(c, k, ",")) || k == end) {
+      const cdv_tok *a = &c->t->v[start], *b = &c->t->v[k - 1];
+      add_rw(c, a->off, 0, "cdv_raw(");
+      add_rw(c, b->off + b->len, 0, ")");
+      start = k + 1;
+    }
+  }
 }
 
 /* An assignment (or ++, --) starts at token i: what follows an access that stores. */
@@ -192,11 +246,13 @@ static int body(chk *c, int i) {
     if (depth == 0) break;
     int stmt =
         is(c, j - 1, "{") || is(c, j - 1, "}") || is(c, j - 1, ";") || (is(c, j - 1, "(") && is(c, j - 2, "for"));
-    if (stmt && ident(c, j)) {
-      int n = pointer_decl(c, j, 0, follow);
-      if (n >= 0) j = n;
+    int n = stmt && ident(c, j) ? pointer_decl(c, j, 1, follow) : -1;
+    if (n >= 0) {
+      j = n;
     } else if (is(c, j, "reinterpret_cast")) {
       add_rw(c, k->off, k->len, "cdv_rcast");
+    } else if (in_list(c, &c->templates, j) && !is(c, j - 1, ".") && !is(c, j - 1, ">")) {
+      raw_arguments(c, j);
     } else if (is_name(c, j) && !is(c, j - 1, ".") && !(is(c, j - 1, ">") && is(c, j - 2, "-"))) {
       mark_access(c, j);
     }
@@ -241,6 +297,9 @@ static int checked_rewrites(chk *c) {
                (!in_template || in_global)) {
       cdv_sl_free(&c->names);
       i = params(c, i) - 1;
+    } else if (is(c, i, "(") && ident(c, i - 1) && !cdv_cpu_word_of(c->s, &c->t->v[i - 1], not_functions)) {
+      cdv_sl_addn(&c->templates, c->s + c->t->v[i - 1].off, c->t->v[i - 1].len);
+      i = cdv_cpu_skip_parens(c->s, c->t, i) - 1;
     } else if (is(c, i, "<") && in_template && is(c, i - 1, "template")) {
       int d = 0; /* the template's own parameter list */
       for (; i < c->t->n; i++) {
@@ -249,7 +308,12 @@ static int checked_rewrites(chk *c) {
       }
     }
   }
-  return c->oom || c->names.oom ? -1 : 0;
+  return c->oom || c->names.oom || c->templates.oom ? -1 : 0;
+}
+
+static int by_offset(const void *a, const void *b) {
+  const edit *x = a, *y = b;
+  return x->off != y->off ? (x->off < y->off ? -1 : 1) : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
 /* src[0..n) rewritten for checked mode (malloc'd, *outn its length), or NULL when out of memory. */
@@ -261,11 +325,12 @@ char *cdv_cpu_checked_source(const char *src, size_t n, size_t *outn) {
     free(t.v);
     return NULL;
   }
-  chk c = {s, &t, NULL, 0, 0, 0, {0}};
+  chk c = {s, &t, NULL, 0, 0, 0, {0}, {0}};
   int rc = checked_rewrites(&c);
+  qsort(c.rw, (size_t)c.nrw, sizeof *c.rw, by_offset); /* a declaration's later `*`s come before its marks */
   buf b = {0};
   size_t at = 0;
-  for (int i = 0; i < c.nrw && rc == 0; i++) { /* in order of their offsets: the walk goes forwards */
+  for (int i = 0; i < c.nrw && rc == 0; i++) {
     buf_add(&b, src + at, c.rw[i].off - at);
     buf_adds(&b, c.rw[i].text);
     at = c.rw[i].off + c.rw[i].len;
@@ -274,6 +339,7 @@ char *cdv_cpu_checked_source(const char *src, size_t n, size_t *outn) {
   for (int i = 0; i < c.nrw; i++) free(c.rw[i].text);
   free(c.rw);
   cdv_sl_free(&c.names);
+  cdv_sl_free(&c.templates);
   free(t.v);
   free(s);
   if (rc || b.oom || !b.p) {

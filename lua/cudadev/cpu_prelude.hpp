@@ -1072,6 +1072,10 @@ template <class T> struct cdv_chk {
   bool operator>(const T *o) const { return p > o; }
   bool operator>=(const T *o) const { return p >= o; }
 };
+// An argument of a function template that is no kernel (NOTE [checked memory]): a checked pointer goes in raw.
+template <class T, class = typename std::enable_if<!cdv_is_chk<typename std::decay<T>::type>::value>::type>
+static inline T &&cdv_raw(T &&v) { return static_cast<T &&>(v); }
+template <class T> static inline T *cdv_raw(const cdv_chk<T> &c) { return c.p; }
 // reinterpret_cast in a checked kernel (the rewriter renames it): a pointer cast of a checked pointer keeps its
 // range (a float4 load from a float Array is checked for all its 16 bytes); anything else is the plain cast.
 template <class To, class From, class = typename std::enable_if<!cdv_is_chk<typename std::decay<From>::type>::value>::type>
