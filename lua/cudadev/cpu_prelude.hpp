@@ -1122,8 +1122,8 @@ template <class T> static inline T cdv_arg(const void *p)
   std::memcpy(b, p, sizeof(T));
   return *reinterpret_cast<T *>(b);
 }
-// A parameter of type P from args[I]: cdv_parm<P>::raw is the type the caller passed (NOTE [checked memory]: a
-// checked pointer is passed as a raw one and takes its Array's extent from the launch).
+// A parameter of type P from args[I]: cdv_parm<P>::raw is the type the caller passed (a checked
+// pointer is passed as a raw one and takes its Array's extent from the launch: NOTE [checked memory]).
 template <class P> struct cdv_parm {
   using raw = P;
   static P make(cdv_cpu_ctx *, const void *a, unsigned) { return cdv_arg<P>(a); }
