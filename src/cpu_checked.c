@@ -327,7 +327,7 @@ char *cdv_cpu_checked_source(const char *src, size_t n, size_t *outn) {
   }
   chk c = {s, &t, NULL, 0, 0, 0, {0}, {0}};
   int rc = checked_rewrites(&c);
-  qsort(c.rw, (size_t)c.nrw, sizeof *c.rw, by_offset); /* a declaration's later `*`s come before its marks */
+  if (c.nrw) qsort(c.rw, (size_t)c.nrw, sizeof *c.rw, by_offset); /* a declaration's later `*`s come before its marks */
   buf b = {0};
   size_t at = 0;
   for (int i = 0; i < c.nrw && rc == 0; i++) {

@@ -1003,7 +1003,9 @@ static inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
 [[noreturn]] __attribute__((noinline, cold)) static void cdv_chk_fail(uintptr_t lo, uintptr_t hi, uintptr_t a,
                                                                       unsigned size, int param, int store)
 {
-  char t[256];
+  // not on the stack: under ASan, a fiber stack keeps the poisoned shadow of frames an earlier failed launch left,
+  // and snprintf's interceptor would take the stale shadow for an overflow of a buffer there
+  static thread_local char t[256];
   long long off = (long long)(a - lo), elem = off >= 0 ? off / (long long)size : -((-off + size - 1) / size);
   unsigned long long len = hi - lo, out = off < 0 ? (unsigned long long)-off : a + size - hi;
   const char *op = store == 1 ? "store" : store == 2 ? "access" : "load";
