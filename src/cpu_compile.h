@@ -5,6 +5,7 @@
  *   rewrites, includes);
  * - cpu_choose_path.c: choosing each entry's path (NOTE [kernel paths]) and writing its fast function;
  * - cpu_fission.c: writing the fast paths, simd and fission (NOTE [fast paths]);
+ * - cpu_checked.c: the source rewritten for the checked memory mode (NOTE [checked memory]);
  * - cpu_compile.c: options, the translation unit, running the host compiler, the disk cache.
  */
 #ifndef CDV_CPU_COMPILE_H
