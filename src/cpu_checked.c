@@ -88,6 +88,29 @@ static int type_end(const chk *c, int i) {
   return j;
 }
 
+static const char *const qualifiers[] = {"const", "volatile", "struct", "class", "enum", "typename", "union", NULL};
+static const char *const builtins[] = {"void", "char",   "short",    "int",     "long",     "float",    "double",
+                                       "bool", "signed", "unsigned", "wchar_t", "char16_t", "char32_t", NULL};
+
+/* Where the pointee type before the `*` at j starts, read backwards from it: qualifiers, built-in type words and at
+ * most one other name (`ns::T`), not both; whatever comes before is no part of it (a storage class, `static`, or a
+ * macro that expands to a statement: `FORCE unsigned *const s = ...`). j when there is no type. */
+static int type_start(const chk *c, int i, int j) {
+  int k = j - 1, name = 0, builtin = 0;
+  while (k >= i && ident(c, k)) {
+    if (cdv_cpu_word_of(c->s, &c->t->v[k], builtins)) {
+      if (name) break;
+      builtin = 1;
+    } else if (!cdv_cpu_word_of(c->s, &c->t->v[k], qualifiers)) {
+      if (name || builtin || cdv_cpu_word_of(c->s, &c->t->v[k], not_types)) break;
+      name = 1;
+      while (k - 3 >= i - 1 && is(c, k - 1, ":") && is(c, k - 2, ":") && ident(c, k - 3)) k -= 3;
+    }
+    k--;
+  }
+  return k + 1;
+}
+
 /* The type tokens i..j-1 name void (alone or with qualifiers): cdv_chk<void> has no element to check. */
 static int void_type(const chk *c, int i, int j) {
   for (int k = i; k < j; k++)
@@ -130,7 +153,8 @@ static int more_declarators(chk *c, int n, int apply) {
 static int pointer_decl(chk *c, int i, int local, const char *const *follow) {
   if (cdv_cpu_word_of(c->s, &c->t->v[i], not_types)) return -1;
   int j = type_end(c, i), cq;
-  if (j == i || !is(c, j, "*") || is(c, j + 1, "*") || void_type(c, i, j)) return -1;
+  int from = type_start(c, i, j);
+  if (from == j || !is(c, j, "*") || is(c, j + 1, "*") || void_type(c, from, j)) return -1;
   int n = ptr_quals(c, j + 1, &cq);
   int named = ident(c, n) && !cdv_cpu_word_of(c->s, &c->t->v[n], not_types);
   int after = named ? n + 1 : n;
@@ -138,7 +162,7 @@ static int pointer_decl(chk *c, int i, int local, const char *const *follow) {
   int ok = 0;
   for (int k = 0; follow[k] && !ok; k++) ok = after >= c->t->n ? !strcmp(follow[k], "") : is(c, after, follow[k]);
   if (!ok || (is(c, after, "=") && is(c, after + 1, "=")) || (local && more_declarators(c, n, 0))) return -1;
-  const cdv_tok *a = &c->t->v[i], *b = &c->t->v[j - 1];
+  const cdv_tok *a = &c->t->v[from], *b = &c->t->v[j - 1];
   size_t stop = named ? c->t->v[n].off : c->t->v[j].off + 1;
   add_rw(c, a->off, stop - a->off, "cdv_chk<%.*s>%s ", (int)(b->off + b->len - a->off), c->s + a->off,
          cq ? " const" : "");
