@@ -13,6 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 
 #define REPS 7
 
@@ -187,9 +190,43 @@ static void pingpong(void) {
   printf("pingpong_us %.2f\n", median(t, REPS));
 }
 
+/* The same round trip through a futex word in a shared page, both sides always sleeping (what NOTE [launch
+ * handshake] in src/cpu_run.c does once its spin is over): the parent bumps the word to odd and waits for even. */
+static void futexpong(void) {
+  unsigned *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (w == MAP_FAILED) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (unsigned v = 0;; v += 2) {
+      while (__atomic_load_n(w, __ATOMIC_SEQ_CST) == v) syscall(SYS_futex, w, FUTEX_WAIT, v, NULL, NULL, 0);
+      if (__atomic_load_n(w, __ATOMIC_SEQ_CST) == ~0u) _exit(0);
+      __atomic_store_n(w, v + 2, __ATOMIC_SEQ_CST);
+      syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
+  }
+  double t[REPS];
+  unsigned v = 0;
+  for (int r = 0; r < REPS; r++) {
+    double t0 = now_ms();
+    for (int i = 0; i < 2000; i++, v += 2) {
+      __atomic_store_n(w, v + 1, __ATOMIC_SEQ_CST);
+      syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+      while (__atomic_load_n(w, __ATOMIC_SEQ_CST) == v + 1) syscall(SYS_futex, w, FUTEX_WAIT, v + 1, NULL, NULL, 0);
+    }
+    t[r] = (now_ms() - t0) / 2000 * 1e3;
+  }
+  __atomic_store_n(w, ~0u, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+  printf("futexpong_us %.2f\n", median(t, REPS));
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "pingpong")) {
     pingpong();
+    return 0;
+  }
+  if (argc > 1 && !strcmp(argv[1], "futexpong")) {
+    futexpong();
     return 0;
   }
   printf("info threads %d\n", omp_get_max_threads());

@@ -95,7 +95,7 @@ describe("compile options", function()
   it("reject unknown keys", function()
     expect_error(function() cd.compile(SAXPY, { nmae = "x.cu" }) end,
       "bad argument #2 to 'compile' (unknown option 'nmae' (expected name, options, headers, include_paths, "
-        .. "name_expressions, device, arch, target, timeout))")
+        .. "name_expressions, device, arch, target, timeout, cpu_check))")
   end)
 
   it("check list options", function()

@@ -569,7 +569,7 @@ describe("compile refuses", function()
       "bad option 'target' to 'compile' (expected \"cubin\", \"ptx\" or both in a table)")
     expect_error(function() cd.compile(SRC, { [true] = 1 }) end,
       "bad argument #2 to 'compile' (option keys must be strings (expected name, options, headers, include_paths, "
-      .. "name_expressions, device, arch, target, timeout))")
+      .. "name_expressions, device, arch, target, timeout, cpu_check))")
   end)
 
   it("a bad name or device option, naming the option", function()

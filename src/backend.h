@@ -81,7 +81,11 @@ typedef struct cdv_launch_opts {
   int sandbox; /* the launching state is sandboxed: error texts name parameters and offsets, not addresses */
   int nparams;
   const char *const *param_names; /* the kernel's nparams parameter names ("" where unknown), or NULL */
+  /* per parameter, the bytes of the Array passed, CDV_EXTENT_NONE for other arguments (a cpu kernel compiled in
+   * checked mode checks its accesses against them: NOTE [checked memory] in cpu_checked.c), or NULL */
+  const unsigned long long *extents;
 } cdv_launch_opts;
+#define CDV_EXTENT_NONE (~0ull)
 
 /* ---------------------------------------------------------------- devices */
 typedef struct cdv_backend cdv_backend;
@@ -132,6 +136,7 @@ typedef struct cdv_compile_req {
                                             * 2 = a global variable (NOTE [module globals] in module.c) */
   int arch; /* CUDA: 90 for sm_90; ignored by cpu */
   int want_ptx, want_cubin; /* CUDA targets asked for */
+  int check; /* cpu: cd.compile's cpu_check, 1 "memory", -1 "none", 0 not given (NOTE [checked memory]) */
 } cdv_compile_req;
 
 typedef struct cdv_image {

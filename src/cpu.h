@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include "backend.h"
 
-#define CDV_CPU_ABI 2
+#define CDV_CPU_ABI 3
 
 /* Limits of the cpu device (device.c may publish them as the device's attributes). */
 #define CDV_CPU_MAX_THREADS 1024 /* threads per block */
@@ -60,7 +60,8 @@ enum {
   CDV_CPU_FAIL_TRAP = 2,
   CDV_CPU_FAIL_NOSYNC = 3,
   CDV_CPU_FAIL_DEADLOCK = 4,
-  CDV_CPU_FAIL_SIGNAL = 5
+  CDV_CPU_FAIL_SIGNAL = 5,
+  CDV_CPU_FAIL_MEMORY = 6 /* NOTE [checked memory] in cpu_checked.c: text "what|where", line the parameter */
 };
 /* module flags (cdv_cpu_flags in the object) */
 #define CDV_CPU_FLAG_FIBERS 1 /* the source uses barriers or warp intrinsics: run threads on fibers */
@@ -77,6 +78,9 @@ struct cdv_cpu_ctx {
   int (*barrier)(cdv_cpu_ctx *c, int kind, int pred);
   unsigned long long (*warp)(cdv_cpu_ctx *c, int kind, unsigned mask, unsigned long long v, int src);
   void (*fail)(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line);
+  /* (see NOTE [checked memory] in cpu_checked.c) per parameter, the bytes of the Array passed (CDV_EXTENT_NONE: not
+   * an Array); NULL when the launch gives none. Read by checked kernels only. */
+  const unsigned long long *extent;
 };
 
 /* At the top of every fiber stack (see NOTE [fiber stacks]). */

@@ -207,8 +207,18 @@ static int parse_opt(copts *c, const char *const *opts, int nopts, int *i, cdv_e
   return 0;
 }
 
+/* (see NOTE [checked memory] in cpu_checked.c) the request's cpu_check, else $CUDADEV_CPU_CHECK */
+static int check_mode(const cdv_compile_req *req, int *check, cdv_err *e) {
+  const char *v = getenv("CUDADEV_CPU_CHECK");
+  *check = req->check > 0;
+  if (req->check || !v || !*v || !strcmp(v, "none")) return 0;
+  if (!strcmp(v, "memory")) return *check = 1, 0;
+  return cdv_fail(e, "cpu.compile", EINVAL, "EINVAL", "CUDADEV_CPU_CHECK must be 'memory' or 'none', not '%s'", v);
+}
+
 static int parse_opts(copts *c, const cdv_compile_req *req, cdv_err *e) {
   c->std = "c++17";
+  if (check_mode(req, &c->check, e)) return -1;
   for (int i = 0; i < req->nopts; i++) {
     if (!req->opts[i]) continue;
     if (parse_opt(c, req->opts, req->nopts, &i, e)) return -1;
@@ -696,8 +706,17 @@ static int make_tu(job *j, int fast) {
   const cdv_compile_req *req = j->req;
   size_t n;
   char *src = apply_rewrites(req->source, req->source_len, &j->src, &n);
+  if (src && j->co.check) { /* NOTE [checked memory] in cpu_checked.c: no fast paths either */
+    char *plain = src;
+    src = cdv_cpu_checked_source(plain, n, &n);
+    free(plain);
+    for (int i = 0; i < req->nentries && j->why; i++)
+      snprintf(j->why[i], sizeof j->why[i], "compiled in the checked memory mode (CUDADEV_CPU_CHECK, cpu_check)");
+    fast = 0;
+  }
   if (!src) return -1;
   j->tu.n = 0;
+  if (j->co.check) buf_adds(&j->tu, "#define CDV_CPU_CHECKED 1\n");
   buf_adds(&j->tu, "#line 1 \"cudadev/cpu_prelude.hpp\"\n");
   buf_adds(&j->tu, cdv_cpu_prelude);
   buf_adds(&j->tu, "\n#line 1 ");

@@ -5,6 +5,7 @@
  *   rewrites, includes);
  * - cpu_choose_path.c: choosing each entry's path (NOTE [kernel paths]) and writing its fast function;
  * - cpu_fission.c: writing the fast paths, simd and fission (NOTE [fast paths]);
+ * - cpu_checked.c: the source rewritten for the checked memory mode (NOTE [checked memory]);
  * - cpu_compile.c: options, the translation unit, running the host compiler, the disk cache.
  */
 #ifndef CDV_CPU_COMPILE_H
@@ -110,6 +111,7 @@ typedef struct copts {
   cdv_strlist idirs; /* -I directories (also searched by the include scan) */
   const char *std; /* "c++17" or "c++20" */
   int debug, fast_math, nowarn;
+  int check; /* NOTE [checked memory] in cpu_checked.c */
 } copts;
 
 typedef struct job {
@@ -134,6 +136,9 @@ typedef struct job {
 
 /* A C string literal of s added to b (cpu_compile.c). */
 void cdv_cpu_add_cstring(buf *b, const char *s);
+
+/* cpu_checked.c: src[0..n) rewritten for the checked memory mode (NOTE [checked memory]), or NULL (no memory) */
+char *cdv_cpu_checked_source(const char *src, size_t n, size_t *outn);
 
 /* cpu_choose_path.c */
 int cdv_cpu_entry_paths(job *j, int wide);

@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -116,6 +117,7 @@ typedef struct launch {
   status *result; /* where run_forked leaves a copy of the final status, or NULL */
   double timeout; /* seconds a contained launch may run, 0 for no limit: NOTE [launch time limit] */
   const cdv_launch_opts *opts; /* the host's (NULL: the defaults), read by the host only */
+  const unsigned long long *extents; /* the opts' extents, for checked kernels (NOTE [checked memory]), or NULL */
 } launch;
 
 typedef struct worker worker;
@@ -583,7 +585,10 @@ static unsigned long long op_warp(cdv_cpu_ctx *c, int kind, unsigned mask, unsig
 
 static void op_fail(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line) {
   worker *w = (worker *)c;
-  record(w, w->cur, kind, "%s:%u: %s", file ? file : "?", line, text ? text : "");
+  if (kind == CDV_CPU_FAIL_MEMORY) /* NOTE [checked memory] in cpu_checked.c: line is the parameter */
+    record(w, w->cur, kind, "%u|%s", line, text ? text : "");
+  else
+    record(w, w->cur, kind, "%s:%u: %s", file ? file : "?", line, text ? text : "");
   stop_launch(w, w->cur);
   abort(); /* not reached: stop_launch leaves this fiber for good */
 }
@@ -645,6 +650,7 @@ static int worker_init(worker *w, launch *L, int slot) {
   w->ctx.barrier = op_barrier;
   w->ctx.warp = op_warp;
   w->ctx.fail = op_fail;
+  w->ctx.extent = L->extents;
   w->nf = L->fibers ? (int)L->nthreads : 1;
   w->f = slots[slot].f; /* reserved by reserve_stacks */
   w->rq = slots[slot].rq;
@@ -1338,6 +1344,23 @@ static void retrack(const launch *L, status *st) {
   pthread_mutex_destroy(&R.gm);
 }
 
+/* (see NOTE [checked memory] in cpu_checked.c) a checked kernel's access outside its Array: the kernel's text is
+ * "<parameter index>|<access> of element <i>|<how far outside>", into which the parameter's name goes. */
+static int memory_error(const launch *L, const status *st, const char *where, cdv_err *e) {
+  unsigned i = 0;
+  int n = 0;
+  sscanf(st->text, "%u|%n", &i, &n);
+  const char *what = st->text + n, *bar = strchr(what, '|');
+  const char *name = L->opts && i < (unsigned)L->opts->nparams && L->opts->param_names ? L->opts->param_names[i] : "";
+  char param[160];
+  if (name && name[0])
+    snprintf(param, sizeof param, "parameter #%u '%s'", i + 1, name);
+  else
+    snprintf(param, sizeof param, "parameter #%u", i + 1);
+  return cdv_fail(e, "cpu.launch", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "kernel '%s' out-of-bounds %.*s of %s: %s%s",
+                  L->fn->name, bar ? (int)(bar - what) : (int)strlen(what), what, param, bar ? bar + 1 : "", where);
+}
+
 /* The error of a failed launch, from its status (and, for a child that died without a word, its signal). */
 static int launch_error(const launch *L, const status *st, int signo, cdv_err *e) {
   status named;
@@ -1353,7 +1376,9 @@ static int launch_error(const launch *L, const status *st, int signo, cdv_err *e
   else if (st->where == 1)
     snprintf(where, sizeof where, " (block (%u,%u,%u))", st->block[0], st->block[1], st->block[2]);
   int rc, sig = st->claimed && st->kind == CDV_CPU_FAIL_SIGNAL ? st->signo : signo;
-  if (st->claimed && st->kind != CDV_CPU_FAIL_SIGNAL)
+  if (st->claimed && st->kind == CDV_CPU_FAIL_MEMORY)
+    rc = memory_error(L, st, where, e);
+  else if (st->claimed && st->kind != CDV_CPU_FAIL_SIGNAL)
     rc = reported_error(L->fn->name, st, where, e);
   else if (sig)
     rc = signal_error(L, st, sig, where, e);
@@ -1484,15 +1509,18 @@ static void run_coop_inprocess(launch *L, int nw) {
  *
  * NOTE [launch handshake]: how a launch reaches the worker and its end reaches the host. A byte each way on
  * the socket cost 30 us a launch on a 2-core VM (a one-byte ping-pong between two processes: 34 us; each
- * side's wake-up is a trip through the scheduler), so the socket is now only for sleeping and for death:
+ * side's wake-up is a trip through the scheduler), so the socket now carries only descriptors (NOTE [maps for
+ * the worker]) and says when the other side is gone:
  * - The page holds two counters: req (launches the host posted) and done (the last one the worker finished),
  *   on cache lines of their own. The host writes the record, then req + 1; the worker runs it, then sets done.
  * - The side that waits spins on the other's counter first (lw_spin), then sets its sleeping flag (hsleep,
- *   wsleep), looks once more and blocks in read() on the socket. The side that posts stores its counter, then
- *   reads the other's flag and writes a byte only when it is set: both are sequentially consistent, so of a
- *   sleeper that looks again and a poster that looks at the flag one sees the other (no lost wake-up). A
- *   byte is a hint, the counter is the truth: a stale byte (the sleeper saw the counter before reading) only
- *   costs the next wait one more look.
+ *   wsleep) and sleeps in FUTEX_WAIT on the counter (a shared futex: the page is MAP_SHARED between the two
+ *   processes), which the kernel enters only while the counter still holds the old value. The side that posts
+ *   stores its counter, then reads the other's flag and calls FUTEX_WAKE only when it is set: both are
+ *   sequentially consistent, so of a sleeper that set its flag and a poster that looks at it one sees the
+ *   other, and the kernel's compare closes the gap between the flag and the sleep (no lost wake-up). The
+ *   counter is the truth: a wake-up that finds it unchanged sleeps again. (Issue 30: the socket's read() and
+ *   send() were about 12 us of each round trip under load; measured before and after in doc/cpu-device.md.)
  * - The spin is bounded by a budget of each side's own, between LW_SPIN_MIN (4 us) and LW_SPIN_MAX (50 us):
  *   it doubles when the answer came while spinning and halves when it did not, so a loop of short launches
  *   on free cores never sleeps (an empty launch: 7 us, two thirds of it the system calls of out_ids and of
@@ -1500,9 +1528,11 @@ static void run_coop_inprocess(launch *L, int nw) {
  *   spin of a few us before each sleep. Never sched_yield() in the spin: measured with a busy loop beside it,
  *   it gave the core to the busy loop for a whole time slice (2 ms launches). The spin is a pause loop that
  *   reads the clock (vDSO) every 64 turns.
- * - Death is seen as before: a side that sleeps is in read(), which returns 0 when the other process is gone
- *   (the worker's exit after a fault, abort, assert or interrupt; a kill; the host's end), and one that spins
- *   gets there within its budget. A worker forked anew starts from the req value read before the fork, so a
+ * - Death: a futex does not end with a process, so a sleeper wakes every LW_NAP_HOST ms (the host, while a
+ *   launch runs) or LW_NAP_IDLE ms (the worker, waiting for the next launch) and peeks at the socket, whose
+ *   end (recv returns 0) means the other process is gone (the worker's exit after a fault, abort, assert,
+ *   time limit or interrupt; a kill; the host's end). A failed launch's error therefore comes up to 1 ms
+ *   later than the worker's end. A worker forked anew starts from the req value read before the fork, so a
  *   launch posted before it first looks is not missed; the flags are cleared before each fork. */
 #define LW_ARGS 16384 /* argument bytes a message carries */
 #define LW_OPS 1024 /* maps and unmaps a message carries: NOTE [maps for the worker] */
@@ -1520,6 +1550,8 @@ typedef struct lw_page {
   launch L; /* fn, args and st rewritten by the worker */
   cdv_cpu_func fn;
   unsigned nargs, off[CDV_CPU_MAX_PARAMS];
+  int has_extents;
+  unsigned long long extents[CDV_CPU_MAX_PARAMS]; /* NOTE [checked memory] in cpu_checked.c */
   unsigned nops; /* maps to take before the launch: NOTE [maps for the worker] */
   struct lw_op {
     char *p;
@@ -1664,6 +1696,10 @@ static int fork_mode(void) {
  * own that halves after a spin the answer did not end and doubles after one it did, between these bounds */
 #define LW_SPIN_MIN 4000L
 #define LW_SPIN_MAX 50000L
+/* (see NOTE [launch handshake]) how often a sleeping side looks whether the other is gone, in ms: the host while a
+ * launch runs (a worker that dies is seen this late at most), the worker while it waits for a launch */
+#define LW_NAP_HOST 1
+#define LW_NAP_IDLE 100
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -1718,32 +1754,35 @@ static ssize_t lw_recv(int sock, char *c) {
   return r;
 }
 
-/* (see NOTE [launch handshake]) waits until *w is no longer old: a bounded spin, then blocking reads of sock
- * with *sleeping set for the other side to see (a byte is a wake-up, perhaps a stale one: *w decides). 0 when
- * it moved, -1 when the socket ended: the other side is gone. */
-static int lw_wait(int sock, const unsigned *w, unsigned old, int *sleeping, long *budget) {
+/* The other end of sock is closed: its process is gone (a descriptor the host sent and the worker has not taken
+ * is no sign of life or death: only the end is). */
+static int lw_peer_gone(int sock) {
+  char c;
+  ssize_t r = recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* (see NOTE [launch handshake]) waits until *w is no longer old: a bounded spin, then FUTEX_WAIT on *w (shared
+ * memory: not a private futex) with *sleeping set for the other side to see, waking every nap_ms to see whether
+ * the other side's socket ended. 0 when it moved, -1 when the other side is gone. */
+static int lw_wait(int sock, unsigned *w, unsigned old, int *sleeping, long *budget, long nap_ms) {
   if (lw_spin(w, old, budget)) return 0;
   __atomic_store_n(sleeping, 1, __ATOMIC_SEQ_CST);
   int rc = 0;
+  const struct timespec nap = {nap_ms / 1000, nap_ms % 1000 * 1000000L};
   while (!rc && __atomic_load_n(w, __ATOMIC_SEQ_CST) == old) {
-    char c;
-    ssize_t r = lw_recv(sock, &c);
-    if (r <= 0 && !(r < 0 && errno == EINTR)) rc = -1;
+    long r = syscall(SYS_futex, w, FUTEX_WAIT, old, &nap, NULL, 0);
+    if (r < 0 && errno == ETIMEDOUT && lw_peer_gone(sock)) rc = -1;
   }
   __atomic_store_n(sleeping, 0, __ATOMIC_SEQ_CST);
   return rc;
 }
 
-/* (see NOTE [launch handshake]) publishes *w = v and wakes the other side if it sleeps; -1 when its socket
- * is gone. */
-static int lw_post(int sock, unsigned *w, unsigned v, const int *sleeping) {
+/* (see NOTE [launch handshake]) publishes *w = v and wakes the other side if it sleeps. A side that is gone is
+ * found by the next wait. */
+static void lw_post(unsigned *w, unsigned v, const int *sleeping) {
   __atomic_store_n(w, v, __ATOMIC_SEQ_CST);
-  if (!__atomic_load_n(sleeping, __ATOMIC_SEQ_CST)) return 0;
-  char c = 'W';
-  ssize_t r;
-  while ((r = send(sock, &c, 1, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-    ;
-  return r == 1 ? 0 : -1;
+  if (__atomic_load_n(sleeping, __ATOMIC_SEQ_CST)) syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 /* Arrays this worker populated before keep their page tables: NOTE [prefaulting] is for new ones. An unmap
@@ -1864,6 +1903,7 @@ static void lw_serve(lw_page *pg) {
   for (unsigned i = 0; i < pg->nargs; i++) args[i] = pg->args + pg->off[i];
   L.fn = &pg->fn;
   L.args = pg->nargs ? args : NULL;
+  L.extents = pg->has_extents ? pg->extents : NULL;
   L.st = &pg->st;
   L.in_child = 1;
   L.intr0 = __atomic_load_n(&interrupts, __ATOMIC_RELAXED); /* this process's count */
@@ -1947,12 +1987,12 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host,
   }
   long budget = LW_SPIN_MAX;
   for (;;) {
-    if (lw_wait(sock, &pg->req, last, &pg->wsleep, &budget)) _exit(0); /* the host is gone or let the worker go */
+    if (lw_wait(sock, &pg->req, last, &pg->wsleep, &budget, LW_NAP_IDLE)) _exit(0); /* the host is gone or let it go */
     last = __atomic_load_n(&pg->req, __ATOMIC_SEQ_CST);
     if (pg->nops && lw_take_maps(sock, pg)) _exit(0); /* not started: the host forks a fresh worker for it */
     __atomic_store_n(&pg->started, 1, __ATOMIC_SEQ_CST);
     lw_serve(pg);
-    if (lw_post(sock, &pg->done, last, &pg->hsleep)) _exit(0); /* the host is gone */
+    lw_post(&pg->done, last, &pg->hsleep);
   }
 }
 
@@ -2036,6 +2076,8 @@ static int lw_pack(const launch *L, lw_page *pg) {
     off += n;
   }
   pg->nargs = sig->n;
+  pg->has_extents = L->extents != NULL;
+  if (L->extents) memcpy(pg->extents, L->extents, sig->n * sizeof *L->extents);
   return 1;
 }
 
@@ -2073,8 +2115,8 @@ static int run_worker(launch *L, cdv_err *e, int *rc) {
     interrupt_arm();
     int child = add_child(lw.pid);
     unsigned d0 = __atomic_load_n(&pg->done, __ATOMIC_SEQ_CST); /* NOTE [launch handshake] */
-    int r = lw_post(lw.sock, &pg->req, pg->req + 1, &pg->wsleep);
-    if (r == 0) r = lw_wait(lw.sock, &pg->done, d0, &pg->hsleep, &lw.spin);
+    lw_post(&pg->req, pg->req + 1, &pg->wsleep);
+    int r = lw_wait(lw.sock, &pg->done, d0, &pg->hsleep, &lw.spin, LW_NAP_HOST);
     if (child >= 0) __atomic_store_n(&children[child], 0, __ATOMIC_SEQ_CST);
     if (r == 0 && pg->st.done) {
       interrupt_disarm();
@@ -2183,6 +2225,7 @@ int cdv_cpu_launch(const cdv_cpu_func *f, const unsigned grid[3], const unsigned
   L.fn = f;
   L.timeout = timeout;
   L.opts = opts;
+  L.extents = opts ? opts->extents : NULL;
   cdv_cpu_func fast; /* NOTE [fast paths] in cpu_compile.c: when the block's per-thread arrays fit its stack */
   uint64_t nth = (uint64_t)block[0] * block[1] * block[2];
   if (f->fis && !cooperative && f->fis_row <= CDV_CPU_FIS_STACK && f->fis_row * nth <= CDV_CPU_FIS_STACK) {

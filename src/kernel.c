@@ -44,6 +44,7 @@ typedef struct kernel {
   size_t coop_shared; /* on coop_sms multiprocessors (NOTE [cooperative launch]) */
   double timeout; /* its module's cd.compile timeout, -1 for none (NOTE [launch limits]) */
   const char **pnames; /* its parameters' names, into sig (for the backend's messages) */
+  unsigned long long *extents; /* per parameter, this launch's Array's bytes (NOTE [checked memory]) */
   char name[128];
 } kernel;
 
@@ -307,6 +308,7 @@ int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name
   }
   const char *msg = build_plan(k, &k->sig, err, sizeof err);
   if (msg == NULL && !(k->pnames = calloc((size_t)k->nparams + 1, sizeof *k->pnames))) msg = "not enough memory";
+  if (msg == NULL && !(k->extents = calloc((size_t)k->nparams + 1, sizeof *k->extents))) msg = "not enough memory";
   if (msg != NULL) {
     k->fn = NULL;
     return luaL_error(L, "%s", msg);
@@ -324,7 +326,9 @@ static int kernel_gc(lua_State *L) {
   free(k->buf);
   free(k->argv);
   free(k->pnames);
+  free(k->extents);
   k->pnames = NULL;
+  k->extents = NULL;
   k->p = NULL;
   k->buf = NULL;
   k->argv = NULL;
@@ -401,6 +405,7 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
   void *ptr = NULL;
   cdv_array *a = cdv_test_magic(L, idx, sizeof *a, CDV_ARRAY_MAGIC);
   k->p[i].watch = NULL;
+  k->extents[i] = CDV_EXTENT_NONE;
   if (a != NULL) {
     if (a->block == NULL) arg_error(L, k, i, "a freed Array");
     cdv_block *b = a->block;
@@ -424,6 +429,7 @@ static void put_pointer(lua_State *L, kernel *k, int i, int idx, char *dst, void
     if (!cdv_array_contiguous(a)) /* a kernel indexes a pointer as C-ordered memory: NOTE [strided views] */
       arg_error(L, k, i, "a non-contiguous Array; pass a:contiguous()");
     ptr = a->data;
+    k->extents[i] = (unsigned long long)a->size * cdv_dtypes[a->dtype].size;
     cdv_block_used(b, k->dev, stream);
     if (b->slack) k->p[i].watch = b;
   } else if (lua_isnil(L, idx)) {
@@ -672,7 +678,7 @@ static int launch(lua_State *L) {
       if (k->p[i].kind == CDV_P_PTR) put_arg(L, k, i, i + 3, stream);
   cdv_device_check(L, d); /* the backend's launch makes the context current: one driver call, not two */
   cdv_err e;
-  cdv_launch_opts o = {c->timeout >= 0 ? c->timeout : k->timeout, st->sandbox, k->nparams, k->pnames};
+  cdv_launch_opts o = {c->timeout >= 0 ? c->timeout : k->timeout, st->sandbox, k->nparams, k->pnames, k->extents};
   if (__builtin_expect(c->cooperative, 0)) return launch_cooperative(L, k, c, grid, block, stream, &o);
   if (launched(k, d->be->launch(d, k->fn, grid, block, (unsigned)c->shared, stream, k->argv, &o, &e), &e))
     return cdv_raise(L, d, &e);

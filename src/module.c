@@ -83,7 +83,8 @@ static void hash_str(hasher *h, const char *s) { hash_bytes(h, s ? s : "", s ? s
 /* ------------------------------------------------------------ compile options */
 
 static const char *const compile_opts[] = {"name",   "options", "headers", "include_paths", "name_expressions",
-                                           "device", "arch",    "target",  "timeout",       NULL};
+                                           "device", "arch",    "target",  "timeout",       "cpu_check",
+                                           NULL};
 
 typedef struct strlist {
   int n;
@@ -162,6 +163,21 @@ static int parse_arch(lua_State *L, int o) {
                cdv_value_text(L, -1));
   lua_pop(L, 1);
   return arch;
+}
+
+/* cpu_check: 1 "memory", -1 "none", 0 not given (NOTE [checked memory] in cpu_checked.c; GPUs ignore it) */
+static int parse_cpu_check(lua_State *L, int o) {
+  int t = cdv_opt_field(L, o, "cpu_check"), check = 0;
+  const char *s = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  if (s && !strcmp(s, "memory"))
+    check = 1;
+  else if (s && !strcmp(s, "none"))
+    check = -1;
+  else if (t != LUA_TNIL)
+    luaL_error(L, "bad option 'cpu_check' to 'compile' (expected \"memory\" or \"none\", got %s)",
+               cdv_value_text(L, -1));
+  lua_pop(L, 1);
+  return check;
 }
 
 static void parse_target(lua_State *L, int o, int *ptx, int *cubin) {
@@ -443,6 +459,7 @@ static int l_compile(lua_State *L) {
   int nh = check_headers(L, 2, &hnames, &htexts);
   int arch = parse_arch(L, 2), want_ptx, want_cubin, given_dev = 0;
   parse_target(L, 2, &want_ptx, &want_cubin);
+  int check = parse_cpu_check(L, 2);
   cdv_device *d = cdv_opt_device_field(L, 2, "compile");
   given_dev = d != NULL;
   double timeout = -1; /* NOTE [launch limits] */
@@ -458,8 +475,8 @@ static int l_compile(lua_State *L) {
   if (!arch && d != NULL) arch = d->arch;
   strlist nvopts = opts; /* what NVRTC gets */
   if (cdv_get_state(L)->sandbox) { /* (see NOTE [sandboxed includes]) before any cache is asked */
-    cdv_compile_req chk = {src,    srclen, name, opts.n, opts.v, nh,   hnames, htexts,
-                           incs.n, incs.v, 0,    NULL,   NULL,   arch, 0,      0};
+    cdv_compile_req chk = {src,    srclen, name, opts.n, opts.v, nh, hnames, htexts, incs.n,
+                           incs.v, 0,      NULL, NULL,   arch,   0,  0,      check};
     cdv_check_includes(L, &chk);
     nvopts.v = lua_newuserdatauv(L, sizeof(char *) * (size_t)(opts.n + 2), 0);
     memcpy(nvopts.v, opts.v, sizeof(char *) * (size_t)opts.n);
@@ -483,7 +500,8 @@ static int l_compile(lua_State *L) {
   }
   hash_str(&h, "\1");
   for (int i = 0; i < exprs.n; i++) hash_str(&h, exprs.v[i]);
-  int tail[5] = {arch, want_ptx, want_cubin, d ? d->index : -1, d ? (int)d->generation : 0};
+  hash_str(&h, getenv("CUDADEV_CPU_CHECK")); /* read by the cpu compile: NOTE [checked memory] */
+  int tail[6] = {arch, want_ptx, want_cubin, d ? d->index : -1, d ? (int)d->generation : 0, check};
   hash_bytes(&h, tail, sizeof tail);
   uint64_t key[2] = {h.a, h.b};
   cdv_module_t *m = cache_find(key);
@@ -495,8 +513,8 @@ static int l_compile(lua_State *L) {
   m = calloc(1, sizeof *m);
   if (m == NULL) return luaL_error(L, "not enough memory");
   m->have_sigs = cdv_sig_parse(src, srclen, &m->sigs, m->sig_error, sizeof m->sig_error) == 0;
-  cdv_compile_req req = {src,    srclen, name, nvopts.n, nvopts.v, nh,   hnames,   htexts,
-                         incs.n, incs.v, 0,    NULL,     NULL,     arch, want_ptx, want_cubin};
+  cdv_compile_req req = {src,    srclen, name, nvopts.n, nvopts.v, nh,       hnames,     htexts, incs.n,
+                         incs.v, 0,      NULL, NULL,     arch,     want_ptx, want_cubin, check};
   cdv_err e;
   char bad_target[sizeof e.message];
   memset(&e, 0, sizeof e);

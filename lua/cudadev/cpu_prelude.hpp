@@ -102,7 +102,7 @@ struct dim3 {
 };
 
 // ---------------------------------------------------------------- ABI (src/cpu.h)
-#define CDV_CPU_ABI 2
+#define CDV_CPU_ABI 3
 #define CDV_CPU_MAX_PARAMS 128
 #define CDV_CPU_STACK_LOG2 18
 #define CDV_CPU_FHDR_SLOT 64
@@ -110,7 +110,7 @@ enum { CDV_CPU_RUN_THREAD = 0, CDV_CPU_RUN_BLOCK = 1 };
 enum { CDV_CPU_BAR_SYNC = 0, CDV_CPU_BAR_COUNT = 1, CDV_CPU_BAR_AND = 2, CDV_CPU_BAR_OR = 3, CDV_CPU_BAR_GRID = 4,
        CDV_CPU_BAR_GRID_VALID = 5 };
 enum { CDV_CPU_WARP_SYNC = 0, CDV_CPU_WARP_SHFL = 1, CDV_CPU_WARP_VOTE = 2 };
-enum { CDV_CPU_FAIL_ASSERT = 1, CDV_CPU_FAIL_TRAP = 2 };
+enum { CDV_CPU_FAIL_ASSERT = 1, CDV_CPU_FAIL_TRAP = 2, CDV_CPU_FAIL_MEMORY = 6 };
 
 extern "C" {
 struct cdv_cpu_ctx {
@@ -121,6 +121,7 @@ struct cdv_cpu_ctx {
   int (*barrier)(cdv_cpu_ctx *c, int kind, int pred);
   unsigned long long (*warp)(cdv_cpu_ctx *c, int kind, unsigned mask, unsigned long long v, int src);
   void (*fail)(cdv_cpu_ctx *c, int kind, const char *text, const char *file, unsigned line);
+  const unsigned long long *extent;  // per parameter: the bytes of the Array passed, ~0 unknown (or NULL)
 };
 struct cdv_cpu_fhdr {
   uint3 tix;
@@ -992,6 +993,108 @@ static inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f);
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 static inline float __bfloat162float(__nv_bfloat16 b) { return (float)b; }
 
+// ---------------------------------------------------------------- checked memory
+// NOTE [checked memory] (src/cpu_checked.c): in checked mode the kernel's pointer parameters and pointer locals are
+// cdv_chk<T>, a pointer that knows the Array it came from (its bytes [lo, hi)) and its parameter's position. Every
+// element access through it (p[i], *p, p->m) is checked against that range; the first one outside fails the launch
+// through ctx->fail. A cdv_chk made from a raw pointer (shared memory, a local array, a pointer not passed as an
+// Array) has lo == 0 and checks nothing; a zero-initialised one is such a one too.
+#ifdef CDV_CPU_CHECKED
+[[noreturn]] __attribute__((noinline, cold)) static void cdv_chk_fail(uintptr_t lo, uintptr_t hi, uintptr_t a,
+                                                                      unsigned size, int param, int store)
+{
+  // not on the stack: under ASan, a fiber stack keeps the poisoned shadow of frames an earlier failed launch left,
+  // and snprintf's interceptor would take the stale shadow for an overflow of a buffer there
+  static thread_local char t[256];
+  long long off = (long long)(a - lo), elem = off >= 0 ? off / (long long)size : -((-off + size - 1) / size);
+  unsigned long long len = hi - lo, out = off < 0 ? (unsigned long long)-off : a + size - hi;
+  const char *op = store == 1 ? "store" : store == 2 ? "access" : "load";
+  snprintf(t, sizeof t, "%s of %u byte%s at element %lld|%llu byte%s %s of its %llu bytes", op, size,
+           size == 1 ? "" : "s", elem, out, out == 1 ? "" : "s", off < 0 ? "before the start" : "past the end", len);
+  cdv_cpu_ctx *c = cdv_ctx();
+  c->fail(c, CDV_CPU_FAIL_MEMORY, t, nullptr, (unsigned)param);
+  __builtin_unreachable();
+}
+template <class T> struct cdv_chk;
+template <class T> struct cdv_is_chk : std::false_type {};
+template <class T> struct cdv_is_chk<cdv_chk<T>> : std::true_type {};
+template <class T> struct cdv_chk {
+  T *p;
+  uintptr_t lo, hi;  // lo == 0: not checked
+  int param;
+  int store;  // what an access through this value is: 0 a load, 1 a store, 2 either (an address taken)
+  cdv_chk() = default;
+  cdv_chk(T *q) : p(q), lo(0), hi(0), param(0), store(0) {}
+  cdv_chk(std::nullptr_t) : p(nullptr), lo(0), hi(0), param(0), store(0) {}
+  cdv_chk(T *q, uintptr_t l, uintptr_t h, int i) : p(q), lo(l), hi(h), param(i), store(0) {}
+  template <class U, class = typename std::enable_if<std::is_convertible<U *, T *>::value>::type>
+  cdv_chk(const cdv_chk<U> &o) : p(o.p), lo(o.lo), hi(o.hi), param(o.param), store(0) {}
+  cdv_chk with(T *q) const { return cdv_chk(q, lo, hi, param); }
+  T *check(T *a, int how) const
+  {
+    if (lo) {
+      constexpr unsigned size = sizeof(typename std::conditional<std::is_void<T>::value, char, T>::type);
+      uintptr_t u = (uintptr_t)a;
+      if (__builtin_expect(u < lo || u > hi || hi - u < size, 0)) cdv_chk_fail(lo, hi, u, size, param, how);
+    }
+    return a;
+  }
+  cdv_chk cdv_store() const { cdv_chk c = *this; c.store = 1; return c; }
+  cdv_chk cdv_addr() const { cdv_chk c = *this; c.store = 2; return c; }
+  template <class I, class = typename std::enable_if<std::is_integral<I>::value || std::is_enum<I>::value>::type>
+  T &operator[](I i) const { return *check(p + i, store); }
+  T &operator*() const { return *check(p, store); }
+  T *operator->() const { return check(p, store); }
+  operator T *() const { return p; }  // a raw pointer: unchecked from here (NOTE [checked memory])
+  template <class U> explicit operator U *() const { return (U *)p; }
+  template <class I, class = typename std::enable_if<std::is_integral<I>::value>::type>
+  cdv_chk operator+(I i) const { return with(p + i); }
+  template <class I, class = typename std::enable_if<std::is_integral<I>::value>::type>
+  friend cdv_chk operator+(I i, const cdv_chk &c) { return c.with(c.p + i); }
+  template <class I, class = typename std::enable_if<std::is_integral<I>::value>::type>
+  cdv_chk operator-(I i) const { return with(p - i); }
+  std::ptrdiff_t operator-(const cdv_chk &o) const { return p - o.p; }
+  std::ptrdiff_t operator-(const T *o) const { return p - o; }
+  template <class I> cdv_chk &operator+=(I i) { p += i; return *this; }
+  template <class I> cdv_chk &operator-=(I i) { p -= i; return *this; }
+  cdv_chk &operator++() { ++p; return *this; }
+  cdv_chk &operator--() { --p; return *this; }
+  cdv_chk operator++(int) { cdv_chk c = *this; ++p; return c; }
+  cdv_chk operator--(int) { cdv_chk c = *this; --p; return c; }
+  bool operator==(const cdv_chk &o) const { return p == o.p; }
+  bool operator!=(const cdv_chk &o) const { return p != o.p; }
+  bool operator<(const cdv_chk &o) const { return p < o.p; }
+  bool operator<=(const cdv_chk &o) const { return p <= o.p; }
+  bool operator>(const cdv_chk &o) const { return p > o.p; }
+  bool operator>=(const cdv_chk &o) const { return p >= o.p; }
+  bool operator==(const T *o) const { return p == o; }
+  bool operator!=(const T *o) const { return p != o; }
+  bool operator<(const T *o) const { return p < o; }
+  bool operator<=(const T *o) const { return p <= o; }
+  bool operator>(const T *o) const { return p > o; }
+  bool operator>=(const T *o) const { return p >= o; }
+};
+// An argument of a function template that is no kernel (NOTE [checked memory]): a checked pointer goes in raw.
+template <class T, class = typename std::enable_if<!cdv_is_chk<typename std::decay<T>::type>::value>::type>
+static inline T &&cdv_raw(T &&v) { return static_cast<T &&>(v); }
+template <class T> static inline T *cdv_raw(const cdv_chk<T> &c) { return c.p; }
+// reinterpret_cast in a checked kernel (the rewriter renames it): a pointer cast of a checked pointer keeps its
+// range (a float4 load from a float Array is checked for all its 16 bytes); anything else is the plain cast.
+template <class To, class From, class = typename std::enable_if<!cdv_is_chk<typename std::decay<From>::type>::value>::type>
+static inline To cdv_rcast(From &&f) { return reinterpret_cast<To>(f); }
+template <class To, class T>
+static inline typename std::enable_if<std::is_pointer<To>::value, cdv_chk<typename std::remove_pointer<To>::type>>::type
+cdv_rcast(const cdv_chk<T> &f)
+{
+  return cdv_chk<typename std::remove_pointer<To>::type>(reinterpret_cast<To>(f.p), f.lo, f.hi, f.param);
+}
+template <class To, class T>
+static inline typename std::enable_if<!std::is_pointer<To>::value, To>::type cdv_rcast(const cdv_chk<T> &f)
+{
+  return reinterpret_cast<To>(f.p);
+}
+#endif
+
 // ---------------------------------------------------------------- trampolines
 // One extern "C" trampoline per kernel calls cdv_run<KERNEL>: template argument deduction on the kernel's
 // type unpacks the CUDA kernelParams array (args[i] points at the i-th argument), so no type is spelled.
@@ -1021,14 +1124,32 @@ template <class T> static inline T cdv_arg(const void *p)
   std::memcpy(b, p, sizeof(T));
   return *reinterpret_cast<T *>(b);
 }
+// A parameter of type P from args[I]: cdv_parm<P>::raw is the type the caller passed (a checked
+// pointer is passed as a raw one and takes its Array's extent from the launch: NOTE [checked memory]).
+template <class P> struct cdv_parm {
+  using raw = P;
+  static P make(cdv_cpu_ctx *, const void *a, unsigned) { return cdv_arg<P>(a); }
+};
+#ifdef CDV_CPU_CHECKED
+template <class T> struct cdv_parm<cdv_chk<T>> {
+  using raw = T *;
+  static cdv_chk<T> make(cdv_cpu_ctx *c, const void *a, unsigned i)
+  {
+    T *p = cdv_arg<T *>(a);
+    unsigned long long n = c->extent ? c->extent[i] : ~0ull;
+    if (n == ~0ull || !p) return cdv_chk<T>(p);
+    return cdv_chk<T>(p, (uintptr_t)p, (uintptr_t)p + n, (int)i);
+  }
+};
+#endif
 template <auto K, class... P, std::size_t... I>
 static inline void cdv_run2(void (*)(P...), cdv_cpu_ctx *c, void **a, int mode, std::index_sequence<I...>)
 {
   (void)a;
   if (mode == CDV_CPU_RUN_THREAD)
-    K(cdv_arg<cdv_bare<P>>(a[I])...);
+    K(cdv_parm<cdv_bare<P>>::make(c, a[I], I)...);
   else
-    cdv_loop<K, cdv_bare<P>...>(c, cdv_arg<cdv_bare<P>>(a[I])...);
+    cdv_loop<K, cdv_bare<P>...>(c, cdv_parm<cdv_bare<P>>::make(c, a[I], I)...);
 }
 template <auto K, class... P> static inline void cdv_run1(void (*k)(P...), cdv_cpu_ctx *c, void **a, int mode)
 {
@@ -1054,5 +1175,5 @@ template <class T> constexpr unsigned cdv_param_word()
 template <class... P> constexpr cdv_cpu_sig cdv_sig_of(void (*)(P...))
 {
   static_assert(sizeof...(P) <= CDV_CPU_MAX_PARAMS, "too many kernel parameters for the cpu device");
-  return cdv_cpu_sig{(unsigned)sizeof...(P), {cdv_param_word<cdv_bare<P>>()...}};
+  return cdv_cpu_sig{(unsigned)sizeof...(P), {cdv_param_word<typename cdv_parm<cdv_bare<P>>::raw>()...}};
 }
