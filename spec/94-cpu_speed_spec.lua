@@ -1257,6 +1257,49 @@ __global__ void warp_cast(unsigned *y)
   v ^= (unsigned int)__ballot_sync(0xffffffffu, v & 1u);
   y[threadIdx.x] = v;
 }
+__global__ void warp_decl(unsigned *y, unsigned k)
+{
+  FORCE
+  __shared__ unsigned s[64];
+  unsigned t = threadIdx.x, v = y[t];
+  unsigned d = __shfl_down_sync(0xffffffffu, v, 1) + k;
+  unsigned b = __ballot_sync(0xffffffffu, v & 1u);
+  float f = (float)__shfl_xor_sync(0xffffffffu, v, 5, 16) * 0.5f;
+  unsigned long long w = __shfl_sync(0xffffffffu, (unsigned long long)v << 20, t ^ 7u) >> 3;
+  int all = __all_sync(0xffffffffu, v != 7u);
+  s[t] = d;
+  __syncthreads();
+  y[t] = v + s[63 - t] * 3u + b + (unsigned)f + d + (unsigned)w + (unsigned)all;
+}
+__device__ void sync_step(unsigned *s, unsigned t, unsigned k)
+{
+  unsigned mine = s[t] * k; // the helper's own local, named like one of the kernel's
+  __syncthreads();
+  s[t] = mine + s[(t + 1) % 64];
+  __syncthreads();
+}
+__device__ void ref_step(unsigned *s, unsigned &t) { __syncthreads(); s[t] += 1u; }
+__global__ void helper_sync(unsigned *y, int n)
+{
+  FORCE
+  __shared__ unsigned s[64];
+  unsigned t = threadIdx.x, mine = y[t];
+  s[t] = mine;
+  __syncthreads();
+  sync_step(s, t, 3u);
+  for (int r = 0; r < n; r++) sync_step(s, t + 0u, (unsigned)r + mine % 2u);
+  if (n > 1) sync_step(s, t, 7u); else { sync_step(s, t, 1u); }
+  y[t] = s[t] + mine;
+}
+__global__ void helper_ref(unsigned *y)
+{
+  FORCE
+  __shared__ unsigned s[64];
+  unsigned t = threadIdx.x;
+  s[t] = y[t];
+  ref_step(s, t);
+  y[t] = s[63 - t];
+}
 #define SYNC() __syncthreads()
 #define SYNC_WORD __syncthreads()
 __global__ void macro_sync(const int *x, int *out)
@@ -1330,7 +1373,8 @@ describe("cpu fast paths for C++ linkage and templates", function()
       ["block_sum<int, 128>"] = "fission", ["block_sum<float, 64>"] = "fission",
       ["defaulted<>"] = "loop",   -- a template parameter's default: the entry does not name every argument
       uniform_ifs = "fission", macro_sync = "fission",
-      and_after_barrier = "fission", warp_cast = "fission" }   -- (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
+      and_after_barrier = "fission", warp_cast = "fission",
+      warp_decl = "fission", helper_sync = "fission", helper_ref = "fibers" }   -- (warp_decl: warp operations in declarations and larger expressions) (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -1389,6 +1433,30 @@ describe("cpu fast paths for C++ linkage and templates", function()
   it("warp operations behind a cast give what the fibers give", function()
     local a, b = both("warp_cast", { grid = 1, block = 64 }, function()
       return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("warp operations in declarations and larger expressions give what the fibers give", function()
+    local a, b = both("warp_decl", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU), 1000 }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("a device function holding barriers, written into its kernel, gives what the fibers give", function()
+    for _, n in ipairs { 0, 1, 3 } do
+      local a, b = both("helper_sync", { grid = 1, block = 64 }, function()
+        return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU), n }
+      end)
+      assert.are.same(b, a, n)
+    end
+    assert.is_nil(fast.helper_sync.cpu_reason)
+    -- a reference parameter: not written in, and k.cpu_reason says so
+    assert.are.equal("calls 'ref_step', which reaches a barrier or warp operation, a parameter that is not a "
+      .. "value or a pointer (line 89)", fast.helper_ref.cpu_reason)
+    local a, b = both("helper_ref", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return i end), "uint32", CPU) }
     end)
     assert.are.same(b, a)
   end)

@@ -59,6 +59,7 @@ typedef struct fitem { /* one statement of a sequence */
   int call, eq, op; /* warp operation: the call's token, the assignment's first token, which (fis_warp_word) */
   int arg[5], nargs; /* warp operation: the first token of each argument; arg[nargs] the closing parenthesis */
   int dow; /* barrier loop: a do loop (its header is the condition after while) */
+  int ce, decl; /* warp operation: the token after the call; 1 when the statement declares what it sets */
 } fitem;
 
 typedef struct fdecl {
@@ -198,6 +199,53 @@ static int fis_syncwarp(fgen *g, int a, int e) {
          ftok(g, e - 1, ";");
 }
 
+static const char *const decl_storage[] = {"static", "__shared__", "thread_local", "constexpr", "extern", NULL};
+
+/* The token of the assignment of the statement [a, c) before a warp operation at c: its first '=' at the top
+ * level that assigns; -1 when none. */
+static int fis_warp_eq(fgen *g, int a, int c) {
+  for (int i = a, d = 0; i < c; i++) {
+    d += ftok(g, i, "(") + ftok(g, i, "[") + ftok(g, i, "{") - ftok(g, i, ")") - ftok(g, i, "]") - ftok(g, i, "}");
+    if (d == 0 && ftok(g, i, "=") && fis_assigns(g, i)) return i;
+  }
+  return -1;
+}
+
+/* May the warp operation [c, ce) of the statement [eq + 1, e) (eq its assignment) be taken out of it? Not when
+ * an operator around it may skip it (?:, &&, ||) or the statement assigns twice or holds a top-level comma:
+ * the exchange runs for every thread before the rest of the statement (NOTE [warp fission]). */
+static int fis_warp_around(fgen *g, int eq, int c, int ce, int e) {
+  const cdv_tok *v = g->t->v;
+  for (int i = eq + 1, d = 0; i < e - 1; i++) {
+    if (i == c) i = ce;
+    if (i >= e - 1) break;
+    d += ftok(g, i, "(") + ftok(g, i, "[") - ftok(g, i, ")") - ftok(g, i, "]");
+    int glued = v[i + 1].off == v[i].off + 1;
+    if (ftok(g, i, "?") || (ftok(g, i, "=") && fis_assigns(g, i)) || ftok(g, i, "{") || (d == 0 && ftok(g, i, ",")) ||
+        (glued && ((ftok(g, i, "&") && ftok(g, i + 1, "&")) || (ftok(g, i, "|") && ftok(g, i + 1, "|")))))
+      return 0;
+  }
+  return 1;
+}
+
+/* Is [a, eq) the type and name of a declaration a warp operation may initialise: identifiers and stars, the
+ * name last, no reference and no storage class (issue 29: `float v = __shfl_down_sync(m, x, 1) + y;`)? 1 when
+ * it is, 0 when it declares nothing, -1 when it declares what fission cannot take. */
+static int fis_warp_decl(fgen *g, int a, int eq) {
+  int idents = 0, adjacent = 0;
+  for (int i = a; i < eq; i++) {
+    if (g->t->v[i].kind == CDV_T_IDENT) {
+      idents++;
+      adjacent |= i + 1 < eq && g->t->v[i + 1].kind == CDV_T_IDENT;
+      if (cdv_cpu_word_of(g->s, &g->t->v[i], decl_storage)) return -1;
+    }
+  }
+  if (!adjacent && !(idents >= 2 && ftok(g, eq - 2, "*"))) return 0;
+  for (int i = a; i < eq; i++)
+    if (g->t->v[i].kind != CDV_T_IDENT && !ftok(g, i, "*")) return -1;
+  return g->t->v[eq - 1].kind == CDV_T_IDENT ? 1 : -1;
+}
+
 /* A warp operation statement at [a, e) (NOTE [warp fission]) as an item; -1 when it is not one. */
 static int fis_warp_op(fgen *g, int a, int e) {
   int c = -1;
@@ -206,33 +254,28 @@ static int fis_warp_op(fgen *g, int a, int e) {
       if (c >= 0 || !fis_warp_word(g, i)) return -1;
       c = i;
     }
-  int eq = c - 1; /* `lhs = op(...)`, or `lhs = (type)op(...)`: a cast of identifiers and * (issue 29) */
-  if (ftok(g, eq, ")")) {
-    int q = eq - 1;
-    while (q > a && (g->t->v[q].kind == CDV_T_IDENT || ftok(g, q, "*"))) q--;
-    eq = ftok(g, q, "(") && q < c - 2 ? q - 1 : -1;
-  }
-  if (c < 2 || eq < a || !ftok(g, c + 1, "(") || cdv_cpu_skip_parens(g->s, g->t, c + 1) != e - 1 ||
-      !ftok(g, e - 1, ";") || !ftok(g, eq, "=") || !fis_assigns(g, eq))
-    return -1;
+  if (c < 2 || !ftok(g, c + 1, "(") || !ftok(g, e - 1, ";")) return -1;
+  /* `lhs = op(...)`, `lhs += (type)op(...) * k`, `T v = op(...) + y;` (issue 29) */
+  int ce = cdv_cpu_skip_parens(g->s, g->t, c + 1), eq = fis_warp_eq(g, a, c);
+  if (ce > e - 1 || eq < a || !fis_warp_around(g, eq, c, ce, e)) return -1;
+  int decl = fis_warp_decl(g, a, eq);
+  if (decl < 0) return -1;
   const cdv_tok *v = g->t->v;
-  while (eq > a && v[eq - 1].kind == CDV_T_PUNCT && v[eq - 1].off + 1 == v[eq].off && !ftok(g, eq - 1, ")") &&
+  while (!decl && eq > a && v[eq - 1].kind == CDV_T_PUNCT && v[eq - 1].off + 1 == v[eq].off && !ftok(g, eq - 1, ")") &&
          !ftok(g, eq - 1, "]"))
     eq--; /* a compound assignment: +=, <<=, ... */
   if (eq == a) return -1;
-  for (int i = a; i + 1 < eq; i++)
-    if (v[i].kind == CDV_T_IDENT && v[i + 1].kind == CDV_T_IDENT) return -1; /* a declaration */
   fitem x = {.kind = 4, .a = a, .b = e, .kw = a};
-  x.call = c, x.eq = eq, x.op = fis_warp_word(g, c);
+  x.call = c, x.eq = eq, x.op = fis_warp_word(g, c), x.ce = ce, x.decl = decl;
   x.arg[0] = c + 2;
-  for (int i = c + 2, d = 0; i < e - 2; i++) {
+  for (int i = c + 2, d = 0; i < ce - 2; i++) {
     d += ftok(g, i, "(") + ftok(g, i, "[") + ftok(g, i, "{") - ftok(g, i, ")") - ftok(g, i, "]") - ftok(g, i, "}");
     if (d == 0 && ftok(g, i, ",")) {
       if (++x.nargs == 4) return -1;
       x.arg[x.nargs] = i + 1;
     }
   }
-  x.arg[++x.nargs] = e - 2;
+  x.arg[++x.nargs] = ce - 1;
   int shfl = x.op <= 4;
   if ((shfl && x.nargs != 3 && x.nargs != 4) || (!shfl && x.nargs != 2) || g->nit == FIS_MAX_ITEMS) return -1;
   for (int k = 0; k < x.nargs; k++)
@@ -350,7 +393,6 @@ static const char *const decl_not_first[] = {
     "return", "break", "continue", "delete", "throw",     "goto",     "else",     "case",  "default", "do",
     "sizeof", "new",   "typedef",  "using",  "namespace", "struct",   "class",    "union", "enum",    "static_assert",
     "if",     "for",   "while",    "switch", "operator",  "template", "typename", NULL};
-static const char *const decl_storage[] = {"static", "__shared__", "thread_local", "constexpr", "extern", NULL};
 
 /* Note the declarations of the plain statement [a, b) in region seg. -1: a declaration fission cannot take. */
 static int fis_decl(fgen *g, int a, int b, int seg) {
@@ -1011,7 +1053,9 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   fis_close(g, o, x->seg);
   fis_open(g, o, *cur = x->seg2, hdr);
   fis_line(g, o, x->a, g->fname);
-  fis_emit(g, o, x->a, x->call, x->seg2);
+  int priv = 0; /* a declaration whose name lives in a per-thread array: an assignment to it */
+  for (int d = 0; x->decl && d < g->nd; d++) priv |= g->d[d].stmt_a == x->a && g->d[d].priv;
+  fis_emit(g, o, priv ? x->eq - 1 : x->a, x->call, x->seg2);
   if (shfl) {
     buf_adds(o, " cdv_xshfl<cdv_bare<decltype(");
     fis_emit(g, o, a[1], a[2] - 1, x->seg2);
@@ -1029,7 +1073,8 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
     else
       buf_adds(o, "32");
   }
-  buf_adds(o, shfl ? "));" : ")));");
+  buf_adds(o, shfl ? ")) " : "))) ");
+  fis_emit(g, o, x->ce, x->b, x->seg2); /* the rest of the statement: `+ y;` */
   return k + 1;
 }
 
@@ -1276,6 +1321,7 @@ static int fis_number(fgen *g, int from, int to) {
       x->seg = g->nseg++, x->seg2 = cur = g->nseg++;
       for (int i = x->a; i < x->b; i++) g->seg_of[i] = cur;
       for (int i = x->arg[1]; i < x->arg[2]; i++) g->seg_of[i] = x->seg;
+      if (x->decl && fis_decl(g, x->a, x->b, x->seg2)) return -1; /* `T v = op(...);` declares v after the split */
       k++;
     } else {
       cur = -1;
@@ -1377,11 +1423,16 @@ static int fis_template(const fgen *g, int nm, int *a, int *b) {
 }
 
 int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *targs,
-                       const char *sym, int hdr, buf *o, buf *rowo, char *why, size_t nwhy) {
+                       const char *sym, const char *sync, int hdr, buf *o, buf *rowo, char *why, size_t nwhy) {
+  char *inl = NULL; /* the source with its helpers written into the kernel (NOTE [inlined helpers]) */
+  size_t ninl = 0;
+  int irc = cdv_cpu_inline(src, n, name, sync, &inl, &ninl, why, nwhy);
+  if (irc != 0 && irc != 1) return irc < 0 ? -1 : 0;
+  if (inl) src = inl, n = ninl;
   char *s = cdv_scan_strip(src, n);
   cdv_toks t = {0};
   if (!s || cdv_scan_tokenize(s, n, &t)) {
-    free(s), free(t.v);
+    free(s), free(t.v), free(inl);
     return -1;
   }
   fgen *g = calloc(1, sizeof *g);
@@ -1594,5 +1645,6 @@ done:
   free(g);
   free(s);
   free(t.v);
+  free(inl);
   return rc;
 }
