@@ -195,6 +195,28 @@ extern "C" __global__ void guard_effects(int n, int *counter, int *y)
   int k = j++;
   if (k < n) y[k] += 1;
 }
+// (see NOTE [monotone guard]) guards that two probes decide: a size_t index, a block partly past n; a 32-bit
+// index that wraps inside a block and one that changes sign there, which the loop over every thread decides (FORCE
+// comes last: before the index's type it would keep the probes off)
+extern "C" __global__ void guard_size_t(float a, const float *x, float *y, size_t n)
+{
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+  FORCE; // last: the probes read the declaration before the guard
+}
+extern "C" __global__ void guard_wrap(unsigned off, unsigned n, int *y)
+{
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x + off;
+  if (i < n) y[i] = (int)i + 1;
+  FORCE; // last: the probes read the declaration before the guard
+}
+extern "C" __global__ void guard_sign(int off, size_t n, int *y)
+{
+  int i = off + threadIdx.x + blockIdx.x * blockDim.x;
+  if (i >= n) return;
+  y[i] = i * 2 + 1;
+  FORCE; // last: the probes read the declaration before the guard
+}
 // (see NOTE [no wrap hint]) a thread loop that GCC vectorises, with the header stores of a tracked loop
 extern "C" __global__ void int2_pairs(const int2 *in, int2 *out, uchar4 *bytes)
 {
@@ -311,8 +333,8 @@ local function compile_pair(src)
 end
 
 -- the C++ that cudadev writes for src (with FORCE empty), as the host compiler gets it; kernel's cpu_path must
--- be fission
-local function written_out(src, kernel)
+-- be path (fission unless said)
+local function written_out(src, kernel, path)
   local dir = os.tmpname()
   local wrap, copy = dir .. ".cxx", dir .. ".cpp"
   local f = assert(io.open(wrap, "w"))
@@ -323,7 +345,7 @@ local function written_out(src, kernel)
   local out = helper.run_child(("local m = cd.compile(%q, { device = 'cpu' })\nprint(m.%s.cpu_path)\n")
     :format("#define FORCE\n" .. src, kernel), "CUDADEV_CXX='" .. wrap .. "' CUDADEV_CACHE_DIR=" .. dir .. ".d")
   os.remove(wrap)
-  assert.are.equal("fission\nexit 0\n", out)
+  assert.are.equal((path or "fission") .. "\nexit 0\n", out)
   local cpp = assert(io.open(copy)):read("a")
   os.remove(copy)
   os.remove(dir)
@@ -356,7 +378,7 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
       dyn = "fission", nested = "fission", counter_written = "fibers", loop_break = "fibers", big = "fission",
       local_type = "fibers", pairs = "fission", guard_else = "simd", guard_odd = "simd", guard_effects = "simd",
-      int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers",
+      int2_pairs = "simd", guard_size_t = "simd", guard_wrap = "simd", guard_sign = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers",
       warp_slack = "fission" }
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
@@ -388,6 +410,37 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     a, b = both("guard_odd", { grid = 3, block = 64 }, function() return { cd.zeros(192, "int32", CPU) } end)
     assert.are.same(b, a)
     assert.are.same({ 1, 0, 3, 0 }, { a[1][1], a[1][2], a[1][3], a[1][4] })
+  end)
+
+  it("a guard that two probes decide gives what the fibers give, and one whose index wraps or changes sign in a "
+    .. "block is decided thread by thread (NOTE [monotone guard])", function()
+    local a, b = both("guard_size_t", { grid = 3, block = 128 }, function()
+      return { 2.0, cd.array(seq(384, function(i) return i end), "float32", CPU), cd.full(384, 1, "float32", CPU), 300 }
+    end)
+    assert.are.same(b, a)
+    for i = 1, 384 do assert.are.equal(i <= 300 and 2 * i + 1 or 1, a[3][i], i) end
+    a, b = both("guard_wrap", { grid = 2, block = 128 }, function()
+      return { 0xffffffc0, 200, cd.zeros(200, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    for i = 1, 200 do assert.are.equal(i <= 192 and i or 0, a[3][i], i) end
+    a, b = both("guard_sign", { grid = 2, block = 128 }, function()
+      return { -64, 150, cd.zeros(192, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    for i = 1, 192 do assert.are.equal(i <= 150 and 2 * i - 1 or 0, a[3][i], i) end
+  end)
+
+  it("the README's saxpy decides its guard by two probes, not a loop over every thread (NOTE [monotone guard])",
+    function()
+    local cpp = written_out([[
+extern "C" __global__ void saxpy(float a, const float *x, float *y, size_t n)
+{
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+]], "saxpy", "simd")
+    assert.truthy(cpp:find("cdv_mono = 1, cdv_all = cdv_g1, cdv_any = cdv_g0;", 1, true))
   end)
 
   it("declarations with side effects before the guard run once per thread", function()
