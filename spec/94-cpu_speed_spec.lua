@@ -1324,6 +1324,16 @@ __global__ void warp_decl(unsigned *y, unsigned k)
   __syncthreads();
   y[t] = v + s[63 - t] * 3u + b + (unsigned)f + d + (unsigned)w + (unsigned)all;
 }
+__global__ void ternary_after_barrier(const int *x, int *out, int lo)
+{
+  FORCE
+  __shared__ int s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  __syncthreads();
+  int w = t - 1 < lo ? lo : t - 1;
+  out[t] = s[w] + t;
+}
 __device__ void sync_step(unsigned *s, unsigned t, unsigned k)
 {
   unsigned mine = s[t] * k; // the helper's own local, named like one of the kernel's
@@ -1427,7 +1437,8 @@ describe("cpu fast paths for C++ linkage and templates", function()
       ["defaulted<>"] = "loop",   -- a template parameter's default: the entry does not name every argument
       uniform_ifs = "fission", macro_sync = "fission",
       and_after_barrier = "fission", warp_cast = "fission",
-      warp_decl = "fission", helper_sync = "fission", helper_ref = "fibers" }   -- (warp_decl: warp operations in declarations and larger expressions) (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
+      warp_decl = "fission", helper_sync = "fission", helper_ref = "fibers",
+      ternary_after_barrier = "fission" }   -- a thread's own local after ?:'s ':' (its function did not compile)   -- (warp_decl: warp operations in declarations and larger expressions) (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -1490,6 +1501,14 @@ describe("cpu fast paths for C++ linkage and templates", function()
     assert.are.same(b, a)
   end)
 
+  it("a thread's own local as the last operand of ?: after a barrier gives what the fibers give", function()
+    local a, b = both("ternary_after_barrier", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return i * 10 end), "int32", CPU), cd.zeros(64, "int32", CPU), 3 }
+    end)
+    assert.are.same(b, a)
+    assert.are.same({ 40, 41, 42, 43, 44, 55 }, { a[2][1], a[2][2], a[2][3], a[2][4], a[2][5], a[2][6] })
+  end)
+
   it("warp operations in declarations and larger expressions give what the fibers give", function()
     local a, b = both("warp_decl", { grid = 1, block = 64 }, function()
       return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU), 1000 }
@@ -1507,7 +1526,7 @@ describe("cpu fast paths for C++ linkage and templates", function()
     assert.is_nil(fast.helper_sync.cpu_reason)
     -- a reference parameter: not written in, and k.cpu_reason says so
     assert.are.equal("calls 'ref_step', which reaches a barrier or warp operation, a parameter that is not a "
-      .. "value or a pointer (line 89)", fast.helper_ref.cpu_reason)
+      .. "value or a pointer (line 99)", fast.helper_ref.cpu_reason)
     local a, b = both("helper_ref", { grid = 1, block = 64 }, function()
       return { cd.array(seq(64, function(i) return i end), "uint32", CPU) }
     end)

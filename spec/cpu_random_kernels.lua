@@ -40,7 +40,11 @@ local function stmts(r, depth, ctx)
     elseif kind == 4 then -- a local that lives across a barrier and changes after it
       add(("unsigned w%d = v ^ %du;"):format(id, r(99)))
       exchange()
-      add(("w%d += v; v = w%d * 3u;"):format(id, id))
+      if r(2) == 1 then
+        add(("w%d += v; v = w%d * 3u;"):format(id, id))
+      else -- read as ?:'s last operand too
+        add(("w%d += v; v = (v & 1u) ? w%d * 3u : w%d + 1u;"):format(id, id, id))
+      end
     elseif kind == 5 and ctx.warp then -- a warp operation of some kind and width
       local widths = { 32, 16, 8, 4 }
       local wdt = widths[r(4)]

@@ -440,13 +440,20 @@ static int fis_declares(const fgen *g, int i) {
            ((ftok(g, i - 3, "(") || ftok(g, i - 3, ",")) && init)));
 }
 
+/* Is the name at i a member or qualified (x.name, p->name, ns::name)? Not after a lone ':' (c ? a : name, issue
+ * 29: pathfinder's `tx - 1 < l ? l : tx - 1` kept the per-thread array's name, and its function did not compile). */
+static int fis_member(const fgen *g, int i) {
+  return ftok(g, i - 1, ".") || (ftok(g, i - 1, ":") && ftok(g, i - 2, ":")) ||
+         (ftok(g, i - 1, ">") && ftok(g, i - 2, "-"));
+}
+
 /* Write token range [a, b) with the substitutions of region seg (-2: a barrier loop's header). */
 static void fis_emit(fgen *g, buf *o, int a, int b, int seg) {
   for (int i = a; i < b; i++) {
     const cdv_tok *k = &g->t->v[i];
     if (i > a)
       buf_add(o, g->o + g->t->v[i - 1].off + g->t->v[i - 1].len, k->off - (g->t->v[i - 1].off + g->t->v[i - 1].len));
-    int member = i > 0 && (ftok(g, i - 1, ".") || ftok(g, i - 1, ":") || (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")));
+    int member = i > 0 && fis_member(g, i);
     if (k->kind == CDV_T_IDENT && !member) {
       if (cdv_tok_is(g->s, k, "return") && seg >= 0) {
         buf_addf(o, g->ret ? "{ cdv_done[cdv_t] = 1; goto cdv_end%d; }" : "goto cdv_end%d", seg);
@@ -1603,9 +1610,7 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
     fdecl *x = &g->d[d];
     if (x->uniform || x->hoist) continue;
     for (int i = lb + 1; i < rb; i++) {
-      if (i == x->name || !same_tok(g, i, x->name) || seg_of[i] == x->seg || ftok(g, i - 1, ".") ||
-          ftok(g, i - 1, ":") || (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")))
-        continue;
+      if (i == x->name || !same_tok(g, i, x->name) || seg_of[i] == x->seg || fis_member(g, i)) continue;
       int f = lb + 1; /* a region whose first mention of the name declares one of its own: not a use */
       while (f < i && !(same_tok(g, f, x->name) && seg_of[f] == seg_of[i])) f++;
       if (seg_of[i] < 0 || !fis_declares(g, f)) x->priv = 1;
@@ -1633,7 +1638,7 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
       }
     for (int i = lb + 1; i < rb; i++) {
       if (i == x->name || !same_tok(g, i, x->name)) continue;
-      if ((i < x->name && !ftok(g, i - 1, ".") && !ftok(g, i - 1, ":") && !ftok(g, i - 1, ">")) || fis_declares(g, i)) {
+      if ((i < x->name && !fis_member(g, i)) || fis_declares(g, i)) {
         fis_no(g, i, "a local across a barrier declared twice or used before its declaration");
         goto done;
       }
