@@ -1319,7 +1319,7 @@ static int fis_mono_guard(fgen *g, int k, int ca, int cb, int *le) {
   return fis_affine_x(g, g->d[d].init_a, g->d[d].init_b) ? d : -1;
 }
 
-/* The probes of NOTE [monotone guard]: i and the guard at the block's first and last x; cdv_mono when they
+/* (see NOTE [monotone guard]) The probes: i and the guard at the block's first and last x; cdv_mono when they
  * decide. */
 static void fis_mono_probe(fgen *g, buf *o, int d, int ca, int cb, int le) {
   const cdv_tok *nm = &g->t->v[g->d[d].name];
