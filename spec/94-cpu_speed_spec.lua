@@ -1324,6 +1324,22 @@ __global__ void warp_decl(unsigned *y, unsigned k)
   __syncthreads();
   y[t] = v + s[63 - t] * 3u + b + (unsigned)f + d + (unsigned)w + (unsigned)all;
 }
+// (see NOTE [power-of-two modulus]) NVIDIA's reduction kernel 0 on 96 threads, a modulus that is a power of two
+// or not (k), and a signed one
+__global__ void mod_diverge(const unsigned *x, unsigned *out, unsigned k)
+{
+  FORCE
+  __shared__ unsigned s[96];
+  unsigned tid = threadIdx.x;
+  int st = (int)threadIdx.x - 50;
+  s[tid] = x[tid];
+  __syncthreads();
+  for (unsigned h = 1; h < 96; h *= 2) {
+    if (tid % (2 * h) == 0 && tid + h < 96) s[tid] += s[tid + h];
+    __syncthreads();
+  }
+  out[tid] = s[0] + tid % k * 1000u + (unsigned)(st % 7) * 100000u;
+}
 __global__ void ternary_after_barrier(const int *x, int *out, int lo)
 {
   FORCE
@@ -1438,7 +1454,7 @@ describe("cpu fast paths for C++ linkage and templates", function()
       uniform_ifs = "fission", macro_sync = "fission",
       and_after_barrier = "fission", warp_cast = "fission",
       warp_decl = "fission", helper_sync = "fission", helper_ref = "fibers",
-      ternary_after_barrier = "fission" }   -- a thread's own local after ?:'s ':' (its function did not compile)   -- (warp_decl: warp operations in declarations and larger expressions) (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
+      ternary_after_barrier = "fission", mod_diverge = "fission" }   -- a thread's own local after ?:'s ':' (its function did not compile)   -- (warp_decl: warp operations in declarations and larger expressions) (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -1501,6 +1517,38 @@ describe("cpu fast paths for C++ linkage and templates", function()
     assert.are.same(b, a)
   end)
 
+  it("a modulus in a fission region gives what the fibers give, by a power of two or not, signed or not "
+    .. "(NOTE [power-of-two modulus])", function()
+    local sum = 0
+    for i = 1, 96 do sum = sum + i * 3 end
+    for _, k in ipairs { 8, 6, 1 } do
+      local a, b = both("mod_diverge", { grid = 1, block = 96 }, function()
+        return { cd.array(seq(96, function(i) return i * 3 end), "uint32", CPU), cd.zeros(96, "uint32", CPU), k }
+      end)
+      assert.are.same(b, a, k)
+      for t = 0, 95 do
+        local st = t - 50
+        local sm = math.fmod(st, 7) -- C's %: the sign of the dividend
+        assert.are.equal((sum + (t % k) * 1000 + sm * 100000) % 4294967296, a[2][t + 1], t)
+      end
+    end
+    local cpp = written_out([[
+__global__ void r0(const float *x, float *part)
+{
+  __shared__ float s[256];
+  unsigned int tid = threadIdx.x;
+  s[tid] = x[blockIdx.x * 256 + tid];
+  __syncthreads();
+  for (unsigned int h = 1; h < blockDim.x; h *= 2) {
+    if (tid % (2 * h) == 0) s[tid] += s[tid + h];
+    __syncthreads();
+  }
+  if (tid == 0) part[blockIdx.x] = s[0];
+}
+]], "r0")
+    assert.truthy(cpp:find("cdv_umod(tid, (2 * h))", 1, true))
+  end)
+
   it("a thread's own local as the last operand of ?: after a barrier gives what the fibers give", function()
     local a, b = both("ternary_after_barrier", { grid = 1, block = 64 }, function()
       return { cd.array(seq(64, function(i) return i * 10 end), "int32", CPU), cd.zeros(64, "int32", CPU), 3 }
@@ -1526,7 +1574,7 @@ describe("cpu fast paths for C++ linkage and templates", function()
     assert.is_nil(fast.helper_sync.cpu_reason)
     -- a reference parameter: not written in, and k.cpu_reason says so
     assert.are.equal("calls 'ref_step', which reaches a barrier or warp operation, a parameter that is not a "
-      .. "value or a pointer (line 99)", fast.helper_ref.cpu_reason)
+      .. "value or a pointer (line 115)", fast.helper_ref.cpu_reason)
     local a, b = both("helper_ref", { grid = 1, block = 64 }, function()
       return { cd.array(seq(64, function(i) return i end), "uint32", CPU) }
     end)

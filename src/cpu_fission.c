@@ -447,6 +447,25 @@ static int fis_member(const fgen *g, int i) {
          (ftok(g, i - 1, ">") && ftok(g, i - 2, "-"));
 }
 
+/* (see NOTE [power-of-two modulus] in cpu_prelude.hpp) `name % m` at i, with m a name, a number or a parenthesised
+ * group within [i, b) and nothing before the name that binds tighter than %: the token after m, else -1. */
+static int fis_umod(const fgen *g, int i, int b) {
+  const cdv_tok *v = g->t->v;
+  if (v[i].kind != CDV_T_IDENT || fis_member(g, i) || !ftok(g, i + 1, "%") || i + 2 >= b ||
+      (ftok(g, i + 2, "=") && v[i + 2].off == v[i + 1].off + 1))
+    return -1;
+  static const char *const before[] = {"(", "=", ",", "[", "?", ":", "<", ">", "|", "^", "{", ";", NULL};
+  int ok = 0;
+  for (int k = 0; before[k] && !ok; k++) ok = ftok(g, i - 1, before[k]);
+  if (!ok || (ftok(g, i - 1, ":") && ftok(g, i - 2, ":"))) return -1;
+  int r = i + 2;
+  if (ftok(g, r, "(")) return cdv_cpu_skip_parens(g->s, g->t, r) <= b ? cdv_cpu_skip_parens(g->s, g->t, r) : -1;
+  if ((v[r].kind != CDV_T_IDENT && v[r].kind != CDV_T_NUM) || r + 1 > b) return -1;
+  if (ftok(g, r + 1, ".") || ftok(g, r + 1, "[") || ftok(g, r + 1, "(") || (ftok(g, r + 1, "-") && ftok(g, r + 2, ">")))
+    return -1;
+  return r + 1;
+}
+
 /* Write token range [a, b) with the substitutions of region seg (-2: a barrier loop's header). */
 static void fis_emit(fgen *g, buf *o, int a, int b, int seg) {
   for (int i = a; i < b; i++) {
@@ -454,6 +473,16 @@ static void fis_emit(fgen *g, buf *o, int a, int b, int seg) {
     if (i > a)
       buf_add(o, g->o + g->t->v[i - 1].off + g->t->v[i - 1].len, k->off - (g->t->v[i - 1].off + g->t->v[i - 1].len));
     int member = i > 0 && fis_member(g, i);
+    int um = seg >= 0 && g->nbar && !member ? fis_umod(g, i, b) : -1;
+    if (um > 0) { /* (see NOTE [power-of-two modulus]) */
+      buf_adds(o, "cdv_umod(");
+      fis_emit(g, o, i, i + 1, seg);
+      buf_adds(o, ", ");
+      fis_emit(g, o, i + 2, um, seg);
+      buf_adds(o, ")");
+      i = um - 1;
+      continue;
+    }
     if (k->kind == CDV_T_IDENT && !member) {
       if (cdv_tok_is(g->s, k, "return") && seg >= 0) {
         buf_addf(o, g->ret ? "{ cdv_done[cdv_t] = 1; goto cdv_end%d; }" : "goto cdv_end%d", seg);
