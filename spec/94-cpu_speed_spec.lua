@@ -1325,7 +1325,8 @@ __global__ void warp_decl(unsigned *y, unsigned k)
   y[t] = v + s[63 - t] * 3u + b + (unsigned)f + d + (unsigned)w + (unsigned)all;
 }
 // (see NOTE [power-of-two modulus]) NVIDIA's reduction kernel 0 on 96 threads, a modulus that is a power of two
-// or not (k), and a signed one
+// or not (k), a signed one, and one by a macro that is no single operand (left as it is)
+#define MODM 2 + 2
 __global__ void mod_diverge(const unsigned *x, unsigned *out, unsigned k)
 {
   FORCE
@@ -1338,7 +1339,7 @@ __global__ void mod_diverge(const unsigned *x, unsigned *out, unsigned k)
     if (tid % (2 * h) == 0 && tid + h < 96) s[tid] += s[tid + h];
     __syncthreads();
   }
-  out[tid] = s[0] + tid % k * 1000u + (unsigned)(st % 7) * 100000u;
+  out[tid] = s[0] + tid % k * 1000u + (unsigned)(st % 7) * 100000u + (tid % MODM) * 10u;
 }
 __global__ void ternary_after_barrier(const int *x, int *out, int lo)
 {
@@ -1529,7 +1530,7 @@ describe("cpu fast paths for C++ linkage and templates", function()
       for t = 0, 95 do
         local st = t - 50
         local sm = math.fmod(st, 7) -- C's %: the sign of the dividend
-        assert.are.equal((sum + (t % k) * 1000 + sm * 100000) % 4294967296, a[2][t + 1], t)
+        assert.are.equal((sum + (t % k) * 1000 + sm * 100000 + (t % 2 + 2) * 10) % 4294967296, a[2][t + 1], t)
       end
     end
     local cpp = written_out([[
@@ -1574,7 +1575,7 @@ __global__ void r0(const float *x, float *part)
     assert.is_nil(fast.helper_sync.cpu_reason)
     -- a reference parameter: not written in, and k.cpu_reason says so
     assert.are.equal("calls 'ref_step', which reaches a barrier or warp operation, a parameter that is not a "
-      .. "value or a pointer (line 115)", fast.helper_ref.cpu_reason)
+      .. "value or a pointer (line 116)", fast.helper_ref.cpu_reason)
     local a, b = both("helper_ref", { grid = 1, block = 64 }, function()
       return { cd.array(seq(64, function(i) return i end), "uint32", CPU) }
     end)

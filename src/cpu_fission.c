@@ -447,8 +447,19 @@ static int fis_member(const fgen *g, int i) {
          (ftok(g, i - 1, ">") && ftok(g, i - 2, "-"));
 }
 
-/* (see NOTE [power-of-two modulus] in cpu_prelude.hpp) `name % m` at i, with m a name, a number or a parenthesised
- * group within [i, b) and nothing before the name that binds tighter than %: the token after m, else -1. */
+/* Is the name at i one the kernel declares, a local or a parameter (so no macro, whose body may not be one
+ * operand)? */
+static int fis_own_name(const fgen *g, int i) {
+  for (int d = 0; d < g->nd; d++)
+    if (same_tok(g, i, g->d[d].name)) return 1;
+  for (int p = g->lp + 1; p < g->rp; p++)
+    if (same_tok(g, i, p) && (ftok(g, p + 1, ",") || ftok(g, p + 1, ")"))) return 1;
+  return 0;
+}
+
+/* (see NOTE [power-of-two modulus] in cpu_prelude.hpp) `name % m` at i, with name a local or parameter, m one
+ * too, a number or a parenthesised group within [i, b), and nothing before the name that binds tighter than %:
+ * the token after m, else -1. */
 static int fis_umod(const fgen *g, int i, int b) {
   const cdv_tok *v = g->t->v;
   if (v[i].kind != CDV_T_IDENT || fis_member(g, i) || !ftok(g, i + 1, "%") || i + 2 >= b ||
@@ -457,10 +468,12 @@ static int fis_umod(const fgen *g, int i, int b) {
   static const char *const before[] = {"(", "=", ",", "[", "?", ":", "<", ">", "|", "^", "{", ";", NULL};
   int ok = 0;
   for (int k = 0; before[k] && !ok; k++) ok = ftok(g, i - 1, before[k]);
-  if (!ok || (ftok(g, i - 1, ":") && ftok(g, i - 2, ":"))) return -1;
+  if (!ok || (ftok(g, i - 1, ":") && ftok(g, i - 2, ":")) || !fis_own_name(g, i)) return -1;
   int r = i + 2;
   if (ftok(g, r, "(")) return cdv_cpu_skip_parens(g->s, g->t, r) <= b ? cdv_cpu_skip_parens(g->s, g->t, r) : -1;
-  if ((v[r].kind != CDV_T_IDENT && v[r].kind != CDV_T_NUM) || r + 1 > b) return -1;
+  if ((v[r].kind != CDV_T_IDENT && v[r].kind != CDV_T_NUM) || r + 1 > b ||
+      (v[r].kind == CDV_T_IDENT && !fis_own_name(g, r)))
+    return -1;
   if (ftok(g, r + 1, ".") || ftok(g, r + 1, "[") || ftok(g, r + 1, "(") || (ftok(g, r + 1, "-") && ftok(g, r + 2, ">")))
     return -1;
   return r + 1;
