@@ -33,6 +33,8 @@ local function time(name, setup, body, sum)
   io.stdout:flush()
 end
 
+local function PB_SMALL(h) return 256 - 2 * h end   -- the columns a pyramid block finishes
+
 local function path_of(k)
   local ok, v = pcall(function() return k.cpu_path end)   -- older builds have no such field
   return ok and v or "?"
@@ -70,6 +72,120 @@ extern "C" __global__ void init(int which, int n, float *f, float *g, int *r)
   if (which == 1) { f[i] = (float)(i % 17) / 16.0f; g[i] = (float)(i % 13) / 12.0f; }
   if (which == 2) f[i] = (float)((i * 7) % 101);
   if (which == 3) r[i] = (int)((i * 2654435761u) >> 28) % 21 - 10;
+}
+
+// issue 29: kernels written as public benchmarks write them, with C++ linkage (no extern "C")
+// Rodinia's pathfinder, its pyramid: a block of 256 threads advances `height` rows of the minimum-path sum over its
+// window of columns; each row's second barrier sits inside an if in the loop (the last row has none)
+#define PB 256
+__global__ void pyramid(const int *wall, const int *src, int *dst, int cols, int row0, int height)
+{
+  __shared__ int prev[PB], result[PB];
+  int tx = threadIdx.x;
+  int small = PB - 2 * height;
+  int blkX = small * blockIdx.x - height;
+  int xidx = blkX + tx;
+  int validL = blkX < 0 ? -blkX : 0;
+  int validR = blkX + PB > cols ? cols - 1 - blkX : PB - 1;
+  if (xidx >= 0 && xidx < cols) prev[tx] = src[xidx];
+  __syncthreads();
+  bool computed = false;
+  for (int i = 0; i < height; i++) {
+    computed = false;
+    if (tx >= i + 1 && tx <= PB - i - 2 && tx >= validL && tx <= validR) {
+      computed = true;
+      int w = tx - 1 < validL ? validL : tx - 1, e = tx + 1 > validR ? validR : tx + 1;
+      int m = min(prev[w], min(prev[tx], prev[e]));
+      result[tx] = m + wall[(size_t)cols * (row0 + i) + xidx];
+    }
+    __syncthreads();
+    if (i < height - 1) {
+      if (computed) prev[tx] = result[tx];
+      __syncthreads();
+    }
+  }
+  if (computed) dst[xidx] = result[tx];
+}
+
+// Rodinia's lud, one step k of a blocked LU decomposition without pivoting (16x16 tiles) in three kernels: the
+// diagonal tile, the perimeter (its row's tiles and its column's), the trailing tiles
+#define LB 16
+__global__ void lud_init(float *m, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x, r = i / n, c = i % n;
+  if (i < n * n) m[i] = r == c ? (float)n : (float)((r * 7 + c * 3) % 10) / 10.0f;
+}
+__global__ void lud_diagonal(float *m, int n, int k)
+{
+  __shared__ float s[LB][LB];
+  int tx = threadIdx.x, off = k * LB;
+  for (int i = 0; i < LB; i++) s[i][tx] = m[(off + i) * n + off + tx];
+  __syncthreads();
+  for (int i = 0; i < LB - 1; i++) {
+    if (tx > i) {
+      for (int j = 0; j < i; j++) s[tx][i] -= s[tx][j] * s[j][i];
+      s[tx][i] /= s[i][i];
+    }
+    __syncthreads();
+    if (tx > i)
+      for (int j = 0; j < i + 1; j++) s[i + 1][tx] -= s[i + 1][j] * s[j][tx];
+    __syncthreads();
+  }
+  for (int i = 1; i < LB; i++) m[(off + i) * n + off + tx] = s[i][tx];
+}
+__global__ void lud_perimeter(float *m, int n, int k)
+{
+  __shared__ float dia[LB][LB], row[LB][LB], col[LB][LB];
+  int tx = threadIdx.x, off = k * LB, j = (k + 1 + blockIdx.x) * LB;
+  if (tx < LB) {
+    for (int i = 0; i < LB; i++) dia[i][tx] = m[(off + i) * n + off + tx];
+    for (int i = 0; i < LB; i++) row[i][tx] = m[(off + i) * n + j + tx];
+  } else {
+    for (int i = 0; i < LB; i++) col[i][tx - LB] = m[(j + i) * n + off + tx - LB];
+  }
+  __syncthreads();
+  if (tx < LB) { // the row's tile: L11 * U12 = A12, column tx
+    for (int i = 1; i < LB; i++)
+      for (int q = 0; q < i; q++) row[i][tx] -= dia[i][q] * row[q][tx];
+  } else { // the column's tile: L21 * U11 = A21, row tx - LB
+    int t = tx - LB;
+    for (int i = 0; i < LB; i++) {
+      for (int q = 0; q < i; q++) col[t][i] -= col[t][q] * dia[q][i];
+      col[t][i] /= dia[i][i];
+    }
+  }
+  __syncthreads();
+  if (tx < LB)
+    for (int i = 1; i < LB; i++) m[(off + i) * n + j + tx] = row[i][tx];
+  else
+    for (int i = 0; i < LB; i++) m[(j + i) * n + off + tx - LB] = col[i][tx - LB];
+}
+__global__ void lud_internal(float *m, int n, int k)
+{
+  __shared__ float prow[LB][LB], pcol[LB][LB];
+  int tx = threadIdx.x, ty = threadIdx.y, off = k * LB;
+  int gi = (k + 1 + blockIdx.y) * LB + ty, gj = (k + 1 + blockIdx.x) * LB + tx;
+  prow[ty][tx] = m[(off + ty) * n + gj];
+  pcol[ty][tx] = m[gi * n + off + tx];
+  __syncthreads();
+  float sum = 0;
+  for (int q = 0; q < LB; q++) sum += pcol[ty][q] * prow[q][tx];
+  m[gi * n + gj] -= sum;
+}
+
+// NVIDIA's reduction sample, kernel 0: interleaved addressing, a divergent if in the barrier loop
+__global__ void reduce_diverge(const float *x, float *part)
+{
+  __shared__ float sdata[256];
+  unsigned int tid = threadIdx.x;
+  unsigned int i = blockIdx.x * 1024 + threadIdx.x;
+  sdata[tid] = x[i] + x[i + 256] + x[i + 512] + x[i + 768];
+  __syncthreads();
+  for (unsigned int s = 1; s < blockDim.x; s *= 2) {
+    if (tid % (2 * s) == 0) sdata[tid] += sdata[tid + s];
+    __syncthreads();
+  }
+  if (tid == 0) part[blockIdx.x] = sdata[0];
 }
 
 extern "C" __global__ void saxpy(int n, float a, const float *x, float *y)
@@ -206,7 +322,7 @@ readme({dim = N}, 2.0, x, y, N)
 print("info path saxpy_readme " .. path_of(readme))
 time("saxpy_readme", nil, function() readme({dim = N}, 2.0, x, y, N) end, function() return y[12346] end)
 
-for _, name in ipairs {"reduce_shared", "reduce_warp"} do
+for _, name in ipairs {"reduce_shared", "reduce_warp", "reduce_diverge"} do
   local k = m[name]
   local cfg = {grid = N // 1024, block = 256}
   k(cfg, x, part)
@@ -214,6 +330,59 @@ for _, name in ipairs {"reduce_shared", "reduce_warp"} do
   time(name, nil, function() k(cfg, x, part) end, partsum)
 end
 x:free(); y:free()
+
+-- pathfinder: ROWS rows of COLS, HEIGHT rows a launch; the first row is where the sums start
+do
+  local ROWS, COLS, HEIGHT = 201, 1 << 16, 20
+  local wall = cd.empty(ROWS * COLS, "int32")
+  init(3, ROWS * COLS, nil, nil, wall)
+  local a, b = cd.empty(COLS, "int32"), cd.empty(COLS, "int32")
+  local k = m.pyramid
+  local last
+  local function run()
+    local src, dst = a, b
+    for t = 0, ROWS - 2, HEIGHT do
+      local h = math.min(HEIGHT, ROWS - 1 - t)
+      k({grid = (COLS + PB_SMALL(h) - 1) // PB_SMALL(h), block = 256}, wall, src, dst, COLS, t + 1, h)
+      src, dst = dst, src
+    end
+    last = src
+  end
+  local function reset() cd.copy(a, wall, {count = COLS}) end
+  reset()
+  run()
+  print("info path pyramid " .. path_of(k))
+  time("pyramid", reset, run, function()
+    local s, v = 0, last:totable()
+    for i = 1, #v do s = s + v[i] end
+    return s
+  end)
+end
+
+-- lud: an LN x LN matrix, LN / 16 steps of three kernels each
+do
+  local LN = 512
+  local lm = cd.empty(LN * LN, "float32")
+  local nb = LN // 16
+  local function reset() m.lud_init({grid = LN * LN // 256, block = 256}, lm, LN) end
+  local function run()
+    for k = 0, nb - 1 do
+      m.lud_diagonal({grid = 1, block = 16}, lm, LN, k)
+      if k < nb - 1 then
+        m.lud_perimeter({grid = nb - 1 - k, block = 32}, lm, LN, k)
+        m.lud_internal({grid = {nb - 1 - k, nb - 1 - k}, block = {16, 16}}, lm, LN, k)
+      end
+    end
+  end
+  reset()
+  run()
+  print("info path lud " .. path_of(m.lud_diagonal) .. "/" .. path_of(m.lud_perimeter) .. "/" .. path_of(m.lud_internal))
+  time("lud", reset, run, function()
+    local s, v = 0.0, lm:totable()
+    for i = 1, #v do s = s + v[i] end
+    return s
+  end)
+end
 
 local M = 512
 local A, B, C = cd.empty(M * M, "float32"), cd.empty(M * M, "float32"), cd.empty(M * M, "float32")

@@ -92,6 +92,114 @@ static void reduce_warp(int n, const float *x, float *part) {
   }
 }
 
+/* NVIDIA's reduction kernel 0 (interleaved addressing: thread t adds t + h when t is a multiple of 2h) */
+static void reduce_diverge(int n, const float *x, float *part) {
+  int nb = n / 1024;
+#pragma omp parallel for schedule(static)
+  for (int b = 0; b < nb; b++) {
+    float s[256];
+    const float *p = x + (size_t)b * 1024;
+    for (int t = 0; t < 256; t++) s[t] = p[t] + p[t + 256] + p[t + 512] + p[t + 768];
+    for (int h = 1; h < 256; h *= 2)
+      for (int t = 0; t < 256; t += 2 * h) s[t] += s[t + h];
+    part[b] = s[0];
+  }
+}
+
+/* ---------------------------------------------------------------- pathfinder: minimum-path sums row by row */
+/* a: the first row's sums in, b: scratch; returns the buffer holding the last row's */
+static int *pyramid(int rows, int cols, const int *wall, int *a, int *b) {
+  for (int r = 1; r < rows; r++) {
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < cols; c++) {
+      int w = c > 0 ? c - 1 : 0, e = c < cols - 1 ? c + 1 : cols - 1;
+      int m = a[w] < a[c] ? a[w] : a[c];
+      m = m < a[e] ? m : a[e];
+      b[c] = wall[(size_t)r * cols + c] + m;
+    }
+    int *t = a;
+    a = b, b = t;
+  }
+  return a;
+}
+
+/* ---------------------------------------------------------------- lud: blocked LU without pivoting, 16x16 tiles */
+/* the operations of bench/cpu_bench.lua's three kernels, in their order for each element */
+#define LB 16
+static void lud_init(float *m, int n) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < n * n; i++) {
+    int r = i / n, c = i % n;
+    m[i] = r == c ? (float)n : (float)((r * 7 + c * 3) % 10) / 10.0f;
+  }
+}
+
+static void lud_diagonal(float *m, int n, int k) {
+  float s[LB][LB];
+  int off = k * LB;
+  for (int i = 0; i < LB; i++) memcpy(s[i], m + (size_t)(off + i) * n + off, sizeof s[i]);
+  for (int i = 0; i < LB - 1; i++) {
+    for (int t = i + 1; t < LB; t++) {
+      for (int j = 0; j < i; j++) s[t][i] -= s[t][j] * s[j][i];
+      s[t][i] /= s[i][i];
+    }
+    for (int t = i + 1; t < LB; t++)
+      for (int j = 0; j < i + 1; j++) s[i + 1][t] -= s[i + 1][j] * s[j][t];
+  }
+  for (int i = 1; i < LB; i++) memcpy(m + (size_t)(off + i) * n + off, s[i], sizeof s[i]);
+}
+
+static void lud_perimeter(float *m, int n, int k, int nblocks) {
+  int off = k * LB;
+#pragma omp parallel for schedule(static)
+  for (int b = 0; b < nblocks; b++) {
+    float dia[LB][LB], row[LB][LB], col[LB][LB];
+    int j = (k + 1 + b) * LB;
+    for (int i = 0; i < LB; i++) {
+      memcpy(dia[i], m + (size_t)(off + i) * n + off, sizeof dia[i]);
+      memcpy(row[i], m + (size_t)(off + i) * n + j, sizeof row[i]);
+      memcpy(col[i], m + (size_t)(j + i) * n + off, sizeof col[i]);
+    }
+    for (int tx = 0; tx < LB; tx++)
+      for (int i = 1; i < LB; i++)
+        for (int q = 0; q < i; q++) row[i][tx] -= dia[i][q] * row[q][tx];
+    for (int t = 0; t < LB; t++)
+      for (int i = 0; i < LB; i++) {
+        for (int q = 0; q < i; q++) col[t][i] -= col[t][q] * dia[q][i];
+        col[t][i] /= dia[i][i];
+      }
+    for (int i = 0; i < LB; i++) {
+      if (i > 0) memcpy(m + (size_t)(off + i) * n + j, row[i], sizeof row[i]);
+      memcpy(m + (size_t)(j + i) * n + off, col[i], sizeof col[i]);
+    }
+  }
+}
+
+static void lud_internal(float *m, int n, int k, int nblocks) {
+  int off = k * LB;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int by = 0; by < nblocks; by++)
+    for (int bx = 0; bx < nblocks; bx++)
+      for (int ty = 0; ty < LB; ty++)
+        for (int tx = 0; tx < LB; tx++) {
+          int gi = (k + 1 + by) * LB + ty, gj = (k + 1 + bx) * LB + tx;
+          float sum = 0;
+          for (int q = 0; q < LB; q++) sum += m[(size_t)gi * n + off + q] * m[(size_t)(off + q) * n + gj];
+          m[(size_t)gi * n + gj] -= sum;
+        }
+}
+
+static void lud(float *m, int n) {
+  int nb = n / LB;
+  for (int k = 0; k < nb; k++) {
+    lud_diagonal(m, n, k);
+    if (k < nb - 1) {
+      lud_perimeter(m, n, k, nb - 1 - k);
+      lud_internal(m, n, k, nb - 1 - k);
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- tiled matrix multiply, 16x16 tiles */
 static void matmul(int n, const float *A, const float *B, float *C) {
   int nt = n / 16;
@@ -245,6 +353,29 @@ int main(int argc, char **argv) {
   s = 0;
   for (int b = 0; b < N / 1024; b++) s += part[b];
   TIME("reduce_warp", s, (void)0, reduce_warp(N, x, part));
+
+  reduce_diverge(N, x, part);
+  s = 0;
+  for (int b = 0; b < N / 1024; b++) s += part[b];
+  TIME("reduce_diverge", s, (void)0, reduce_diverge(N, x, part));
+
+  const int ROWS = 201, COLS = 1 << 16;
+  int *wall = malloc(sizeof(int) * ROWS * COLS), *pa = malloc(sizeof(int) * COLS), *pb = malloc(sizeof(int) * COLS);
+  for (int i = 0; i < ROWS * COLS; i++) wall[i] = (int)((i * 2654435761u) >> 28) % 21 - 10;
+  int *last = pa;
+  memcpy(pa, wall, sizeof(int) * COLS);
+  last = pyramid(ROWS, COLS, wall, pa, pb);
+  long long ps = 0;
+  for (int c = 0; c < COLS; c++) ps += last[c];
+  TIME("pyramid", ps, memcpy(pa, wall, sizeof(int) * COLS), last = pyramid(ROWS, COLS, wall, pa, pb));
+
+  const int LN = 512;
+  float *lm = malloc(sizeof(float) * LN * LN);
+  lud_init(lm, LN);
+  lud(lm, LN);
+  double ls = 0;
+  for (int i = 0; i < LN * LN; i++) ls += lm[i];
+  TIME("lud", ls, lud_init(lm, LN), lud(lm, LN));
 
   const int M = 512;
   float *A = malloc(sizeof(float) * M * M), *B = malloc(sizeof(float) * M * M), *C = malloc(sizeof(float) * M * M);

@@ -58,7 +58,7 @@ describe("cpu kernel paths (k.cpu_path)", function()
     assert.are.equal("fission", m.direct.cpu_path)   -- a barrier at the top level of its body
     assert.are.equal("fission", m.through_macro.cpu_path)   -- BARRIER() is __syncthreads() (issue #29)
     assert.are.equal("fission", m.shuffles.cpu_path)   -- a statement the warp fission takes (NOTE [warp fission])
-    assert.are.equal("fibers", m.shuffle_in_expression.cpu_path)
+    assert.are.equal("fission", m.shuffle_in_expression.cpu_path)   -- in a larger expression too (issue #29)
   end)
 
   it("a barrier behind a macro that is __syncthreads() takes fission; a chain of device functions gives fibers",
@@ -70,7 +70,8 @@ describe("cpu kernel paths (k.cpu_path)", function()
   it("k.cpu_reason names what keeps a kernel off its fast path, with its line; nil on simd and fission", function()
     assert.is_nil(m.plain.cpu_reason)
     assert.is_nil(m.direct.cpu_reason)
-    assert.are.equal("calls 'indirect', which reaches a barrier or warp operation", m.through_calls.cpu_reason)
+    assert.are.equal("calls 'indirect', which reaches a barrier or warp operation, inside an expression (line 24)",
+      m.through_calls.cpu_reason)   -- a call that is no statement of its own is not written in (NOTE [inlined helpers])
     local m2 = cd.compile([[
 __global__ void block(float *y)
 {
@@ -297,4 +298,34 @@ extern "C" __global__ void put(int *p, int v) { p[threadIdx.x] = v + threadIdx.x
     end
     assert.is_true(best < 200, ("an empty contained launch took %.1f us in the best batch"):format(best))
   end)
+end)
+
+-- Issue #29: a C++ kernel found by its mangled name, as the driver API asks for it (NOTE [mangled names])
+local MANGLED = [[
+struct pt { float x, y; };
+__global__ void kernel(float *x, int n) { x[threadIdx.x] += n; }
+__global__ void add(float *a, float *b, const float *c, size_t n)
+{
+  if (threadIdx.x < n) a[threadIdx.x] = b[threadIdx.x] + c[threadIdx.x];
+}
+__global__ void mixed(const pt *p, pt *q, unsigned char u, long long v, const int *const *pp, const pt w) {}
+extern "C" __global__ void plain_c(float *x) {}
+template <typename T> __global__ void tmpl(T *x) {}
+]]
+
+describe("kernels by their mangled names", function()
+  local function check(dev)
+    local m = cd.compile(MANGLED, { device = dev, name_expressions = { "tmpl<float>" } })
+    -- what g++ names them (nm of the same declarations)
+    assert.are.equal("kernel", m["_Z6kernelPfi"].name)
+    assert.are.equal("add", m["_Z3addPfS_PKfm"].name)   -- the second float * is a substitution
+    assert.are.equal("mixed", m["_Z5mixedPK2ptPS_hxPKPKiS_"].name)
+    local x = cd.zeros(4, "float32", { device = dev })
+    m["_Z6kernelPfi"]({ grid = 1, block = 4 }, x, 3)
+    assert.are.same({ 3, 3, 3, 3 }, x:totable())
+    assert.has_error(function() return m._Z7plain_cPf end, "module has no kernel '_Z7plain_cPf' (kernels: kernel, add, "
+      .. "mixed, plain_c, tmpl<float>)")   -- extern "C": its name is its symbol
+  end
+  it("on the cpu device", function() check("cpu") end)
+  helper.gpu_it("on cuda:0, by NVRTC's lowered names", function() check("cuda:0") end)
 end)

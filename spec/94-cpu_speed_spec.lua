@@ -195,6 +195,28 @@ extern "C" __global__ void guard_effects(int n, int *counter, int *y)
   int k = j++;
   if (k < n) y[k] += 1;
 }
+// (see NOTE [monotone guard]) guards that two probes decide: a size_t index, a block partly past n; a 32-bit
+// index that wraps inside a block and one that changes sign there, which the loop over every thread decides (FORCE
+// comes last: before the index's type it would keep the probes off)
+extern "C" __global__ void guard_size_t(float a, const float *x, float *y, size_t n)
+{
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+  FORCE; // last: the probes read the declaration before the guard
+}
+extern "C" __global__ void guard_wrap(unsigned off, unsigned n, int *y)
+{
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x + off;
+  if (i < n) y[i] = (int)i + 1;
+  FORCE; // last: the probes read the declaration before the guard
+}
+extern "C" __global__ void guard_sign(int off, size_t n, int *y)
+{
+  int i = off + threadIdx.x + blockIdx.x * blockDim.x;
+  if (i >= n) return;
+  y[i] = i * 2 + 1;
+  FORCE; // last: the probes read the declaration before the guard
+}
 // (see NOTE [no wrap hint]) a thread loop that GCC vectorises, with the header stores of a tracked loop
 extern "C" __global__ void int2_pairs(const int2 *in, int2 *out, uchar4 *bytes)
 {
@@ -311,8 +333,8 @@ local function compile_pair(src)
 end
 
 -- the C++ that cudadev writes for src (with FORCE empty), as the host compiler gets it; kernel's cpu_path must
--- be fission
-local function written_out(src, kernel)
+-- be path (fission unless said)
+local function written_out(src, kernel, path)
   local dir = os.tmpname()
   local wrap, copy = dir .. ".cxx", dir .. ".cpp"
   local f = assert(io.open(wrap, "w"))
@@ -323,7 +345,7 @@ local function written_out(src, kernel)
   local out = helper.run_child(("local m = cd.compile(%q, { device = 'cpu' })\nprint(m.%s.cpu_path)\n")
     :format("#define FORCE\n" .. src, kernel), "CUDADEV_CXX='" .. wrap .. "' CUDADEV_CACHE_DIR=" .. dir .. ".d")
   os.remove(wrap)
-  assert.are.equal("fission\nexit 0\n", out)
+  assert.are.equal((path or "fission") .. "\nexit 0\n", out)
   local cpp = assert(io.open(copy)):read("a")
   os.remove(copy)
   os.remove(dir)
@@ -356,7 +378,7 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     local want = { guarded = "simd", tree = "fission", tiles = "fission", diverge = "fission", count = "fission",
       dyn = "fission", nested = "fission", counter_written = "fibers", loop_break = "fibers", big = "fission",
       local_type = "fibers", pairs = "fission", guard_else = "simd", guard_odd = "simd", guard_effects = "simd",
-      int2_pairs = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers",
+      int2_pairs = "simd", guard_size_t = "simd", guard_wrap = "simd", guard_sign = "simd", warp_ops = "fission", warp_sum = "fission", warp_affine = "fission", warp_own_bound = "fibers",
       warp_slack = "fission" }
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
@@ -388,6 +410,37 @@ describe("cpu fast paths (k.cpu_path simd and fission)", function()
     a, b = both("guard_odd", { grid = 3, block = 64 }, function() return { cd.zeros(192, "int32", CPU) } end)
     assert.are.same(b, a)
     assert.are.same({ 1, 0, 3, 0 }, { a[1][1], a[1][2], a[1][3], a[1][4] })
+  end)
+
+  it("a guard that two probes decide gives what the fibers give, and one whose index wraps or changes sign in a "
+    .. "block is decided thread by thread (NOTE [monotone guard])", function()
+    local a, b = both("guard_size_t", { grid = 3, block = 128 }, function()
+      return { 2.0, cd.array(seq(384, function(i) return i end), "float32", CPU), cd.full(384, 1, "float32", CPU), 300 }
+    end)
+    assert.are.same(b, a)
+    for i = 1, 384 do assert.are.equal(i <= 300 and 2 * i + 1 or 1, a[3][i], i) end
+    a, b = both("guard_wrap", { grid = 2, block = 128 }, function()
+      return { 0xffffffc0, 200, cd.zeros(200, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    for i = 1, 200 do assert.are.equal(i <= 192 and i or 0, a[3][i], i) end
+    a, b = both("guard_sign", { grid = 2, block = 128 }, function()
+      return { -64, 150, cd.zeros(192, "int32", CPU) }
+    end)
+    assert.are.same(b, a)
+    for i = 1, 192 do assert.are.equal(i <= 150 and 2 * i - 1 or 0, a[3][i], i) end
+  end)
+
+  it("the README's saxpy decides its guard by two probes, not a loop over every thread (NOTE [monotone guard])",
+    function()
+    local cpp = written_out([[
+extern "C" __global__ void saxpy(float a, const float *x, float *y, size_t n)
+{
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+]], "saxpy", "simd")
+    assert.truthy(cpp:find("cdv_mono = 1, cdv_all = cdv_g1, cdv_any = cdv_g0;", 1, true))
   end)
 
   it("declarations with side effects before the guard run once per thread", function()
@@ -1257,6 +1310,76 @@ __global__ void warp_cast(unsigned *y)
   v ^= (unsigned int)__ballot_sync(0xffffffffu, v & 1u);
   y[threadIdx.x] = v;
 }
+__global__ void warp_decl(unsigned *y, unsigned k)
+{
+  FORCE
+  __shared__ unsigned s[64];
+  unsigned t = threadIdx.x, v = y[t];
+  unsigned d = __shfl_down_sync(0xffffffffu, v, 1) + k;
+  unsigned b = __ballot_sync(0xffffffffu, v & 1u);
+  float f = (float)__shfl_xor_sync(0xffffffffu, v, 5, 16) * 0.5f;
+  unsigned long long w = __shfl_sync(0xffffffffu, (unsigned long long)v << 20, t ^ 7u) >> 3;
+  int all = __all_sync(0xffffffffu, v != 7u);
+  s[t] = d;
+  __syncthreads();
+  y[t] = v + s[63 - t] * 3u + b + (unsigned)f + d + (unsigned)w + (unsigned)all;
+}
+// (see NOTE [power-of-two modulus]) NVIDIA's reduction kernel 0 on 96 threads, a modulus that is a power of two
+// or not (k), a signed one, and one by a macro that is no single operand (left as it is)
+#define MODM 2 + 2
+__global__ void mod_diverge(const unsigned *x, unsigned *out, unsigned k)
+{
+  FORCE
+  __shared__ unsigned s[96];
+  unsigned tid = threadIdx.x;
+  int st = (int)threadIdx.x - 50;
+  s[tid] = x[tid];
+  __syncthreads();
+  for (unsigned h = 1; h < 96; h *= 2) {
+    if (tid % (2 * h) == 0 && tid + h < 96) s[tid] += s[tid + h];
+    __syncthreads();
+  }
+  out[tid] = s[0] + tid % k * 1000u + (unsigned)(st % 7) * 100000u + (tid % MODM) * 10u;
+}
+__global__ void ternary_after_barrier(const int *x, int *out, int lo)
+{
+  FORCE
+  __shared__ int s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  __syncthreads();
+  int w = t - 1 < lo ? lo : t - 1;
+  out[t] = s[w] + t;
+}
+__device__ void sync_step(unsigned *s, unsigned t, unsigned k)
+{
+  unsigned mine = s[t] * k; // the helper's own local, named like one of the kernel's
+  __syncthreads();
+  s[t] = mine + s[(t + 1) % 64];
+  __syncthreads();
+}
+__device__ void ref_step(unsigned *s, unsigned &t) { __syncthreads(); s[t] += 1u; }
+__global__ void helper_sync(unsigned *y, int n)
+{
+  FORCE
+  __shared__ unsigned s[64];
+  unsigned t = threadIdx.x, mine = y[t];
+  s[t] = mine;
+  __syncthreads();
+  sync_step(s, t, 3u);
+  for (int r = 0; r < n; r++) sync_step(s, t + 0u, (unsigned)r + mine % 2u);
+  if (n > 1) sync_step(s, t, 7u); else { sync_step(s, t, 1u); }
+  y[t] = s[t] + mine;
+}
+__global__ void helper_ref(unsigned *y)
+{
+  FORCE
+  __shared__ unsigned s[64];
+  unsigned t = threadIdx.x;
+  s[t] = y[t];
+  ref_step(s, t);
+  y[t] = s[63 - t];
+}
 #define SYNC() __syncthreads()
 #define SYNC_WORD __syncthreads()
 __global__ void macro_sync(const int *x, int *out)
@@ -1330,7 +1453,9 @@ describe("cpu fast paths for C++ linkage and templates", function()
       ["block_sum<int, 128>"] = "fission", ["block_sum<float, 64>"] = "fission",
       ["defaulted<>"] = "loop",   -- a template parameter's default: the entry does not name every argument
       uniform_ifs = "fission", macro_sync = "fission",
-      and_after_barrier = "fission", warp_cast = "fission" }   -- (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
+      and_after_barrier = "fission", warp_cast = "fission",
+      warp_decl = "fission", helper_sync = "fission", helper_ref = "fibers",
+      ternary_after_barrier = "fission", mod_diverge = "fission" }   -- a thread's own local after ?:'s ':' (its function did not compile)   -- (warp_decl: warp operations in declarations and larger expressions) (n & tid) takes no address (its written-out function failed before)   -- barriers in if/else if/else, nested loops and a do loop (NOTE [barrier if])
     for name, path in pairs(want) do
       assert.are.equal(path, fast[name].cpu_path, name)
       assert.are.equal("fibers", ref[name].cpu_path, name)
@@ -1389,6 +1514,70 @@ describe("cpu fast paths for C++ linkage and templates", function()
   it("warp operations behind a cast give what the fibers give", function()
     local a, b = both("warp_cast", { grid = 1, block = 64 }, function()
       return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("a modulus in a fission region gives what the fibers give, by a power of two or not, signed or not "
+    .. "(NOTE [power-of-two modulus])", function()
+    local sum = 0
+    for i = 1, 96 do sum = sum + i * 3 end
+    for _, k in ipairs { 8, 6, 1 } do
+      local a, b = both("mod_diverge", { grid = 1, block = 96 }, function()
+        return { cd.array(seq(96, function(i) return i * 3 end), "uint32", CPU), cd.zeros(96, "uint32", CPU), k }
+      end)
+      assert.are.same(b, a, k)
+      for t = 0, 95 do
+        local st = t - 50
+        local sm = math.fmod(st, 7) -- C's %: the sign of the dividend
+        assert.are.equal((sum + (t % k) * 1000 + sm * 100000 + (t % 2 + 2) * 10) % 4294967296, a[2][t + 1], t)
+      end
+    end
+    local cpp = written_out([[
+__global__ void r0(const float *x, float *part)
+{
+  __shared__ float s[256];
+  unsigned int tid = threadIdx.x;
+  s[tid] = x[blockIdx.x * 256 + tid];
+  __syncthreads();
+  for (unsigned int h = 1; h < blockDim.x; h *= 2) {
+    if (tid % (2 * h) == 0) s[tid] += s[tid + h];
+    __syncthreads();
+  }
+  if (tid == 0) part[blockIdx.x] = s[0];
+}
+]], "r0")
+    assert.truthy(cpp:find("cdv_umod(tid, (2 * h))", 1, true))
+  end)
+
+  it("a thread's own local as the last operand of ?: after a barrier gives what the fibers give", function()
+    local a, b = both("ternary_after_barrier", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return i * 10 end), "int32", CPU), cd.zeros(64, "int32", CPU), 3 }
+    end)
+    assert.are.same(b, a)
+    assert.are.same({ 40, 41, 42, 43, 44, 55 }, { a[2][1], a[2][2], a[2][3], a[2][4], a[2][5], a[2][6] })
+  end)
+
+  it("warp operations in declarations and larger expressions give what the fibers give", function()
+    local a, b = both("warp_decl", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU), 1000 }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("a device function holding barriers, written into its kernel, gives what the fibers give", function()
+    for _, n in ipairs { 0, 1, 3 } do
+      local a, b = both("helper_sync", { grid = 1, block = 64 }, function()
+        return { cd.array(seq(64, function(i) return (i * 37) % 101 end), "uint32", CPU), n }
+      end)
+      assert.are.same(b, a, n)
+    end
+    assert.is_nil(fast.helper_sync.cpu_reason)
+    -- a reference parameter: not written in, and k.cpu_reason says so
+    assert.are.equal("calls 'ref_step', which reaches a barrier or warp operation, a parameter that is not a "
+      .. "value or a pointer (line 116)", fast.helper_ref.cpu_reason)
+    local a, b = both("helper_ref", { grid = 1, block = 64 }, function()
+      return { cd.array(seq(64, function(i) return i end), "uint32", CPU) }
     end)
     assert.are.same(b, a)
   end)

@@ -3,7 +3,9 @@
 -- are compared exactly. Valid CUDA only: conditions around barriers are block-uniform (parameters, blockIdx,
 -- loop counters), shared memory is written and read on opposite sides of a barrier, warp operations use the
 -- full mask with every lane present (blocks are whole warps), atomics give order-independent results
--- (unsigned sums). Arithmetic is unsigned, so wrapping is defined.
+-- (unsigned sums). Arithmetic is unsigned, so wrapping is defined. Device functions with barriers called as
+-- statements (written into the kernel: NOTE [inlined helpers]), warp operations in declarations and larger
+-- expressions, and 32- and 64-bit indices are among what it writes.
 --
 -- gen(seed, count) returns the source, the entries to ask for (name_expressions for templates) and, per
 -- entry, its launch: { name =, block = {x, y}, nt = threads per block }.
@@ -27,7 +29,7 @@ local function stmts(r, depth, ctx)
   end
   local n = r(4) + 1
   for _ = 1, n do
-    local kind = r(depth > 0 and 11 or 6)
+    local kind = r(depth > 0 and 13 or 6)
     local id = ctx.next()
     if kind == 1 then
       add(("v = v * %du + %du;"):format(r(9), r(1000)))
@@ -38,7 +40,11 @@ local function stmts(r, depth, ctx)
     elseif kind == 4 then -- a local that lives across a barrier and changes after it
       add(("unsigned w%d = v ^ %du;"):format(id, r(99)))
       exchange()
-      add(("w%d += v; v = w%d * 3u;"):format(id, id))
+      if r(2) == 1 then
+        add(("w%d += v; v = w%d * 3u;"):format(id, id))
+      else -- read as ?:'s last operand too
+        add(("w%d += v; v = (v & 1u) ? w%d * 3u : w%d + 1u;"):format(id, id, id))
+      end
     elseif kind == 5 and ctx.warp then -- a warp operation of some kind and width
       local widths = { 32, 16, 8, 4 }
       local wdt = widths[r(4)]
@@ -52,9 +58,13 @@ local function stmts(r, depth, ctx)
         "__all_sync(0xffffffffu, v != 12345u)",
       }
       local op = ops[r(#ops)]
-      local form = r(4)
-      if form == 1 then -- a declaration: the fibers (issue #29 leaves these for later)
+      local form = r(6)
+      if form == 1 then -- a declaration (NOTE [warp fission])
         add(("unsigned x%d = (unsigned)%s; v += x%d;"):format(id, op, id))
+      elseif form == 5 then -- a declaration with a larger expression around the operation
+        add(("unsigned x%d = %s * %du + v; v = x%d;"):format(id, op, r(9), id))
+      elseif form == 6 then -- an assignment with a larger expression around it
+        add(("v = (v ^ %du) + %s * %du;"):format(r(99), op, r(9)))
       elseif form == 2 then -- a cast around it
         add(("v += (unsigned)%s;"):format(op))
       else
@@ -89,8 +99,12 @@ local function stmts(r, depth, ctx)
       for _, s in ipairs(stmts(r, depth - 1, ctx)) do add("  " .. s) end
       add(("  q%d--;"):format(id))
       add("}")
-    else -- a helper taking a value, a reference and a pointer
+    elseif kind == 11 then -- a helper taking a value, a reference and a pointer
       add(("v = mix(v, v, &s[0]) + %du;"):format(r(50)))
+    elseif kind == 12 then -- a device function holding barriers, called as a statement (NOTE [inlined helpers])
+      add(("s[t] = v; %s; rot(s, t, %du, %du); v ^= s[t]; %s;"):format(ctx.sync(), ctx.nt, r(9), ctx.sync()))
+    else -- one that changes the thread's local through a pointer
+      add(("step(s, t, %du, &v);"):format(ctx.nt))
     end
   end
   return out
@@ -101,6 +115,20 @@ function M.gen(seed, count)
   local src = {
     "#define SYNC() __syncthreads()",
     "__device__ unsigned mix(unsigned a, unsigned &b, const unsigned *p) { b += 1u; return a * 33u + b + (p != 0); }",
+    "__device__ void rot(unsigned *s, unsigned t, unsigned nt, unsigned k)",
+    "{",
+    "  unsigned m = s[t] * k; // m and t are names the kernels use too",
+    "  __syncthreads();",
+    "  s[t] = m + s[(t + 1u) % nt];",
+    "  __syncthreads();",
+    "}",
+    "__device__ void step(unsigned *s, unsigned t, unsigned nt, unsigned *v)",
+    "{",
+    "  s[t] = *v;",
+    "  SYNC();",
+    "  *v += s[(t + 3u) % nt] ^ 5u;",
+    "  __syncthreads();",
+    "}",
   }
   local entries, launches = {}, {}
   local id = 0
@@ -127,7 +155,8 @@ function M.gen(seed, count)
     src[#src + 1] = dyn and "  extern __shared__ unsigned s[];" or ("  __shared__ unsigned s[%d];"):format(nt)
     src[#src + 1] = "  __shared__ unsigned acc;"
     src[#src + 1] = two_d and "  unsigned t = threadIdx.x + threadIdx.y * blockDim.x;" or "  unsigned t = threadIdx.x;"
-    src[#src + 1] = ("  unsigned g = blockIdx.x * %du + t;"):format(nt)
+    src[#src + 1] = (r(2) == 1 and "  unsigned g = blockIdx.x * %du + t;" -- or a 64-bit index
+      or "  size_t g = blockIdx.x * (size_t)%d + t;"):format(nt)
     src[#src + 1] = "  unsigned v = in[g];"
     for _, s in ipairs(body) do src[#src + 1] = "  " .. s end
     src[#src + 1] = tmpl and "  out[g] = v + NT;" or "  out[g] = v;"

@@ -65,10 +65,9 @@ int cdv_cpu_entry_paths(job *j, int wide) {
       char pat[132];
       snprintf(pat, sizeof pat, " %s ", all[b]->name);
       if (b == self || !all[b]->name[0] || !strstr(all[self]->idents, pat)) continue;
-      if (all[b]->sync && !all[b]->alias)
-        snprintf(j->why[i], sizeof j->why[i], "calls '%s', which reaches a barrier or warp operation", all[b]->name);
-      cand &= !all[b]->sync || all[b]->alias;
-      hdr |= strstr(all[b]->idents, " threadIdx ") || strstr(all[b]->idents, " cdv_hdr ") ||
+      /* a callee that reaches a barrier is written into the kernel or keeps it off (NOTE [inlined helpers]):
+       * its threadIdx is the kernel's then */
+      hdr |= (!all[b]->sync && strstr(all[b]->idents, " threadIdx ")) || strstr(all[b]->idents, " cdv_hdr ") ||
              strstr(all[b]->idents, " __activemask ");
     }
     if (cand && (strstr(all[self]->idents, " __activemask ") || strstr(all[self]->idents, " cdv_hdr "))) hdr = 1;
@@ -85,9 +84,24 @@ int cdv_cpu_entry_paths(job *j, int wide) {
   return 0;
 }
 
+/* " a b ": the named functions and macros of the source and headers that reach a barrier (NOTE [inlined helpers]). */
+static char *sync_names(const job *j) {
+  buf b = {0};
+  buf_adds(&b, " ");
+  for (int i = -1; i < j->req->nheaders; i++) {
+    const scanres *r = i < 0 ? &j->src : &j->hdr[i];
+    for (int k = 0; k < r->nfn; k++)
+      if (r->fn[k].sync && !r->fn[k].alias && r->fn[k].name[0]) buf_adds(&b, r->fn[k].name), buf_adds(&b, " ");
+  }
+  if (b.oom) free(b.p);
+  return b.oom ? NULL : b.p;
+}
+
 /* (see NOTE [fast paths]) The fast function and trampoline of each candidate entry; entry_fast says which. */
 int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b) {
   const cdv_compile_req *req = j->req;
+  char *sync = sync_names(j);
+  if (!sync) return -1;
   /* "0": none; "tracked": every loop stores its thread's index (the default before NOTE [naming the thread]);
    * otherwise ("vector" too) only loops whose callees read the header do */
   const char *mode = getenv("CUDADEV_CPU_FAST");
@@ -95,6 +109,7 @@ int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b) {
   if (mode && !strcmp(mode, "0")) {
     memset(j->entry_fast, 0, (size_t)req->nentries * sizeof *j->entry_fast);
     for (int i = 0; i < req->nentries; i++) snprintf(j->why[i], sizeof j->why[i], "CUDADEV_CPU_FAST=0");
+    free(sync);
     return 0;
   }
   for (int i = 0; i < req->nentries; i++) {
@@ -111,10 +126,10 @@ int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b) {
     int rc = !base || inst.oom
                  ? -1
                  : cdv_cpu_fis_kernel(req->name ? req->name : "kernel.cu", src, n, base, lt ? ta : NULL, j->syms[i],
-                                      tracked || j->entry_cand[i] == 2, b, &row, j->why[i], sizeof j->why[i]);
+                                      sync, tracked || j->entry_cand[i] == 2, b, &row, j->why[i], sizeof j->why[i]);
     free(base);
     if (rc < 0 || row.oom) {
-      free(row.p), free(inst.p);
+      free(row.p), free(inst.p), free(sync);
       return -1;
     }
     j->entry_fast[i] = rc == 1 ? CDV_CPU_FLAG_SIMD : rc == 2 ? CDV_CPU_FLAG_FISSION : 0;
@@ -129,5 +144,6 @@ int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b) {
     free(inst.p);
     free(row.p);
   }
+  free(sync);
   return 0;
 }

@@ -4,6 +4,7 @@
  * - cpu_scan.c: reading the kernel (refused constructs, functions and what they call, `extern __shared__`
  *   rewrites, includes);
  * - cpu_choose_path.c: choosing each entry's path (NOTE [kernel paths]) and writing its fast function;
+ * - cpu_inline.c: device functions with barriers written into their kernels (NOTE [inlined helpers]);
  * - cpu_fission.c: writing the fast paths, simd and fission (NOTE [fast paths]);
  * - cpu_checked.c: the source rewritten for the checked memory mode (NOTE [checked memory]);
  * - cpu_compile.c: options, the translation unit, running the host compiler, the disk cache.
@@ -146,6 +147,13 @@ int cdv_cpu_fast_paths(job *j, const char *src, size_t n, buf *b);
 
 /* cpu_fission.c: the fast function of one kernel (NOTE [fast paths]). */
 /* targs: a template's arguments followed by ", " ("float, "), NULL for a function that is not one. */
+/* sync: " a b ", the functions that reach a barrier, which cpu_inline.c writes into the kernel. */
 int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *targs,
-                       const char *sym, int hdr, buf *o, buf *rowo, char *why, size_t nwhy);
+                       const char *sym, const char *sync, int hdr, buf *o, buf *rowo, char *why, size_t nwhy);
+
+/* cpu_inline.c (NOTE [inlined helpers]): src with the kernel's calls of the functions in sync written out as
+ * their bodies. 1: *out (malloc'd, *nout bytes); 0: no call to write out; 2: one that cannot be (why); -1: out of
+ * memory. */
+int cdv_cpu_inline(const char *src, size_t n, const char *kernel, const char *sync, char **out, size_t *nout, char *why,
+                   size_t nwhy);
 #endif

@@ -59,6 +59,7 @@ typedef struct fitem { /* one statement of a sequence */
   int call, eq, op; /* warp operation: the call's token, the assignment's first token, which (fis_warp_word) */
   int arg[5], nargs; /* warp operation: the first token of each argument; arg[nargs] the closing parenthesis */
   int dow; /* barrier loop: a do loop (its header is the condition after while) */
+  int ce, decl; /* warp operation: the token after the call; 1 when the statement declares what it sets */
 } fitem;
 
 typedef struct fdecl {
@@ -198,6 +199,53 @@ static int fis_syncwarp(fgen *g, int a, int e) {
          ftok(g, e - 1, ";");
 }
 
+static const char *const decl_storage[] = {"static", "__shared__", "thread_local", "constexpr", "extern", NULL};
+
+/* The token of the assignment of the statement [a, c) before a warp operation at c: its first '=' at the top
+ * level that assigns; -1 when none. */
+static int fis_warp_eq(fgen *g, int a, int c) {
+  for (int i = a, d = 0; i < c; i++) {
+    d += ftok(g, i, "(") + ftok(g, i, "[") + ftok(g, i, "{") - ftok(g, i, ")") - ftok(g, i, "]") - ftok(g, i, "}");
+    if (d == 0 && ftok(g, i, "=") && fis_assigns(g, i)) return i;
+  }
+  return -1;
+}
+
+/* May the warp operation [c, ce) of the statement [eq + 1, e) (eq its assignment) be taken out of it? Not when
+ * an operator around it may skip it (?:, &&, ||) or the statement assigns twice or holds a top-level comma:
+ * the exchange runs for every thread before the rest of the statement (NOTE [warp fission]). */
+static int fis_warp_around(fgen *g, int eq, int c, int ce, int e) {
+  const cdv_tok *v = g->t->v;
+  for (int i = eq + 1, d = 0; i < e - 1; i++) {
+    if (i == c) i = ce;
+    if (i >= e - 1) break;
+    d += ftok(g, i, "(") + ftok(g, i, "[") - ftok(g, i, ")") - ftok(g, i, "]");
+    int glued = v[i + 1].off == v[i].off + 1;
+    if (ftok(g, i, "?") || (ftok(g, i, "=") && fis_assigns(g, i)) || ftok(g, i, "{") || (d == 0 && ftok(g, i, ",")) ||
+        (glued && ((ftok(g, i, "&") && ftok(g, i + 1, "&")) || (ftok(g, i, "|") && ftok(g, i + 1, "|")))))
+      return 0;
+  }
+  return 1;
+}
+
+/* Is [a, eq) the type and name of a declaration a warp operation may initialise: identifiers and stars, the
+ * name last, no reference and no storage class (issue 29: `float v = __shfl_down_sync(m, x, 1) + y;`)? 1 when
+ * it is, 0 when it declares nothing, -1 when it declares what fission cannot take. */
+static int fis_warp_decl(fgen *g, int a, int eq) {
+  int idents = 0, adjacent = 0;
+  for (int i = a; i < eq; i++) {
+    if (g->t->v[i].kind == CDV_T_IDENT) {
+      idents++;
+      adjacent |= i + 1 < eq && g->t->v[i + 1].kind == CDV_T_IDENT;
+      if (cdv_cpu_word_of(g->s, &g->t->v[i], decl_storage)) return -1;
+    }
+  }
+  if (!adjacent && !(idents >= 2 && ftok(g, eq - 2, "*"))) return 0;
+  for (int i = a; i < eq; i++)
+    if (g->t->v[i].kind != CDV_T_IDENT && !ftok(g, i, "*")) return -1;
+  return g->t->v[eq - 1].kind == CDV_T_IDENT ? 1 : -1;
+}
+
 /* A warp operation statement at [a, e) (NOTE [warp fission]) as an item; -1 when it is not one. */
 static int fis_warp_op(fgen *g, int a, int e) {
   int c = -1;
@@ -206,33 +254,28 @@ static int fis_warp_op(fgen *g, int a, int e) {
       if (c >= 0 || !fis_warp_word(g, i)) return -1;
       c = i;
     }
-  int eq = c - 1; /* `lhs = op(...)`, or `lhs = (type)op(...)`: a cast of identifiers and * (issue 29) */
-  if (ftok(g, eq, ")")) {
-    int q = eq - 1;
-    while (q > a && (g->t->v[q].kind == CDV_T_IDENT || ftok(g, q, "*"))) q--;
-    eq = ftok(g, q, "(") && q < c - 2 ? q - 1 : -1;
-  }
-  if (c < 2 || eq < a || !ftok(g, c + 1, "(") || cdv_cpu_skip_parens(g->s, g->t, c + 1) != e - 1 ||
-      !ftok(g, e - 1, ";") || !ftok(g, eq, "=") || !fis_assigns(g, eq))
-    return -1;
+  if (c < 2 || !ftok(g, c + 1, "(") || !ftok(g, e - 1, ";")) return -1;
+  /* `lhs = op(...)`, `lhs += (type)op(...) * k`, `T v = op(...) + y;` (issue 29) */
+  int ce = cdv_cpu_skip_parens(g->s, g->t, c + 1), eq = fis_warp_eq(g, a, c);
+  if (ce > e - 1 || eq < a || !fis_warp_around(g, eq, c, ce, e)) return -1;
+  int decl = fis_warp_decl(g, a, eq);
+  if (decl < 0) return -1;
   const cdv_tok *v = g->t->v;
-  while (eq > a && v[eq - 1].kind == CDV_T_PUNCT && v[eq - 1].off + 1 == v[eq].off && !ftok(g, eq - 1, ")") &&
+  while (!decl && eq > a && v[eq - 1].kind == CDV_T_PUNCT && v[eq - 1].off + 1 == v[eq].off && !ftok(g, eq - 1, ")") &&
          !ftok(g, eq - 1, "]"))
     eq--; /* a compound assignment: +=, <<=, ... */
   if (eq == a) return -1;
-  for (int i = a; i + 1 < eq; i++)
-    if (v[i].kind == CDV_T_IDENT && v[i + 1].kind == CDV_T_IDENT) return -1; /* a declaration */
   fitem x = {.kind = 4, .a = a, .b = e, .kw = a};
-  x.call = c, x.eq = eq, x.op = fis_warp_word(g, c);
+  x.call = c, x.eq = eq, x.op = fis_warp_word(g, c), x.ce = ce, x.decl = decl;
   x.arg[0] = c + 2;
-  for (int i = c + 2, d = 0; i < e - 2; i++) {
+  for (int i = c + 2, d = 0; i < ce - 2; i++) {
     d += ftok(g, i, "(") + ftok(g, i, "[") + ftok(g, i, "{") - ftok(g, i, ")") - ftok(g, i, "]") - ftok(g, i, "}");
     if (d == 0 && ftok(g, i, ",")) {
       if (++x.nargs == 4) return -1;
       x.arg[x.nargs] = i + 1;
     }
   }
-  x.arg[++x.nargs] = e - 2;
+  x.arg[++x.nargs] = ce - 1;
   int shfl = x.op <= 4;
   if ((shfl && x.nargs != 3 && x.nargs != 4) || (!shfl && x.nargs != 2) || g->nit == FIS_MAX_ITEMS) return -1;
   for (int k = 0; k < x.nargs; k++)
@@ -350,7 +393,6 @@ static const char *const decl_not_first[] = {
     "return", "break", "continue", "delete", "throw",     "goto",     "else",     "case",  "default", "do",
     "sizeof", "new",   "typedef",  "using",  "namespace", "struct",   "class",    "union", "enum",    "static_assert",
     "if",     "for",   "while",    "switch", "operator",  "template", "typename", NULL};
-static const char *const decl_storage[] = {"static", "__shared__", "thread_local", "constexpr", "extern", NULL};
 
 /* Note the declarations of the plain statement [a, b) in region seg. -1: a declaration fission cannot take. */
 static int fis_decl(fgen *g, int a, int b, int seg) {
@@ -398,13 +440,62 @@ static int fis_declares(const fgen *g, int i) {
            ((ftok(g, i - 3, "(") || ftok(g, i - 3, ",")) && init)));
 }
 
+/* Is the name at i a member or qualified (x.name, p->name, ns::name)? Not after a lone ':' (c ? a : name, issue
+ * 29: pathfinder's `tx - 1 < l ? l : tx - 1` kept the per-thread array's name, and its function did not compile). */
+static int fis_member(const fgen *g, int i) {
+  return ftok(g, i - 1, ".") || (ftok(g, i - 1, ":") && ftok(g, i - 2, ":")) ||
+         (ftok(g, i - 1, ">") && ftok(g, i - 2, "-"));
+}
+
+/* Is the name at i one the kernel declares, a local or a parameter (so no macro, whose body may not be one
+ * operand)? */
+static int fis_own_name(const fgen *g, int i) {
+  for (int d = 0; d < g->nd; d++)
+    if (same_tok(g, i, g->d[d].name)) return 1;
+  for (int p = g->lp + 1; p < g->rp; p++)
+    if (same_tok(g, i, p) && (ftok(g, p + 1, ",") || ftok(g, p + 1, ")"))) return 1;
+  return 0;
+}
+
+/* (see NOTE [power-of-two modulus] in cpu_prelude.hpp) `name % m` at i, with name a local or parameter, m one
+ * too, a number or a parenthesised group within [i, b), and nothing before the name that binds tighter than %:
+ * the token after m, else -1. */
+static int fis_umod(const fgen *g, int i, int b) {
+  const cdv_tok *v = g->t->v;
+  if (v[i].kind != CDV_T_IDENT || fis_member(g, i) || !ftok(g, i + 1, "%") || i + 2 >= b ||
+      (ftok(g, i + 2, "=") && v[i + 2].off == v[i + 1].off + 1))
+    return -1;
+  static const char *const before[] = {"(", "=", ",", "[", "?", ":", "<", ">", "|", "^", "{", ";", NULL};
+  int ok = 0;
+  for (int k = 0; before[k] && !ok; k++) ok = ftok(g, i - 1, before[k]);
+  if (!ok || (ftok(g, i - 1, ":") && ftok(g, i - 2, ":")) || !fis_own_name(g, i)) return -1;
+  int r = i + 2;
+  if (ftok(g, r, "(")) return cdv_cpu_skip_parens(g->s, g->t, r) <= b ? cdv_cpu_skip_parens(g->s, g->t, r) : -1;
+  if ((v[r].kind != CDV_T_IDENT && v[r].kind != CDV_T_NUM) || r + 1 > b ||
+      (v[r].kind == CDV_T_IDENT && !fis_own_name(g, r)))
+    return -1;
+  if (ftok(g, r + 1, ".") || ftok(g, r + 1, "[") || ftok(g, r + 1, "(") || (ftok(g, r + 1, "-") && ftok(g, r + 2, ">")))
+    return -1;
+  return r + 1;
+}
+
 /* Write token range [a, b) with the substitutions of region seg (-2: a barrier loop's header). */
 static void fis_emit(fgen *g, buf *o, int a, int b, int seg) {
   for (int i = a; i < b; i++) {
     const cdv_tok *k = &g->t->v[i];
     if (i > a)
       buf_add(o, g->o + g->t->v[i - 1].off + g->t->v[i - 1].len, k->off - (g->t->v[i - 1].off + g->t->v[i - 1].len));
-    int member = i > 0 && (ftok(g, i - 1, ".") || ftok(g, i - 1, ":") || (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")));
+    int member = i > 0 && fis_member(g, i);
+    int um = seg >= 0 && g->nbar && !member ? fis_umod(g, i, b) : -1;
+    if (um > 0) { /* (see NOTE [power-of-two modulus]) */
+      buf_adds(o, "cdv_umod(");
+      fis_emit(g, o, i, i + 1, seg);
+      buf_adds(o, ", ");
+      fis_emit(g, o, i + 2, um, seg);
+      buf_adds(o, ")");
+      i = um - 1;
+      continue;
+    }
     if (k->kind == CDV_T_IDENT && !member) {
       if (cdv_tok_is(g->s, k, "return") && seg >= 0) {
         buf_addf(o, g->ret ? "{ cdv_done[cdv_t] = 1; goto cdv_end%d; }" : "goto cdv_end%d", seg);
@@ -1011,7 +1102,9 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   fis_close(g, o, x->seg);
   fis_open(g, o, *cur = x->seg2, hdr);
   fis_line(g, o, x->a, g->fname);
-  fis_emit(g, o, x->a, x->call, x->seg2);
+  int priv = 0; /* a declaration whose name lives in a per-thread array: an assignment to it */
+  for (int d = 0; x->decl && d < g->nd; d++) priv |= g->d[d].stmt_a == x->a && g->d[d].priv;
+  fis_emit(g, o, priv ? x->eq - 1 : x->a, x->call, x->seg2);
   if (shfl) {
     buf_adds(o, " cdv_xshfl<cdv_bare<decltype(");
     fis_emit(g, o, a[1], a[2] - 1, x->seg2);
@@ -1029,7 +1122,8 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
     else
       buf_adds(o, "32");
   }
-  buf_adds(o, shfl ? "));" : ")));");
+  buf_adds(o, shfl ? ")) " : "))) ");
+  fis_emit(g, o, x->ce, x->b, x->seg2); /* the rest of the statement: `+ y;` */
   return k + 1;
 }
 
@@ -1204,6 +1298,88 @@ static void fis_items(fgen *g, buf *o, int from, int to, int seg, const char *fn
   for (int k = from; k < to; k++) fis_line(g, o, g->it[k].a, fname), fis_emit(g, o, g->it[k].a, g->it[k].b, seg);
 }
 
+/* NOTE [monotone guard]: the first loop of NOTE [uniform guard] evaluates the guard for every thread of every
+ * block: in the README's saxpy (`size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; if (i < n) ...`)
+ * that loop of 64-bit compares was a third of the kernel's time on one core (14.2 ms a launch of 2^24 floats
+ * against 9.6 ms without it), and it is why the size_t index cost more than the int one (the 32-bit loop is
+ * cheaper, but not free). When the guard is `i OP E` (OP one of < <= > >=) with E of literals, integer
+ * parameters, blockIdx, blockDim and gridDim only (fis_int_expr: one value for the block), and i a local of
+ * an integer type declared before it as `U + threadIdx.x` or `threadIdx.x + U` (terms joined by + and - at
+ * the top level, U without threadIdx), the guard is monotone in threadIdx.x: two probes, the block's first
+ * and last x, tell whether it holds for all threads or none. The probes also check that i did not wrap or
+ * change sign over the block (i at the last x is exactly i at the first plus blockDim.x - 1, both of one sign,
+ * so a conversion for the comparison keeps the order); when it did, the loop over every thread decides as
+ * before. The i of y and z is that of x (U names no threadIdx). */
+static const char *const fis_index_words[] = {"const",    "unsigned",  "signed",    "int",     "long",
+                                              "size_t",   "ptrdiff_t", "int32_t",   "int64_t", "uint32_t",
+                                              "uint64_t", "intptr_t",  "uintptr_t", "uint",    NULL};
+
+/* Is [a, e) `U + threadIdx.x` or `threadIdx.x + U` with U of one value for the block (NOTE [monotone guard])? */
+static int fis_affine_x(fgen *g, int a, int e) {
+  int tx = -1;
+  for (int i = a, d = 0; i < e; i++) {
+    d += ftok(g, i, "(") + ftok(g, i, "[") - ftok(g, i, ")") - ftok(g, i, "]");
+    if (ftok(g, i, "threadIdx")) {
+      if (tx >= 0 || d != 0) return 0;
+      tx = i;
+    }
+    if (d == 0 && g->t->v[i].kind == CDV_T_PUNCT && !ftok(g, i, "+") && !ftok(g, i, "-") && !ftok(g, i, "*") &&
+        !ftok(g, i, "/") && !ftok(g, i, "%") && !ftok(g, i, ".") && !ftok(g, i, "(") && !ftok(g, i, ")"))
+      return 0;
+  }
+  if (tx < 0 || !ftok(g, tx + 1, ".") || !ftok(g, tx + 2, "x")) return 0;
+  int after = tx + 3;
+  if (after < e && !ftok(g, after, "+") && !ftok(g, after, "-")) return 0;
+  if (tx > a && !(ftok(g, tx - 1, "+") && tx - 1 > a &&
+                  (g->t->v[tx - 2].kind != CDV_T_PUNCT || ftok(g, tx - 2, ")") || ftok(g, tx - 2, "]"))))
+    return 0;
+  return (tx == a || fis_int_expr(g, a, tx - 1, -1, 1, g->lp, g->rp, g->lb, g->rb)) &&
+         (after == e || fis_int_expr(g, after + 1, e, -1, 1, g->lp, g->rp, g->lb, g->rb));
+}
+
+/* The declaration (before item k) of the guard `i OP E` at [ca, cb) (NOTE [monotone guard]); -1 when the guard
+ * is not one. *le: OP is < or <= (the guard holds for the first threads). */
+static int fis_mono_guard(fgen *g, int k, int ca, int cb, int *le) {
+  int op = ca + 1, d = -1;
+  *le = ftok(g, op, "<");
+  if (!(*le || ftok(g, op, ">")) || ftok(g, op + 1, "<") || ftok(g, op + 1, ">")) return -1;
+  int e0 = op + 1 + ftok(g, op + 1, "=");
+  if (e0 >= cb || !fis_int_expr(g, e0, cb, -1, 1, g->lp, g->rp, g->lb, g->rb)) return -1;
+  for (int j = 0; j < g->nd; j++)
+    if (same_tok(g, ca, g->d[j].name) && g->d[j].stmt_a < g->it[k].a) d = j;
+  if (d < 0 || !ftok(g, g->d[d].name + 1, "=") || ftok(g, g->d[d].name - 1, "*") || ftok(g, g->d[d].name - 1, "&"))
+    return -1;
+  for (int j = 0; j < g->nd; j++) /* declared once */
+    if (j != d && same_tok(g, ca, g->d[j].name)) return -1;
+  int first = g->d[d].name;
+  for (int j = 0; j < g->nd; j++)
+    if (g->d[j].stmt_a == g->d[d].stmt_a && g->d[j].name < first) first = g->d[j].name;
+  while (first > g->d[d].stmt_a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
+  for (int i = g->d[d].stmt_a; i < first; i++)
+    if (g->t->v[i].kind != CDV_T_IDENT || !cdv_cpu_word_of(g->s, &g->t->v[i], fis_index_words)) return -1;
+  g->d[d].init_a = g->d[d].name + 2, g->d[d].init_b = fis_decl_end(g, g->d[d].name, g->d[d].stmt_b);
+  return fis_affine_x(g, g->d[d].init_a, g->d[d].init_b) ? d : -1;
+}
+
+/* (see NOTE [monotone guard]) The probes: i and the guard at the block's first and last x; cdv_mono when they
+ * decide. */
+static void fis_mono_probe(fgen *g, buf *o, int d, int ca, int cb, int le) {
+  const cdv_tok *nm = &g->t->v[g->d[d].name];
+  buf_adds(o, " { const uint3 cdv_tix = {0u, 0u, 0u}; (void)cdv_tix;");
+  fis_remat_decl(g, o, d, -3);
+  buf_addf(o, "const auto cdv_i0 = %.*s; const bool cdv_g0 = (", (int)nm->len, g->o + nm->off);
+  fis_emit_line(g, o, ca, cb, -3);
+  buf_adds(o, "); { const uint3 cdv_tix = {cdv_bdim.x - 1u, 0u, 0u}; (void)cdv_tix;");
+  fis_remat_decl(g, o, d, -3);
+  buf_adds(o, "const bool cdv_g1 = (");
+  fis_emit_line(g, o, ca, cb, -3);
+  buf_addf(o,
+           "); if ((unsigned long long)(long long)%.*s - (unsigned long long)(long long)cdv_i0 == cdv_bdim.x - 1ull && "
+           "(cdv_i0 > 0 || cdv_i0 == 0) == (%.*s > 0 || %.*s == 0)) cdv_mono = 1, cdv_all = %s, cdv_any = %s; } }",
+           (int)nm->len, g->o + nm->off, (int)nm->len, g->o + nm->off, (int)nm->len, g->o + nm->off,
+           le ? "cdv_g1" : "cdv_g0", le ? "cdv_g0" : "cdv_g1");
+}
+
 /* (see NOTE [uniform guard]) Write the simd body versioned on its guard; 0 when it has none that qualifies. */
 static int fis_guard(fgen *g, buf *o, int hdr, const char *fname) {
   int k = 0;
@@ -1222,14 +1398,17 @@ static int fis_guard(fgen *g, buf *o, int hdr, const char *fname) {
   if (!ftok(g, x->a + 1, "(")) return 0; /* if constexpr */
   int rp = cdv_cpu_skip_parens(g->s, g->t, x->a + 1) - 1, e1 = stmt_end(g, rp + 1, x->b);
   if (!ftok(g, rp, ")") || !fis_pure(g, x->a + 2, rp, 0) || e1 < 0 || (e1 < x->b && !ftok(g, e1, "else"))) return 0;
-  /* the condition's value for every thread */
-  buf_adds(o, " int cdv_any = 0, cdv_all = 1;");
+  /* the condition's value for every thread: from two probes where it is monotone (NOTE [monotone guard]) */
+  int le = 0, mono = fis_mono_guard(g, k, x->a + 2, rp, &le);
+  buf_adds(o, " int cdv_any = 0, cdv_all = 1, cdv_mono = 0; (void)cdv_mono;");
+  if (mono >= 0) fis_mono_probe(g, o, mono, x->a + 2, rp, le), buf_adds(o, " if (!cdv_mono) {");
   fis_open(g, o, 3, hdr);
   fis_items(g, o, 0, k, 3, fname);
   buf_adds(o, " { const bool cdv_g = ");
   fis_emit(g, o, x->a + 1, rp + 1, 3);
   buf_adds(o, "; cdv_any |= cdv_g; cdv_all &= cdv_g; }");
   fis_close(g, o, 3);
+  if (mono >= 0) buf_adds(o, " }");
   /* all: the if's statement; none: its else; some: as written */
   buf_adds(o, "\nif (cdv_all) {");
   fis_open(g, o, 1, hdr);
@@ -1276,6 +1455,7 @@ static int fis_number(fgen *g, int from, int to) {
       x->seg = g->nseg++, x->seg2 = cur = g->nseg++;
       for (int i = x->a; i < x->b; i++) g->seg_of[i] = cur;
       for (int i = x->arg[1]; i < x->arg[2]; i++) g->seg_of[i] = x->seg;
+      if (x->decl && fis_decl(g, x->a, x->b, x->seg2)) return -1; /* `T v = op(...);` declares v after the split */
       k++;
     } else {
       cur = -1;
@@ -1377,11 +1557,16 @@ static int fis_template(const fgen *g, int nm, int *a, int *b) {
 }
 
 int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char *name, const char *targs,
-                       const char *sym, int hdr, buf *o, buf *rowo, char *why, size_t nwhy) {
+                       const char *sym, const char *sync, int hdr, buf *o, buf *rowo, char *why, size_t nwhy) {
+  char *inl = NULL; /* the source with its helpers written into the kernel (NOTE [inlined helpers]) */
+  size_t ninl = 0;
+  int irc = cdv_cpu_inline(src, n, name, sync, &inl, &ninl, why, nwhy);
+  if (irc != 0 && irc != 1) return irc < 0 ? -1 : 0;
+  if (inl) src = inl, n = ninl;
   char *s = cdv_scan_strip(src, n);
   cdv_toks t = {0};
   if (!s || cdv_scan_tokenize(s, n, &t)) {
-    free(s), free(t.v);
+    free(s), free(t.v), free(inl);
     return -1;
   }
   fgen *g = calloc(1, sizeof *g);
@@ -1467,9 +1652,7 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
     fdecl *x = &g->d[d];
     if (x->uniform || x->hoist) continue;
     for (int i = lb + 1; i < rb; i++) {
-      if (i == x->name || !same_tok(g, i, x->name) || seg_of[i] == x->seg || ftok(g, i - 1, ".") ||
-          ftok(g, i - 1, ":") || (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")))
-        continue;
+      if (i == x->name || !same_tok(g, i, x->name) || seg_of[i] == x->seg || fis_member(g, i)) continue;
       int f = lb + 1; /* a region whose first mention of the name declares one of its own: not a use */
       while (f < i && !(same_tok(g, f, x->name) && seg_of[f] == seg_of[i])) f++;
       if (seg_of[i] < 0 || !fis_declares(g, f)) x->priv = 1;
@@ -1497,7 +1680,7 @@ int cdv_cpu_fis_kernel(const char *fname, const char *src, size_t n, const char 
       }
     for (int i = lb + 1; i < rb; i++) {
       if (i == x->name || !same_tok(g, i, x->name)) continue;
-      if ((i < x->name && !ftok(g, i - 1, ".") && !ftok(g, i - 1, ":") && !ftok(g, i - 1, ">")) || fis_declares(g, i)) {
+      if ((i < x->name && !fis_member(g, i)) || fis_declares(g, i)) {
         fis_no(g, i, "a local across a barrier declared twice or used before its declaration");
         goto done;
       }
@@ -1594,5 +1777,6 @@ done:
   free(g);
   free(s);
   free(t.v);
+  free(inl);
   return rc;
 }

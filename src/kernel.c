@@ -10,6 +10,7 @@
 
 #include "cdv.h"
 #include "sig.h"
+#include "mangle.h"
 #include "module.h"
 
 /* ------------------------------------------------------------ Kernel values and the launch plan */
@@ -250,11 +251,33 @@ static int ptx_signature(const char *ptx, const char *name, cdv_sig *sig) {
   return 0;
 }
 
+/* (see NOTE [mangled names] in mangle.c) The entry whose mangled name is name: NVRTC's lowered name on a CUDA
+ * device, the name mangle.c writes from its parameter list on the cpu device; -1 when none. */
+static int mangled_entry(cdv_module_t *m, const char *name) {
+  if (strncmp(name, "_Z", 2) != 0) return -1;
+  for (int i = 0; i < m->nentries; i++) {
+    if (m->img.lowered && m->img.lowered[i] && strcmp(m->img.lowered[i], name) == 0) return i;
+    if (!m->have_sigs) continue;
+    cdv_sig s;
+    char err[256], mangled[512];
+    const char *types[64];
+    memset(&s, 0, sizeof s);
+    int ok = cdv_sig_resolve(&m->sigs, m->entries[i], &s, err, sizeof err) == 0 && !s.extern_c && s.ntparams == 0 &&
+             s.nparams <= 64;
+    for (int j = 0; ok && j < s.nparams; j++) types[j] = s.params[j].type;
+    ok = ok && cdv_mangle(s.name, s.nparams, types, mangled, sizeof mangled) == 0 && strcmp(mangled, name) == 0;
+    cdv_sig_clear(&s);
+    if (ok) return i;
+  }
+  return -1;
+}
+
 int cdv_push_kernel(lua_State *L, int mod_idx, cdv_module_t *m, const char *name, double timeout) {
   if (m->dev == NULL) return cdv_module_no_device(L, m);
   int idx = -1;
   for (int i = 0; i < m->nentries && idx < 0; i++)
     if (strcmp(m->entries[i], name) == 0) idx = i;
+  if (idx < 0 && (idx = mangled_entry(m, name)) >= 0) name = m->entries[idx]; /* m["_Z6kernelPfi"] */
   cdv_sig sig;
   char err[512];
   memset(&sig, 0, sizeof sig);

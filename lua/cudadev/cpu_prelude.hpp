@@ -283,6 +283,22 @@ template <class T> static inline void cdv_xput(unsigned long long *xs, unsigned 
 // vectorises where the gather of the general rule does not pay (reduce_warp in bench/cpu: 24 ms to 7.5 ms on
 // 2 cores). The slack is zeroed once, and xp wholly, so that nothing read there is undefined (valgrind runs the
 // cpu specs).
+// NOTE [power-of-two modulus]: `x % m` in the fission regions, with x a name, is written cdv_umod(x, m): for
+// unsigned operands, x & (m - 1) when m is a power of two (the same value), else x % m. m is mostly one value
+// for the whole block (`tid % (2 * s) == 0` in NVIDIA's reduction kernel 0, s the barrier loop's counter), so
+// GCC takes the test out of the thread loop, and the loop of & vectorises where the one of % (a division per
+// thread) did not. Signed operands keep their %.
+template <class A, class B> static inline auto cdv_umod(A a, B m) -> decltype(a % m)
+{
+  using C = decltype(a % m);
+  if constexpr (std::is_unsigned<C>::value) {
+    const C d = (C)m;
+    return (d & (d - 1)) == 0 ? (C)((C)a & (d - 1)) : (C)((C)a % d);
+  } else {
+    return a % m;
+  }
+}
+
 enum { CDV_XSLACK = 32 };
 static inline void cdv_xinit(unsigned long long *xs, unsigned *xs4, unsigned char *xp, unsigned long nt)
 {
