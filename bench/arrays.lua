@@ -194,11 +194,40 @@ do
   local t_svd = timed(function() return L.svd(M) end)
   local function row(what, t, cp, tt)
     local best = cp and tt and math.min(cp, tt) or cp or tt
-    print(("| %s, µs | %s | %s | %s | info: %s the best peer's speed |"):format(what, cell(t), cell(cp), cell(tt),
-      best and ("%.2f×"):format(best / t) or "—"))
+    print(("| %s, µs | %s | %s | %s | ≥ 0.95× the best peer's speed (%s) %s |"):format(what, cell(t), cell(cp),
+      cell(tt), best and ("%.2f×"):format(best / t) or "—", best and verdict(best / t >= 0.95) or ""))
   end
   row("cd.linalg.solve 4096² float32, b {4096}", t_solve, peers.cupy_solve, peers.torch_solve)
   row("cd.linalg.solve {1024, 32, 32} float32, b {1024, 32, 1}", t_bsolve, peers.cupy_bsolve, peers.torch_bsolve)
   row("cd.linalg.cholesky 4096² float64", t_chol, peers.cupy_chol, peers.torch_chol)
   row("cd.linalg.svd 1024² float32 (U, S, Vh)", t_svd, peers.cupy_svd, peers.torch_svd)
+end
+
+-- issue 32's FFT rows: cd.fft on cuFFT (src/fft.c, plans cached) against CuPy's and PyTorch's FFTs
+-- (bench/arrays_peers.py, the same sizes and dtypes): fft of 2^24 complex64, rfft of 2^24 float32, fft2 of
+-- 4096² complex64, each result's allocation included; each checked by its inverse or its first element
+do
+  local F = cd.fft
+  cd.random.seed(33)
+  local NF = 1 << 24
+  local xr = cd.random.uniform({ NF }, "float32")
+  local xc = xr:astype("complex64")
+  local back = F.ifft(F.fft(xc))
+  assert(cd.abs(back - xc):max() <= 1e-4, "fft/ifft of 2^24 is wrong")
+  local t_fft = timed(function() return F.fft(xc) end)
+  local y = F.rfft(xr)
+  local s0 = xr:astype("float64"):sum()
+  assert(y.shape[1] == NF // 2 + 1 and math.abs(y[1][1] - s0) <= 1e-4 * s0, "rfft of 2^24 is wrong")
+  local t_rfft = timed(function() return F.rfft(xr) end)
+  local X = cd.random.uniform({ 4096, 4096 }, "float32"):astype("complex64")
+  assert(cd.abs(F.ifft2(F.fft2(X)) - X):max() <= 1e-4, "fft2 of 4096² is wrong")
+  local t_fft2 = timed(function() return F.fft2(X) end)
+  local function row(what, t, cp, tt)
+    local best = cp and tt and math.min(cp, tt) or cp or tt
+    print(("| %s, µs | %s | %s | %s | ≥ 0.95× the best peer's speed (%s) %s |"):format(what, cell(t), cell(cp),
+      cell(tt), best and ("%.2f×"):format(best / t) or "—", best and verdict(best / t >= 0.95) or ""))
+  end
+  row("cd.fft.fft 2^24 complex64", t_fft, peers.cupy_fft, peers.torch_fft)
+  row("cd.fft.rfft 2^24 float32", t_rfft, peers.cupy_rfft, peers.torch_rfft)
+  row("cd.fft.fft2 4096² complex64", t_fft2, peers.cupy_fft2, peers.torch_fft2)
 end

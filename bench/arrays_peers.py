@@ -129,3 +129,19 @@ print(f"RESULT cupy_solve {timed(lambda: cp.linalg.solve(cA, cbv), 10):.2f}")
 print(f"RESULT cupy_bsolve {timed(lambda: cp.linalg.solve(cAb, cbb), 10):.2f}")
 print(f"RESULT cupy_chol {timed(lambda: cp.linalg.cholesky(cS), 10):.2f}")
 print(f"RESULT cupy_svd {timed(lambda: cp.linalg.svd(cM), 10):.2f}")
+
+# issue 32's FFT rows: the sizes of bench/arrays.lua's (fft of 2^24 complex64, rfft of 2^24 float32, fft2 of 4096²
+# complex64), results checked by their inverses
+gf = torch.Generator(device="cuda").manual_seed(33)
+fr = torch.rand((1 << 24,), device="cuda", generator=gf)
+fc = fr.to(torch.complex64)
+f2 = torch.rand((4096, 4096), device="cuda", generator=gf).to(torch.complex64)
+assert float((torch.fft.ifft(torch.fft.fft(fc)) - fc).abs().max()) <= 1e-4
+print(f"RESULT torch_fft {timed(lambda: torch.fft.fft(fc), 10):.2f}")
+print(f"RESULT torch_rfft {timed(lambda: torch.fft.rfft(fr), 10):.2f}")
+print(f"RESULT torch_fft2 {timed(lambda: torch.fft.fft2(f2), 10):.2f}")
+cfr, cfc, cf2 = (cp.asarray(v) for v in (fr, fc, f2))
+assert float(cp.abs(cp.fft.ifft(cp.fft.fft(cfc)) - cfc).max()) <= 1e-4
+print(f"RESULT cupy_fft {timed(lambda: cp.fft.fft(cfc), 10):.2f}")
+print(f"RESULT cupy_rfft {timed(lambda: cp.fft.rfft(cfr), 10):.2f}")
+print(f"RESULT cupy_fft2 {timed(lambda: cp.fft.fft2(cf2), 10):.2f}")
