@@ -6,7 +6,7 @@
 --   PHASE time: sort and argsort of 2^24 uniform float32 and cumsum of 2^26, timed by events around the call
 --     (allocation of the result included, as bench/arrays.lua), median of 20 after 3 warm-ups, for each tuning
 --     of the grid (NOTE [sort tuning] in lua/cudadev/sorting.lua; SORT_SWEEP_GRID="tune;tune;..." replaces the
---     radix grid, SORT_SWEEP_SCANS="4,8,16" the scan widths), against CuPy's lines in WORK/peers.txt.
+--     radix grid, SORT_SWEEP_SCANS="4,8,16" the scan widths (default 16)), against CuPy's lines in WORK/peers.txt.
 local cd = require "cudadev"
 local work, phase = arg[1], arg[2]
 local fmt = string.format
@@ -94,11 +94,15 @@ local default = cd._sort_tune()
 local grid = {}
 for g in (os.getenv("SORT_SWEEP_GRID") or table.concat({
   default,
-  "rank=ballot",
+  "look=1",   -- a tile at a time, as the look-back was before (its other changes stay)
+  "look=2", "look=8", "look=16",
+  "rank=ballot", "rank=ballot,look=8",
   "block=256,items=16,pitems=8,rank=ballot",   -- the shape before issue 28's rework, but 32-bit payloads
-  "block=256,items=16,pitems=12", "block=256,items=24,pitems=16",
-  "block=384,items=15,pitems=11", "block=384,items=21,pitems=15", "block=384,items=18,pitems=13",
-  "block=512,items=12,pitems=8", "block=512,items=16,pitems=12",
+  "block=384,items=18,pitems=13",
+  "block=512,items=12,pitems=8", "block=512,items=12,pitems=8,rank=ballot,look=8",
+  "occ=1",   -- registers as ptxas likes: the payload's kernel took 96, one block a multiprocessor
+  "block=384,items=12,pitems=10,occ=3", "block=384,items=12,pitems=10,rank=ballot,look=8,occ=3",
+  "block=256,items=12,pitems=8,occ=4",
   "hist=1", "hist=16",
 }, ";")):gmatch("[^;]+") do grid[#grid + 1] = g end
 
@@ -122,7 +126,7 @@ end
 
 print(fmt("%-52s %10s %8s", "cumsum of 2^26 float32, scan=", "us", "vs CuPy"))
 print(fmt("%-52s %10s", "CuPy", peers.cupy_cumsum or "-"))
-for w in (os.getenv("SORT_SWEEP_SCANS") or "4,8,12,16,20"):gmatch("%d+") do
+for w in (os.getenv("SORT_SWEEP_SCANS") or "16"):gmatch("%d+") do
   cd._sort_tune(default)
   local ok, err = pcall(function()
     cd._sort_tune("scan=" .. w)
