@@ -123,6 +123,8 @@ helper.each_device(function(dev)
         "bad argument #1 to '_sort_tune' (block must be a multiple of 32 in 256..1024)")
       helper.assert_error_matches(function() cd._sort_tune("look=17") end,
         "bad argument #1 to '_sort_tune' (look must be in 1..16)")
+      helper.assert_error_matches(function() cd._sort_tune("block=1024,occ=3") end,
+        "bad argument #1 to '_sort_tune' (occ must be at least 1, and occ * block at most 2048)")
       assert.are.equal(saved, cd._sort_tune())
     end)
 
