@@ -107,8 +107,8 @@ for g in (os.getenv("SORT_SWEEP_GRID") or table.concat({
 }, ";")):gmatch("[^;]+") do grid[#grid + 1] = g end
 
 print("default tuning: " .. default)
-print(fmt("%-52s %10s %8s %10s %8s", "radix tuning (over the default)", "sort us", "vs CuPy", "argsort us", "vs CuPy"))
-print(fmt("%-52s %10s %8s %10s %8s", "CuPy " .. tostring(peers.cupy_version), peers.cupy_sort or "-", "", peers.cupy_argsort or "-", ""))
+print(fmt("%-56s %10s %8s %10s %8s", "radix tuning (over the default)", "sort us", "vs CuPy", "argsort us", "vs CuPy"))
+print(fmt("%-56s %10s %8s %10s %8s", "CuPy " .. tostring(peers.cupy_version), peers.cupy_sort or "-", "", peers.cupy_argsort or "-", ""))
 for _, g in ipairs(grid) do
   cd._sort_tune(default)
   local ok, err = pcall(function()
@@ -117,15 +117,15 @@ for _, g in ipairs(grid) do
     local why = check_sort(u, s, p)
     if why then error(why, 0) end
     local ts, ta = timed(function() return cd.sort(u) end), timed(function() return cd.argsort(u) end)
-    print(fmt("%-52s %10.1f %8s %10.1f %8s", g == default and "(default)" or g, ts, ratio(ts, peers.cupy_sort), ta,
+    print(fmt("%-56s %10.1f %8s %10.1f %8s", g == default and "(default)" or g, ts, ratio(ts, peers.cupy_sort), ta,
       ratio(ta, peers.cupy_argsort)))
     return tune
   end)
-  if not ok then print(fmt("%-52s FAILED: %s", g, tostring(err):sub(1, 200))) end
+  if not ok then print(fmt("%-56s FAILED: %s", g, tostring(err):sub(1, 200))) end
 end
 
-print(fmt("%-52s %10s %8s", "cumsum of 2^26 float32, scan=", "us", "vs CuPy"))
-print(fmt("%-52s %10s", "CuPy", peers.cupy_cumsum or "-"))
+print(fmt("%-56s %10s %8s", "cumsum of 2^26 float32, scan=", "us", "vs CuPy"))
+print(fmt("%-56s %10s", "CuPy", peers.cupy_cumsum or "-"))
 for w in (os.getenv("SORT_SWEEP_SCANS") or "16"):gmatch("%d+") do
   cd._sort_tune(default)
   local ok, err = pcall(function()
@@ -134,8 +134,8 @@ for w in (os.getenv("SORT_SWEEP_SCANS") or "16"):gmatch("%d+") do
     local last, want = c[c.size], big:astype("float64"):sum()
     if math.abs(last - want) > 1e-3 * want then error(fmt("last %.1f, want %.1f", last, want), 0) end
     local t = timed(function() return cd.cumsum(big) end)
-    print(fmt("%-52s %10.1f %8s", "scan=" .. w, t, ratio(t, peers.cupy_cumsum)))
+    print(fmt("%-56s %10.1f %8s", "scan=" .. w, t, ratio(t, peers.cupy_cumsum)))
   end)
-  if not ok then print(fmt("%-52s FAILED: %s", "scan=" .. w, tostring(err):sub(1, 200))) end
+  if not ok then print(fmt("%-56s FAILED: %s", "scan=" .. w, tostring(err):sub(1, 200))) end
 end
 cd._sort_tune(default)
