@@ -6,7 +6,7 @@
 --   PHASE time: sort and argsort of 2^24 uniform float32 and cumsum of 2^26, timed by events around the call
 --     (allocation of the result included, as bench/arrays.lua), median of 20 after 3 warm-ups, for each tuning
 --     of the grid (NOTE [sort tuning] in lua/cudadev/sorting.lua; SORT_SWEEP_GRID="tune;tune;..." replaces the
---     radix grid, SORT_SWEEP_SCANS="4,8,16" the scan widths), against CuPy's lines in WORK/peers.txt.
+--     radix grid, SORT_SWEEP_SCANS="4,8,16" the scan widths (default 16)), against CuPy's lines in WORK/peers.txt.
 local cd = require "cudadev"
 local work, phase = arg[1], arg[2]
 local fmt = string.format
@@ -94,17 +94,21 @@ local default = cd._sort_tune()
 local grid = {}
 for g in (os.getenv("SORT_SWEEP_GRID") or table.concat({
   default,
-  "rank=ballot",
+  "look=1",   -- a tile at a time, as the look-back was before (its other changes stay)
+  "look=2", "look=8", "look=16",
+  "rank=ballot", "rank=ballot,look=8",
   "block=256,items=16,pitems=8,rank=ballot",   -- the shape before issue 28's rework, but 32-bit payloads
-  "block=256,items=16,pitems=12", "block=256,items=24,pitems=16",
-  "block=384,items=15,pitems=11", "block=384,items=21,pitems=15", "block=384,items=18,pitems=13",
-  "block=512,items=12,pitems=8", "block=512,items=16,pitems=12",
+  "block=384,items=18,pitems=13",
+  "block=512,items=12,pitems=8", "block=512,items=12,pitems=8,rank=ballot,look=8",
+  "occ=1",   -- registers as ptxas likes: the payload's kernel took 96, one block a multiprocessor
+  "block=384,items=12,pitems=10,occ=3", "block=384,items=12,pitems=10,rank=ballot,look=8,occ=3",
+  "block=256,items=12,pitems=8,occ=4",
   "hist=1", "hist=16",
 }, ";")):gmatch("[^;]+") do grid[#grid + 1] = g end
 
 print("default tuning: " .. default)
-print(fmt("%-52s %10s %8s %10s %8s", "radix tuning (over the default)", "sort us", "vs CuPy", "argsort us", "vs CuPy"))
-print(fmt("%-52s %10s %8s %10s %8s", "CuPy " .. tostring(peers.cupy_version), peers.cupy_sort or "-", "", peers.cupy_argsort or "-", ""))
+print(fmt("%-56s %10s %8s %10s %8s", "radix tuning (over the default)", "sort us", "vs CuPy", "argsort us", "vs CuPy"))
+print(fmt("%-56s %10s %8s %10s %8s", "CuPy " .. tostring(peers.cupy_version), peers.cupy_sort or "-", "", peers.cupy_argsort or "-", ""))
 for _, g in ipairs(grid) do
   cd._sort_tune(default)
   local ok, err = pcall(function()
@@ -113,16 +117,16 @@ for _, g in ipairs(grid) do
     local why = check_sort(u, s, p)
     if why then error(why, 0) end
     local ts, ta = timed(function() return cd.sort(u) end), timed(function() return cd.argsort(u) end)
-    print(fmt("%-52s %10.1f %8s %10.1f %8s", g == default and "(default)" or g, ts, ratio(ts, peers.cupy_sort), ta,
+    print(fmt("%-56s %10.1f %8s %10.1f %8s", g == default and "(default)" or g, ts, ratio(ts, peers.cupy_sort), ta,
       ratio(ta, peers.cupy_argsort)))
     return tune
   end)
-  if not ok then print(fmt("%-52s FAILED: %s", g, tostring(err):sub(1, 200))) end
+  if not ok then print(fmt("%-56s FAILED: %s", g, tostring(err):sub(1, 200))) end
 end
 
-print(fmt("%-52s %10s %8s", "cumsum of 2^26 float32, scan=", "us", "vs CuPy"))
-print(fmt("%-52s %10s", "CuPy", peers.cupy_cumsum or "-"))
-for w in (os.getenv("SORT_SWEEP_SCANS") or "4,8,12,16,20"):gmatch("%d+") do
+print(fmt("%-56s %10s %8s", "cumsum of 2^26 float32, scan=", "us", "vs CuPy"))
+print(fmt("%-56s %10s", "CuPy", peers.cupy_cumsum or "-"))
+for w in (os.getenv("SORT_SWEEP_SCANS") or "16"):gmatch("%d+") do
   cd._sort_tune(default)
   local ok, err = pcall(function()
     cd._sort_tune("scan=" .. w)
@@ -130,8 +134,8 @@ for w in (os.getenv("SORT_SWEEP_SCANS") or "4,8,12,16,20"):gmatch("%d+") do
     local last, want = c[c.size], big:astype("float64"):sum()
     if math.abs(last - want) > 1e-3 * want then error(fmt("last %.1f, want %.1f", last, want), 0) end
     local t = timed(function() return cd.cumsum(big) end)
-    print(fmt("%-52s %10.1f %8s", "scan=" .. w, t, ratio(t, peers.cupy_cumsum)))
+    print(fmt("%-56s %10.1f %8s", "scan=" .. w, t, ratio(t, peers.cupy_cumsum)))
   end)
-  if not ok then print(fmt("%-52s FAILED: %s", "scan=" .. w, tostring(err):sub(1, 200))) end
+  if not ok then print(fmt("%-56s FAILED: %s", "scan=" .. w, tostring(err):sub(1, 200))) end
 end
 cd._sort_tune(default)

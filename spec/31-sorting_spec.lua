@@ -83,11 +83,13 @@ helper.each_device(function(dev)
     end)
 
     -- NOTE [sort tuning]: small tiles, so that these sizes take many tiles and the look-backs go over windows of
-    -- 32 tiles, in both rankings; the tuning in force comes back whatever happens
+    -- 32 tiles, in both rankings, the radix look-back a tile or 3 at once (windows past tile 0); the tuning in
+    -- force comes back whatever happens
     it("sort, argsort and cumsum over many small tiles, in both rankings", function()
       local saved = cd._sort_tune()
       local ok, err = pcall(function()
-        for _, tune in ipairs({ "block=256,items=1,pitems=1,rank=ballot,scan=1", "block=288,items=2,pitems=1,rank=match,scan=2" }) do
+        for _, tune in ipairs({ "block=256,items=1,pitems=1,rank=ballot,look=1,scan=1",
+          "block=288,items=2,pitems=1,rank=match,look=3,scan=2" }) do
           cd._sort_tune(tune)
           for _, dt in ipairs(ALL) do
             local t = values(dt, 3000)
@@ -119,6 +121,10 @@ helper.each_device(function(dev)
       assert(ok, err)
       helper.assert_error_matches(function() cd._sort_tune("block=100") end,
         "bad argument #1 to '_sort_tune' (block must be a multiple of 32 in 256..1024)")
+      helper.assert_error_matches(function() cd._sort_tune("look=17") end,
+        "bad argument #1 to '_sort_tune' (look must be in 1..16)")
+      helper.assert_error_matches(function() cd._sort_tune("block=1024,occ=3") end,
+        "bad argument #1 to '_sort_tune' (occ must be at least 1, and occ * block at most 2048)")
       assert.are.equal(saved, cd._sort_tune())
     end)
 
@@ -458,7 +464,7 @@ describe("sorting kernels for the GPU", function()
     local saved = cd._sort_tune()
     local ok, err = pcall(function()
       -- the default tuning, then the other ranking in other shapes (NOTE [sort tuning])
-      for _, tune in ipairs({ saved, "block=512,items=9,pitems=7,rank=ballot,scan=20" }) do
+      for _, tune in ipairs({ saved, "block=512,items=9,pitems=7,rank=ballot,look=16,scan=20" }) do
         cd._sort_tune(tune)
         for _, dt in ipairs({ "int8", "uint16", "int32", "float16", "float32", "float64", "bool" }) do
           local a = cd.array(values(dt, 40), dt, { device = "cpu" })

@@ -58,10 +58,12 @@ end
 -- NOTE [sort tuning]: the radix sort's and the scans' shapes, which the generated sources take as numbers: block
 -- (threads of a scatter block, a multiple of 32 from 256 to 1024), items (elements a thread ranks without a
 -- payload), pitems (with one), rank ("match": __match_any_sync per element, "ballot": nine ballots), hist
--- (histogram blocks per multiprocessor), scan (elements a scan thread takes, 256 threads a block). Internal:
+-- (histogram blocks per multiprocessor), look (tiles a scatter's look-back reads at once: NOTE [radix look-back]),
+-- occ (scatter blocks a multiprocessor holds at least: ptxas keeps to 65536 / (occ * block) registers a thread),
+-- scan (elements a scan thread takes, 256 threads a block). Internal:
 -- CUDADEV_SORT_TUNE="block=384,items=15" (read at load) or cd._sort_tune(text) set them, for bench/sort_sweep.
-local TUNE = { block = 384, items = 15, pitems = 15, rank = "match", hist = 4, scan = 16 }
-local TUNE_KEYS = { block = true, items = true, pitems = true, rank = true, hist = true, scan = true }
+local TUNE = { block = 384, items = 15, pitems = 15, rank = "match", hist = 4, look = 4, occ = 2, scan = 16 }
+local TUNE_KEYS = { block = true, items = true, pitems = true, rank = true, hist = true, look = true, occ = true, scan = true }
 
 -- The tuning text "k=v,k=v" over the defaults: a table, or nil and what is wrong.
 local function parse_tune(text)
@@ -77,6 +79,8 @@ local function parse_tune(text)
   for _, k in ipairs({ "items", "pitems", "hist" }) do
     if t[k] < 1 or t[k] > 64 then return nil, k .. " must be in 1..64" end
   end
+  if t.look < 1 or t.look > 16 then return nil, "look must be in 1..16" end
+  if t.occ < 1 or t.occ * t.block > 2048 then return nil, "occ must be at least 1, and occ * block at most 2048" end
   -- a scan's tile of 8-byte values, padded, stays under the 48 KiB of static shared memory
   if t.scan < 1 or t.scan > 20 then return nil, "scan must be in 1..20" end
   return t
@@ -97,8 +101,8 @@ function cd._sort_tune(text)
     if not t then argerror("_sort_tune", 1, err, 1) end
     TUNE = t
   end
-  return fmt("block=%d,items=%d,pitems=%d,rank=%s,hist=%d,scan=%d", TUNE.block, TUNE.items, TUNE.pitems, TUNE.rank,
-    TUNE.hist, TUNE.scan)
+  return fmt("block=%d,items=%d,pitems=%d,rank=%s,hist=%d,look=%d,occ=%d,scan=%d", TUNE.block, TUNE.items,
+    TUNE.pitems, TUNE.rank, TUNE.hist, TUNE.look, TUNE.occ, TUNE.scan)
 end
 
 -- NOTE [scan passes]: an inclusive or exclusive scan along rows of K contiguous elements, by tiles of SB * SI
@@ -377,6 +381,10 @@ local RADIX = BACKOFF .. [==[
 #define ITEMS NITEMS
 #define PAYLOAD HASPAY
 #define RANK_MATCH RANKM
+#define LOOK NLOOK
+// at least MINB blocks a multiprocessor (NOTE [sort tuning]'s occ): left to itself, ptxas gave some shapes more
+// registers than two blocks of 384 can have (105 where 85 fit), leaving one block of 12 warps to hide every latency
+#define MINB NMINB
 #define TILE (BLOCK * ITEMS)
 #define NW (BLOCK / 32)
 typedef KTYPE KT;
@@ -399,18 +407,28 @@ __device__ __forceinline__ unsigned cdv_digit(KT k, PT p, int mode, int shift, u
 // digit from the payload's row, 8 read keys, 16 read the payload, 32 write positions (p % K + 1), 64 merge zeros;
 // a null kout, pout or pos is not written
 // The digit counts of every pass at once (keys from elements, row numbers from positions), added into gh; blocks
-// of 256 threads, a few per multiprocessor, each looping over its share, so that few blocks add into gh.
+// of 256 threads, a few per multiprocessor, each looping over its share, so that few blocks add into gh. A thread
+// loads HU elements before it counts them: one load at a time kept too few bytes in flight to stream the keys.
+#define HU 4
 extern "C" __global__ void NAME_hist(const KT *kin, unsigned *gh, long long n, long long K, int nkey, int nrow,
                                      int merge) {
   __shared__ unsigned h[12][256];
   for (int q = 0; q < nkey + nrow; q++) h[q][threadIdx.x] = 0;
   __syncthreads();
-  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += 256ll * gridDim.x) {
-    KT k = cdv_fwd(kin[i], merge);
-    for (int q = 0; q < nkey; q++) atomicAdd(&h[q][(unsigned)(k >> (8 * q)) & 255u], 1u);
-    if (nrow) {   // a 64-bit division, only where there are rows
-      unsigned row = (unsigned)(i / K);
-      for (int q = 0; q < nrow; q++) atomicAdd(&h[nkey + q][(row >> (8 * q)) & 255u], 1u);
+  for (long long i0 = (long long)blockIdx.x * 256 * HU + threadIdx.x; i0 < n; i0 += 256ll * HU * gridDim.x) {
+    KT kk[HU];
+#pragma unroll
+    for (int u = 0; u < HU; u++) kk[u] = i0 + u * 256 < n ? kin[i0 + u * 256] : 0;
+#pragma unroll
+    for (int u = 0; u < HU; u++) {
+      long long i = i0 + u * 256;
+      if (i >= n) break;
+      KT k = cdv_fwd(kk[u], merge);
+      for (int q = 0; q < nkey; q++) atomicAdd(&h[q][(unsigned)(k >> (8 * q)) & 255u], 1u);
+      if (nrow) {   // a 64-bit division, only where there are rows
+        unsigned row = (unsigned)(i / K);
+        for (int q = 0; q < nrow; q++) atomicAdd(&h[nkey + q][(row >> (8 * q)) & 255u], 1u);
+      }
     }
   }
   __syncthreads();
@@ -454,20 +472,38 @@ __device__ __forceinline__ unsigned cdv_digit_excl(unsigned v, unsigned *ws) {
 // NOTE [radix look-back]: a tile's first position per digit is the digit's start plus the digit's count in the
 // tiles before it, which each tile publishes as soon as it knows it, flag and value in one 64-bit word (bit 62:
 // the tile's own count, bit 63: the count of it and every tile before it); the thread of each digit adds the
-// words before its tile's until an inclusive one (tile 0's is). Tiles go in ticket order, so every tile before
-// a block's belongs to a running block (NOTE [scan look-back]).
+// words before its tile's until an inclusive one (tile 0's is). It reads LOOK tiles' words at once, then uses
+// them nearest first (waiting only for those it uses): one tile at a time made the look-back a chain of dependent
+// loads from L2, as long as the tiles since the last inclusive word, which grew with the blocks in flight. A tile
+// publishes its count before it orders its elements and looks back after (CUB's onesweep publishes before it
+// ranks): the tiles before it have had that long to publish their inclusive words, and its own elements are
+// in shared memory by then, not in the registers the look-back's loads need.
+// Tiles go in ticket order, so every tile before a block's belongs to a running block (NOTE [scan look-back]).
+__device__ __forceinline__ void cdv_publish_count(unsigned long long *status, unsigned blk, unsigned s) {
+  ((volatile unsigned long long *)status)[(long long)blk * 256 + threadIdx.x] = (1ull << (blk ? 62 : 63)) | s;
+}
+// The count of this thread's digit in the tiles before blk, after cdv_publish_count; publishes the inclusive one.
 __device__ __forceinline__ unsigned cdv_look_back(unsigned long long *status, unsigned blk, unsigned s) {
   volatile unsigned long long *vs = status;
   unsigned long long before = 0;
   int tid = threadIdx.x;
-  if (blk > 0) {
-    vs[(long long)blk * 256 + tid] = (1ull << 62) | s;
-    for (long long j = (long long)blk - 1;; j--) {
-      unsigned long long w;
-      while ((w = vs[j * 256 + tid]) == 0) CDV_BACKOFF();
-      before += w & ((1ull << 62) - 1);
-      if (w >> 63) break;
+  if (blk == 0) return 0;
+  for (long long top = (long long)blk - 1;; top -= LOOK) {
+    unsigned long long w[LOOK];
+#pragma unroll
+    for (int q = 0; q < LOOK; q++)   // before tile 0: nothing, inclusive
+      w[q] = top - q >= 0 ? vs[(top - q) * 256 + tid] : 1ull << 63;
+    int done = 0;
+#pragma unroll
+    for (int q = 0; q < LOOK && !done; q++) {
+      while (w[q] == 0) {
+        CDV_BACKOFF();
+        w[q] = vs[(top - q) * 256 + tid];
+      }
+      before += w[q] & ((1ull << 62) - 1);
+      done = (int)(w[q] >> 63);
     }
+    if (done) break;
   }
   vs[(long long)blk * 256 + tid] = (1ull << 63) | (before + s);
   return (unsigned)before;
@@ -476,7 +512,7 @@ __device__ __forceinline__ unsigned cdv_look_back(unsigned long long *status, un
 // One pass: each block ranks a tile of TILE elements stably (per warp, warps in order), orders it by digit in
 // shared memory and writes each digit's run at its place, coalesced. Dynamic shared memory: the tile's keys and
 // payloads, or (before them) the warps' digit counts.
-extern "C" __global__ void __launch_bounds__(BLOCK) NAME_scatter(const KT *kin, KT *kout, const PT *pin, PT *pout, long long *pos,
+extern "C" __global__ void __launch_bounds__(BLOCK, MINB) NAME_scatter(const KT *kin, KT *kout, const PT *pin, PT *pout, long long *pos,
                                                                   const unsigned *starts, unsigned long long *status,
                                                                   unsigned *ticket, long long n, int shift, long long K,
                                                                   int mode) {
@@ -531,12 +567,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK) NAME_scatter(const KT *kin, 
       s += c;
     }
   }
-  unsigned go = tid < 256 ? starts[tid] + cdv_look_back(status, blk, s) : 0;
+  if (tid < 256) cdv_publish_count(status, blk, s);   // early: the tiles after this one wait for it
   unsigned ex = cdv_digit_excl(s, ws);
-  if (tid < 256) {
-    bs[tid] = ex;
-    off[tid] = go - ex;
-  }
+  if (tid < 256) bs[tid] = ex;
   __syncthreads();
 #pragma unroll
   for (int j = 0; j < ITEMS; j++)
@@ -549,6 +582,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) NAME_scatter(const KT *kin, 
       if (PAYLOAD) sp[r[j]] = p[j];
     }
   }
+  // late: the tile is in shared memory (its registers free), and the tiles before it had more time to finish
+  if (tid < 256) off[tid] = starts[tid] + cdv_look_back(status, blk, s) - ex;
   __syncthreads();
   unsigned m = un - blk * TILE;
 #pragma unroll
@@ -588,12 +623,13 @@ local function radix_kernels(dev, dtype, payload, t)
   local T = DT[dtype]
   local items = payload and t.pitems or t.items
   local name = "cdv_radix_" .. T.kind .. T.size .. (payload and "p" or "")
-  local key = fmt("radix|%s|%d|%d|%s", name, t.block, items, t.rank)
+  local key = fmt("radix|%s|%d|%d|%s|%d|%d", name, t.block, items, t.rank, t.look, t.occ)
   local function build()
     local fwd, inv = transforms(T.kind)
     local src = RADIX:gsub("KTYPE", UINT[T.size]):gsub("BITS", tostring(T.size * 8)):gsub("FWD", fwd)
       :gsub("NITEMS", tostring(items)):gsub("NBLOCK", tostring(t.block)):gsub("HASPAY", payload and "1" or "0")
-      :gsub("RANKM", t.rank == "match" and "1" or "0")
+      :gsub("RANKM", t.rank == "match" and "1" or "0"):gsub("NLOOK", tostring(t.look))
+      :gsub("NMINB", tostring(t.occ))
       :gsub("INV", inv):gsub("EXPMASK", EXPMASK[T.size] or "0"):gsub("NAME", name)
     return src
   end
