@@ -169,7 +169,8 @@ local function cases(dev)
       local y = cd.fft.fft(x)
       assert(cd.now() - t0 < 10, "fft of 100003 complex64 took " .. (cd.now() - t0) .. " s")
       local dc = y[1]
-      assert(math.abs(dc[1] - n) < 1e-3 * n and math.abs(dc[2]) < 1e-2, ("{%g, %g}"):format(dc[1], dc[2]))
+      -- float32 accumulates: cuFFT's Bluestein leaves about 2e-7 n in the imaginary part (0.0198 on an H200)
+      assert(math.abs(dc[1] - n) < 1e-3 * n and math.abs(dc[2]) < 1e-6 * n, ("{%g, %g}"):format(dc[1], dc[2]))
       local f1 = y[2]
       assert(math.abs(f1[1]) < 1 and math.abs(f1[2]) < 1, ("{%g, %g}"):format(f1[1], f1[2]))
     end)
@@ -202,8 +203,8 @@ describe("cd.fft", function()
 
   it("on the cpu device without KISS FFT, complex64 transforms name the package and what was tried", function()
     local out = helper.run_child([[
-      print(select(2, pcall(cd.fft.fft, cd.ones(4, "float32"))))
-      print(cd.fft.fft(cd.ones(2, "float64")))   -- complex128 needs no KISS FFT
+      print(select(2, pcall(cd.fft.fft, cd.ones(4, "float32", { device = "cpu" }))))
+      print(cd.fft.fft(cd.ones(2, "float64", { device = "cpu" })))   -- complex128 needs no KISS FFT
     ]], "CUDADEV_LIBKISSFFT=/nonexistent/libkissfft-float.so.131")
     assert.truthy(out:find("fft: no KISS FFT for the cpu device's complex64 transforms: tried " ..
       "/nonexistent/libkissfft-float.so.131 (/nonexistent/libkissfft-float.so.131: cannot open shared object file: " ..

@@ -117,9 +117,11 @@ function M.gen(seed, count)
     "__device__ unsigned mix(unsigned a, unsigned &b, const unsigned *p) { b += 1u; return a * 33u + b + (p != 0); }",
     "__device__ void rot(unsigned *s, unsigned t, unsigned nt, unsigned k)",
     "{",
-    "  unsigned m = s[t] * k; // m and t are names the kernels use too",
+    -- both reads before the barrier: a read of s[t + 1] after it would race with thread t + 1's store (the GPU
+    -- run found it: another warp's s[0] read old or new)
+    "  unsigned m = s[t] * k, r = s[(t + 1u) % nt]; // m and t are names the kernels use too",
     "  __syncthreads();",
-    "  s[t] = m + s[(t + 1u) % nt];",
+    "  s[t] = m + r;",
     "  __syncthreads();",
     "}",
     "__device__ void step(unsigned *s, unsigned t, unsigned nt, unsigned *v)",

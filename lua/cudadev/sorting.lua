@@ -62,7 +62,9 @@ end
 -- occ (scatter blocks a multiprocessor holds at least: ptxas keeps to 65536 / (occ * block) registers a thread),
 -- scan (elements a scan thread takes, 256 threads a block). Internal:
 -- CUDADEV_SORT_TUNE="block=384,items=15" (read at load) or cd._sort_tune(text) set them, for bench/sort_sweep.
-local TUNE = { block = 384, items = 15, pitems = 15, rank = "match", hist = 4, look = 4, occ = 2, scan = 16 }
+-- The defaults are the fastest of bench/sort_sweep's grid on an H200 (2026-11-28 06:22 UTC): sort of 2^24 float32
+-- 817 µs and argsort 928 µs where the earlier default (384, 15, 15, match, 4, 4, 2) took 986 and 1145
+local TUNE = { block = 384, items = 12, pitems = 10, rank = "ballot", hist = 4, look = 8, occ = 3, scan = 16 }
 local TUNE_KEYS = { block = true, items = true, pitems = true, rank = true, hist = true, look = true, occ = true, scan = true }
 
 -- The tuning text "k=v,k=v" over the defaults: a table, or nil and what is wrong.
