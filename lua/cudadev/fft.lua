@@ -5,7 +5,7 @@
 -- from ops.lua it looks up at call time.
 --
 -- NOTE [fft passes]: every transform is a sequence of passes, each over up to 3 axes at once (cuFFT's rank limit).
--- A pass moves its axes last, in their order, unless they already are (a view), converts to the pass's input
+-- A pass moves its axes last, in ascending order, unless they already are (a view), converts to the pass's input
 -- dtype, pads or truncates those axes to the lengths the transform reads (one generated kernel, which also makes
 -- the contiguous copy the transform needs), and runs the Array metatable's __fft (src/fft.c: one cuFFT plan of
 -- that rank on a GPU, KISS FFT or cudadev's double transform along each axis on the cpu device) on every block at
