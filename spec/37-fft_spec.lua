@@ -55,6 +55,24 @@ local CASES = {
   { "fft", { 67 }, "complex64" }, { "rfft", { 2, 127 }, "float32" }, { "irfft", { 70 }, "complex64", 138 },
 }
 
+-- The n-d transforms as passes of rank 2 and 3 (NOTE [fft passes]: one cuFFT plan each, cached by rank and
+-- lengths): trailing axes, moved axes, more than 3 axes, several padded or cut at once, unit axes; and shapes whose
+-- plans would share a key if the key lacked the rank or the earlier lengths ({64, 48} x 3 beside {48} x 3 and
+-- {32, 48} x 3; {16, 32} x 16 beside {8, 16, 32} x 2).
+local ND_CASES = {
+  { "fft2", { 3, 64, 48 }, "complex64" }, { "fft", { 3, 48 }, "complex64" }, { "fft2", { 3, 32, 48 }, "complex64" },
+  { "fft2", { 128, 256 }, "complex64" }, { "ifft2", { 128, 256 }, "complex128", nil, nil, "ortho" },
+  { "fftn", { 2, 8, 16, 32 }, "complex64", nil, { 2, 3, 4 } }, { "fft2", { 2, 8, 16, 32 }, "complex64" },
+  { "ifftn", { 2, 8, 16, 32 }, "complex128", nil, { -3, -2, -1 }, "forward" },
+  { "fftn", { 2, 3, 4, 5 }, "complex128" }, { "fftn", { 2, 3, 4, 5 }, "float32", nil, { 4, 1, 3, 2 }, "ortho" },
+  { "fftn", { 4, 6, 5 }, "float64", nil, { 1, 3 } }, { "ifftn", { 4, 6, 5 }, "complex64", { 3, 8 }, { 3, 1 } },
+  { "fftn", { 3, 7, 6 }, "complex128", { 4, 9, 5 } }, { "fft2", { 2, 5, 6 }, "int32", { 8, 3 } },
+  { "ifftn", { 6, 5, 4 }, "complex128", { 6, 7 }, { 1, 2 }, "ortho" },
+  -- unit axes (left out of a cuFFT plan)
+  { "fft2", { 4, 1, 6 }, "complex64" }, { "fftn", { 1, 5, 1 }, "complex128" },
+  { "ifftn", { 3, 1, 1 }, "complex64", nil, { 2, 3 } },
+}
+
 -- NumPy 2's result dtypes (the NumPy run here may be 1.x, whose results are complex128/float64 throughout)
 local COMPLEX_OF = { float32 = "complex64", complex64 = "complex64" }
 local function want_dtype(f, d)
@@ -99,39 +117,49 @@ local function input(shape, dtype, seed, dev)
   return cd.array(t, dtype, { device = dev }):reshape(shape)
 end
 
+-- Each case of list run by cudadev on dev and by NumPy: the same shape, dtype and values within the precision's
+-- tolerance.
+local function match_numpy(list, dev)
+  if not PY then return pending("no python3 with NumPy") end
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. sh(dir)))
+  local script = { "import numpy as np" }
+  for i, c in ipairs(list) do
+    local x = input(c[2], c[3], i, dev)
+    cd.save(("%s/in%d.npy"):format(dir, i), x:to("cpu"))
+    local axes = c[1]:match("2$") or c[1]:match("n$")
+    -- NumPy's axes=None is every axis, fft2's default (-2, -1): a 3-d fft2 passes that
+    local ax = c[5] or (not axes and -1) or (c[1]:match("2$") and { -2, -1 }) or nil
+    script[#script + 1] = ("np.save('%s/out%d.npy', np.ascontiguousarray(np.fft.%s(np.load('%s/in%d.npy'), %s, %s, %s)))"):format(dir, i,
+      c[1], dir, i, py_value(c[4]), py_value(ax, true), py_value(c[6] or "backward"))
+    assert(axes or c[5] == nil or math.type(c[5]) == "integer")
+  end
+  helper.write_file(dir .. "/run.py", table.concat(script, "\n") .. "\n")
+  assert(os.execute(sh(PY) .. " " .. sh(dir .. "/run.py")))
+  for i, c in ipairs(list) do
+    local what = ("%s of %s{%s} (%s, %s, %s)"):format(c[1], c[3], table.concat(c[2], ","), tostring(c[4]),
+      type(c[5]) == "table" and "{" .. table.concat(c[5], ",") .. "}" or tostring(c[5]), tostring(c[6]))
+    local x = input(c[2], c[3], i, dev)
+    local y = cd.fft[c[1]](x, c[4], c[5], c[6])
+    local want = cd.load(("%s/out%d.npy"):format(dir, i))
+    assert.equal(dev, y.device.alias, what)
+    assert.same(want.shape, y.shape, what)
+    assert.equal(want_dtype(c[1], c[3]), y.dtype, what)
+    local tol = (y.dtype == "complex64" or y.dtype == "float32") and 2e-5 or 1e-12
+    local err = max_error(values(y), values(want))
+    assert(err <= tol, ("%s: relative error %g over %g"):format(what, err, tol))
+  end
+  os.execute("rm -rf " .. sh(dir))
+end
+
 local function cases(dev)
   local on = dev == "cpu" and it or helper.gpu_it
   describe("on " .. dev, function()
-    on("every transform matches NumPy's (" .. #CASES .. " cases)", function()
-      if not PY then return pending("no python3 with NumPy") end
-      local dir = os.tmpname()
-      os.remove(dir)
-      assert(os.execute("mkdir -p " .. sh(dir)))
-      local script = { "import numpy as np" }
-      for i, c in ipairs(CASES) do
-        local x = input(c[2], c[3], i, dev)
-        cd.save(("%s/in%d.npy"):format(dir, i), x:to("cpu"))
-        local axes = c[1]:match("2$") or c[1]:match("n$")
-        script[#script + 1] = ("np.save('%s/out%d.npy', np.ascontiguousarray(np.fft.%s(np.load('%s/in%d.npy'), %s, %s, %s)))"):format(dir, i,
-          c[1], dir, i, py_value(c[4]), py_value(c[5] or (not axes and -1 or nil), true), py_value(c[6] or "backward"))
-        assert(axes or c[5] == nil or math.type(c[5]) == "integer")
-      end
-      helper.write_file(dir .. "/run.py", table.concat(script, "\n") .. "\n")
-      assert(os.execute(sh(PY) .. " " .. sh(dir .. "/run.py")))
-      for i, c in ipairs(CASES) do
-        local what = ("%s of %s{%s} (%s, %s, %s)"):format(c[1], c[3], table.concat(c[2], ","), tostring(c[4]),
-          type(c[5]) == "table" and "{" .. table.concat(c[5], ",") .. "}" or tostring(c[5]), tostring(c[6]))
-        local x = input(c[2], c[3], i, dev)
-        local y = cd.fft[c[1]](x, c[4], c[5], c[6])
-        local want = cd.load(("%s/out%d.npy"):format(dir, i))
-        assert.equal(dev, y.device.alias, what)
-        assert.same(want.shape, y.shape, what)
-        assert.equal(want_dtype(c[1], c[3]), y.dtype, what)
-        local tol = (y.dtype == "complex64" or y.dtype == "float32") and 2e-5 or 1e-12
-        local err = max_error(values(y), values(want))
-        assert(err <= tol, ("%s: relative error %g over %g"):format(what, err, tol))
-      end
-      os.execute("rm -rf " .. sh(dir))
+    on("every transform matches NumPy's (" .. #CASES .. " cases)", function() match_numpy(CASES, dev) end)
+
+    on("the n-d transforms done as passes of rank 2 and 3 match NumPy's (" .. #ND_CASES .. " cases)", function()
+      match_numpy(ND_CASES, dev)
     end)
 
     on("fftfreq, rfftfreq, fftshift and ifftshift give NumPy's values", function()
@@ -218,6 +246,52 @@ describe("cd.fft", function()
     assert(kiss and kiss:find("libkissfft%-float%.so"), why)
     local cufft, cwhy = cd._selftest.cufft()
     assert(cufft and cufft:find("libcufft%.so") or cwhy:find("^no cuFFT: tried libcufft%.so%.12 %("), cwhy)
+  end)
+
+  it("fft2, ifft2, fftn and ifftn run one __fft of rank k for k <= 3 axes, moving them last only when they are not", function()
+    local mt = getmetatable(cd.ones(1))
+    local fft, calls = mt.__fft, {}
+    mt.__fft = function(kind, inverse, x, y, n)   -- every call's lengths, then the real transform
+      calls[#calls + 1] = type(n) == "table" and table.concat(n, "x") or tostring(n)
+      return fft(kind, inverse, x, y, n)
+    end
+    local x = cd.ones({ 2, 8, 16, 32 }, "complex64", { device = "cpu" })
+    local function run(f, ...)
+      calls = {}
+      cd.fft[f](x, ...)
+      return table.concat(calls, " ")
+    end
+    local ok, err = pcall(function()
+      assert.equal("16x32", run("fft2"))
+      assert.equal("16x32", run("ifft2", nil, { 4, 3 }))
+      assert.equal("8x16x32", run("fftn", nil, { 2, 3, 4 }))
+      assert.equal("8x16x32 2", run("fftn"))   -- four axes: the last three, then the first
+      assert.equal("2x8x32", run("ifftn", nil, { 4, 1, 2 }))   -- moved last, in ascending order
+      assert.equal("8x20", run("ifft2", { 8, 20 }, { 2, 3 }))   -- padded, then moved
+      assert.equal("16", run("fft", nil, 3))
+    end)
+    mt.__fft = fft
+    assert(ok, err)
+  end)
+
+  it("__fft takes 1 to 3 lengths for c2c, one for r2c and c2r, and arrays whose last axes they are", function()
+    local fft = getmetatable(cd.ones(1)).__fft
+    local cpu = { device = "cpu" }
+    local x, y = cd.ones({ 3, 4, 5 }, "complex64", cpu), cd.empty({ 3, 4, 5 }, "complex64", cpu)
+    fft("c2c", false, x, y, { 3, 4, 5 })
+    assert.same({ 60, 0 }, y[1][1][1])
+    assert.same({ 0, 0 }, y[2][1][1])
+    fft("c2c", true, x, y, { 4, 5 })
+    assert.same({ 20, 0 }, y[3][1][1])
+    assert.same({ 0, 0 }, y[3][2][1])
+    expect_error(function() fft("c2c", false, x, y, { 2, 3, 4, 5 }) end, "__fft: a c2c transform takes 1 to 3 lengths, got 4")
+    expect_error(function() fft("c2c", false, x, y, {}) end, "__fft: a c2c transform takes 1 to 3 lengths, got 0")
+    expect_error(function() fft("c2c", false, x, y, { 4.5, 5 }) end, "__fft: length 1 is not an integer")
+    expect_error(function() fft("c2c", false, x, y, { 0, 5 }) end, "__fft: length 0 out of range")
+    expect_error(function() fft("c2c", false, x, y, { 4, 6 }) end,
+      "__fft: the arrays do not fit a 2-d c2c transform ending in 6")
+    expect_error(function() fft("r2c", false, cd.ones({ 4, 4 }, "float32", cpu), cd.empty({ 4, 3 }, "complex64", cpu), { 4, 4 }) end,
+      "__fft: a r2c transform takes one length, got 2")
   end)
 
   helper.gpu_it("on a GPU, more shapes than the plan cache holds (16) still transform right, on the current stream", function()

@@ -1,10 +1,12 @@
 /*
  * fft.c: the transforms under cd.fft (lua/cudadev/fft.lua). getmetatable(a).__fft(kind, inverse, x, y, n) runs
  * one unnormalised 1-d transform of length n on every row of x (its last axis) into the rows of y; fft.lua moves
- * axes, pads, scales and loops over the axes of the n-d transforms. kind "c2c": x and y complex, rows of n;
- * "r2c": x real, y complex, rows of n and n/2 + 1; "c2r": x complex (rows of n/2 + 1, Hermitian: the imaginary
- * parts of its first and, for an even n, last element are not read), y real (rows of n). x and y are contiguous,
- * on one device, of one precision (float32 with complex64, float64 with complex128), and never the same memory.
+ * axes, pads, scales and groups the axes of the n-d transforms (NOTE [fft passes]). kind "c2c": x and y complex,
+ * rows of n; "r2c": x real, y complex, rows of n and n/2 + 1; "c2r": x complex (rows of n/2 + 1, Hermitian: the
+ * imaginary parts of its first and, for an even n, last element are not read), y real (rows of n). x and y are
+ * contiguous, on one device, of one precision (float32 with complex64, float64 with complex128), and never the
+ * same memory. For c2c, n may be a list of 1 to 3 lengths {n1, ..., nk} (cuFFT's rank limit): the k-d transform
+ * over the last k axes of x and y, whose lengths they are, on every block of n1 * ... * nk elements.
  *
  * On a CUDA device the transform is cuFFT's, on the caller's current stream (NOTE [cufft library] in loader.c, NOTE
  * [cufft plans]). On the cpu device complex64 is KISS FFT's (NOTE [kiss fft] in loader.c) and complex128 a
@@ -259,21 +261,57 @@ static int host_rows(int kind, int inverse, int dbl, const char *x, char *y, siz
   return 0;
 }
 
+/* In place in y, in each of `blocks` blocks of n * stride complex elements: the transform of length n along the
+ * axis whose elements are `stride` apart, each column gathered into a buffer, transformed and put back. */
+static int host_columns(int inverse, int dbl, char *y, size_t n, size_t stride, size_t blocks) {
+  host_fft h;
+  if (host_fft_make(&h, dbl, n, inverse) != 0) return -1;
+  size_t cs = dbl ? 16 : 8;
+  char *a = malloc(2 * n * cs);
+  if (a == NULL) {
+    host_fft_free(&h);
+    return -1;
+  }
+  char *b = a + n * cs;
+  for (size_t blk = 0; blk < blocks; blk++)
+    for (size_t t = 0; t < stride; t++) {
+      char *col = y + (blk * n * stride + t) * cs;
+      for (size_t i = 0; i < n; i++) memcpy(a + i * cs, col + i * stride * cs, cs);
+      host_fft_run(&h, a, b, inverse);
+      for (size_t i = 0; i < n; i++) memcpy(col + i * stride * cs, b + i * cs, cs);
+    }
+  free(a);
+  host_fft_free(&h);
+  return 0;
+}
+
+/* The c2c transform over the last rank axes (lengths n) of `total` elements: the last axis's rows from x into y,
+ * then each earlier axis in place in y, last to first, as the 1-d passes did before (NOTE [fft passes]). */
+static int host_nd(int inverse, int dbl, const char *x, char *y, const size_t *n, int rank, size_t total) {
+  if (host_rows(FFT_C2C, inverse, dbl, x, y, n[rank - 1], total / n[rank - 1]) != 0) return -1;
+  size_t stride = n[rank - 1];
+  for (int j = rank - 2; j >= 0; stride *= n[j], j--)
+    if (host_columns(inverse, dbl, y, n[j], stride, total / (n[j] * stride)) != 0) return -1;
+  return 0;
+}
+
 /* ---------------------------------------------------------------- cuFFT plans */
-/* NOTE [cufft plans]: a cuFFT plan is made for one length, type and batch, in the context current when it is
- * made, and costs a good part of a millisecond; CuPy keeps them in a cache, and so does each lua_State here: up to
- * PLANS plans, keyed by device (and its context's generation), length, type and batch, the least recently used
- * destroyed when a new one needs the room. The stream is not part of the key: cufftSetStream before every
- * execution puts the work on the caller's current stream. The cache is a userdata of the registry whose finalizer
- * destroys the plans when the state closes; a plan of a context that is gone (a reset, a closed device) is
- * forgotten, never destroyed, as NOTE [cublas handles] does with cuBLAS's handles. */
+/* NOTE [cufft plans]: a cuFFT plan is made for one rank and lengths (cufftPlanMany: rank 1 to 3, contiguous
+ * blocks), type and batch, in the context current when it is made, and costs a good part of a millisecond; CuPy
+ * keeps them in a cache, and so does each lua_State here: up to PLANS plans, keyed by device (and its context's
+ * generation), rank, lengths, type and batch, the least recently used destroyed when a new one needs the room. The
+ * stream is not part of the key: cufftSetStream before every execution puts the work on the caller's current
+ * stream. Each plan's work area is cuFFT's own allocation (cufftPlanMany's auto-allocation), outside cudadev's
+ * pool, released by cufftDestroy. The cache is a userdata of the registry whose finalizer destroys the plans when
+ * the state closes; a plan of a context that is gone (a reset, a closed device) is forgotten, never destroyed, as
+ * NOTE [cublas handles] does with cuBLAS's handles. */
 #define PLANS 16
 #define PLANS_KEY "cudadev.cufft_plans"
 #define PLANS_MAGIC 0x6364764666667470ULL /* "cdvFftp" (NOTE [magic]) */
 typedef struct plan_slot {
   cdv_device *dev; /* NULL: free */
   unsigned generation;
-  int n, type, batch, plan;
+  int rank, n[3], type, batch, plan; /* n: rank lengths, the rest 0 */
   uint64_t used; /* the cache's clock at its last use */
 } plan_slot;
 
@@ -333,14 +371,16 @@ static int cufft_status(cdv_err *e, const char *api, int rc) {
   return cdv_fail(e, api, rc, cufft_result_name(rc), "cuFFT failed (cufftResult %d)", rc);
 }
 
-/* The state's plan for d, made by cufftPlanMany in d's context when missing (NOTE [cufft plans]). */
-static int plan_for(lua_State *L, cdv_device *d, int n, int type, int batch) {
+/* The state's plan for d, made by cufftPlanMany in d's context when missing (NOTE [cufft plans]). n: 3 lengths,
+ * those past rank 0. */
+static int plan_for(lua_State *L, cdv_device *d, int rank, const int *n, int type, int batch) {
   plan_cache *c = plans(L);
   plan_slot *lru = &c->slot[0];
   for (int i = 0; i < PLANS; i++) {
     plan_slot *s = &c->slot[i];
     if (s->dev != NULL && !cdv_still_owned(s->dev, s->generation)) s->dev = NULL; /* stale: forgotten */
-    if (s->dev == d && s->generation == d->generation && s->n == n && s->type == type && s->batch == batch) {
+    if (s->dev == d && s->generation == d->generation && s->rank == rank && memcmp(s->n, n, sizeof s->n) == 0 &&
+        s->type == type && s->batch == batch) {
       s->used = ++c->clock;
       return s->plan;
     }
@@ -348,21 +388,23 @@ static int plan_for(lua_State *L, cdv_device *d, int n, int type, int batch) {
   }
   plan_destroy(L, lru); /* (its device's context made current for that: d's again below) */
   cdv_device_use(L, d); /* a plan belongs to the context current when it is made */
-  int plan = 0;
+  int plan = 0, dims[3] = {n[0], n[1], n[2]};
   cdv_err e;
-  if (cufft_status(&e, "cufftPlanMany", cdv_cufft.cufftPlanMany(&plan, 1, &n, NULL, 1, 0, NULL, 1, 0, type, batch)) !=
-      0)
+  /* inembed and onembed NULL: contiguous blocks, n[rank - 1] the fastest axis, one block after the other */
+  if (cufft_status(&e, "cufftPlanMany",
+                   cdv_cufft.cufftPlanMany(&plan, rank, dims, NULL, 1, 0, NULL, 1, 0, type, batch)) != 0)
     cdv_raise(L, d, &e);
-  *lru = (plan_slot){d, d->generation, n, type, batch, plan, ++c->clock};
+  *lru = (plan_slot){d, d->generation, rank, {n[0], n[1], n[2]}, type, batch, plan, ++c->clock};
   return plan;
 }
 
-/* Every row on d's stream: cufftSetStream, then cufftExec{C2C,R2C,C2R,Z2Z,D2Z,Z2D} by precision and kind. */
-static int cufft_rows(lua_State *L, cdv_device *d, int kind, int inverse, int dbl, cdv_array *x, cdv_array *y, int n,
-                      int batch, void *stream) {
+/* Every row (a block of rank lengths) on d's stream: cufftSetStream, then cufftExec{C2C,R2C,C2R,Z2Z,D2Z,Z2D} by
+ * precision and kind. */
+static int cufft_rows(lua_State *L, cdv_device *d, int kind, int inverse, int dbl, cdv_array *x, cdv_array *y, int rank,
+                      const int *n, int batch, void *stream) {
   static const int types[2][3] = {{CUFFT_C2C, CUFFT_R2C, CUFFT_C2R}, {CUFFT_Z2Z, CUFFT_D2Z, CUFFT_Z2D}};
   int type = types[dbl][kind];
-  int plan = plan_for(L, d, n, type, batch);
+  int plan = plan_for(L, d, rank, n, type, batch);
   cdv_device_use(L, d);
   cdv_err e;
   int dir = inverse ? CUFFT_INVERSE : CUFFT_FORWARD, rc;
@@ -381,8 +423,33 @@ static int cufft_rows(lua_State *L, cdv_device *d, int kind, int inverse, int db
 }
 
 /* ---------------------------------------------------------------- __fft */
-/* x and y's shapes and dtypes as kind and n need them; the number of rows. */
-static int64_t check_rows(lua_State *L, int kind, const cdv_array *x, const cdv_array *y, int64_t n, int *dbl) {
+/* __fft's fifth argument: a length, or for c2c a list of 1 to 3 (the last axes'); the rank, the lengths in n. */
+static int check_lengths(lua_State *L, int idx, int kind, int64_t n[3]) {
+  int rank = 1;
+  if (lua_type(L, idx) != LUA_TTABLE) {
+    n[0] = luaL_checkinteger(L, idx);
+  } else {
+    lua_Integer len = luaL_len(L, idx);
+    if (len < 1 || len > 3 || (len > 1 && kind != FFT_C2C))
+      luaL_error(L, "__fft: a %s transform takes %s, got %I", kind_names[kind],
+                 kind == FFT_C2C ? "1 to 3 lengths" : "one length", len);
+    rank = (int)len;
+    for (int j = 0; j < rank; j++) {
+      int isnum;
+      lua_geti(L, idx, j + 1);
+      n[j] = lua_tointegerx(L, -1, &isnum);
+      lua_pop(L, 1);
+      if (!isnum) luaL_error(L, "__fft: length %d is not an integer", j + 1);
+    }
+  }
+  for (int j = 0; j < rank; j++)
+    if (n[j] < 1 || n[j] > INT_MAX) luaL_error(L, "__fft: length %I out of range", (lua_Integer)n[j]);
+  return rank;
+}
+
+/* x and y's shapes and dtypes as kind and the rank lengths n need them; the number of rows (blocks of the axes). */
+static int64_t check_rows(lua_State *L, int kind, const cdv_array *x, const cdv_array *y, int rank, const int64_t *n,
+                          int *dbl) {
   const cdv_dtype_info *tx = &cdv_dtypes[x->dtype], *ty = &cdv_dtypes[y->dtype];
   int want_x = kind == FFT_R2C ? 0 : 1, want_y = kind == FFT_C2R ? 0 : 1; /* complex? */
   if ((int)tx->is_complex != want_x || (int)ty->is_complex != want_y || (!want_x && !tx->is_float) ||
@@ -391,21 +458,27 @@ static int64_t check_rows(lua_State *L, int kind, const cdv_array *x, const cdv_
   *dbl = x->dtype == CDV_C128 || x->dtype == CDV_F64;
   if (*dbl != (y->dtype == CDV_C128 || y->dtype == CDV_F64) || x->dtype == CDV_F16 || y->dtype == CDV_F16)
     luaL_error(L, "__fft: dtypes %s and %s differ in precision", tx->name, ty->name);
-  int64_t lx = kind == FFT_C2R ? n / 2 + 1 : n, ly = kind == FFT_R2C ? n / 2 + 1 : n;
-  if (x->ndim < 1 || y->ndim != x->ndim || x->shape[x->ndim - 1] != lx || y->shape[y->ndim - 1] != ly ||
-      x->size / lx != y->size / ly || !cdv_array_contiguous(x) || !cdv_array_contiguous(y) ||
-      x->block->dev != y->block->dev || x->data == y->data)
-    luaL_error(L, "__fft: the arrays do not fit a %s transform of %I", kind_names[kind], (lua_Integer)n);
-  return y->size / ly;
+  int64_t last = n[rank - 1], lx = kind == FFT_C2R ? last / 2 + 1 : last, ly = kind == FFT_R2C ? last / 2 + 1 : last;
+  int fits = x->ndim >= rank && y->ndim == x->ndim && x->shape[x->ndim - 1] == lx && y->shape[y->ndim - 1] == ly;
+  int64_t block = 1; /* the earlier axes' lengths */
+  for (int j = 0; fits && j < rank - 1; j++) {
+    int ax = x->ndim - rank + j;
+    fits = x->shape[ax] == n[j] && y->shape[ax] == n[j];
+    block *= n[j];
+  }
+  if (!fits || x->size / (lx * block) != y->size / (ly * block) || !cdv_array_contiguous(x) ||
+      !cdv_array_contiguous(y) || x->block->dev != y->block->dev || x->data == y->data)
+    luaL_error(L, "__fft: the arrays do not fit a %d-d %s transform ending in %I", rank, kind_names[kind],
+               (lua_Integer)last);
+  return y->size / (ly * block);
 }
 
 static int l_fft(lua_State *L) {
   int kind = luaL_checkoption(L, 1, NULL, kind_names), inverse = lua_toboolean(L, 2);
   cdv_array *x = cdv_check_array(L, 3), *y = cdv_check_array(L, 4);
-  lua_Integer n = luaL_checkinteger(L, 5);
-  if (n < 1 || n > INT_MAX) return luaL_error(L, "__fft: length %I out of range", n);
-  int dbl;
-  int64_t rows = check_rows(L, kind, x, y, n, &dbl);
+  int64_t n[3] = {0, 0, 0};
+  int rank = check_lengths(L, 5, kind, n), dbl;
+  int64_t rows = check_rows(L, kind, x, y, rank, n, &dbl);
   cdv_device *d = x->block->dev;
   if (rows == 0) return 0;
   cdv_err e;
@@ -413,14 +486,21 @@ static int l_fft(lua_State *L) {
     if (!dbl && cdv_kissfft_load() != 0) return luaL_error(L, "fft: %s", cdv_kissfft_why());
     cdv_device_check(L, d);
     if (cdv_host_wait(x->block, &e) != 0 || cdv_host_wait(y->block, &e) != 0) return cdv_raise(L, NULL, &e);
-    if (host_rows(kind, inverse, dbl, x->data, y->data, (size_t)n, (size_t)rows) != 0)
-      return luaL_error(L, "fft: not enough host memory for a transform of %I", n);
+    size_t hn[3] = {(size_t)n[0], (size_t)n[1], (size_t)n[2]};
+    int rc = rank > 1 ? host_nd(inverse, dbl, x->data, y->data, hn, rank, (size_t)y->size)
+                      : host_rows(kind, inverse, dbl, x->data, y->data, hn[0], (size_t)rows);
+    if (rc != 0) return luaL_error(L, "fft: not enough host memory for a transform of %I", (lua_Integer)n[rank - 1]);
     return 0;
   }
   if (cdv_cufft_load() != 0) return luaL_error(L, "fft: %s", cdv_cufft_why());
   if (rows > INT_MAX) return luaL_error(L, "fft: %I transforms at once are more than cuFFT takes (%d)", rows, INT_MAX);
   void *stream = cdv_stream_for(L, d, NULL);
-  cufft_rows(L, d, kind, inverse, dbl, x, y, (int)n, (int)rows, stream);
+  /* A length of 1 changes neither the values nor the layout: it is left out of the plan (a rank-1 plan of 1 stays),
+   * so cuFFT never sees a multi-d plan with a unit axis, and such shapes share plans. */
+  int ni[3] = {0, 0, 0}, nr = 0;
+  for (int j = 0; j < rank; j++)
+    if (n[j] > 1 || (nr == 0 && j == rank - 1)) ni[nr++] = (int)n[j];
+  cufft_rows(L, d, kind, inverse, dbl, x, y, nr, ni, (int)rows, stream);
   cdv_block_used(x->block, d, stream);
   cdv_block_used(y->block, d, stream);
   return 0;
