@@ -19,6 +19,7 @@
 
 typedef struct cdv_cusolver_context *cdv_cusolver_handle; /* cusolverDnHandle_t: opaque */
 typedef struct cdv_syevj_params *cdv_syevj_info; /* syevjInfo_t: opaque (the defaults: eigenvalues sorted) */
+typedef struct cdv_gesvdj_params *cdv_gesvdj_info; /* gesvdjInfo_t: opaque (tolerance, sweeps) */
 typedef struct cdv_dn_params *cdv_dn_params; /* cusolverDnParams_t: the 64-bit API's options (defaults) */
 
 enum {
@@ -57,7 +58,13 @@ enum {
   X(int, cusolverDn##p##gesvd_bufferSize, (cdv_cusolver_handle h, int m, int n, int *lwork))                          \
   X(int, cusolverDn##p##gesvd,                                                                                        \
     (cdv_cusolver_handle h, signed char jobu, signed char jobvt, int m, int n, T *a, int lda, T *s, T *u, int ldu,    \
-     T *vt, int ldvt, T *work, int lwork, T *rwork, int *info))
+     T *vt, int ldvt, T *work, int lwork, T *rwork, int *info))                                                       \
+  X(int, cusolverDn##p##gesvdj_bufferSize,                                                                            \
+    (cdv_cusolver_handle h, int jobz, int econ, int m, int n, const T *a, int lda, const T *s, const T *u, int ldu,   \
+     const T *v, int ldv, int *lwork, cdv_gesvdj_info params))                                                        \
+  X(int, cusolverDn##p##gesvdj,                                                                                       \
+    (cdv_cusolver_handle h, int jobz, int econ, int m, int n, T *a, int lda, T *s, T *u, int ldu, T *v, int ldv,      \
+     T *work, int lwork, int *info, cdv_gesvdj_info params))
 
 #define CDV_CUSOLVER_SYMS(X)                                                                                          \
   X(int, cusolverDnCreate, (cdv_cusolver_handle * h))                                                                 \
@@ -65,6 +72,10 @@ enum {
   X(int, cusolverDnSetStream, (cdv_cusolver_handle h, void *stream))                                                  \
   X(int, cusolverDnCreateSyevjInfo, (cdv_syevj_info * info))                                                          \
   X(int, cusolverDnDestroySyevjInfo, (cdv_syevj_info info))                                                           \
+  X(int, cusolverDnCreateGesvdjInfo, (cdv_gesvdj_info * info))                                                        \
+  X(int, cusolverDnDestroyGesvdjInfo, (cdv_gesvdj_info info))                                                         \
+  X(int, cusolverDnXgesvdjSetTolerance, (cdv_gesvdj_info info, double tol))                                           \
+  X(int, cusolverDnXgesvdjSetMaxSweeps, (cdv_gesvdj_info info, int sweeps))                                           \
   X(int, cusolverDnCreateParams, (cdv_dn_params * p))                                                                 \
   X(int, cusolverDnDestroyParams, (cdv_dn_params p))                                                                  \
   X(int, cusolverDnXpotrf_bufferSize,                                                                                 \
