@@ -477,6 +477,24 @@ describe("cd.linalg", function()
     near(cd.matmul(spd, v:to("cpu")), v:to("cpu") * cd.expand_dims(w:to("cpu"), -2), 1e-12)
   end)
 
+  helper.gpu_it("svd on cuda:0: a stack of small matrices in one gesvdjBatched (square, full, S alone), larger and "
+    .. "economy ones through gesvdj, as the cpu device's", function()
+    for _, shape in ipairs({ { 1024, 8, 8 }, { 64, 7, 5 }, { 2, 40, 33 }, { 3, 33, 40 } }) do
+      for _, dt in ipairs({ "float32", "float64" }) do
+        local a = cd.array(values(shape[1] * shape[2] * shape[3], 10), dt):reshape(shape)
+        local g, tol = a:to("cuda:0"), dt == "float32" and 1e-4 or 1e-11
+        near(L.svd(g, { compute_uv = false }):to("cpu"), L.svd(a, { compute_uv = false }), tol)
+        for _, full in ipairs({ true, false }) do
+          local u, s, vh = L.svd(g, { full_matrices = full })
+          local k = s.shape[#s.shape]
+          local uk, vk = u:slice(1, k, 1, u.ndim), vh:slice(1, k, 1, vh.ndim - 1)
+          near(cd.matmul(uk * cd.expand_dims(s, -2), vk):to("cpu"), a, tol * 10)
+          near(s:to("cpu"), L.svd(a, { compute_uv = false }), tol)
+        end
+      end
+    end
+  end)
+
   helper.gpu_it("without cuSOLVER a call on cuda:0 is a cudadev.Error naming every file tried; the cpu device works",
     function()
       local out = helper.run_child([[

@@ -64,7 +64,13 @@ enum {
      const T *v, int ldv, int *lwork, cdv_gesvdj_info params))                                                        \
   X(int, cusolverDn##p##gesvdj,                                                                                       \
     (cdv_cusolver_handle h, int jobz, int econ, int m, int n, T *a, int lda, T *s, T *u, int ldu, T *v, int ldv,      \
-     T *work, int lwork, int *info, cdv_gesvdj_info params))
+     T *work, int lwork, int *info, cdv_gesvdj_info params))                                                          \
+  X(int, cusolverDn##p##gesvdjBatched_bufferSize,                                                                     \
+    (cdv_cusolver_handle h, int jobz, int m, int n, const T *a, int lda, const T *s, const T *u, int ldu, const T *v, \
+     int ldv, int *lwork, cdv_gesvdj_info params, int batch))                                                         \
+  X(int, cusolverDn##p##gesvdjBatched,                                                                                \
+    (cdv_cusolver_handle h, int jobz, int m, int n, T *a, int lda, T *s, T *u, int ldu, T *v, int ldv, T *work,       \
+     int lwork, int *info, cdv_gesvdj_info params, int batch))
 
 #define CDV_CUSOLVER_SYMS(X)                                                                                          \
   X(int, cusolverDnCreate, (cdv_cusolver_handle * h))                                                                 \
@@ -76,6 +82,7 @@ enum {
   X(int, cusolverDnDestroyGesvdjInfo, (cdv_gesvdj_info info))                                                         \
   X(int, cusolverDnXgesvdjSetTolerance, (cdv_gesvdj_info info, double tol))                                           \
   X(int, cusolverDnXgesvdjSetMaxSweeps, (cdv_gesvdj_info info, int sweeps))                                           \
+  X(int, cusolverDnXgesvdjSetSortEig, (cdv_gesvdj_info info, int sort))                                               \
   X(int, cusolverDnCreateParams, (cdv_dn_params * p))                                                                 \
   X(int, cusolverDnDestroyParams, (cdv_dn_params p))                                                                  \
   X(int, cusolverDnXpotrf_bufferSize,                                                                                 \

@@ -455,40 +455,77 @@ static cdv_gesvdj_info gesvdj_params(lua_State *L, const call *c) {
   check(L, c, "cusolverDnCreateGesvdjInfo", cdv_cusolver.cusolverDnCreateGesvdjInfo(&p));
   int rc = cdv_cusolver.cusolverDnXgesvdjSetTolerance(p, c->f64 ? 0x1p-52 : 0x1p-23);
   if (rc == 0) rc = cdv_cusolver.cusolverDnXgesvdjSetMaxSweeps(p, GESVDJ_SWEEPS);
+  if (rc == 0) rc = cdv_cusolver.cusolverDnXgesvdjSetSortEig(p, 1); /* gesvdjBatched's default is unsorted */
   if (rc != 0) cdv_cusolver.cusolverDnDestroyGesvdjInfo(p);
   check(L, c, "cusolverDnXgesvdjSet", rc);
   return p;
 }
 
+/* A stack of square matrices, or of any shape when full, of up to 32 x 32 (gesvdjBatched's limit, which
+ * computes the full U and V only): one Jacobi call for all, as PyTorch does; u and v hold B full matrices each. */
+#define GESVDJ_BATCHED 32
+static void gesvdj_batched(lua_State *L, const call *c, const svd_args *x, int jobz, char *u, char *v) {
+  int m = (int)x->sa[2], n = (int)x->sa[1], batch = (int)x->sa[0], lwork = 0;
+  cdv_gesvdj_info p = gesvdj_params(L, c);
+  int rc = SOLVER(*c, gesvdjBatched_bufferSize, c->h, jobz, m, n, (void *)x->a, m, (void *)x->s, (void *)u, m,
+                  (void *)v, n, &lwork, p, batch);
+  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p); /* before the allocation, which may raise */
+  check(L, c, "cusolverDnXgesvdjBatched_bufferSize", rc);
+  void *work = workspace(L, c, lwork);
+  p = gesvdj_params(L, c);
+  rc = SOLVER(*c, gesvdjBatched, c->h, jobz, m, n, (void *)x->a, m, (void *)x->s, (void *)u, m, (void *)v, n, work,
+              lwork, (int *)x->info, p, batch);
+  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p);
+  check(L, c, "cusolverDnXgesvdjBatched", rc);
+}
+
+/* One gesvdj call a matrix, one workspace for all; u and v hold one matrix each (m x mu, n x nv) or, when x has
+ * none, one economy matrix for every call. */
+static void gesvdj_looped(lua_State *L, const call *c, const svd_args *x, int jobz, int econ, char *u, char *v) {
+  int m = (int)x->sa[2], n = (int)x->sa[1], k = m < n ? m : n, lwork = 0;
+  size_t ustride = x->u ? (size_t)m * (econ ? k : m) : 0, vstride = x->v ? (size_t)n * (econ ? k : n) : 0;
+  if (u == NULL) {
+    u = workspace_bytes(L, c, (size_t)m * k * c->es);
+    v = workspace_bytes(L, c, (size_t)n * k * c->es);
+  }
+  cdv_gesvdj_info p = gesvdj_params(L, c);
+  int rc = SOLVER(*c, gesvdj_bufferSize, c->h, jobz, econ, m, n, (void *)x->a, m, (void *)x->s, (void *)u, m, (void *)v,
+                  n, &lwork, p);
+  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p); /* before the allocation, which may raise */
+  check(L, c, "cusolverDnXgesvdj_bufferSize", rc);
+  void *work = workspace(L, c, lwork);
+  p = gesvdj_params(L, c);
+  for (int64_t i = 0; i < x->sa[0] && rc == 0; i++)
+    rc = SOLVER(*c, gesvdj, c->h, jobz, econ, m, n, (void *)(x->a + (size_t)(i * m * n) * c->es), m,
+                (void *)(x->s + (size_t)(i * k) * c->es), (void *)(u + i * ustride * c->es), m,
+                (void *)(v + i * vstride * c->es), n, work, lwork, (int *)x->info + i, p);
+  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p); /* the work is queued: cuSOLVER keeps what it needs */
+  check(L, c, "cusolverDnXgesvdj", rc);
+}
+
 /* _linalg.cuda.gesvdj(a {B,n,m}, s {B,k}, u {B,mu,m} | nil, v {B,nv,n} | nil, info, full): each m x n a_i, any
  * shape, <- U S V^T by one-sided Jacobi, PyTorch's default driver (bench/arrays_run on the H200, 1024 x 1024
  * float32: PyTorch 54241 us, cudadev's gesvd 106020): u_i m x mu and v_i n x nv (V, not V^T), mu = m and nv = n
- * when full, else both k = min(m, n); a_i is destroyed. Without u and v, cuSOLVER still writes the economy vectors
- * (PyTorch passes buffers too): two workspaces take them. */
+ * when full, else both k = min(m, n); a_i is destroyed. Without u and v, cuSOLVER still writes vectors (PyTorch
+ * passes buffers too): workspaces take them. A stack of small matrices goes in one gesvdjBatched call. */
 static int l_gesvdj(lua_State *L) {
   call c = begin(L);
   svd_args x = svd_arguments(L, &c);
-  char *a = x.a, *s = x.s, *u = x.u, *v = x.v, *info = x.info;
+  char *u = x.u, *v = x.v;
   int64_t *sa = x.sa;
-  int m = (int)sa[2], n = (int)sa[1], k = m < n ? m : n, econ = u == NULL || !lua_toboolean(L, 6), lwork = 0;
+  int m = (int)sa[2], n = (int)sa[1], k = m < n ? m : n, econ = u == NULL || !lua_toboolean(L, 6);
   int mu = econ ? k : m, nv = econ ? k : n, jobz = u ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
   svd_shapes(L, &x, k, mu, nv);
   if (sa[0] == 0 || k == 0) return done(L, &c, 5);
-  size_t ustride = u ? (size_t)m * mu : 0, vstride = v ? (size_t)n * nv : 0; /* the workspaces: one matrix each */
-  if (u == NULL) u = workspace_bytes(L, &c, (size_t)m * k * c.es), v = workspace_bytes(L, &c, (size_t)n * k * c.es);
-  cdv_gesvdj_info p = gesvdj_params(L, &c);
-  int rc = SOLVER(c, gesvdj_bufferSize, c.h, jobz, econ, m, n, (void *)a, m, (void *)s, (void *)u, m, (void *)v, n,
-                  &lwork, p);
-  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p); /* before the allocation, which may raise */
-  check(L, &c, "cusolverDnXgesvdj_bufferSize", rc);
-  void *work = workspace(L, &c, lwork);
-  p = gesvdj_params(L, &c);
-  for (int64_t i = 0; i < sa[0] && rc == 0; i++)
-    rc = SOLVER(c, gesvdj, c.h, jobz, econ, m, n, (void *)(a + (size_t)(i * m * n) * c.es), m,
-                (void *)(s + (size_t)(i * k) * c.es), (void *)(u + i * ustride * c.es), m,
-                (void *)(v + i * vstride * c.es), n, work, lwork, (int *)info + i, p);
-  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p); /* the work is queued: cuSOLVER keeps what it needs */
-  check(L, &c, "cusolverDnXgesvdj", rc);
+  int batched = sa[0] > 1 && sa[0] <= INT_MAX && m <= GESVDJ_BATCHED && n <= GESVDJ_BATCHED && (!econ || m == n);
+  if (batched && u == NULL) { /* m == n: gesvdjBatched writes the full vectors of every matrix */
+    u = workspace_bytes(L, &c, (size_t)sa[0] * m * m * c.es);
+    v = workspace_bytes(L, &c, (size_t)sa[0] * n * n * c.es);
+  }
+  if (batched)
+    gesvdj_batched(L, &c, &x, jobz, u, v);
+  else
+    gesvdj_looped(L, &c, &x, jobz, econ, u, v);
   return done(L, &c, 5);
 }
 
