@@ -350,6 +350,32 @@ local function colmajor_routines()
         u and at(u, i * m * mu) or 0, m, vt and at(vt, i * n * n) or 0, n)
     end
   end
+  -- gesvdj's contract (any shape, V not V^T, a destroyed) from gesvd's: V is VT (n x nv, ld nv: row-major
+  -- {n, nv}) transposed; R.gesvdj_fails = i makes matrix i report non-convergence (info k + 1) with S zeroed
+  R.calls = { gesvd = 0, gesvdj = 0 }
+  local gesvd = R.gesvd
+  function R.gesvd(...)
+    R.calls.gesvd = R.calls.gesvd + 1
+    return gesvd(...)
+  end
+  function R.gesvdj(a, s, u, v, info, full)
+    R.calls.gesvdj = R.calls.gesvdj + 1
+    local B, n, m = a.shape[1], a.shape[2], a.shape[3]
+    local k = math.min(m, n)
+    local mu, nv, job = full and m or k, full and n or k, u == nil and "N" or full and "A" or "S"
+    assert(u == nil or (u.shape[2] == mu and v.shape[2] == nv), "gesvdj: u or v of the wrong shape")
+    if B == 0 or k == 0 then return end
+    local vt = cd.empty({ n, nv }, a.dtype, { device = "cpu" })
+    for i = 0, B - 1 do
+      info[i + 1] = F.gesvd(f64(a), job, job, m, n, at(a, i * m * n), m, at(s, i * k), u and at(u, i * m * mu) or 0,
+        m, u and vt.ptr or 0, u and nv or 1)
+      if v then v[i + 1]:copy_from(swapT(vt)) end
+    end
+    if R.gesvdj_fails then
+      info[R.gesvdj_fails] = k + 1
+      s:fill(0)
+    end
+  end
   return R
 end
 
@@ -366,6 +392,47 @@ describe("cd.linalg", function()
     setup(function() cd._selftest.linalg_through(R) end)
     teardown(function() cd._selftest.linalg_through(nil) end)
     checks("cpu", it)
+
+    it("svd runs gesvdj (V, not Vh), any shape, and no gesvd", function()
+      R.calls.gesvd, R.calls.gesvdj = 0, 0
+      -- signs, and a full U's or Vh's null-space part, are free: S, U diag(S) Vh = a and orthonormal U and Vh
+      local function orthonormal(q)
+        local p = cd.matmul(swapT(q), q)
+        local n = p.shape[#p.shape]
+        near(p, cd.broadcast_to(cd.eye(n, n, 0, "float64", { device = "cpu" }), p.shape):copy(), 1e-12)
+      end
+      for _, shape in ipairs({ { 6, 4 }, { 4, 6 }, { 3, 5, 5 } }) do
+        local a = cd.array(values(shape[1] * shape[2] * (shape[3] or 1), 8), "float64"):reshape(shape)
+        cd._selftest.linalg_through(nil)
+        local want = L.svd(a, { compute_uv = false })
+        cd._selftest.linalg_through(R)
+        for _, full in ipairs({ true, false }) do
+          local u, s, vh = L.svd(a, { full_matrices = full })
+          near(s, want, 1e-12)
+          local k = s.shape[#s.shape]
+          near(cd.matmul(u:slice(1, k, 1, u.ndim) * cd.expand_dims(s, -2), vh:slice(1, k, 1, vh.ndim - 1)), a, 1e-12)
+          orthonormal(u)
+          orthonormal(swapT(vh))
+        end
+        near(L.svd(a, { compute_uv = false }), want, 1e-12)
+      end
+      assert.are.same({ gesvd = 0, gesvdj = 9 }, R.calls)
+    end)
+
+    it("svd does the batch again with gesvd when gesvdj does not converge for a matrix", function()
+      local a = cd.array(values(3 * 5 * 4, 9), "float64"):reshape({ 3, 5, 4 })
+      cd._selftest.linalg_through(nil)
+      local cu, cs, cvh = L.svd(a)
+      cd._selftest.linalg_through(R)
+      R.calls.gesvd, R.calls.gesvdj, R.gesvdj_fails = 0, 0, 2
+      local ok, u, s, vh = pcall(L.svd, a)
+      R.gesvdj_fails = nil
+      assert(ok, u)
+      assert.are.same({ gesvd = 1, gesvdj = 1 }, R.calls)
+      near(s, cs, 1e-12)
+      near(cd.abs(u), cd.abs(cu), 1e-12)
+      near(cd.abs(vh), cd.abs(cvh), 1e-12)
+    end)
   end)
   checks("cuda:0", helper.gpu_it)   -- cuSOLVER (NOTE [linalg layouts]): the same expectations
 
@@ -408,6 +475,24 @@ describe("cd.linalg", function()
     local w, v = L.eigh(spd:to("cuda:0"), "U")
     near(w:to("cpu"), L.eigvalsh(spd, "U"), 1e-12)
     near(cd.matmul(spd, v:to("cpu")), v:to("cpu") * cd.expand_dims(w:to("cpu"), -2), 1e-12)
+  end)
+
+  helper.gpu_it("svd on cuda:0: a stack of small matrices in one gesvdjBatched (square, full, S alone), larger and "
+    .. "economy ones through gesvdj, as the cpu device's", function()
+    for _, shape in ipairs({ { 1024, 8, 8 }, { 64, 7, 5 }, { 2, 40, 33 }, { 3, 33, 40 } }) do
+      for _, dt in ipairs({ "float32", "float64" }) do
+        local a = cd.array(values(shape[1] * shape[2] * shape[3], 10), dt):reshape(shape)
+        local g, tol = a:to("cuda:0"), dt == "float32" and 1e-4 or 1e-11
+        near(L.svd(g, { compute_uv = false }):to("cpu"), L.svd(a, { compute_uv = false }), tol)
+        for _, full in ipairs({ true, false }) do
+          local u, s, vh = L.svd(g, { full_matrices = full })
+          local k = s.shape[#s.shape]
+          local uk, vk = u:slice(1, k, 1, u.ndim), vh:slice(1, k, 1, vh.ndim - 1)
+          near(cd.matmul(uk * cd.expand_dims(s, -2), vk):to("cpu"), a, tol * 10)
+          near(s:to("cpu"), L.svd(a, { compute_uv = false }), tol)
+        end
+      end
+    end
   end)
 
   helper.gpu_it("without cuSOLVER a call on cuda:0 is a cudadev.Error naming every file tried; the cpu device works",

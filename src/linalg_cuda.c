@@ -158,12 +158,17 @@ static void check(lua_State *L, const call *c, const char *api, int status) {
   if (cusolver_status(&e, api, status) != 0) cdv_raise(L, c->d, &e);
 }
 
-/* A workspace of lwork elements of the call's dtype (an Array left on the stack, freed stream-ordered). */
-static void *workspace(lua_State *L, const call *c, int lwork) {
-  int64_t n = lwork > 0 ? lwork : 1;
-  cdv_array *w = cdv_push_array(L, c->d, c->f64 ? CDV_F64 : CDV_F32, 1, &n, CDV_MEM_DEVICE, NULL);
+/* A device workspace of at least bytes bytes, 8-aligned (an Array left on the stack, freed stream-ordered). */
+static void *workspace_bytes(lua_State *L, const call *c, size_t bytes) {
+  int64_t n = (int64_t)(bytes / 8) + 1;
+  cdv_array *w = cdv_push_array(L, c->d, CDV_U64, 1, &n, CDV_MEM_DEVICE, NULL);
   cdv_block_used(w->block, c->d, c->stream);
   return w->data;
+}
+
+/* A workspace of lwork elements of the call's dtype. */
+static void *workspace(lua_State *L, const call *c, int lwork) {
+  return workspace_bytes(L, c, (size_t)(lwork > 0 ? lwork : 1) * c->es);
 }
 
 static void same(lua_State *L, int64_t x, int64_t y) {
@@ -268,26 +273,44 @@ static int l_solve_batched(lua_State *L) {
   return done(L, &c, 4);
 }
 
+/* cusolverDnXpotrf, the 64-bit API, as PyTorch's cholesky calls it (bench/arrays_run on an H200, 4096 x 4096
+ * float64: PyTorch 2159 us, cudadev's legacy cusolverDn<t>potrf 4971), over the B matrices n x n at a; one device
+ * and one host workspace serve them all. */
+static void xpotrf(lua_State *L, const call *c, char *a, int64_t batch, int64_t n, int uplo, int *info) {
+  int type = c->f64 ? CDV_CUDA_R_64F : CDV_CUDA_R_32F;
+  size_t dbytes = 0, hbytes = 0;
+  cdv_dn_params params = NULL;
+  check(L, c, "cusolverDnCreateParams", cdv_cusolver.cusolverDnCreateParams(&params));
+  int rc = cdv_cusolver.cusolverDnXpotrf_bufferSize(c->h, params, uplo, n, type, a, n, type, &dbytes, &hbytes);
+  cdv_cusolver.cusolverDnDestroyParams(params); /* before the allocations, which may raise */
+  check(L, c, "cusolverDnXpotrf_bufferSize", rc);
+  void *dwork = workspace_bytes(L, c, dbytes);
+  void *hwork = lua_newuserdatauv(L, hbytes > 0 ? hbytes : 1, 0); /* kept on the stack past the calls */
+  check(L, c, "cusolverDnCreateParams", cdv_cusolver.cusolverDnCreateParams(&params));
+  rc = 0;
+  for (int64_t i = 0; i < batch && rc == 0; i++)
+    rc = cdv_cusolver.cusolverDnXpotrf(c->h, params, uplo, n, type, a + (size_t)(i * n * n) * c->es, n, type, dwork,
+                                       dbytes, hwork, hbytes, info + i);
+  cdv_cusolver.cusolverDnDestroyParams(params);
+  check(L, c, "cusolverDnXpotrf", rc);
+}
+
 /* _linalg.cuda.potrf(a {B,n,n}, info, upper): a_i's Cholesky factor in the triangle asked for; a stack of matrices
- * of up to POTRF_BATCHED x POTRF_BATCHED in one potrfBatched call */
+ * of up to POTRF_BATCHED x POTRF_BATCHED in one potrfBatched call, larger ones through xpotrf */
 #define POTRF_BATCHED 64
 static int l_potrf(lua_State *L) {
   call c = begin(L);
   int64_t sa[3], si[1];
   char *a = device_matrix(L, 1, -1, 3, sa, c.d), *info = device_matrix(L, 2, CDV_I32, 1, si, c.d);
   same(L, sa[1], sa[2]), same(L, si[0], sa[0]);
-  int n = (int)sa[1], uplo = lua_toboolean(L, 3) ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER, lwork = 0;
+  int n = (int)sa[1], uplo = lua_toboolean(L, 3) ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
   if (sa[0] == 0 || n == 0) return done(L, &c, 2);
   if (sa[0] > 1 && sa[0] <= INT_MAX && n <= POTRF_BATCHED) {
     void *pa = pointers(L, &c, a, sa[0], (size_t)n * n * c.es);
     check(L, &c, "cusolverDnXpotrfBatched", SOLVER(c, potrfBatched, c.h, uplo, n, pa, n, (int *)info, (int)sa[0]));
     return done(L, &c, 2);
   }
-  check(L, &c, "cusolverDnXpotrf_bufferSize", SOLVER(c, potrf_bufferSize, c.h, uplo, n, (void *)a, n, &lwork));
-  void *w = workspace(L, &c, lwork);
-  for (int64_t i = 0; i < sa[0]; i++)
-    check(L, &c, "cusolverDnXpotrf",
-          SOLVER(c, potrf, c.h, uplo, n, (void *)(a + (size_t)(i * n * n) * c.es), n, w, lwork, (int *)info + i));
+  xpotrf(L, &c, a, sa[0], n, uplo, (int *)info);
   return done(L, &c, 2);
 }
 
@@ -372,32 +395,137 @@ static int l_syevd(lua_State *L) {
   return done(L, &c, 3);
 }
 
+/* The arguments of gesvd and gesvdj: a {B,n,m}, s {B,k}, u and v (nil, or both {B,x,y}), info {B}; the shapes
+ * checked here are the batch's and u's and v's presence. */
+typedef struct svd_args {
+  int64_t sa[3], ss[2], su[3], sv[3], si[1];
+  char *a, *s, *u, *v, *info;
+} svd_args;
+static svd_args svd_arguments(lua_State *L, const call *c) {
+  svd_args x = {{0}, {0}, {0}, {0}, {0}, NULL, NULL, NULL, NULL, NULL};
+  cdv_dtype t = cdv_check_array(L, 1)->dtype;
+  x.a = device_matrix(L, 1, -1, 3, x.sa, c->d), x.s = device_matrix(L, 2, t, 2, x.ss, c->d);
+  x.u = lua_isnil(L, 3) ? NULL : device_matrix(L, 3, t, 3, x.su, c->d);
+  x.v = lua_isnil(L, 4) ? NULL : device_matrix(L, 4, t, 3, x.sv, c->d);
+  x.info = device_matrix(L, 5, CDV_I32, 1, x.si, c->d);
+  same(L, x.ss[0], x.sa[0]), same(L, x.si[0], x.sa[0]);
+  if ((x.u == NULL) != (x.v == NULL)) luaL_argerror(L, 4, "u and v go together");
+  if (x.u != NULL) same(L, x.su[0], x.sa[0]), same(L, x.sv[0], x.sa[0]);
+  return x;
+}
+
+/* x's s has ks values a matrix, its u (if any) is {B, mu, m} and its v {B, nv, n}. */
+static void svd_shapes(lua_State *L, const svd_args *x, int64_t ks, int64_t mu, int64_t nv) {
+  same(L, x->ss[1], ks);
+  if (x->u != NULL)
+    same(L, x->su[1], mu), same(L, x->su[2], x->sa[2]), same(L, x->sv[1], nv), same(L, x->sv[2], x->sa[1]);
+}
+
 /* _linalg.cuda.gesvd(a {B,n,m}, s {B,n}, u {B,mu,m} | nil, vt {B,n,n} | nil, info, full): each m x n a_i, m >= n
  * (cuSOLVER's gesvd takes no wide matrix), <- U S V^T: u_i m x mu (mu = m when full, else n), vt_i n x n */
 static int l_gesvd(lua_State *L) {
   call c = begin(L);
-  int64_t sa[3], ss[2], su[3] = {0, 0, 0}, sv[3] = {0, 0, 0}, si[1];
-  cdv_dtype t = cdv_check_array(L, 1)->dtype;
-  char *a = device_matrix(L, 1, -1, 3, sa, c.d), *s = device_matrix(L, 2, t, 2, ss, c.d);
-  char *u = lua_isnil(L, 3) ? NULL : device_matrix(L, 3, t, 3, su, c.d);
-  char *vt = lua_isnil(L, 4) ? NULL : device_matrix(L, 4, t, 3, sv, c.d);
-  char *info = device_matrix(L, 5, CDV_I32, 1, si, c.d);
-  int m = (int)sa[2], n = (int)sa[1], full = lua_toboolean(L, 6), lwork = 0;
+  svd_args x = svd_arguments(L, &c);
+  char *a = x.a, *s = x.s, *u = x.u, *vt = x.v, *info = x.info;
+  int64_t B = x.sa[0];
+  int m = (int)x.sa[2], n = (int)x.sa[1], full = lua_toboolean(L, 6), lwork = 0;
   int mu = full ? m : n;
   if (m < n) luaL_argerror(L, 1, "gesvd takes m >= n");
-  same(L, ss[0], sa[0]), same(L, ss[1], n), same(L, si[0], sa[0]);
-  if ((u == NULL) != (vt == NULL)) luaL_argerror(L, 4, "u and vt go together");
-  if (u != NULL) same(L, su[0], sa[0]), same(L, su[1], mu), same(L, su[2], m), same(L, sv[1], n), same(L, sv[2], n);
+  svd_shapes(L, &x, n, mu, n);
   signed char job = u == NULL ? 'N' : full ? 'A' : 'S';
-  if (sa[0] == 0 || n == 0) return done(L, &c, 5);
+  if (B == 0 || n == 0) return done(L, &c, 5);
   check(L, &c, "cusolverDnXgesvd_bufferSize", SOLVER(c, gesvd_bufferSize, c.h, m, n, &lwork));
   void *work = workspace(L, &c, lwork);
-  for (int64_t i = 0; i < sa[0]; i++) {
+  for (int64_t i = 0; i < B; i++) {
     void *ui = u ? u + (size_t)(i * m * mu) * c.es : NULL, *vi = vt ? vt + (size_t)(i * n * n) * c.es : NULL;
     check(L, &c, "cusolverDnXgesvd",
           SOLVER(c, gesvd, c.h, job, job == 'N' ? 'N' : 'A', m, n, (void *)(a + (size_t)(i * m * n) * c.es), m,
                  (void *)(s + (size_t)(i * n) * c.es), ui, m, vi, n, work, lwork, NULL, (int *)info + i));
   }
+  return done(L, &c, 5);
+}
+
+/* gesvdj's options as PyTorch sets them: the dtype's machine epsilon as tolerance, at most GESVDJ_SWEEPS sweeps
+ * (cuSOLVER's default is 100); a matrix that does not converge reports info min(m, n) + 1, and linalg.lua redoes
+ * the batch with gesvd. */
+#define GESVDJ_SWEEPS 400
+
+static cdv_gesvdj_info gesvdj_params(lua_State *L, const call *c) {
+  cdv_gesvdj_info p = NULL;
+  check(L, c, "cusolverDnCreateGesvdjInfo", cdv_cusolver.cusolverDnCreateGesvdjInfo(&p));
+  int rc = cdv_cusolver.cusolverDnXgesvdjSetTolerance(p, c->f64 ? 0x1p-52 : 0x1p-23);
+  if (rc == 0) rc = cdv_cusolver.cusolverDnXgesvdjSetMaxSweeps(p, GESVDJ_SWEEPS);
+  if (rc == 0) rc = cdv_cusolver.cusolverDnXgesvdjSetSortEig(p, 1); /* gesvdjBatched's default is unsorted */
+  if (rc != 0) cdv_cusolver.cusolverDnDestroyGesvdjInfo(p);
+  check(L, c, "cusolverDnXgesvdjSet", rc);
+  return p;
+}
+
+/* A stack of square matrices, or of any shape when full, of up to 32 x 32 (gesvdjBatched's limit, which
+ * computes the full U and V only): one Jacobi call for all, as PyTorch does; u and v hold B full matrices each. */
+#define GESVDJ_BATCHED 32
+static void gesvdj_batched(lua_State *L, const call *c, const svd_args *x, int jobz, char *u, char *v) {
+  int m = (int)x->sa[2], n = (int)x->sa[1], batch = (int)x->sa[0], lwork = 0;
+  cdv_gesvdj_info p = gesvdj_params(L, c);
+  int rc = SOLVER(*c, gesvdjBatched_bufferSize, c->h, jobz, m, n, (void *)x->a, m, (void *)x->s, (void *)u, m,
+                  (void *)v, n, &lwork, p, batch);
+  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p); /* before the allocation, which may raise */
+  check(L, c, "cusolverDnXgesvdjBatched_bufferSize", rc);
+  void *work = workspace(L, c, lwork);
+  p = gesvdj_params(L, c);
+  rc = SOLVER(*c, gesvdjBatched, c->h, jobz, m, n, (void *)x->a, m, (void *)x->s, (void *)u, m, (void *)v, n, work,
+              lwork, (int *)x->info, p, batch);
+  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p);
+  check(L, c, "cusolverDnXgesvdjBatched", rc);
+}
+
+/* One gesvdj call a matrix, one workspace for all; u and v hold one matrix each (m x mu, n x nv) or, when x has
+ * none, one economy matrix for every call. */
+static void gesvdj_looped(lua_State *L, const call *c, const svd_args *x, int jobz, int econ, char *u, char *v) {
+  int m = (int)x->sa[2], n = (int)x->sa[1], k = m < n ? m : n, lwork = 0;
+  size_t ustride = x->u ? (size_t)m * (econ ? k : m) : 0, vstride = x->v ? (size_t)n * (econ ? k : n) : 0;
+  if (u == NULL) {
+    u = workspace_bytes(L, c, (size_t)m * k * c->es);
+    v = workspace_bytes(L, c, (size_t)n * k * c->es);
+  }
+  cdv_gesvdj_info p = gesvdj_params(L, c);
+  int rc = SOLVER(*c, gesvdj_bufferSize, c->h, jobz, econ, m, n, (void *)x->a, m, (void *)x->s, (void *)u, m, (void *)v,
+                  n, &lwork, p);
+  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p); /* before the allocation, which may raise */
+  check(L, c, "cusolverDnXgesvdj_bufferSize", rc);
+  void *work = workspace(L, c, lwork);
+  p = gesvdj_params(L, c);
+  for (int64_t i = 0; i < x->sa[0] && rc == 0; i++)
+    rc = SOLVER(*c, gesvdj, c->h, jobz, econ, m, n, (void *)(x->a + (size_t)(i * m * n) * c->es), m,
+                (void *)(x->s + (size_t)(i * k) * c->es), (void *)(u + i * ustride * c->es), m,
+                (void *)(v + i * vstride * c->es), n, work, lwork, (int *)x->info + i, p);
+  cdv_cusolver.cusolverDnDestroyGesvdjInfo(p); /* the work is queued: cuSOLVER keeps what it needs */
+  check(L, c, "cusolverDnXgesvdj", rc);
+}
+
+/* _linalg.cuda.gesvdj(a {B,n,m}, s {B,k}, u {B,mu,m} | nil, v {B,nv,n} | nil, info, full): each m x n a_i, any
+ * shape, <- U S V^T by one-sided Jacobi, PyTorch's default driver (bench/arrays_run on the H200, 1024 x 1024
+ * float32: PyTorch 54241 us, cudadev's gesvd 106020): u_i m x mu and v_i n x nv (V, not V^T), mu = m and nv = n
+ * when full, else both k = min(m, n); a_i is destroyed. Without u and v, cuSOLVER still writes vectors (PyTorch
+ * passes buffers too): workspaces take them. A stack of small matrices goes in one gesvdjBatched call. */
+static int l_gesvdj(lua_State *L) {
+  call c = begin(L);
+  svd_args x = svd_arguments(L, &c);
+  char *u = x.u, *v = x.v;
+  int64_t *sa = x.sa;
+  int m = (int)sa[2], n = (int)sa[1], k = m < n ? m : n, econ = u == NULL || !lua_toboolean(L, 6);
+  int mu = econ ? k : m, nv = econ ? k : n, jobz = u ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  svd_shapes(L, &x, k, mu, nv);
+  if (sa[0] == 0 || k == 0) return done(L, &c, 5);
+  int batched = sa[0] > 1 && sa[0] <= INT_MAX && m <= GESVDJ_BATCHED && n <= GESVDJ_BATCHED && (!econ || m == n);
+  if (batched && u == NULL) { /* m == n: gesvdjBatched writes the full vectors of every matrix */
+    u = workspace_bytes(L, &c, (size_t)sa[0] * m * m * c.es);
+    v = workspace_bytes(L, &c, (size_t)sa[0] * n * n * c.es);
+  }
+  if (batched)
+    gesvdj_batched(L, &c, &x, jobz, u, v);
+  else
+    gesvdj_looped(L, &c, &x, jobz, econ, u, v);
   return done(L, &c, 5);
 }
 
@@ -436,10 +564,10 @@ static int l_linalg_through(lua_State *L) {
 }
 
 int cdv_linalg_cuda_open(lua_State *L) {
-  static const luaL_Reg fns[] = {{"getrf", l_getrf}, {"getrs", l_getrs}, {"solve_batched", l_solve_batched},
-                                 {"potrf", l_potrf}, {"geqrf", l_geqrf}, {"orgqr", l_orgqr},
-                                 {"syevd", l_syevd}, {"gesvd", l_gesvd}, {"cusolver", l_cusolver},
-                                 {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"getrf", l_getrf},       {"getrs", l_getrs}, {"solve_batched", l_solve_batched},
+                                 {"potrf", l_potrf},       {"geqrf", l_geqrf}, {"orgqr", l_orgqr},
+                                 {"syevd", l_syevd},       {"gesvd", l_gesvd}, {"gesvdj", l_gesvdj},
+                                 {"cusolver", l_cusolver}, {NULL, NULL}};
   luaL_getsubtable(L, -1, "_linalg");
   lua_newtable(L);
   luaL_setfuncs(L, fns, 0);

@@ -44,9 +44,12 @@ local function swapT(x) return cd.swapaxes(x, -1, -2) end
 --            the reflectors' first k columns, Q read back transposed.
 --   eigh     syevd "upper" of the buffer reads a's lower triangle (a is symmetric); the eigenvectors come back
 --            as rows, transposed after.
---   svd      gesvd takes m >= n only. A row-major a with rows <= cols is, read column-major, a^T = U' S V'^T with
---            that shape: U' read row-major is NumPy's Vh and V'^T read row-major is NumPy's U, no transposes at all.
---            A taller a goes through its transpose's SVD (U = Vh2^T, Vh = U2^T).
+--   svd      gesvdj (one-sided Jacobi, PyTorch's default driver: about twice gesvd's speed) of the buffer as it
+--            is, a^T = U' S V'^T: U' read row-major is NumPy's Vh, and gesvdj's V' (V, not V^T) read row-major is
+--            V'^T, NumPy's U transposed. A batch where a matrix does not converge (info k + 1, or S not finite) is
+--            done again with gesvd, from a copy of the buffer kept for that, as PyTorch falls back. gesvd takes
+--            m >= n only: a row-major a with rows <= cols goes as it is (U' read row-major is Vh, V'^T read
+--            row-major is U, no transposes), a taller a through its transpose's SVD (U = Vh2^T, Vh = U2^T).
 local G = {}
 
 local function dev_of(x) return { device = x.device } end
@@ -134,9 +137,9 @@ function G.eigh(x, w, vectors, lower)
   if vectors then put_back(x, swapT(x)) end
 end
 
-function G.svd(x, s, u, vt, full)
+-- gesvd, the fallback (NOTE [linalg layouts]); x is destroyed
+local function gesvd(x, s, u, vt, full, info)
   local B, m, n = x.shape[1], x.shape[2], x.shape[3]
-  local info = ints({ B }, x)
   if m <= n then
     C.cuda.gesvd(x, s, vt, u, info, full)
   else
@@ -149,6 +152,16 @@ function G.svd(x, s, u, vt, full)
     end
   end
   return first_bad(info)
+end
+
+function G.svd(x, s, u, vt, full)
+  local B, m, n = x.shape[1], x.shape[2], x.shape[3]
+  local info = ints({ B }, x)
+  local v = u and cd.empty({ B, full and m or math.min(m, n), m }, x.dtype, dev_of(x))
+  C.cuda.gesvdj(x:copy(), s, vt, v, info, full)   -- x is kept for the fallback
+  -- a NaN or inf matrix may "converge" to NaN: gesvd then answers for it as it did before gesvdj
+  if first_bad(info) or not cd.isfinite(s):all() then return gesvd(x, s, u, vt, full, ints({ B }, x)) end
+  if u then put_back(u, swapT(v)) end
 end
 
 -- The routines of x's device (NOTE [linalg layers]): LAPACKE's on the cpu device, G's on CUDA devices; G's for
