@@ -83,13 +83,14 @@ helper.each_device(function(dev)
     end)
 
     -- NOTE [sort tuning]: small tiles, so that these sizes take many tiles and the look-backs go over windows of
-    -- 32 tiles, in both rankings, the radix look-back a tile or 3 at once (windows past tile 0); the tuning in
-    -- force comes back whatever happens
+    -- 32 tiles, in both rankings, the radix look-back a tile or 3 at once (windows past tile 0), in 32- and 64-bit
+    -- status words, the histogram in 1 and 32 (fewer where they do not fit) copies; the tuning in force comes back
+    -- whatever happens
     it("sort, argsort and cumsum over many small tiles, in both rankings", function()
       local saved = cd._sort_tune()
       local ok, err = pcall(function()
-        for _, tune in ipairs({ "block=256,items=1,pitems=1,rank=ballot,look=1,scan=1",
-          "block=288,items=2,pitems=1,rank=match,look=3,scan=2" }) do
+        for _, tune in ipairs({ "block=256,items=1,pitems=1,rank=ballot,look=1,hpart=1,scan=1",
+          "block=288,items=2,pitems=1,rank=match,look=3,hpart=32,status=64,scan=2" }) do
           cd._sort_tune(tune)
           for _, dt in ipairs(ALL) do
             local t = values(dt, 3000)
@@ -125,6 +126,10 @@ helper.each_device(function(dev)
         "bad argument #1 to '_sort_tune' (look must be in 1..16)")
       helper.assert_error_matches(function() cd._sort_tune("block=1024,occ=3") end,
         "bad argument #1 to '_sort_tune' (occ must be at least 1, and occ * block at most 2048)")
+      helper.assert_error_matches(function() cd._sort_tune("hpart=3") end,
+        "bad argument #1 to '_sort_tune' (hpart must be 1, 2, 4, 8, 16 or 32)")
+      helper.assert_error_matches(function() cd._sort_tune("status=48") end,
+        "bad argument #1 to '_sort_tune' (status must be 32 or 64)")
       assert.are.equal(saved, cd._sort_tune())
     end)
 
@@ -464,7 +469,7 @@ describe("sorting kernels for the GPU", function()
     local saved = cd._sort_tune()
     local ok, err = pcall(function()
       -- the default tuning, then the other ranking in other shapes (NOTE [sort tuning])
-      for _, tune in ipairs({ saved, "block=512,items=9,pitems=7,rank=ballot,look=16,scan=20" }) do
+      for _, tune in ipairs({ saved, "block=512,items=9,pitems=7,rank=ballot,look=16,hpart=2,status=64,scan=20" }) do
         cd._sort_tune(tune)
         for _, dt in ipairs({ "int8", "uint16", "int32", "float16", "float32", "float64", "bool" }) do
           local a = cd.array(values(dt, 40), dt, { device = "cpu" })
