@@ -133,6 +133,34 @@ helper.each_device(function(dev)
       assert.are.equal(saved, cd._sort_tune())
     end)
 
+    -- NOTE [sort tuning]'s hpart: most elements' top byte is one digit, as uniform floats' is (the copies' case)
+    it("count the radix sort's digits with the histogram in 1, 8 and 32 copies", function()
+      local n, t, want = 5000, {}, {}
+      for i = 1, 1024 do want[i] = 0 end
+      for i = 1, n do
+        local v = (i * 2654435761) % 2^32 // 1
+        if i % 5 ~= 0 then v = 0xBF000000 | (v & 0xFFFFFF) end
+        t[i] = v
+        for q = 0, 3 do
+          local j = q * 256 + ((v >> (8 * q)) & 255) + 1
+          want[j] = want[j] + 1
+        end
+      end
+      local a = arr(t, "uint32")
+      local saved = cd._sort_tune()
+      local ok, err = pcall(function()
+        for _, tune in ipairs({ "hpart=1", "hpart=8,hist=1", "hpart=32" }) do
+          cd._sort_tune(tune)
+          assert.are.same(want, cd._sort_hist(a):totable(), tune)
+        end
+      end)
+      cd._sort_tune(saved)
+      assert(ok, err)
+      assert.are.equal(1, cd._sort_hist(arr({ 7 }, "uint8"))[8])
+      helper.assert_error_matches(function() cd._sort_hist(arr({ { 1 } })) end,
+        "bad argument #1 to '_sort_hist' (a contiguous 1-d array expected)")
+    end)
+
     it("argsort keeps -0.0 and 0.0, and NaNs, in their order; sort puts NaNs last", function()
       local a = arr({ 0.0, 0 / 0, -0.0, 1, -1, 0 / 0, 0.0, -0.0 }, "float32")
       assert.are.same({ 5, 1, 3, 7, 8, 4, 2, 6 }, a:argsort():totable())

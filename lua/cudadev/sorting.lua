@@ -669,6 +669,33 @@ local function radix_kernels(dev, dtype, payload, t, sbits)
   }
 end
 
+-- Adds the digit counts of the contiguous unsigned x's np passes (nkey of its keys', the rest of its row numbers')
+-- into counts (256 a pass) with ks.hist; merge: -0.0 as 0.0 (NOTE [radix sort]).
+local function digit_counts(ks, x, counts, K, np, nkey, merge)
+  local dev, n = x.device, x.size
+  local hgrid = math.max(1, math.min(grid_for(dev, n), math.max(dev.sm_count or 1, 1) * TUNE.hist))
+  -- the histogram's copies (NOTE [sort tuning]'s hpart), as many as 48 KiB of shared memory hold
+  local parts = TUNE.hpart
+  while parts > 1 and np * 256 * parts * 4 > 48 * 1024 do parts = parts // 2 end
+  ks.hist({ grid = hgrid, block = 256, shared = np * 256 * parts * 4 }, x, counts, n, K, nkey, np - nkey,
+    merge and 1 or 0, parts)
+end
+
+-- cd._sort_hist(a) -> the radix sort's digit counts of the contiguous 1-d a (uint32, 256 a pass, the lowest
+-- digit's first), as sort's histogram takes them; internal, for bench/sort_sweep (the histogram's share of a
+-- sort) and spec/31
+function cd._sort_hist(a)
+  check_array(a, "_sort_hist", 1)
+  if a.ndim ~= 1 or not a.is_contiguous then argerror("_sort_hist", 1, "a contiguous 1-d array expected", 1) end
+  local T = DT[a.dtype]
+  local counts = cd.zeros(256 * T.size, "uint32", { device = a.device })
+  if a.size == 0 then return counts end
+  local ks = radix_kernels(a.device, a.dtype, false, TUNE, 32)
+  local ut = UNAME[T.size]
+  digit_counts(ks, a.dtype == ut and a or a:view(ut), counts, a.size, T.size, T.size, false)
+  return counts
+end
+
 -- The radix sort of the rows (of K) of the contiguous b (NOTE [radix sort]). positions: argsort's answer
 -- (int64, 1-based within each row); otherwise the sorted values. Returns a contiguous Array of b's shape.
 local function radix_sort(b, K, positions)
@@ -696,12 +723,7 @@ local function radix_sort(b, K, positions)
   local status = sbits == 32 and zero:slice(1, sw) or zero:slice(1, sw):view("uint64")
   local starts = zero:slice(sw + 1, sw + 256 * np)
   local tickets = zero:slice(sw + 256 * np + 1, sw + 256 * np + np)
-  local hgrid = math.max(1, math.min(grid_for(dev, n), math.max(dev.sm_count or 1, 1) * TUNE.hist))
-  -- the histogram's copies (NOTE [sort tuning]'s hpart), as many as 48 KiB of shared memory hold
-  local parts = TUNE.hpart
-  while parts > 1 and np * 256 * parts * 4 > 48 * 1024 do parts = parts // 2 end
-  ks.hist({ grid = hgrid, block = 256, shared = np * 256 * parts * 4 }, x, starts, n, K, nkey, np - nkey,
-    positions and 1 or 0, parts)
+  digit_counts(ks, x, starts, K, np, nkey, positions)
   local kin, pin = x, nil
   local kbuf, pbuf = {}, {}
   for i, ps in ipairs(passes) do
