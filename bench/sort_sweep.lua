@@ -6,7 +6,8 @@
 --   PHASE time: sort and argsort of 2^24 uniform float32 and cumsum of 2^26, timed by events around the call
 --     (allocation of the result included, as bench/arrays.lua), median of 20 after 3 warm-ups, for each tuning
 --     of the grid (NOTE [sort tuning] in lua/cudadev/sorting.lua; SORT_SWEEP_GRID="tune;tune;..." replaces the
---     radix grid, SORT_SWEEP_SCANS="4,8,16" the scan widths (default 16)), against CuPy's lines in WORK/peers.txt.
+--     radix grid, SORT_SWEEP_SCANS="4,8,16" the scan widths (default 16)), against CuPy's lines in WORK/peers.txt;
+--     then the sort's histogram alone (cd._sort_hist) of the 2^24 float32, in the default and with hpart=1.
 local cd = require "cudadev"
 local work, phase = arg[1], arg[2]
 local fmt = string.format
@@ -94,16 +95,12 @@ local default = cd._sort_tune()
 local grid = {}
 for g in (os.getenv("SORT_SWEEP_GRID") or table.concat({
   default,
-  "look=1",   -- a tile at a time, as the look-back was before (its other changes stay)
-  "look=2", "look=8", "look=16",
-  "rank=ballot", "rank=ballot,look=8",
-  "block=256,items=16,pitems=8,rank=ballot",   -- the shape before issue 28's rework, but 32-bit payloads
-  "block=384,items=18,pitems=13",
-  "block=512,items=12,pitems=8", "block=512,items=12,pitems=8,rank=ballot,look=8",
-  "occ=1",   -- registers as ptxas likes: the payload's kernel took 96, one block a multiprocessor
-  "block=384,items=12,pitems=10,occ=3", "block=384,items=12,pitems=10,rank=ballot,look=8,occ=3",
-  "block=256,items=12,pitems=8,occ=4",
-  "hist=1", "hist=16",
+  "hpart=1",   -- one copy of the histogram's counts, as before: 32 lanes adding into one word wait in turn
+  "hpart=2", "hpart=4",
+  "hist=8", "hist=16", "hpart=1,hist=16",
+  "status=64",   -- 64-bit look-back words, as before: twice the zero-fill and the look-back's loads
+  "look=4", "rank=match", "occ=2",
+  "block=512,items=12,pitems=8", "block=256,items=12,pitems=8,occ=4", "block=384,items=15,pitems=10",
 }, ";")):gmatch("[^;]+") do grid[#grid + 1] = g end
 
 print("default tuning: " .. default)
@@ -123,6 +120,16 @@ for _, g in ipairs(grid) do
   end)
   if not ok then print(fmt("%-56s FAILED: %s", g, tostring(err):sub(1, 200))) end
 end
+
+-- the histogram alone (one read of the keys: about 20 us at 2^24 on an H200's bandwidth), in the default and
+-- with one copy of the counts
+for _, g in ipairs({ default, "hpart=1" }) do
+  cd._sort_tune(default)
+  cd._sort_tune(g)
+  local t = timed(function() return cd._sort_hist(u) end)
+  print(fmt("%-56s %10.1f", "histogram only, " .. (g == default and "(default)" or g), t))
+end
+cd._sort_tune(default)
 
 print(fmt("%-56s %10s %8s", "cumsum of 2^26 float32, scan=", "us", "vs CuPy"))
 print(fmt("%-56s %10s", "CuPy", peers.cupy_cumsum or "-"))

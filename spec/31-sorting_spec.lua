@@ -83,13 +83,14 @@ helper.each_device(function(dev)
     end)
 
     -- NOTE [sort tuning]: small tiles, so that these sizes take many tiles and the look-backs go over windows of
-    -- 32 tiles, in both rankings, the radix look-back a tile or 3 at once (windows past tile 0); the tuning in
-    -- force comes back whatever happens
+    -- 32 tiles, in both rankings, the radix look-back a tile or 3 at once (windows past tile 0), in 32- and 64-bit
+    -- status words, the histogram in 1 and 32 (fewer where they do not fit) copies; the tuning in force comes back
+    -- whatever happens
     it("sort, argsort and cumsum over many small tiles, in both rankings", function()
       local saved = cd._sort_tune()
       local ok, err = pcall(function()
-        for _, tune in ipairs({ "block=256,items=1,pitems=1,rank=ballot,look=1,scan=1",
-          "block=288,items=2,pitems=1,rank=match,look=3,scan=2" }) do
+        for _, tune in ipairs({ "block=256,items=1,pitems=1,rank=ballot,look=1,hpart=1,scan=1",
+          "block=288,items=2,pitems=1,rank=match,look=3,hpart=32,status=64,scan=2" }) do
           cd._sort_tune(tune)
           for _, dt in ipairs(ALL) do
             local t = values(dt, 3000)
@@ -125,7 +126,39 @@ helper.each_device(function(dev)
         "bad argument #1 to '_sort_tune' (look must be in 1..16)")
       helper.assert_error_matches(function() cd._sort_tune("block=1024,occ=3") end,
         "bad argument #1 to '_sort_tune' (occ must be at least 1, and occ * block at most 2048)")
+      helper.assert_error_matches(function() cd._sort_tune("hpart=3") end,
+        "bad argument #1 to '_sort_tune' (hpart must be 1, 2, 4, 8, 16 or 32)")
+      helper.assert_error_matches(function() cd._sort_tune("status=48") end,
+        "bad argument #1 to '_sort_tune' (status must be 32 or 64)")
       assert.are.equal(saved, cd._sort_tune())
+    end)
+
+    -- NOTE [sort tuning]'s hpart: most elements' top byte is one digit, as uniform floats' is (the copies' case)
+    it("count the radix sort's digits with the histogram in 1, 8 and 32 copies", function()
+      local n, t, want = 5000, {}, {}
+      for i = 1, 1024 do want[i] = 0 end
+      for i = 1, n do
+        local v = (i * 2654435761) % 2^32 // 1
+        if i % 5 ~= 0 then v = 0xBF000000 | (v & 0xFFFFFF) end
+        t[i] = v
+        for q = 0, 3 do
+          local j = q * 256 + ((v >> (8 * q)) & 255) + 1
+          want[j] = want[j] + 1
+        end
+      end
+      local a = arr(t, "uint32")
+      local saved = cd._sort_tune()
+      local ok, err = pcall(function()
+        for _, tune in ipairs({ "hpart=1", "hpart=8,hist=1", "hpart=32" }) do
+          cd._sort_tune(tune)
+          assert.are.same(want, cd._sort_hist(a):totable(), tune)
+        end
+      end)
+      cd._sort_tune(saved)
+      assert(ok, err)
+      assert.are.equal(1, cd._sort_hist(arr({ 7 }, "uint8"))[8])
+      helper.assert_error_matches(function() cd._sort_hist(arr({ { 1 } })) end,
+        "bad argument #1 to '_sort_hist' (a contiguous 1-d array expected)")
     end)
 
     it("argsort keeps -0.0 and 0.0, and NaNs, in their order; sort puts NaNs last", function()
@@ -464,7 +497,7 @@ describe("sorting kernels for the GPU", function()
     local saved = cd._sort_tune()
     local ok, err = pcall(function()
       -- the default tuning, then the other ranking in other shapes (NOTE [sort tuning])
-      for _, tune in ipairs({ saved, "block=512,items=9,pitems=7,rank=ballot,look=16,scan=20" }) do
+      for _, tune in ipairs({ saved, "block=512,items=9,pitems=7,rank=ballot,look=16,hpart=2,status=64,scan=20" }) do
         cd._sort_tune(tune)
         for _, dt in ipairs({ "int8", "uint16", "int32", "float16", "float32", "float64", "bool" }) do
           local a = cd.array(values(dt, 40), dt, { device = "cpu" })

@@ -60,12 +60,16 @@ end
 -- payload), pitems (with one), rank ("match": __match_any_sync per element, "ballot": nine ballots), hist
 -- (histogram blocks per multiprocessor), look (tiles a scatter's look-back reads at once: NOTE [radix look-back]),
 -- occ (scatter blocks a multiprocessor holds at least: ptxas keeps to 65536 / (occ * block) registers a thread),
--- scan (elements a scan thread takes, 256 threads a block). Internal:
+-- hpart (copies of the histogram's counts a block keeps, lanes spread over them: 1, 2, 4, 8, 16 or 32; fewer where
+-- 48 KiB do not hold them), status (bits of a look-back status word: 32, or 64; 64 where n >= 2^30), scan
+-- (elements a scan thread takes, 256 threads a block). Internal:
 -- CUDADEV_SORT_TUNE="block=384,items=15" (read at load) or cd._sort_tune(text) set them, for bench/sort_sweep.
 -- The defaults are the fastest of bench/sort_sweep's grid on an H200 (2026-11-28 06:22 UTC): sort of 2^24 float32
 -- 817 µs and argsort 928 µs where the earlier default (384, 15, 15, match, 4, 4, 2) took 986 and 1145
-local TUNE = { block = 384, items = 12, pitems = 10, rank = "ballot", hist = 4, look = 8, occ = 3, scan = 16 }
-local TUNE_KEYS = { block = true, items = true, pitems = true, rank = true, hist = true, look = true, occ = true, scan = true }
+local TUNE = { block = 384, items = 12, pitems = 10, rank = "ballot", hist = 4, look = 8, occ = 3, hpart = 8,
+  status = 32, scan = 16 }
+local TUNE_KEYS = { block = true, items = true, pitems = true, rank = true, hist = true, look = true, occ = true,
+  hpart = true, status = true, scan = true }
 
 -- The tuning text "k=v,k=v" over the defaults: a table, or nil and what is wrong.
 local function parse_tune(text)
@@ -83,6 +87,8 @@ local function parse_tune(text)
   end
   if t.look < 1 or t.look > 16 then return nil, "look must be in 1..16" end
   if t.occ < 1 or t.occ * t.block > 2048 then return nil, "occ must be at least 1, and occ * block at most 2048" end
+  if t.status ~= 32 and t.status ~= 64 then return nil, "status must be 32 or 64" end
+  if t.hpart < 1 or t.hpart > 32 or t.hpart & (t.hpart - 1) ~= 0 then return nil, "hpart must be 1, 2, 4, 8, 16 or 32" end
   -- a scan's tile of 8-byte values, padded, stays under the 48 KiB of static shared memory
   if t.scan < 1 or t.scan > 20 then return nil, "scan must be in 1..20" end
   return t
@@ -103,8 +109,8 @@ function cd._sort_tune(text)
     if not t then argerror("_sort_tune", 1, err, 1) end
     TUNE = t
   end
-  return fmt("block=%d,items=%d,pitems=%d,rank=%s,hist=%d,look=%d,occ=%d,scan=%d", TUNE.block, TUNE.items,
-    TUNE.pitems, TUNE.rank, TUNE.hist, TUNE.look, TUNE.occ, TUNE.scan)
+  return fmt("block=%d,items=%d,pitems=%d,rank=%s,hist=%d,look=%d,occ=%d,hpart=%d,status=%d,scan=%d", TUNE.block,
+    TUNE.items, TUNE.pitems, TUNE.rank, TUNE.hist, TUNE.look, TUNE.occ, TUNE.hpart, TUNE.status, TUNE.scan)
 end
 
 -- NOTE [scan passes]: an inclusive or exclusive scan along rows of K contiguous elements, by tiles of SB * SI
@@ -370,11 +376,11 @@ end
 -- bits turned into unsigned keys that order as the values do (floats: the sign bit flipped, negative ones'
 -- other bits too; every NaN one key above +inf, so NaNs come last, in their order; argsort's keys make -0.0 and
 -- 0.0 one, so that it is stable as NumPy's stable sort). _hist counts the digits of every pass at once, and
--- their scans (NOTE [scan passes]) are each digit's first position; then each pass is one _scatter, whose
--- tiles find their first position per digit from the tiles before them (NOTE [radix look-back]), and which
--- ranks each tile's elements stably (per warp, by __match_any_sync or ballots over the digit's bits, warps in
--- order; the tile's shape: NOTE [sort tuning]),
--- orders them by digit in shared memory and writes each digit's run at its position, coalesced. The first pass
+-- their exclusive scans (each scatter block takes its pass's) are each digit's first position; then each pass
+-- is one _scatter, whose tiles find their first position per digit from the tiles before them (NOTE [radix
+-- look-back]), and which ranks each tile's elements stably (per warp, by __match_any_sync or ballots over the
+-- digit's bits, warps in order; the tile's shape: NOTE [sort tuning]), orders them by digit in shared memory
+-- and writes each digit's run at its position, coalesced. The first pass
 -- turns elements into keys and the last turns keys back (sort) or writes positions (argsort). Rows (a sort
 -- along an axis of an N-d array, moved last) are sorted by their values, then by their row numbers (the
 -- payload's index / K), in more passes: being stable, the second order keeps the first within a row.
@@ -384,6 +390,16 @@ local RADIX = BACKOFF .. [==[
 #define PAYLOAD HASPAY
 #define RANK_MATCH RANKM
 #define LOOK NLOOK
+// a look-back status word (NOTE [radix look-back]): 32 bits (30 for the count) where n < 2^30, else 64
+#define STW NSTW
+#if STW == 32
+typedef unsigned ST;
+#else
+typedef unsigned long long ST;
+#endif
+#define ST_INC ((ST)1 << (STW - 1))
+#define ST_LOC ((ST)1 << (STW - 2))
+#define ST_CNT (ST_LOC - 1)
 // at least MINB blocks a multiprocessor (NOTE [sort tuning]'s occ): left to itself, ptxas gave some shapes more
 // registers than two blocks of 384 can have (105 where 85 fit), leaving one block of 12 warps to hide every latency
 #define MINB NMINB
@@ -411,11 +427,16 @@ __device__ __forceinline__ unsigned cdv_digit(KT k, PT p, int mode, int shift, u
 // The digit counts of every pass at once (keys from elements, row numbers from positions), added into gh; blocks
 // of 256 threads, a few per multiprocessor, each looping over its share, so that few blocks add into gh. A thread
 // loads HU elements before it counts them: one load at a time kept too few bytes in flight to stream the keys.
+// The counts are kept in parts copies (a power of two; dynamic shared memory, [set][digit][part]), lane l adding
+// into copy l % parts: uniform floats' top byte is two or three digits, and 32 lanes adding into one word are 32
+// atomics one after the other (NOTE [sort tuning]'s hpart).
 #define HU 4
 extern "C" __global__ void NAME_hist(const KT *kin, unsigned *gh, long long n, long long K, int nkey, int nrow,
-                                     int merge) {
-  __shared__ unsigned h[12][256];
-  for (int q = 0; q < nkey + nrow; q++) h[q][threadIdx.x] = 0;
+                                     int merge, int parts) {
+  extern __shared__ unsigned long long cdv_smem[];
+  unsigned *h = (unsigned *)cdv_smem;
+  int part = threadIdx.x & (parts - 1);
+  for (int i = threadIdx.x; i < (nkey + nrow) * 256 * parts; i += 256) h[i] = 0;
   __syncthreads();
   for (long long i0 = (long long)blockIdx.x * 256 * HU + threadIdx.x; i0 < n; i0 += 256ll * HU * gridDim.x) {
     KT kk[HU];
@@ -426,16 +447,17 @@ extern "C" __global__ void NAME_hist(const KT *kin, unsigned *gh, long long n, l
       long long i = i0 + u * 256;
       if (i >= n) break;
       KT k = cdv_fwd(kk[u], merge);
-      for (int q = 0; q < nkey; q++) atomicAdd(&h[q][(unsigned)(k >> (8 * q)) & 255u], 1u);
+      for (int q = 0; q < nkey; q++) atomicAdd(&h[(q * 256 + ((unsigned)(k >> (8 * q)) & 255u)) * parts + part], 1u);
       if (nrow) {   // a 64-bit division, only where there are rows
         unsigned row = (unsigned)(i / K);
-        for (int q = 0; q < nrow; q++) atomicAdd(&h[nkey + q][(row >> (8 * q)) & 255u], 1u);
+        for (int q = 0; q < nrow; q++) atomicAdd(&h[((nkey + q) * 256 + ((row >> (8 * q)) & 255u)) * parts + part], 1u);
       }
     }
   }
   __syncthreads();
   for (int q = 0; q < nkey + nrow; q++) {
-    unsigned c = h[q][threadIdx.x];
+    unsigned c = 0;
+    for (int j = 0; j < parts; j++) c += h[(q * 256 + threadIdx.x) * parts + j];
     if (c) atomicAdd(&gh[q * 256 + threadIdx.x], c);
   }
 }
@@ -472,29 +494,31 @@ __device__ __forceinline__ unsigned cdv_digit_excl(unsigned v, unsigned *ws) {
 }
 
 // NOTE [radix look-back]: a tile's first position per digit is the digit's start plus the digit's count in the
-// tiles before it, which each tile publishes as soon as it knows it, flag and value in one 64-bit word (bit 62:
-// the tile's own count, bit 63: the count of it and every tile before it); the thread of each digit adds the
-// words before its tile's until an inclusive one (tile 0's is). It reads LOOK tiles' words at once, then uses
-// them nearest first (waiting only for those it uses): one tile at a time made the look-back a chain of dependent
-// loads from L2, as long as the tiles since the last inclusive word, which grew with the blocks in flight. A tile
-// publishes its count before it orders its elements and looks back after (CUB's onesweep publishes before it
-// ranks): the tiles before it have had that long to publish their inclusive words, and its own elements are
-// in shared memory by then, not in the registers the look-back's loads need.
+// tiles before it, which each tile publishes as soon as it knows it, flag and value in one word (the next-to-top
+// bit: the tile's own count, the top bit: the count of it and every tile before it; 32 bits where n < 2^30, as
+// CUB's, NOTE [sort tuning]'s status: half the zero-filling and half the look-back's loads); the thread of each
+// digit adds the words before its tile's until an inclusive one (tile 0's is). It reads LOOK tiles' words at
+// once, then uses them nearest first (waiting only for those it uses): one tile at a time made the look-back a
+// chain of dependent loads from L2, as long as the tiles since the last inclusive word, which grew with the blocks
+// in flight. A tile publishes its count before it orders its elements and looks back after (CUB's onesweep
+// publishes before it ranks): the tiles before it have had that long to publish their inclusive words, and its
+// own elements are in shared memory by then, not in the registers the look-back's loads need.
 // Tiles go in ticket order, so every tile before a block's belongs to a running block (NOTE [scan look-back]).
-__device__ __forceinline__ void cdv_publish_count(unsigned long long *status, unsigned blk, unsigned s) {
-  ((volatile unsigned long long *)status)[(long long)blk * 256 + threadIdx.x] = (1ull << (blk ? 62 : 63)) | s;
+__device__ __forceinline__ void cdv_publish_count(ST *status, unsigned blk, unsigned s) {
+  ((volatile ST *)status)[(long long)blk * 256 + threadIdx.x] = (blk ? ST_LOC : ST_INC) | s;
 }
 // The count of this thread's digit in the tiles before blk, after cdv_publish_count; publishes the inclusive one.
-__device__ __forceinline__ unsigned cdv_look_back(unsigned long long *status, unsigned blk, unsigned s) {
-  volatile unsigned long long *vs = status;
-  unsigned long long before = 0;
+__device__ __forceinline__ unsigned cdv_look_back(ST *status, unsigned blk, unsigned s) {
+  volatile ST *vs = status;
+  unsigned before = 0;   // at most n < 2^31
+
   int tid = threadIdx.x;
   if (blk == 0) return 0;
   for (long long top = (long long)blk - 1;; top -= LOOK) {
-    unsigned long long w[LOOK];
+    ST w[LOOK];
 #pragma unroll
     for (int q = 0; q < LOOK; q++)   // before tile 0: nothing, inclusive
-      w[q] = top - q >= 0 ? vs[(top - q) * 256 + tid] : 1ull << 63;
+      w[q] = top - q >= 0 ? vs[(top - q) * 256 + tid] : ST_INC;
     int done = 0;
 #pragma unroll
     for (int q = 0; q < LOOK && !done; q++) {
@@ -502,20 +526,21 @@ __device__ __forceinline__ unsigned cdv_look_back(unsigned long long *status, un
         CDV_BACKOFF();
         w[q] = vs[(top - q) * 256 + tid];
       }
-      before += w[q] & ((1ull << 62) - 1);
-      done = (int)(w[q] >> 63);
+      before += (unsigned)(w[q] & ST_CNT);
+      done = (w[q] & ST_INC) != 0;
     }
     if (done) break;
   }
-  vs[(long long)blk * 256 + tid] = (1ull << 63) | (before + s);
-  return (unsigned)before;
+  vs[(long long)blk * 256 + tid] = ST_INC | (before + s);
+  return before;
 }
 
 // One pass: each block ranks a tile of TILE elements stably (per warp, warps in order), orders it by digit in
 // shared memory and writes each digit's run at its place, coalesced. Dynamic shared memory: the tile's keys and
-// payloads, or (before them) the warps' digit counts.
+// payloads, or (before them) the warps' digit counts. counts: the pass's 256 digit counts from _hist, whose
+// exclusive scan each block takes itself (one scan kernel and its two zero-fills fewer a sort).
 extern "C" __global__ void __launch_bounds__(BLOCK, MINB) NAME_scatter(const KT *kin, KT *kout, const PT *pin, PT *pout, long long *pos,
-                                                                  const unsigned *starts, unsigned long long *status,
+                                                                  const unsigned *counts, ST *status,
                                                                   unsigned *ticket, long long n, int shift, long long K,
                                                                   int mode) {
   extern __shared__ unsigned long long cdv_smem[];
@@ -524,10 +549,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MINB) NAME_scatter(const KT 
   unsigned *wh = (unsigned *)cdv_smem;   // [NW][256]: per warp and digit the count, then the earlier warps'
   __shared__ unsigned bs[256];   // per digit: the block's elements of smaller digits
   __shared__ unsigned off[256];  // per digit: its place in the output less its place in the tile
-  __shared__ unsigned ws[8];
+  __shared__ unsigned ws[8], ws0[8];
   __shared__ unsigned tk;
   int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   unsigned un = (unsigned)n, uK = (unsigned)K;
+  unsigned c0 = tid < 256 ? counts[tid] : 0;   // loaded now, scanned after the ranking
   if (tid == 0) tk = atomicAdd(ticket, 1u);
   for (int i = tid; i < NW * 256; i += BLOCK) wh[i] = 0;
   __syncthreads();
@@ -570,6 +596,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MINB) NAME_scatter(const KT 
     }
   }
   if (tid < 256) cdv_publish_count(status, blk, s);   // early: the tiles after this one wait for it
+  unsigned start = cdv_digit_excl(c0, ws0);   // the digit's first position in the pass's output
   unsigned ex = cdv_digit_excl(s, ws);
   if (tid < 256) bs[tid] = ex;
   __syncthreads();
@@ -585,7 +612,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MINB) NAME_scatter(const KT 
     }
   }
   // late: the tile is in shared memory (its registers free), and the tiles before it had more time to finish
-  if (tid < 256) off[tid] = starts[tid] + cdv_look_back(status, blk, s) - ex;
+  if (tid < 256) off[tid] = start + cdv_look_back(status, blk, s) - ex;
   __syncthreads();
   unsigned m = un - blk * TILE;
 #pragma unroll
@@ -603,8 +630,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MINB) NAME_scatter(const KT 
 }
 ]==]
 
-local OFFS = sums_spec("unsigned int", "uint32")
-
 -- the key transforms of a dtype's kind, as C statements over KT u / KT k
 local function transforms(kind)
   if kind == "i" then return "return u ^ SIGN;", "return k ^ SIGN;" end
@@ -621,17 +646,17 @@ local EXPMASK = { [2] = "(KT)0x7c00u", [4] = "(KT)0x7f800000u", [8] = "(KT)0x7ff
 
 -- The kernels of the radix sort of dtype (with a payload or not) in the tuning t, and the scatter's tile and
 -- dynamic shared memory: the tile's keys and payloads, or the warps' digit counts, whichever is more.
-local function radix_kernels(dev, dtype, payload, t)
+local function radix_kernels(dev, dtype, payload, t, sbits)
   local T = DT[dtype]
   local items = payload and t.pitems or t.items
   local name = "cdv_radix_" .. T.kind .. T.size .. (payload and "p" or "")
-  local key = fmt("radix|%s|%d|%d|%s|%d|%d", name, t.block, items, t.rank, t.look, t.occ)
+  local key = fmt("radix|%s|%d|%d|%s|%d|%d|%d", name, t.block, items, t.rank, t.look, t.occ, sbits)
   local function build()
     local fwd, inv = transforms(T.kind)
     local src = RADIX:gsub("KTYPE", UINT[T.size]):gsub("BITS", tostring(T.size * 8)):gsub("FWD", fwd)
       :gsub("NITEMS", tostring(items)):gsub("NBLOCK", tostring(t.block)):gsub("HASPAY", payload and "1" or "0")
       :gsub("RANKM", t.rank == "match" and "1" or "0"):gsub("NLOOK", tostring(t.look))
-      :gsub("NMINB", tostring(t.occ))
+      :gsub("NMINB", tostring(t.occ)):gsub("NSTW", tostring(sbits))
       :gsub("INV", inv):gsub("EXPMASK", EXPMASK[T.size] or "0"):gsub("NAME", name)
     return src
   end
@@ -642,6 +667,33 @@ local function radix_kernels(dev, dtype, payload, t)
     tile = tile,
     shared = math.max(tile * (T.size + (payload and 4 or 0)), t.block // 32 * 256 * 4),
   }
+end
+
+-- Adds the digit counts of the contiguous unsigned x's np passes (nkey of its keys', the rest of its row numbers')
+-- into counts (256 a pass) with ks.hist; merge: -0.0 as 0.0 (NOTE [radix sort]).
+local function digit_counts(ks, x, counts, K, np, nkey, merge)
+  local dev, n = x.device, x.size
+  local hgrid = math.max(1, math.min(grid_for(dev, n), math.max(dev.sm_count or 1, 1) * TUNE.hist))
+  -- the histogram's copies (NOTE [sort tuning]'s hpart), as many as 48 KiB of shared memory hold
+  local parts = TUNE.hpart
+  while parts > 1 and np * 256 * parts * 4 > 48 * 1024 do parts = parts // 2 end
+  ks.hist({ grid = hgrid, block = 256, shared = np * 256 * parts * 4 }, x, counts, n, K, nkey, np - nkey,
+    merge and 1 or 0, parts)
+end
+
+-- cd._sort_hist(a) -> the radix sort's digit counts of the contiguous 1-d a (uint32, 256 a pass, the lowest
+-- digit's first), as sort's histogram takes them; internal, for bench/sort_sweep (the histogram's share of a
+-- sort) and spec/31
+function cd._sort_hist(a)
+  check_array(a, "_sort_hist", 1)
+  if a.ndim ~= 1 or not a.is_contiguous then argerror("_sort_hist", 1, "a contiguous 1-d array expected", 1) end
+  local T = DT[a.dtype]
+  local counts = cd.zeros(256 * T.size, "uint32", { device = a.device })
+  if a.size == 0 then return counts end
+  local ks = radix_kernels(a.device, a.dtype, false, TUNE, 32)
+  local ut = UNAME[T.size]
+  digit_counts(ks, a.dtype == ut and a or a:view(ut), counts, a.size, T.size, T.size, false)
+  return counts
 end
 
 -- The radix sort of the rows (of K) of the contiguous b (NOTE [radix sort]). positions: argsort's answer
@@ -661,16 +713,17 @@ local function radix_sort(b, K, positions)
     while (nrows - 1) >> s > 0 do passes[#passes + 1] = { shift = s, row = true }; s = s + 8 end
   end
   local payload = positions or nrows > 1
-  local ks = radix_kernels(dev, b.dtype, payload, TUNE)
-  local sk = scan_kernels(dev, OFFS)
+  local sbits = (TUNE.status == 32 and n < 2^30) and 32 or 64   -- a 32-bit word's count has 30 bits
+  local ks = radix_kernels(dev, b.dtype, payload, TUNE, sbits)
   local nblk, np, nkey = (n + ks.tile - 1) // ks.tile, #passes, T.size
-  -- every pass's digit starts at once, then each pass's tiles find their offsets (NOTE [radix look-back])
-  local starts = cd.zeros(256 * np, "uint32", { device = dev })
-  local hgrid = math.max(1, math.min(grid_for(dev, n), math.max(dev.sm_count or 1, 1) * TUNE.hist))
-  ks.hist({ grid = hgrid, block = 256 }, x, starts, n, K, nkey, np - nkey, positions and 1 or 0)
-  scan_rows(dev, sk, starts, starts, 256, np, true, "uint32")
-  local status = cd.zeros(256 * nblk * np, "uint64", { device = dev })
-  local tickets = cd.zeros(np, "uint32", { device = dev })
+  -- every pass's digit counts at once, then each pass's tiles find their offsets (NOTE [radix look-back]); the
+  -- status words (first: 8-byte aligned), the counts and the passes' tickets are zero-filled at once
+  local sw = 256 * nblk * np * (sbits // 32)
+  local zero = cd.zeros(sw + 256 * np + np, "uint32", { device = dev })
+  local status = sbits == 32 and zero:slice(1, sw) or zero:slice(1, sw):view("uint64")
+  local starts = zero:slice(sw + 1, sw + 256 * np)
+  local tickets = zero:slice(sw + 256 * np + 1, sw + 256 * np + np)
+  digit_counts(ks, x, starts, K, np, nkey, positions)
   local kin, pin = x, nil
   local kbuf, pbuf = {}, {}
   for i, ps in ipairs(passes) do
