@@ -893,6 +893,7 @@ end
 -- cd.split(a, sections_or_cuts [, axis]) -> a table of views of a along axis (default 1): `sections` equal
 -- parts, or a table of cuts {3, 5}: NumPy's numbers, the count of elements before each cut (elements 1..3,
 -- 4..5 and 6..n).
+local MAX_PARTS = 1 << 24
 function cd.split(a, how, axis)
   check_array(a, "split", 1)
   if a.ndim == 0 then argerror("split", 1, "a 0-d array cannot be split", 1) end
@@ -901,6 +902,11 @@ function cd.split(a, how, axis)
   local cuts = {}
   if math.type(how) == "integer" then
     if how < 1 then argerror("split", 2, fmt("number of sections must be at least 1, got %d", how), 1) end
+    -- an empty axis splits into any number of empty parts (NumPy's answer too), each an Array of its own: a
+    -- count past MAX_PARTS would exhaust the host's memory building the table (the fuzzer's 2^63 - 1)
+    if how > MAX_PARTS then
+      argerror("split", 2, fmt("%d sections would make %d Arrays (at most %d)", how, how, MAX_PARTS), 1)
+    end
     if n % how ~= 0 then argerror("split", 2, fmt("%d elements do not split into %d equal sections", n, how), 1) end
     for i = 1, how - 1 do cuts[i] = i * (n // how) end
   elseif type(how) == "table" and not is_array(how) then
