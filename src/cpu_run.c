@@ -1806,7 +1806,9 @@ static int ndone;
  * fence too when it is unmapped. Another host mapping outside the fences (the host's own memory, freed since
  * the fork) must find the range free here (MAP_FIXED_NOREPLACE), else the worker is replaced. Read with read(): the worker allocates nothing with malloc (NOTE [fiber stacks]). */
 #define FENCE_MAX ((size_t)64 << 30)
-#define MAX_FENCES 256
+/* a process under ASan, after a long run, has hundreds of holes; one left unfenced gets host mappings that collide
+ * with the worker's own, and each such collision forks a new worker */
+#define MAX_FENCES 4096
 static struct { char *lo, *hi; } fences[MAX_FENCES];
 static int nfences;
 

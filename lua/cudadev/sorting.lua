@@ -64,9 +64,9 @@ end
 -- 48 KiB do not hold them), status (bits of a look-back status word: 32, or 64; 64 where n >= 2^30), scan
 -- (elements a scan thread takes, 256 threads a block). Internal:
 -- CUDADEV_SORT_TUNE="block=384,items=15" (read at load) or cd._sort_tune(text) set them, for bench/sort_sweep.
--- The defaults are the fastest of bench/sort_sweep's grid on an H200 (2026-11-28 06:22 UTC): sort of 2^24 float32
--- 817 µs and argsort 928 µs where the earlier default (384, 15, 15, match, 4, 4, 2) took 986 and 1145
-local TUNE = { block = 384, items = 12, pitems = 10, rank = "ballot", hist = 4, look = 8, occ = 3, hpart = 8,
+-- The defaults are the fastest of bench/sort_sweep's grid on an H200 (2026-11-28 06:53 UTC): sort of 2^24 float32
+-- 765 µs and argsort 909 µs where the first tunable default (384, 15, 15, match, 4, 4, 2) took 986 and 1145
+local TUNE = { block = 512, items = 12, pitems = 8, rank = "ballot", hist = 4, look = 8, occ = 3, hpart = 8,
   status = 32, scan = 16 }
 local TUNE_KEYS = { block = true, items = true, pitems = true, rank = true, hist = true, look = true, occ = true,
   hpart = true, status = true, scan = true }
