@@ -377,10 +377,10 @@ end
 -- other bits too; every NaN one key above +inf, so NaNs come last, in their order; argsort's keys make -0.0 and
 -- 0.0 one, so that it is stable as NumPy's stable sort). _hist counts the digits of every pass at once, and
 -- their exclusive scans (each scatter block takes its pass's) are each digit's first position; then each pass
--- is one _scatter, whose tiles find their first position per digit from the tiles before them (NOTE [radix
--- look-back]), and which ranks each tile's elements stably (per warp, by __match_any_sync or ballots over the
--- digit's bits, warps in order; the tile's shape: NOTE [sort tuning]), orders them by digit in shared memory
--- and writes each digit's run at its position, coalesced. The first pass
+-- is one _scatter, whose tiles find their first position per digit from the tiles before them
+-- (NOTE [radix look-back]), and which ranks each tile's elements stably (per warp, by __match_any_sync or
+-- ballots over the digit's bits, warps in order; the tile's shape: NOTE [sort tuning]), orders them by digit in
+-- shared memory and writes each digit's run at its position, coalesced. The first pass
 -- turns elements into keys and the last turns keys back (sort) or writes positions (argsort). Rows (a sort
 -- along an axis of an N-d array, moved last) are sorted by their values, then by their row numbers (the
 -- payload's index / K), in more passes: being stable, the second order keeps the first within a row.
