@@ -164,6 +164,13 @@ io.write(("%.3f"):format((cd.now() - t0) * 1e3))
     verdict(warm <= 2)))
 end
 
+-- a row of issue 32's: cudadev's time against the faster of CuPy's and PyTorch's, goal ≥ 0.95× its speed
+local function best_row(what, t, cp, tt)
+  local best = cp and tt and math.min(cp, tt) or cp or tt
+  print(("| %s, µs | %s | %s | %s | ≥ 0.95× the best peer's speed (%s) %s |"):format(what, cell(t), cell(cp),
+    cell(tt), best and ("%.2f×"):format(best / t) or "—", best and verdict(best / t >= 0.95) or ""))
+end
+
 -- issue 32's rows: cd.linalg on cuSOLVER (NOTE [linalg layouts] in lua/cudadev/linalg.lua) against CuPy's and
 -- PyTorch's linalg (bench/arrays_peers.py, the same sizes and dtypes, the same kind of well-conditioned data):
 -- solve of one 4096 x 4096 float32 system, of a batch of 1024 32 x 32 float32 systems (cuBLAS's batched LU),
@@ -192,15 +199,10 @@ do
   local u, s, vh = L.svd(M)
   assert(cd.abs(cd.matmul(u * s:reshape({ 1, 1024 }), vh) - M):max() <= 1e-2, "svd is wrong")
   local t_svd = timed(function() return L.svd(M) end)
-  local function row(what, t, cp, tt)
-    local best = cp and tt and math.min(cp, tt) or cp or tt
-    print(("| %s, µs | %s | %s | %s | ≥ 0.95× the best peer's speed (%s) %s |"):format(what, cell(t), cell(cp),
-      cell(tt), best and ("%.2f×"):format(best / t) or "—", best and verdict(best / t >= 0.95) or ""))
-  end
-  row("cd.linalg.solve 4096² float32, b {4096}", t_solve, peers.cupy_solve, peers.torch_solve)
-  row("cd.linalg.solve {1024, 32, 32} float32, b {1024, 32, 1}", t_bsolve, peers.cupy_bsolve, peers.torch_bsolve)
-  row("cd.linalg.cholesky 4096² float64", t_chol, peers.cupy_chol, peers.torch_chol)
-  row("cd.linalg.svd 1024² float32 (U, S, Vh)", t_svd, peers.cupy_svd, peers.torch_svd)
+  best_row("cd.linalg.solve 4096² float32, b {4096}", t_solve, peers.cupy_solve, peers.torch_solve)
+  best_row("cd.linalg.solve {1024, 32, 32} float32, b {1024, 32, 1}", t_bsolve, peers.cupy_bsolve, peers.torch_bsolve)
+  best_row("cd.linalg.cholesky 4096² float64", t_chol, peers.cupy_chol, peers.torch_chol)
+  best_row("cd.linalg.svd 1024² float32 (U, S, Vh)", t_svd, peers.cupy_svd, peers.torch_svd)
 end
 
 -- issue 32's FFT rows: cd.fft on cuFFT (src/fft.c, plans cached) against CuPy's and PyTorch's FFTs
@@ -222,12 +224,7 @@ do
   local X = cd.random.uniform({ 4096, 4096 }, "float32"):astype("complex64")
   assert(cd.abs(F.ifft2(F.fft2(X)) - X):max() <= 1e-4, "fft2 of 4096² is wrong")
   local t_fft2 = timed(function() return F.fft2(X) end)
-  local function row(what, t, cp, tt)
-    local best = cp and tt and math.min(cp, tt) or cp or tt
-    print(("| %s, µs | %s | %s | %s | ≥ 0.95× the best peer's speed (%s) %s |"):format(what, cell(t), cell(cp),
-      cell(tt), best and ("%.2f×"):format(best / t) or "—", best and verdict(best / t >= 0.95) or ""))
-  end
-  row("cd.fft.fft 2^24 complex64", t_fft, peers.cupy_fft, peers.torch_fft)
-  row("cd.fft.rfft 2^24 float32", t_rfft, peers.cupy_rfft, peers.torch_rfft)
-  row("cd.fft.fft2 4096² complex64", t_fft2, peers.cupy_fft2, peers.torch_fft2)
+  best_row("cd.fft.fft 2^24 complex64", t_fft, peers.cupy_fft, peers.torch_fft)
+  best_row("cd.fft.rfft 2^24 float32", t_rfft, peers.cupy_rfft, peers.torch_rfft)
+  best_row("cd.fft.fft2 4096² complex64", t_fft2, peers.cupy_fft2, peers.torch_fft2)
 end
