@@ -1853,8 +1853,9 @@ array_mt.__astype_kernel = function(a, d, opts)
   local stream = opts and opts.stream
   local dev = a.device
   if stream ~= nil and stream.device ~= dev then stream = nil end -- (another device's stream: as the host path)
-  -- the struct's conversions (NOTE [complex dtypes]); d may be a short name ("f64"), which no complex dtype has
-  if DT[a.dtype].kind == "c" or (DT[d] and DT[d].kind == "c") then
+  d = dtype_of_name(d) or d   -- a short name ("f64", "c64") as its full one
+  -- the struct's conversions (NOTE [complex dtypes])
+  if DT[a.dtype].kind == "c" or DT[d].kind == "c" then
     return run_elementwise({ fname = "astype", name = "cdv_astype_c", ins = { { name = "x", dtype = a.dtype, value = a } },
       outs = { { name = "z", dtype = d } }, body = fmt("z = (%s)x", DT[d].ctype), key = "astype_c", stream = stream })[1]
   end
