@@ -317,7 +317,9 @@ local function colmajor_routines()
     R.getrf(a, ipiv, info)
     R.getrs(a, ipiv, b, cd.zeros({ a.shape[1] }, "int32", { device = "cpu" }), true)
   end
+  R.fills = {}   -- each potrf's fill mode, in order
   function R.potrf(a, info, upper)
+    R.fills[#R.fills + 1] = upper and "U" or "L"
     local B, n = a.shape[1], a.shape[2]
     if B == 0 or n == 0 then return end
     for i = 0, B - 1 do info[i + 1] = F.potrf(f64(a), upper and "U" or "L", n, at(a, i * n * n), n) end
@@ -417,6 +419,17 @@ describe("cd.linalg", function()
         near(L.svd(a, { compute_uv = false }), want, 1e-12)
       end
       assert.are.same({ gesvd = 0, gesvdj = 9 }, R.calls)
+    end)
+
+    -- NOTE [cholesky fill]: cuSOLVER's fast potrf is the "lower" one; checks() above has the factors' values
+    it("cholesky asks potrf for the lower fill mode, for either factor", function()
+      local a = cd.array({ { 4, 2 }, { 2, 3 } }, "float64")
+      R.fills = {}
+      local l, u = L.cholesky(a), L.cholesky(a, { upper = true })
+      assert.are.same({ "L", "L" }, R.fills)
+      near(cd.matmul(l, swapT(l)), a, 1e-15)
+      near(cd.matmul(swapT(u), u), a, 1e-15)
+      assert.is_true(l.is_contiguous and u.is_contiguous)
     end)
 
     it("svd does the batch again with gesvd when gesvdj does not converge for a matrix", function()

@@ -38,8 +38,8 @@ local function swapT(x) return cd.swapaxes(x, -1, -2) end
 --   solve    getrf of the buffer as it is (a^T), then getrs with op T (a x = b); b goes in transposed. A batch of
 --            small matrices takes cuBLAS's batched getrf/getrs instead (one launch, not one per matrix).
 --   slogdet  getrf of a^T (det a^T = det a): the diagonal and the pivots, reduced on the device.
---   cholesky potrf "upper" of the buffer is a's lower factor read row-major (and "lower" its upper); the other
---            triangle is zeroed after.
+--   cholesky potrf "lower" of the buffer (a's upper triangle, read column-major) is U read row-major, and of a's
+--            transpose copied (a's lower triangle) L^T: NOTE [cholesky fill]. The other triangle is zeroed after.
 --   qr       geqrf of a's transpose copied (the buffer then holds a column-major), R read back transposed; orgqr on
 --            the reflectors' first k columns, Q read back transposed.
 --   eigh     syevd "upper" of the buffer reads a's lower triangle (a is symmetric); the eigenvectors come back
@@ -97,12 +97,17 @@ function G.slogdet(x, sign, logabs)
   put_back(logabs, cd.log(cd.abs(d)):sum({ axis = 2 }))
 end
 
+-- NOTE [cholesky fill]: cuSOLVER's potrf (and Xpotrf) is fast for the "lower" fill mode only: on an H200, 4096 x
+-- 4096 float64, "lower" ran one kernel (getrf_wo_pivot) in 2158 us where "upper" took 5144 (PyTorch, which asks
+-- "lower" of a column-major copy, 2128; CuPy, which asks "upper", 4894). So the lower factor is computed from a's
+-- transpose (x, copied so by the caller: one pass, as the copy it replaces), whose U is L^T. Returns the factor
+-- (bad, info for a failed matrix): a new array, as tril/triu make one.
 function G.cholesky(x, lower)
   local info = ints({ x.shape[1] }, x)
-  C.cuda.potrf(x, info, lower)
+  C.cuda.potrf(x, info, false)
   local bad, code = first_bad(info)
   if bad then return bad, code end
-  put_back(x, lower and cd.tril(x) or cd.triu(x))
+  return nil, nil, lower and cd.tril(swapT(x)) or cd.triu(x)
 end
 
 -- qr leaves the column-major reflectors in x's buffer (as {B, n, m}), which orgqr reads
@@ -330,13 +335,16 @@ function linalg.cholesky(a, opts)
   if o.upper ~= nil and type(o.upper) ~= "boolean" then
     argerror("cholesky", 2, "'upper' must be a boolean, got " .. typename(o.upper), 1)
   end
-  local x, _, batch, count, n = matrices(a, "cholesky", 1, true)
-  local bad, info = routines(x).cholesky(x, not o.upper)
+  local lower = not o.upper
+  -- G takes the lower factor from a's transpose (NOTE [cholesky fill])
+  local t = lower and is_array(a) and a.ndim >= 2 and routines(a) == G
+  local x, _, batch, count, n = matrices(t and swapT(a) or a, "cholesky", 1, true)
+  local bad, info, r = routines(x).cholesky(x, lower)
   if bad then
     raise(fmt("bad argument #1 to 'cholesky' (matrix is not positive definite%s: its leading minor of order %d is " ..
       "not positive)", which(bad, count), info), 2)
   end
-  return x:reshape(with(batch, n, n))
+  return (r or x):reshape(with(batch, n, n))
 end
 
 -- ------------------------------------------------------------------------------------------ qr
