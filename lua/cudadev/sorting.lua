@@ -390,6 +390,7 @@ local RADIX = BACKOFF .. [==[
 #define PAYLOAD HASPAY
 #define RANK_MATCH RANKM
 #define LOOK NLOOK
+#define CDV_PTX NPTX   // inline PTX (NOTE [ballot bits]): GPUs only, the cpu device refuses asm
 // a look-back status word (NOTE [radix look-back]): 32 bits (30 for the count) where n < 2^30, else 64
 #define STW NSTW
 #if STW == 32
@@ -417,7 +418,7 @@ __device__ __forceinline__ KT cdv_inv(KT k) {
   INV
 }
 __device__ __forceinline__ unsigned cdv_digit(KT k, PT p, int mode, int shift, unsigned K) {
-  if (mode & 4) return ((p / K) >> shift) & 255u;
+  if (PAYLOAD && (mode & 4)) return ((p / K) >> shift) & 255u;   // rows come with a payload
   return (unsigned)((k >> shift) & 255u);
 }
 
@@ -467,10 +468,20 @@ __device__ __forceinline__ unsigned cdv_peers(unsigned d) {
 #if RANK_MATCH
   return __match_any_sync(0xffffffffu, d);
 #else
-  unsigned peers = 0xffffffffu;   // a ballot per bit of the digit, the ninth for the lanes past the end
-  for (int b = 0; b < 9; b++) {
-    unsigned bit = (d >> b) & 1u, bb = __ballot_sync(0xffffffffu, bit);
+  unsigned peers = 0xffffffffu;   // a ballot per bit of the digit, the ninth for the lanes past the end (none
+#pragma unroll
+  for (int b = 0; b < (PAYLOAD ? 9 : 8); b++) {   // without a payload: NOTE [radix padding])
+    unsigned bit = d & (1u << b), bb;
+#if CDV_PTX
+    // NOTE [ballot bits]: a bit's peers in 3 instructions (and with a predicate, ballot, not where clear); in C,
+    // ptxas tested the bit twice over (shift, and, compare for the ballot; and again for the select): 7
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0;\n\tvote.sync.ballot.b32 %0, p, 0xffffffff;\n\t"
+        "@!p not.b32 %0, %0;\n\t}" : "=r"(bb) : "r"(bit));
+    peers &= bb;
+#else
+    bb = __ballot_sync(0xffffffffu, bit);
     peers &= bit ? bb : ~bb;
+#endif
   }
   return peers;
 #endif
@@ -559,31 +570,43 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MINB) NAME_scatter(const KT 
   __syncthreads();
   unsigned blk = tk;   // tiles in the order blocks start: NOTE [radix look-back]
   unsigned wbase = blk * TILE + warp * 32 * ITEMS;
+  // NOTE [radix padding]: without a payload, the places past the end hold the largest key, whose digit is 255 in
+  // every pass: being last in the tile's order (stable, and after every element), they rank after every element,
+  // and the write below (lp < m) leaves them out. Their count enters only the last tile's published words, which
+  // no tile reads. So a keys-only tile keeps no digits and no validity per element: the 12 words a thread had for
+  // them, and the payload's 12 (unused), made ptxas spill within the 40 registers that 3 blocks of 512 leave.
+  // With a payload, a row pass's digit comes from the payload, which has no such largest value: digits are kept.
   KT k[ITEMS];
-  PT p[ITEMS];
-  unsigned r[ITEMS], d[ITEMS];
+  PT p[PAYLOAD ? ITEMS : 1];
+  unsigned r[ITEMS], d[PAYLOAD ? ITEMS : 1];
 #pragma unroll
   for (int j = 0; j < ITEMS; j++) {
     unsigned i = wbase + j * 32 + lane;
+    if (!PAYLOAD) {
+      k[j] = ~(KT)0;
+      if (i < un) k[j] = (mode & 1) ? cdv_fwd(kin[i], mode & 64) : kin[i];
+      continue;
+    }
     k[j] = 0;
-    p[j] = i;
-    d[j] = 256;
+    p[PAYLOAD ? j : 0] = i;
+    d[PAYLOAD ? j : 0] = 256;
     if (i < un) {
       if ((mode & 8) || !(mode & 4)) {
         k[j] = kin[i];
         if (mode & 1) k[j] = cdv_fwd(k[j], mode & 64);
       }
-      if ((mode & 16) && !(mode & 1)) p[j] = pin[i];
-      d[j] = cdv_digit(k[j], p[j], mode, shift, uK);
+      if ((mode & 16) && !(mode & 1)) p[PAYLOAD ? j : 0] = pin[i];
+      d[PAYLOAD ? j : 0] = cdv_digit(k[j], p[PAYLOAD ? j : 0], mode, shift, uK);
     }
   }
+#define CDV_DIG(j) (PAYLOAD ? d[PAYLOAD ? (j) : 0] : (unsigned)((k[j] >> shift) & 255u))
 #pragma unroll
   for (int j = 0; j < ITEMS; j++) {
-    unsigned peers = cdv_peers(d[j]), ok = d[j] < 256;
-    unsigned cnt = ok ? wh[warp * 256 + d[j]] : 0;
+    unsigned dj = CDV_DIG(j), peers = cdv_peers(dj), ok = dj < 256;
+    unsigned cnt = ok ? wh[warp * 256 + dj] : 0;
     r[j] = cnt + __popc(peers & ((1u << lane) - 1u));
     __syncwarp();
-    if (ok && 31 - __clz(peers) == lane) wh[warp * 256 + d[j]] = cnt + __popc(peers);
+    if (ok && 31 - __clz(peers) == lane) wh[warp * 256 + dj] = cnt + __popc(peers);
     __syncwarp();
   }
   __syncthreads();
@@ -602,15 +625,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MINB) NAME_scatter(const KT 
   __syncthreads();
 #pragma unroll
   for (int j = 0; j < ITEMS; j++)
-    if (d[j] < 256) r[j] += bs[d[j]] + wh[warp * 256 + d[j]];
+    if (CDV_DIG(j) < 256) r[j] += bs[CDV_DIG(j)] + wh[warp * 256 + CDV_DIG(j)];
   __syncthreads();   // the counts are read: the tile goes where they were
 #pragma unroll
   for (int j = 0; j < ITEMS; j++) {
-    if (d[j] < 256) {
+    if (CDV_DIG(j) < 256) {
       sk[r[j]] = k[j];
-      if (PAYLOAD) sp[r[j]] = p[j];
+      if (PAYLOAD) sp[r[j]] = p[PAYLOAD ? j : 0];
     }
   }
+#undef CDV_DIG
   // late: the tile is in shared memory (its registers free), and the tiles before it had more time to finish
   if (tid < 256) off[tid] = start + cdv_look_back(status, blk, s) - ex;
   __syncthreads();
@@ -656,7 +680,7 @@ local function radix_kernels(dev, dtype, payload, t, sbits)
     local src = RADIX:gsub("KTYPE", UINT[T.size]):gsub("BITS", tostring(T.size * 8)):gsub("FWD", fwd)
       :gsub("NITEMS", tostring(items)):gsub("NBLOCK", tostring(t.block)):gsub("HASPAY", payload and "1" or "0")
       :gsub("RANKM", t.rank == "match" and "1" or "0"):gsub("NLOOK", tostring(t.look))
-      :gsub("NMINB", tostring(t.occ)):gsub("NSTW", tostring(sbits))
+      :gsub("NMINB", tostring(t.occ)):gsub("NSTW", tostring(sbits)):gsub("NPTX", dev.is_cpu and "0" or "1")
       :gsub("INV", inv):gsub("EXPMASK", EXPMASK[T.size] or "0"):gsub("NAME", name)
     return src
   end
