@@ -32,23 +32,72 @@
 #define STR_(x) #x
 #define XSTR(x) STR_(x) /* after expansion: cuMemAlloc -> "cuMemAlloc_v2" */
 
-#define CU_SYMS(X)                                                                                                     \
-  X(cuInit)                                                                                                            \
-  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)    \
-      X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData)   \
-          X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync)     \
-              X(cuDeviceGetDefaultMemPool) X(cuMemPoolSetAttribute) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoD) \
-                  X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD32Async)   \
-                      X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                   \
-                          X(cuEventElapsedTime) X(cuMemcpyPeerAsync) X(cuCtxEnablePeerAccess) X(cuDeviceCanAccessPeer) \
-                              X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamBeginCapture) X(cuStreamEndCapture)       \
-                                  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+/* one entry a line, left alone by clang-format, which reflowed these lists differently on each run */
+// clang-format off
+#define CU_SYMS(X) \
+  X(cuInit) \
+  X(cuDriverGetVersion) \
+  X(cuGetErrorName) \
+  X(cuGetErrorString) \
+  X(cuDeviceGetCount) \
+  X(cuDeviceGet) \
+  X(cuDeviceGetName) \
+  X(cuDeviceGetAttribute) \
+  X(cuDevicePrimaryCtxRetain) \
+  X(cuCtxSetCurrent) \
+  X(cuCtxSynchronize) \
+  X(cuModuleLoadData) \
+  X(cuModuleGetFunction) \
+  X(cuLaunchKernel) \
+  X(cuMemAlloc) \
+  X(cuMemFree) \
+  X(cuMemAllocAsync) \
+  X(cuMemFreeAsync) \
+  X(cuDeviceGetDefaultMemPool) \
+  X(cuMemPoolSetAttribute) \
+  X(cuMemHostAlloc) \
+  X(cuMemFreeHost) \
+  X(cuMemcpyHtoD) \
+  X(cuMemcpyDtoH) \
+  X(cuMemcpyHtoDAsync) \
+  X(cuMemcpyDtoHAsync) \
+  X(cuMemcpyDtoDAsync) \
+  X(cuMemsetD32Async) \
+  X(cuStreamSynchronize) \
+  X(cuEventCreate) \
+  X(cuEventRecord) \
+  X(cuEventSynchronize) \
+  X(cuEventElapsedTime) \
+  X(cuMemcpyPeerAsync) \
+  X(cuCtxEnablePeerAccess) \
+  X(cuDeviceCanAccessPeer) \
+  X(cuStreamCreate) \
+  X(cuStreamDestroy) \
+  X(cuStreamBeginCapture) \
+  X(cuStreamEndCapture) \
+  X(cuGraphInstantiate) \
+  X(cuGraphLaunch) \
+  X(cuGraphExecDestroy) \
+  X(cuGraphDestroy)
+// clang-format on
 
-#define NVRTC_SYMS(X)                                                                                                  \
-  X(nvrtcVersion)                                                                                                      \
-  X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) \
-      X(nvrtcGetProgramLog) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)                    \
-          X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
+/* one entry a line, left alone by clang-format, which reflowed these lists differently on each run */
+// clang-format off
+#define NVRTC_SYMS(X) \
+  X(nvrtcVersion) \
+  X(nvrtcGetErrorString) \
+  X(nvrtcCreateProgram) \
+  X(nvrtcDestroyProgram) \
+  X(nvrtcCompileProgram) \
+  X(nvrtcGetProgramLogSize) \
+  X(nvrtcGetProgramLog) \
+  X(nvrtcGetPTXSize) \
+  X(nvrtcGetPTX) \
+  X(nvrtcGetCUBINSize) \
+  X(nvrtcGetCUBIN) \
+  X(nvrtcGetNumSupportedArchs) \
+  X(nvrtcGetSupportedArchs)
+// clang-format on
 
 #define FIELD(fn) __typeof__(&fn) fn;
 static struct { CU_SYMS(FIELD) } cu;

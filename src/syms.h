@@ -33,45 +33,144 @@
 #define CDV_XSTR(x) CDV_STR_(x) /* stringify after macro expansion: cuMemAlloc -> "cuMemAlloc_v2" */
 
 /* ---------------------------------------------------------------- libcuda */
-#define CDV_CU_SYMS(X)                                                                                                \
-  /* initialisation, errors, version, profiler */                                                                     \
-  X(cuInit)                                                                                                           \
-  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuProfilerStart) X(cuProfilerStop) /* devices */      \
-      X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem)               \
-          X(cuDeviceGetUuid) X(cuDeviceGetPCIBusId) X(cuDeviceGetDefaultMemPool)                                      \
-              X(cuDeviceCanAccessPeer) /* contexts */                                                                 \
-      X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)                             \
-          X(cuDevicePrimaryCtxGetState) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent)  \
-              X(cuCtxSynchronize) X(cuCtxGetDevice) X(cuCtxCreate) X(cuCtxDestroy)                                    \
-                  X(cuCtxGetStreamPriorityRange) /* peer access */                                                    \
-      X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess) X(cuMemPoolSetAccess) X(cuMemPoolGetAccess) /* memory */     \
-      X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemPoolSetAttribute)                        \
-          X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister)         \
-              X(cuMemHostUnregister) X(cuMemGetInfo) X(cuPointerGetAttribute) X(cuMemGetAddressRange)                 \
-                  X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle)            \
-                      X(cuIpcOpenEventHandle) X(cuMemAllocManaged) X(cuMemPrefetchAsync)                              \
-                          X(cuMemAdvise) /* managed memory (managed.c) */                                             \
-      X(cuMemcpy) X(cuMemcpyAsync) X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuMemcpyDtoHAsync)          \
-          X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemcpyPeer) X(cuMemcpyPeerAsync) X(cuMemsetD8Async)                \
-              X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D32Async) /* streams */                             \
-      X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)      \
-          X(cuStreamWaitEvent) X(cuStreamGetPriority) X(cuLaunchHostFunc) X(cuStreamGetCtx) X(cuStreamBeginCapture)   \
-              X(cuStreamEndCapture) X(cuStreamIsCapturing) /* events */                                               \
-      X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                       \
-          X(cuEventElapsedTime) /* modules and functions */                                                           \
-      X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)         \
-          X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncGetParamInfo) X(cuLaunchKernel)                         \
-              X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxPotentialBlockSize) X(                   \
-                  cuLaunchCooperativeKernel) /* graphs (cuGraphInstantiate expands to cuGraphInstantiateWithFlags) */ \
-      X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)
+/* one entry a line, left alone by clang-format, which reflowed these lists differently on each run */
+// clang-format off
+#define CDV_CU_SYMS(X) \
+  /* initialisation, errors, version, profiler */ \
+  X(cuInit) \
+  X(cuDriverGetVersion) \
+  X(cuGetErrorName) \
+  X(cuGetErrorString) \
+  X(cuProfilerStart) \
+  X(cuProfilerStop) \
+  /* devices */ \
+  X(cuDeviceGet) \
+  X(cuDeviceGetCount) \
+  X(cuDeviceGetName) \
+  X(cuDeviceGetAttribute) \
+  X(cuDeviceTotalMem) \
+  X(cuDeviceGetUuid) \
+  X(cuDeviceGetPCIBusId) \
+  X(cuDeviceGetDefaultMemPool) \
+  X(cuDeviceCanAccessPeer) \
+  /* contexts */ \
+  X(cuDevicePrimaryCtxRetain) \
+  X(cuDevicePrimaryCtxRelease) \
+  X(cuDevicePrimaryCtxReset) \
+  X(cuDevicePrimaryCtxGetState) \
+  X(cuCtxGetCurrent) \
+  X(cuCtxSetCurrent) \
+  X(cuCtxPushCurrent) \
+  X(cuCtxPopCurrent) \
+  X(cuCtxSynchronize) \
+  X(cuCtxGetDevice) \
+  X(cuCtxCreate) \
+  X(cuCtxDestroy) \
+  X(cuCtxGetStreamPriorityRange) \
+  /* peer access */ \
+  X(cuCtxEnablePeerAccess) \
+  X(cuCtxDisablePeerAccess) \
+  X(cuMemPoolSetAccess) \
+  X(cuMemPoolGetAccess) \
+  /* memory */ \
+  X(cuMemAlloc) \
+  X(cuMemFree) \
+  X(cuMemAllocAsync) \
+  X(cuMemFreeAsync) \
+  X(cuMemPoolSetAttribute) \
+  X(cuMemPoolGetAttribute) \
+  X(cuMemPoolTrimTo) \
+  X(cuMemHostAlloc) \
+  X(cuMemFreeHost) \
+  X(cuMemHostRegister) \
+  X(cuMemHostUnregister) \
+  X(cuMemGetInfo) \
+  X(cuPointerGetAttribute) \
+  X(cuMemGetAddressRange) \
+  X(cuIpcGetMemHandle) \
+  X(cuIpcOpenMemHandle) \
+  X(cuIpcCloseMemHandle) \
+  X(cuIpcGetEventHandle) \
+  X(cuIpcOpenEventHandle) \
+  X(cuMemAllocManaged) \
+  X(cuMemPrefetchAsync) \
+  X(cuMemAdvise) \
+  /* managed memory (managed.c) */ \
+  X(cuMemcpy) \
+  X(cuMemcpyAsync) \
+  X(cuMemcpyHtoD) \
+  X(cuMemcpyHtoDAsync) \
+  X(cuMemcpyDtoH) \
+  X(cuMemcpyDtoHAsync) \
+  X(cuMemcpyDtoD) \
+  X(cuMemcpyDtoDAsync) \
+  X(cuMemcpyPeer) \
+  X(cuMemcpyPeerAsync) \
+  X(cuMemsetD8Async) \
+  X(cuMemsetD16Async) \
+  X(cuMemsetD32Async) \
+  X(cuMemsetD2D32Async) \
+  /* streams */ \
+  X(cuStreamCreate) \
+  X(cuStreamCreateWithPriority) \
+  X(cuStreamDestroy) \
+  X(cuStreamSynchronize) \
+  X(cuStreamQuery) \
+  X(cuStreamWaitEvent) \
+  X(cuStreamGetPriority) \
+  X(cuLaunchHostFunc) \
+  X(cuStreamGetCtx) \
+  X(cuStreamBeginCapture) \
+  X(cuStreamEndCapture) \
+  X(cuStreamIsCapturing) \
+  /* events */ \
+  X(cuEventCreate) \
+  X(cuEventDestroy) \
+  X(cuEventRecord) \
+  X(cuEventQuery) \
+  X(cuEventSynchronize) \
+  X(cuEventElapsedTime) \
+  /* modules and functions */ \
+  X(cuModuleLoadData) \
+  X(cuModuleLoadDataEx) \
+  X(cuModuleUnload) \
+  X(cuModuleGetFunction) \
+  X(cuModuleGetGlobal) \
+  X(cuFuncGetAttribute) \
+  X(cuFuncSetAttribute) \
+  X(cuFuncGetParamInfo) \
+  X(cuLaunchKernel) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuOccupancyMaxPotentialBlockSize) \
+  X(cuLaunchCooperativeKernel) \
+  /* graphs (cuGraphInstantiate expands to cuGraphInstantiateWithFlags) */ \
+  X(cuGraphInstantiateWithFlags) \
+  X(cuGraphLaunch) \
+  X(cuGraphExecDestroy) \
+  X(cuGraphDestroy) \
+  X(cuGraphGetNodes)
+// clang-format on
 
 /* ---------------------------------------------------------------- NVRTC */
-#define CDV_NVRTC_SYMS(X)                                                                                  \
-  X(nvrtcVersion)                                                                                          \
-  X(nvrtcGetErrorString) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs) X(nvrtcCreateProgram)      \
-      X(nvrtcDestroyProgram) X(nvrtcCompileProgram) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetCUBINSize) \
-          X(nvrtcGetCUBIN) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcAddNameExpression)       \
-              X(nvrtcGetLoweredName)
+/* one entry a line, left alone by clang-format, which reflowed these lists differently on each run */
+// clang-format off
+#define CDV_NVRTC_SYMS(X) \
+  X(nvrtcVersion) \
+  X(nvrtcGetErrorString) \
+  X(nvrtcGetNumSupportedArchs) \
+  X(nvrtcGetSupportedArchs) \
+  X(nvrtcCreateProgram) \
+  X(nvrtcDestroyProgram) \
+  X(nvrtcCompileProgram) \
+  X(nvrtcGetPTXSize) \
+  X(nvrtcGetPTX) \
+  X(nvrtcGetCUBINSize) \
+  X(nvrtcGetCUBIN) \
+  X(nvrtcGetProgramLogSize) \
+  X(nvrtcGetProgramLog) \
+  X(nvrtcAddNameExpression) \
+  X(nvrtcGetLoweredName)
+// clang-format on
 
 #define CDV_SYM_FIELD(fn) __typeof__(&fn) fn;
 struct cdv_cu_syms {
