@@ -1609,3 +1609,35 @@ __global__ void dims(unsigned *out, size_t n)
     assert.are.equal("simd", m.dims.cpu_path)
   end)
 end)
+
+-- (see NOTE [block index bound]) the fast paths' hinted instance runs blocks of x below 2^20 only: past it, an
+-- unsigned index made with a constant wraps, and a test of blockIdx.x against 2^20 holds
+describe("cpu fast paths: the block index bound (NOTE [block index bound])", function()
+  it("blocks of x 2^20 and up give what CUDA gives", function()
+    local m = cd.compile([[
+extern "C" __global__ void big_grid(unsigned *out)
+{
+  __shared__ unsigned s[32];
+  unsigned i = blockIdx.x * 4096u + threadIdx.x;
+  s[threadIdx.x] = (blockIdx.x > 0xfffffu) + (i >> 12 == blockIdx.x) * 2u;
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0] + s[31] * 4u;
+}
+extern "C" __global__ void big_grid_simd(unsigned *out)
+{
+  unsigned i = blockIdx.x * 4096u + threadIdx.x;
+  if (threadIdx.x == 0) out[blockIdx.x] = (blockIdx.x > 0xfffffu) + (i >> 12 == blockIdx.x) * 2u;
+}
+]], CPU)
+    assert.are.equal("fission", m.big_grid.cpu_path)
+    assert.are.equal("simd", m.big_grid_simd.cpu_path)
+    local n = (1 << 20) + 2
+    for _, name in ipairs { "big_grid", "big_grid_simd" } do
+      local out = cd.zeros(n, "uint32", CPU)
+      m[name]({ grid = n, block = 32 }, out)
+      local one = name == "big_grid" and 10 or 2   -- below 2^20: i >> 12 is the block (2, and 4 * 2 for s[31])
+      assert.are.same({ one, one, one / 2, one / 2 },
+        { out[1], out[1 << 20], out[(1 << 20) + 1], out[n] }, name)
+    end
+  end)
+end)

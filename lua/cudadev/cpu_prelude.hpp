@@ -1172,10 +1172,11 @@ template <auto K, class... P> static inline void cdv_run1(void (*k)(P...), cdv_c
   cdv_run2<K>(k, c, a, mode, std::index_sequence_for<P...>{});
 }
 template <auto K> static inline void cdv_run(cdv_cpu_ctx *c, void **a, int mode) { cdv_run1<K>(K, c, a, mode); }
-// NOTE [fast paths] (src/cpu_fission.c): K1 may assume blockIdx.x * blockDim.x + blockDim.x fits an int.
+// NOTE [fast paths] (src/cpu_fission.c): K1 may assume blockIdx.x * blockDim.x + blockDim.x fits an int, and
+// blockIdx.x < 2^20 (NOTE [block index bound]).
 template <auto K1, auto K0> static inline void cdv_run_fis(cdv_cpu_ctx *c, void **a)
 {
-  if ((unsigned long long)c->bix.x * c->bdim.x <= 0x7ffffbffull)
+  if ((unsigned long long)c->bix.x * c->bdim.x <= 0x7ffffbffull && c->bix.x <= 0xfffffu)
     cdv_run1<K1>(K1, c, a, CDV_CPU_RUN_THREAD);
   else
     cdv_run1<K0>(K0, c, a, CDV_CPU_RUN_THREAD);
