@@ -1610,6 +1610,77 @@ __global__ void dims(unsigned *out, size_t n)
   end)
 end)
 
+-- (see NOTE [modulus stride]) ifs of a thread's x modulo one value for the block, each its region's only statement:
+-- NVIDIA's reduction kernel 0 on rows of 100 threads (by a barrier loop's counter), by a parameter of any sign
+-- (an int x by a negative m takes the multiples of |m|, an unsigned one only x = 0), by a local that is not x
+-- alone (x + 1: no stride), and a sparse if that reads the barrier loop's counter (NOTE [sparse if])
+local MSTRIDE = [[
+extern "C" __global__ void mstride(int m, const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[2][100];
+  unsigned tid = threadIdx.x;
+  int itid = threadIdx.x, u = threadIdx.x + 1;
+  size_t g = threadIdx.y * 100 + tid;
+  s[threadIdx.y][tid] = in[g];
+  __syncthreads();
+  for (unsigned h = 1; h < blockDim.x; h *= 2) {
+    if (tid % (2 * h) == 0) s[threadIdx.y][tid] += tid + h < blockDim.x ? s[threadIdx.y][tid + h] : 0;
+    __syncthreads();
+    if (tid == h) out[g] += 1000;
+    __syncthreads();
+  }
+  if (itid % m == 0) out[g] += 1;
+  __syncthreads();
+  if (0 == threadIdx.x % m) out[g] += 10;
+  __syncthreads();
+  if (u % m == 0) out[g] += 100;
+  __syncthreads();
+  if (tid == 0) out[g] += s[threadIdx.y][0] * 10000;
+}
+]]
+
+describe("cpu fission: modulus strides (NOTE [modulus stride])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(MSTRIDE) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("ifs of x % m == 0 give what the fibers and Lua give, for m of either sign, past the block or not", function()
+    assert.are.equal("fission", fast.mstride.cpu_path)
+    for _, m in ipairs { 1, 3, 7, 100, 250, -3 } do
+      local a, b = run_both(fast, ref, "mstride", { grid = 1, block = { 100, 2 } }, function()
+        return { m, cd.array(seq(200, function(i) return (i * 7) % 11 end), "int32", CPU), cd.zeros(200, "int32", CPU) }
+      end)
+      assert.are.same(b, a, m)
+      local want = {}
+      for y = 0, 1 do
+        local rowsum = 0
+        for x = 0, 99 do rowsum = rowsum + ((y * 100 + x + 1) * 7) % 11 end
+        for x = 0, 99 do
+          local o = 0
+          if x > 0 and x & (x - 1) == 0 and x < 100 then o = o + 1000 end   -- tid == h for h = 1, 2, 4 ... 64
+          if math.fmod(x, m) == 0 then o = o + 1 end   -- C's int %
+          if (m > 0 and x % m == 0) or x == 0 then o = o + 10 end   -- unsigned %: a negative m is 2^32 + m
+          if math.fmod(x + 1, m) == 0 then o = o + 100 end
+          if x == 0 then o = o + rowsum * 10000 end
+          want[y * 100 + x + 1] = o
+        end
+      end
+      assert.are.same(want, a[3], m)
+    end
+  end)
+
+  it("the written-out function steps by m for x alone, and gathers masks for the other ifs of ==", function()
+    local cpp = written_out(MSTRIDE, "mstride")
+    local steps = {}
+    for c in cpp:gmatch("cdv_x %+= cdv_mstride%((.-)%)%) {") do steps[#steps + 1] = c end
+    assert.are.same({ "(2 * h)", "m", "m" }, steps)
+    local conds = {}
+    for c in cpp:gmatch("cdv_m |= %(unsigned%)!!%((.-)%) << %(cdv_x %- cdv_xw%)") do conds[#conds + 1] = c end
+    assert.are.same({ "tid == h", "cdv_umod(u, m) == 0", "tid == 0" }, conds)
+  end)
+end)
+
 -- (see NOTE [block index bound]) the fast paths' hinted instance runs blocks of x below 2^20 only: past it, an
 -- unsigned index made with a constant wraps, and a test of blockIdx.x against 2^20 holds
 describe("cpu fast paths: the block index bound (NOTE [block index bound])", function()

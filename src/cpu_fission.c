@@ -698,10 +698,10 @@ static const char *const fis_by_value[] = {"if",        "while",     "for",     
                                            "atomicMin", "atomicMax", "atomicExch", "atomicAnd", "atomicOr",
                                            "atomicXor", "atomicCAS", "printf",     NULL};
 
-/* Is [a, e) an expression of integer literals, threadIdx (not for bsc), blockIdx, blockDim, gridDim, integer
- * or pointer parameters (the body writes none: fis_kernel) and earlier remat locals of d (bsc: block-scalar
- * candidates and barrier loops' counters), with integer arithmetic and casts: no memory, no call, no float,
- * no assignment? */
+/* Is [a, e) an expression of integer literals, threadIdx (not for bsc 1), blockIdx, blockDim, gridDim, integer
+ * or pointer parameters (the body writes none: fis_kernel) and earlier remat locals of d (bsc 1: block-scalar
+ * candidates and barrier loops' counters instead; bsc 2: barrier loops' counters as well), with integer
+ * arithmetic and casts: no memory, no call, no float, no assignment? */
 static int fis_int_expr(fgen *g, int a, int e, int d, int bsc, int lp, int rp, int lb, int rb) {
   for (int i = a; i < e; i++) {
     const cdv_tok *k = &g->t->v[i];
@@ -720,7 +720,7 @@ static int fis_int_expr(fgen *g, int a, int e, int d, int bsc, int lp, int rp, i
         if (!(ftok(g, i, "x") || ftok(g, i, "y") || ftok(g, i, "z"))) return 0;
         continue;
       }
-      if ((ftok(g, i, "threadIdx") && !bsc) || ftok(g, i, "blockIdx") || ftok(g, i, "blockDim") ||
+      if ((ftok(g, i, "threadIdx") && bsc != 1) || ftok(g, i, "blockIdx") || ftok(g, i, "blockDim") ||
           ftok(g, i, "gridDim")) {
         if (!ftok(g, i + 1, ".")) return 0;
         continue;
@@ -733,7 +733,8 @@ static int fis_int_expr(fgen *g, int a, int e, int d, int bsc, int lp, int rp, i
       for (int j = lb + 1; j < rb && ok; j++) /* a parameter a block of the body declares again */
         ok = !(same_tok(g, i, j) && fis_declares(g, j));
       for (int d2 = 0; d2 < g->nd && !ok; d2++)
-        ok = (bsc ? g->d[d2].bsc || g->d[d2].uniform : d2 < d && g->d[d2].remat) && same_tok(g, i, g->d[d2].name);
+        ok = (bsc == 1 ? g->d[d2].bsc || g->d[d2].uniform : (d2 < d && g->d[d2].remat) || (bsc && g->d[d2].uniform)) &&
+             same_tok(g, i, g->d[d2].name);
       if (!ok || ftok(g, i + 1, "(")) return 0;
       continue;
     }
@@ -1010,8 +1011,9 @@ static void fis_remat_at(fgen *g, buf *o, int seg) {
 }
 
 /* The loops over the z and y of the block's threads, and the head of the loop over x up to its '{'; in warp ifs
- * (or when chunked) a loop over chunks of 32 threads of x around it. */
-static void fis_loops(fgen *g, buf *o, int chunked) {
+ * (or when chunked) a loop over chunks of 32 threads of x around it. [sa, sb): the step of x, cdv_mstride of
+ * those tokens (NOTE [modulus stride]), or 1 when sa < 0. */
+static void fis_loops(fgen *g, buf *o, int chunked, int sa, int sb, int seg) {
   /* fission: an unsigned x, so that GCC splits a region's loop at `if (t < h)` (t = threadIdx.x unsigned) */
   buf_adds(o,
            " for (unsigned cdv_z = 0; cdv_z < cdv_bdim.z; ++cdv_z) for (unsigned cdv_y = 0; cdv_y < "
@@ -1027,6 +1029,10 @@ static void fis_loops(fgen *g, buf *o, int chunked) {
                k + 1 == g->ng ? ") continue; " : "");
     buf_adds(o, chunked ? "unsigned cdv_m = 0; for (unsigned cdv_x = cdv_xw; cdv_x < cdv_xw + cdv_xn; ++cdv_x) { "
                         : "for (unsigned cdv_x = cdv_xw; cdv_x < cdv_xw + cdv_xn; ++cdv_x) { ");
+  } else if (sa >= 0) {
+    buf_adds(o, "unsigned cdv_x = 0; cdv_x < cdv_bdim.x; cdv_x += cdv_mstride(");
+    fis_emit(g, o, sa, sb, seg);
+    buf_adds(o, ")) { ");
   } else {
     buf_adds(o, g->nbar ? "unsigned cdv_x = 0; cdv_x < cdv_bdim.x; ++cdv_x) { "
                         : "int cdv_x = 0; cdv_x < (int)cdv_bdim.x; ++cdv_x) { ");
@@ -1053,7 +1059,7 @@ static void fis_thread(fgen *g, buf *o, int hdr, int checks) {
 }
 
 static void fis_open(fgen *g, buf *o, int seg, int hdr) {
-  fis_loops(g, o, 0);
+  fis_loops(g, o, 0, -1, -1, seg);
   fis_thread(g, o, hdr, 1);
   g->chunked = g->ng > 0;
   buf_addf(o, "{ /* region %d */", seg);
@@ -1127,9 +1133,22 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   return k + 1;
 }
 
+/* The closing parenthesis of the condition of the if that is item k, when it is a fission region's only
+ * statement and has no else; -1 when it is not one. */
+static int fis_lone_if(fgen *g, int k) {
+  const fitem *x = &g->it[k];
+  if (!g->nbar || x->kind != 0 || !ftok(g, x->a, "if") || !ftok(g, x->a + 1, "(")) return -1;
+  for (int j = 0; j < g->nit; j++) /* the region's only statement */
+    if (j != k && ((g->it[j].kind == 0 && g->it[j].seg == x->seg) || (g->it[j].kind == 4 && g->it[j].seg2 == x->seg)))
+      return -1;
+  int rp = cdv_cpu_skip_parens(g->s, g->t, x->a + 1) - 1;
+  return rp + 1 < x->b && stmt_end(g, rp + 1, x->b) == x->b ? rp : -1; /* not with an else */
+}
+
 /* NOTE [sparse if]: a region that is one `if (C) S` with no else, whose C compares with == at its top level
- * (no &&, ||, ?:) and reads only threadIdx, blockIdx, blockDim, gridDim, parameters, thread-affine locals and
- * literals (fis_int_expr: no memory, no call), is taken as few of its threads: `if (lane == 0) ws[w] = v;`,
+ * (no &&, ||, ?:) and reads only threadIdx, blockIdx, blockDim, gridDim, parameters, thread-affine locals,
+ * barrier loops' counters (no region writes one) and literals (fis_int_expr: no memory, no call), is taken as
+ * few of its threads: `if (lane == 0) ws[w] = v;`,
  * `if (threadIdx.x == 0) out[blockIdx.x] = s[0];`. Each chunk of 32 threads first gathers C of its threads
  * into a mask (a loop GCC vectorises), then runs S for the threads of its set bits only. Evaluating C for
  * all of them before any S is the same as the loop over threads: C has no effect and reads nothing S may
@@ -1137,12 +1156,8 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
  * 256 threads. The token of C's closing parenthesis, or -1. */
 static int fis_sparse(fgen *g, int k) {
   const fitem *x = &g->it[k];
-  if (!g->nbar || x->kind != 0 || !ftok(g, x->a, "if") || !ftok(g, x->a + 1, "(")) return -1;
-  for (int j = 0; j < g->nit; j++) /* the region's only statement */
-    if (j != k && ((g->it[j].kind == 0 && g->it[j].seg == x->seg) || (g->it[j].kind == 4 && g->it[j].seg2 == x->seg)))
-      return -1;
-  int rp = cdv_cpu_skip_parens(g->s, g->t, x->a + 1) - 1, eq = 0;
-  if (rp + 1 >= x->b || stmt_end(g, rp + 1, x->b) != x->b) return -1; /* an else */
+  int rp = fis_lone_if(g, k), eq = 0;
+  if (rp < 0) return -1;
   for (int i = x->a + 2, depth = 0; i < rp; i++) {
     depth += ftok(g, i, "(") + ftok(g, i, "[") - ftok(g, i, ")") - ftok(g, i, "]");
     int glued = i + 1 < rp && g->t->v[i + 1].off == g->t->v[i].off + 1;
@@ -1151,13 +1166,75 @@ static int fis_sparse(fgen *g, int k) {
         (glued && ((ftok(g, i, "&") && ftok(g, i + 1, "&")) || (ftok(g, i, "|") && ftok(g, i + 1, "|")))))
       return -1;
   }
-  return eq && fis_int_expr(g, x->a + 2, rp, g->nd, 0, g->lp, g->rp, g->lb, g->rb) ? rp : -1;
+  return eq && fis_int_expr(g, x->a + 2, rp, g->nd, 2, g->lp, g->rp, g->lb, g->rb) ? rp : -1;
+}
+
+/* NOTE [modulus stride]: a region that is one `if (X % M == 0) S` (or `0 == X % M`) with no else, X threadIdx.x
+ * or a thread-affine local set to it alone (of 32 bits or more: it holds the index exactly), M a name, a number
+ * or a parenthesised group of one value for the block (fis_int_expr: literals, parameters, blockIdx, blockDim,
+ * gridDim, block scalars and barrier loops' counters; no threadIdx), runs its loop over x in steps of M
+ * (cdv_mstride: M when it is 1 or more, else 1), from 0: a thread whose X is not a multiple of a positive M
+ * does not take the if, and the region holds nothing else. The if stays in the loop's body and decides as
+ * written (M of 0 or below, an X % M of a negative M, a step past the block: the threads visited are a superset
+ * of those that take it). NVIDIA's reduction kernel 0, `if (tid % (2 * s) == 0) sdata[tid] += sdata[tid + s];`
+ * in a barrier loop (reduce_diverge in bench/cpu), visited 256 threads at each of 8 levels where OpenMP's
+ * loop visits the 255 that add (2^24 floats on the shared 2-core VM, A/B in turn: 20.5 ms a launch before,
+ * 8.0 ms after, OpenMP's loop 6.5 ms). */
+static int fis_index_local(fgen *g, int k, int ca);
+
+/* A literal zero at token i: 0, 0u, 0UL... */
+static int fis_zero(const fgen *g, int i) {
+  const cdv_tok *v = &g->t->v[i];
+  if (v->kind != CDV_T_NUM || g->s[v->off] != '0') return 0;
+  for (size_t c = 1; c < v->len; c++)
+    if (!strchr("uUlL", g->s[v->off + c])) return 0;
+  return 1;
+}
+
+/* Is [a, e) threadIdx.x, or a thread-affine local of item k set to threadIdx.x alone (NOTE [modulus stride])? */
+static int fis_is_x(fgen *g, int k, int a, int e) {
+  if (e == a + 3) return ftok(g, a, "threadIdx") && ftok(g, a + 1, ".") && ftok(g, a + 2, "x");
+  int d = e == a + 1 && g->t->v[a].kind == CDV_T_IDENT ? fis_index_local(g, k, a) : -1;
+  return d >= 0 && g->d[d].remat && g->d[d].init_b == g->d[d].init_a + 3 &&
+         fis_is_x(g, k, g->d[d].init_a, g->d[d].init_b);
+}
+
+/* (see NOTE [modulus stride]) The first token of M of the region's lone if at item k; *me: the token after M; -1
+ * when the if is not one. */
+static int fis_stride(fgen *g, int k, int *me) {
+  const fitem *x = &g->it[k];
+  int rp = g->ng ? -1 : fis_lone_if(g, k), a = x->a + 2, e = rp;
+  if (rp < 0 || e - a < 6) return -1;
+  if (fis_zero(g, a) && ftok(g, a + 1, "=") && ftok(g, a + 2, "=")) /* 0 == X % M */
+    a += 3;
+  else if (fis_zero(g, e - 1) && ftok(g, e - 2, "=") && ftok(g, e - 3, "=") && !ftok(g, e - 4, "=")) /* X % M == 0 */
+    e -= 3;
+  else
+    return -1;
+  int pct = a + 1 + 2 * ftok(g, a + 1, ".");
+  if (!ftok(g, pct, "%") || ftok(g, pct + 1, "=") || !fis_is_x(g, k, a, pct)) return -1;
+  int ma = pct + 1, mb = ftok(g, ma, "(") ? cdv_cpu_skip_parens(g->s, g->t, ma) : ma + 1;
+  if (mb != e || (mb == ma + 1 && g->t->v[ma].kind != CDV_T_IDENT && g->t->v[ma].kind != CDV_T_NUM)) return -1;
+  if (!fis_int_expr(g, ma, mb, -1, 1, g->lp, g->rp, g->lb, g->rb)) return -1;
+  *me = mb;
+  return ma;
+}
+
+/* Emit the region of item x in steps of M at [ma, mb) (see NOTE [modulus stride]). */
+static void fis_stride_walk(fgen *g, buf *o, const fitem *x, int ma, int mb, int hdr) {
+  fis_gap(g, o, x->a);
+  fis_loops(g, o, 0, ma, mb, x->seg);
+  fis_thread(g, o, hdr, 1);
+  buf_addf(o, "{ /* region %d */", x->seg);
+  fis_remat_at(g, o, x->seg);
+  fis_emit(g, o, x->a, x->b, x->seg);
+  buf_addf(o, " } cdv_end%d: __attribute__((unused)); } ", x->seg);
 }
 
 /* Emit the sparse if of item x (see NOTE [sparse if]); rp: its condition's closing parenthesis. */
 static void fis_sparse_walk(fgen *g, buf *o, const fitem *x, int rp, int hdr) {
   fis_gap(g, o, x->a);
-  fis_loops(g, o, 1);
+  fis_loops(g, o, 1, -1, -1, x->seg);
   fis_thread(g, o, hdr, 1);
   buf_adds(o, "{");
   fis_remat_at(g, o, x->seg);
@@ -1187,6 +1264,12 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
         fis_emit_assign(g, o, x->a, x->b, x->seg), fis_newlines(g, o, x->a, x->b);
       else
         fis_emit(g, o, x->a, x->b, x->seg);
+      k++;
+      continue;
+    }
+    int mb = 0, ma = x->kind == 0 && cur < 0 ? fis_stride(g, k, &mb) : -1;
+    if (ma > 0) {
+      fis_stride_walk(g, o, x, ma, mb, hdr);
       k++;
       continue;
     }
@@ -1314,6 +1397,27 @@ static const char *const fis_index_words[] = {"const",    "unsigned",  "signed",
                                               "size_t",   "ptrdiff_t", "int32_t",   "int64_t", "uint32_t",
                                               "uint64_t", "intptr_t",  "uintptr_t", "uint",    NULL};
 
+/* The declaration of the local named at token ca, declared once, before item k, with an initialiser, as a
+ * scalar of an integer type of 32 bits or more (fis_index_words: no char or short, which would wrap a thread's
+ * index); -1 when it is not one. Sets its init_a and init_b. */
+static int fis_index_local(fgen *g, int k, int ca) {
+  int d = -1;
+  for (int j = 0; j < g->nd; j++)
+    if (same_tok(g, ca, g->d[j].name) && g->d[j].stmt_a < g->it[k].a) d = j;
+  if (d < 0 || !ftok(g, g->d[d].name + 1, "=") || ftok(g, g->d[d].name - 1, "*") || ftok(g, g->d[d].name - 1, "&"))
+    return -1;
+  for (int j = 0; j < g->nd; j++) /* declared once */
+    if (j != d && same_tok(g, ca, g->d[j].name)) return -1;
+  int first = g->d[d].name;
+  for (int j = 0; j < g->nd; j++)
+    if (g->d[j].stmt_a == g->d[d].stmt_a && g->d[j].name < first) first = g->d[j].name;
+  while (first > g->d[d].stmt_a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
+  for (int i = g->d[d].stmt_a; i < first; i++)
+    if (g->t->v[i].kind != CDV_T_IDENT || !cdv_cpu_word_of(g->s, &g->t->v[i], fis_index_words)) return -1;
+  g->d[d].init_a = g->d[d].name + 2, g->d[d].init_b = fis_decl_end(g, g->d[d].name, g->d[d].stmt_b);
+  return d;
+}
+
 /* Is [a, e) `U + threadIdx.x` or `threadIdx.x + U` with U of one value for the block (NOTE [monotone guard])? */
 static int fis_affine_x(fgen *g, int a, int e) {
   int tx = -1;
@@ -1340,25 +1444,13 @@ static int fis_affine_x(fgen *g, int a, int e) {
 /* The declaration (before item k) of the guard `i OP E` at [ca, cb) (NOTE [monotone guard]); -1 when the guard
  * is not one. *le: OP is < or <= (the guard holds for the first threads). */
 static int fis_mono_guard(fgen *g, int k, int ca, int cb, int *le) {
-  int op = ca + 1, d = -1;
+  int op = ca + 1;
   *le = ftok(g, op, "<");
   if (!(*le || ftok(g, op, ">")) || ftok(g, op + 1, "<") || ftok(g, op + 1, ">")) return -1;
   int e0 = op + 1 + ftok(g, op + 1, "=");
   if (e0 >= cb || !fis_int_expr(g, e0, cb, -1, 1, g->lp, g->rp, g->lb, g->rb)) return -1;
-  for (int j = 0; j < g->nd; j++)
-    if (same_tok(g, ca, g->d[j].name) && g->d[j].stmt_a < g->it[k].a) d = j;
-  if (d < 0 || !ftok(g, g->d[d].name + 1, "=") || ftok(g, g->d[d].name - 1, "*") || ftok(g, g->d[d].name - 1, "&"))
-    return -1;
-  for (int j = 0; j < g->nd; j++) /* declared once */
-    if (j != d && same_tok(g, ca, g->d[j].name)) return -1;
-  int first = g->d[d].name;
-  for (int j = 0; j < g->nd; j++)
-    if (g->d[j].stmt_a == g->d[d].stmt_a && g->d[j].name < first) first = g->d[j].name;
-  while (first > g->d[d].stmt_a && (ftok(g, first - 1, "*") || ftok(g, first - 1, "&"))) first--;
-  for (int i = g->d[d].stmt_a; i < first; i++)
-    if (g->t->v[i].kind != CDV_T_IDENT || !cdv_cpu_word_of(g->s, &g->t->v[i], fis_index_words)) return -1;
-  g->d[d].init_a = g->d[d].name + 2, g->d[d].init_b = fis_decl_end(g, g->d[d].name, g->d[d].stmt_b);
-  return fis_affine_x(g, g->d[d].init_a, g->d[d].init_b) ? d : -1;
+  int d = fis_index_local(g, k, ca);
+  return d >= 0 && fis_affine_x(g, g->d[d].init_a, g->d[d].init_b) ? d : -1;
 }
 
 /* (see NOTE [monotone guard]) The probes: i and the guard at the block's first and last x; cdv_mono when they

@@ -298,6 +298,12 @@ template <class A, class B> static inline auto cdv_umod(A a, B m) -> decltype(a 
     return a % m;
   }
 }
+// NOTE [modulus stride] (src/cpu_fission.c): the step of a region's loop over x that visits the threads whose x is
+// a multiple of m: m when it is 1 or more (at most 65536, past any block's x), else 1 (every thread, the if decides).
+template <class M> static inline unsigned cdv_mstride(M m)
+{
+  return m >= (M)1 ? (m < (M)65536 ? (unsigned)m : 65536u) : 1u;
+}
 
 enum { CDV_XSLACK = 32 };
 static inline void cdv_xinit(unsigned long long *xs, unsigned *xs4, unsigned char *xp, unsigned long nt)
