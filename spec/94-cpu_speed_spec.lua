@@ -1712,3 +1712,54 @@ extern "C" __global__ void big_grid_simd(unsigned *out)
     end
   end)
 end)
+
+-- (see NOTE [full warps]) warp ifs that whole warps take, one whose chunks of a row are not warps (rows of 48
+-- threads: the chunk from thread 48 spans two warps, whose lanes of row 0 do not take it: the vote's mask leaves
+-- them out), and one that part of every warp takes; shuffles and votes inside
+local FULLW = [[
+extern "C" __global__ void full_warps(const int *in, int *out)
+{
+  FORCE
+  int t = threadIdx.y * blockDim.x + threadIdx.x, lane = t & 31, w = t >> 5, nt = blockDim.x * blockDim.y;
+  size_t g = (size_t)blockIdx.x * nt + t;
+  int v = in[g];
+  unsigned row1 = 0;
+  for (int l = 0; l < 32; l++)
+    if (w * 32 + l < nt && (w * 32 + l) / (int)blockDim.x == 1) row1 |= 1u << l;
+  if (w != 1) {
+    v += __shfl_down_sync(0xffffffffu, v, 3);
+    v += __ballot_sync(0xffffffffu, v & 1) & 0xff;
+  }
+  if (threadIdx.y == 1) {
+    v += (int)(__ballot_sync(row1, v & 1) & 0xffffu) * 1000;
+  }
+  if (lane & 2) {
+    v += __shfl_xor_sync(0xccccccccu, v, 1) * 100;
+  }
+  out[g] = v;
+}
+]]
+
+describe("cpu fission: warp ifs over whole warps (NOTE [full warps])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(FULLW) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("give what the fibers give, in rows of a multiple of 32 threads or not", function()
+    assert.are.equal("fission", fast.full_warps.cpu_path)
+    for _, block in ipairs { { 64, 2 }, { 48, 2 }, { 40, 4 }, { 128, 1 } } do
+      local n = 2 * block[1] * block[2]
+      local a, b = run_both(fast, ref, "full_warps", { grid = 2, block = block }, function()
+        return { cd.array(seq(n, function(i) return (i * 37) % 101 end), "int32", CPU), cd.zeros(n, "int32", CPU) }
+      end)
+      assert.are.same(b, a, block[1] .. "x" .. block[2])
+    end
+  end)
+
+  it("the written-out function runs a chunk that is a whole warp without its flags and who took part", function()
+    local cpp = written_out(FULLW, "full_warps")
+    local _, full = cpp:gsub("if %(cdv_full%) {", "")
+    assert.are.equal(8, full)   -- two regions for each of the four warp operations
+    assert.truthy(cpp:find("(cdv_full ? (const unsigned char *)0 : cdv_xp)", 1, true))
+  end)
+end)

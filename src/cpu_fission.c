@@ -91,6 +91,8 @@ typedef struct fgen {
   int lp, rp; /* the parameter list's parentheses */
   unsigned char seg_bsc[FIS_MAX_ITEMS * 2 + 1]; /* a region of block-scalar statements only: run once */
   int chunked; /* the region open loops over chunks of 32 threads (NOTE [warp skip]) */
+  size_t dup_at; /* where the loop over a chunk's threads begins in the output, to be written twice (NOTE [full
+                  * warps]); 0 when not */
   char why[160]; /* what kept the kernel off its fast path, with its line (k.cpu_reason), "" if nothing yet */
 } fgen;
 
@@ -1027,6 +1029,11 @@ static void fis_loops(fgen *g, buf *o, int chunked, int sa, int sb, int seg) {
     for (int k = 0; k < g->ng; k++)
       buf_addf(o, "%s!cdv_fany(cdv_fl%d, cdv_t0, cdv_xn, %d)%s", k ? " || " : "if (", g->guard[k], !g->gneg[k],
                k + 1 == g->ng ? ") continue; " : "");
+    if (g->ng) /* a whole warp all of whose threads take the warp ifs around (NOTE [full warps]) */
+      buf_adds(o, g->ret ? "const bool cdv_full = false; " : "const bool cdv_full = cdv_xn == 32u && !(cdv_t0 & 31u)");
+    for (int k = 0; k < g->ng && !g->ret; k++)
+      buf_addf(o, " && cdv_fall(cdv_fl%d, cdv_t0, %d)%s", g->guard[k], !g->gneg[k], k + 1 == g->ng ? "; " : "");
+    if (g->ng && !g->ret && !chunked) g->dup_at = o->n;
     buf_adds(o, chunked ? "unsigned cdv_m = 0; for (unsigned cdv_x = cdv_xw; cdv_x < cdv_xw + cdv_xn; ++cdv_x) { "
                         : "for (unsigned cdv_x = cdv_xw; cdv_x < cdv_xw + cdv_xn; ++cdv_x) { ");
   } else if (sa >= 0) {
@@ -1054,8 +1061,8 @@ static void fis_thread(fgen *g, buf *o, int hdr, int checks) {
   if (hdr) buf_adds(o, "cdv_h->tix = cdv_tix; cdv_h->tid = cdv_t; ");
   if (g->ret && checks) buf_adds(o, "if (cdv_done[cdv_t]) continue; ");
   for (int k = 0; k < g->ng && checks; k++) /* the threads of the warp ifs around (see NOTE [warp fission]) */
-    buf_addf(o, "%s%scdv_fl%d[cdv_t]%s", k ? " || " : "if (", g->gneg[k] ? "" : "!", g->guard[k],
-             k + 1 == g->ng ? ") continue; " : "");
+    buf_addf(o, "%s%scdv_fl%d[cdv_t]%s", k ? " || " : "if (!cdv_full && (", g->gneg[k] ? "" : "!", g->guard[k],
+             k + 1 == g->ng ? ")) continue; " : "");
 }
 
 static void fis_open(fgen *g, buf *o, int seg, int hdr) {
@@ -1066,8 +1073,54 @@ static void fis_open(fgen *g, buf *o, int seg, int hdr) {
   fis_remat_at(g, o, seg);
 }
 
+/* NOTE [full warps]: a region inside warp ifs (NOTE [warp skip]) tests each thread's flags, and its warp
+ * operations read who took part (cdv_xp), so its loop over a chunk's threads did not vectorise: the second
+ * stage of bench/cpu's reduce_warp (`if (w == 0) { ... shuffles ... }`, 32 threads of 256) cost as much as the
+ * first stage's shuffles over all 256 threads. A chunk that is a whole warp (32 threads from a multiple of 32:
+ * a warp's operations read only its own lanes) all of whose flags say it takes the ifs (cdv_full, cdv_fall) has
+ * every lane take part, so the loop over its threads is written twice, under `if (cdv_full)` and its else,
+ * the same text but for the first copy's label and line breaks: in the first GCC knows cdv_full, the flag
+ * tests fold away, and its warp operations are told that every lane took part (no cdv_xp). Not where a
+ * thread returned (its lanes may be missing). In a valid kernel a mask names only lanes that take part, so
+ * cdv_xp changes a result only where one names a lane that does not (the fibers' rule: the reader's own value);
+ * the chunk is a whole warp so that such a kernel, too, reads what it read before. On 2 idle cores, A/B in
+ * turn: reduce_warp 8.0 ms a launch of 2^24 floats before, 5.9 ms after (OpenMP 1.6-1.9). */
+static void fis_full(fgen *g, buf *o, int seg) {
+  size_t at = g->dup_at, n = o->n - at;
+  char *t = malloc(n + 1), lab[32];
+  g->dup_at = 0;
+  if (!t) {
+    o->oom = 1;
+    return;
+  }
+  memcpy(t, o->p + at, n);
+  t[n] = 0;
+  o->n = at;
+  buf_adds(o, "if (cdv_full) { ");
+  int ll = snprintf(lab, sizeof lab, "cdv_end%d", seg);
+  for (size_t i = 0; i < n;) {
+    if (t[i] == '\n' && t[i + 1] == '#') { /* a directive (#line) of the second copy: the first has none */
+      const char *nl = strchr(t + i + 1, '\n');
+      i = nl ? (size_t)(nl - t) : n;
+    } else if (t[i] == '\n') {
+      buf_adds(o, " "), i++; /* the line numbers of what follows stay */
+    } else if (!strncmp(t + i, lab, (size_t)ll) && !isdigit((unsigned char)t[i + ll])) {
+      buf_adds(o, lab), buf_adds(o, "_w"), i += (size_t)ll;
+    } else {
+      size_t r = strcspn(t + i + 1, "\nc") + 1;
+      buf_add(o, t + i, r), i += r;
+    }
+  }
+  buf_adds(o, "} else { ");
+  buf_add(o, t, n);
+  buf_adds(o, "} ");
+  free(t);
+}
+
 static void fis_close(fgen *g, buf *o, int seg) {
-  buf_addf(o, " } cdv_end%d: __attribute__((unused)); } %s", seg, g->chunked ? "} " : "");
+  buf_addf(o, " } cdv_end%d: __attribute__((unused)); } ", seg);
+  if (g->dup_at) fis_full(g, o, seg);
+  buf_adds(o, g->chunked ? "} " : "");
   g->chunked = 0;
 }
 
@@ -1097,7 +1150,9 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   static const char *const votes[] = {"cdv_xballot", "cdv_xany", "cdv_xall"};
   int *a = x->arg, shfl = x->op <= 4;
   /* every thread takes part when none returned and no warp if is around: no record of who did */
-  const char *xp = g->ret || g->ng ? "cdv_xp" : "(const unsigned char *)0";
+  const char *xp = g->ret  ? "cdv_xp"
+                   : g->ng ? "(cdv_full ? (const unsigned char *)0 : cdv_xp)" /* see NOTE [full warps] */
+                           : "(const unsigned char *)0";
   if (g->ret || g->ng) buf_adds(o, " __builtin_memset(cdv_xp, 0, cdv_nt);");
   fis_open(g, o, x->seg, hdr);
   buf_adds(o, g->ret || g->ng ? " cdv_xp[cdv_t] = 1; cdv_xput(cdv_xs, cdv_xs4, cdv_t, "

@@ -373,6 +373,14 @@ static inline int cdv_fany(const unsigned char *fl, unsigned long t0, unsigned n
   for (unsigned i = 0; i < n; i++) any |= fl[t0 + i] == want;
   return any != 0;
 }
+// NOTE [full warps] (src/cpu_fission.c): do all 32 flags of a chunk say the thread runs the region?
+static inline bool cdv_fall(const unsigned char *fl, unsigned long t0, unsigned char want)
+{
+  const unsigned long long all = want ? 0x0101010101010101ull : 0ull;
+  unsigned long long w[4];
+  std::memcpy(w, fl + t0, sizeof w);
+  return ((w[0] ^ all) | (w[1] ^ all) | (w[2] ^ all) | (w[3] ^ all)) == 0;
+}
 // A vote as cdv_vote gives it: the ballot in the low half, the lanes that took part in the high half.
 static inline unsigned long long cdv_xvote(const unsigned *xs4, const unsigned char *xp, unsigned t, unsigned nt,
                                            unsigned mask)
