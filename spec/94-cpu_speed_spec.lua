@@ -1763,3 +1763,71 @@ describe("cpu fission: warp ifs over whole warps (NOTE [full warps])", function(
     assert.truthy(cpp:find("(cdv_full ? (const unsigned char *)0 : cdv_xp)", 1, true))
   end)
 end)
+
+-- (see NOTE [loose counters]) the counters of a do loop and a while loop of warp operations, set among other
+-- statements and read in the loops' headers only; a local set the same way but read in a region (r) stays each
+-- thread's own; a kernel with a return keeps its counter per thread (the fibers)
+local LOOSE = [[
+extern "C" __global__ void loose(const unsigned *in, unsigned *out, int n)
+{
+  FORCE
+  unsigned t = threadIdx.x, v = in[blockIdx.x * blockDim.x + t];
+  int c = 0;
+  do {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v ^= t;
+    c++;
+  } while (c < n);
+  int q = n + 1;
+  int r = 0;
+  while (q > 0) {
+    v = v * 3u + (unsigned)r;
+    r += 2;
+    v += __shfl_down_sync(0xffffffffu, v, 2);
+    q -= 1;
+  }
+  out[blockIdx.x * blockDim.x + t] = v;
+}
+extern "C" __global__ void loose_ret(const unsigned *in, unsigned *out, int n)
+{
+  FORCE
+  unsigned t = threadIdx.x, v = in[blockIdx.x * blockDim.x + t];
+  if (blockIdx.x == 1) return;
+  int c = 0;
+  do {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v ^= t;
+    c++;
+  } while (c < n);
+  out[blockIdx.x * blockDim.x + t] = v;
+}
+]]
+
+describe("cpu fission: counters of loops of warp operations (NOTE [loose counters])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(LOOSE) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("take fission and give what the fibers give; with a return, the fibers", function()
+    assert.are.equal("fission", fast.loose.cpu_path)
+    assert.are.equal("fibers", fast.loose_ret.cpu_path)
+    assert.are.equal("a thread's own local in the header of a loop of warp operations (line 32)",
+      fast.loose_ret.cpu_reason)
+    for _, n in ipairs { 1, 2, 5 } do
+      for _, name in ipairs { "loose", "loose_ret" } do
+        local a, b = run_both(fast, ref, name, { grid = 3, block = 64 }, function()
+          return { cd.array(seq(192, function(i) return (i * 2654435761) % 4294967296 end), "uint32", CPU),
+            cd.zeros(192, "uint32", CPU), n }
+        end)
+        assert.are.same(b, a, name .. " " .. n)
+      end
+    end
+  end)
+
+  it("the written-out function has one scalar for each counter and an array for r", function()
+    local cpp = written_out(LOOSE, "loose")
+    for _, decl in ipairs { "int c;", "int q;", "int r[cdv_nt]" } do
+      assert.is_truthy(cpp:find(decl, 1, true), decl)
+    end
+  end)
+end)

@@ -70,6 +70,7 @@ typedef struct fdecl {
   int uniform; /* a barrier loop's counter */
   int remat; /* private but thread-affine: declared again in each region that uses it (NOTE [fast paths]) */
   int bsc; /* private but one value for the whole block: one scalar (NOTE [block scalars]) */
+  int loose; /* bsc whose statements sit among others, read in loops' headers only (NOTE [loose counters]) */
   int init_a, init_b; /* remat: its initialiser's tokens */
 } fdecl;
 
@@ -90,6 +91,8 @@ typedef struct fgen {
   int lb, rb; /* the kernel body's braces */
   int lp, rp; /* the parameter list's parentheses */
   unsigned char seg_bsc[FIS_MAX_ITEMS * 2 + 1]; /* a region of block-scalar statements only: run once */
+  unsigned char loose_done[FIS_MAX_ITEMS * 2 + 1]; /* the region's loose statements are written (NOTE [loose
+                                                    * counters]) */
   int chunked; /* the region open loops over chunks of 32 threads (NOTE [warp skip]) */
   size_t dup_at; /* where the loop over a chunk's threads begins in the output, to be written twice (NOTE [full
                   * warps]); 0 when not */
@@ -346,7 +349,8 @@ static int fis_barrier_if(fgen *g, int i, int e) {
   return fis_barrier_body(g, e1, e1, e1, e1 + 1, e); /* "else {": an empty header */
 }
 
-/* `do { ... } while (C);` holding barriers: a barrier loop whose condition, read once for the block, is C. */
+/* `do { ... } while (C);` holding barriers or warp operations: a barrier loop whose condition, read once for the
+ * block, is C. */
 static int fis_barrier_do(fgen *g, int i, int e) {
   int close = stmt_end(g, i + 1, e);
   if (close < 0 || !ftok(g, i + 1, "{") || !ftok(g, close, "while") || !ftok(g, close + 1, "(")) return -1;
@@ -379,7 +383,7 @@ static int fis_seq(fgen *g, int a, int b) {
       if (e != stmt_end(g, hb, b) || fis_barrier_body(g, i, i + 2, hb - 1, hb, e)) return -1;
     } else if (ftok(g, i, "if") && has_sync(g, i, e)) {
       if (fis_barrier_if(g, i, e)) return -1;
-    } else if (ftok(g, i, "do") && has_sync(g, i, e)) {
+    } else if (ftok(g, i, "do")) { /* with barriers, or warp operations only (a warp loop: NOTE [warp fission]) */
       if (fis_barrier_do(g, i, e)) return -1;
     } else if (ftok(g, i, "if")) {
       if (fis_warp_if(g, i, e)) return -1;
@@ -422,7 +426,7 @@ static int fis_decl(fgen *g, int a, int b, int seg) {
     int n = first ? i : i + 1;
     while (n < b && (ftok(g, n, "*") || ftok(g, n, "&"))) n++;
     if (n >= b || g->t->v[n].kind != CDV_T_IDENT || g->nd == FIS_MAX_DECL) return -1;
-    g->d[g->nd++] = (fdecl){n, a, b, seg, 0, storage || dyn, 0, 0, 0, 0, 0};
+    g->d[g->nd++] = (fdecl){n, a, b, seg, 0, storage || dyn, 0, 0, 0, 0, 0, 0};
   }
   return 0;
 }
@@ -898,7 +902,8 @@ static int fis_remat_ok(fgen *g, int d, int lp, int rp, int lb, int rb) {
  * (stencil in bench/cpu: 3x OpenMP). A candidate is a private integer local (no pointer, array or reference)
  * whose every write is a whole statement `name = e;`, `name op= e;`, `++name;` or `name++;` (or a
  * declaration), with e of literals, parameters, blockIdx, blockDim, gridDim, candidates and barrier loops'
- * counters only (fis_int_expr: no threadIdx, no memory, no call), in a region of such statements only, that no warp if encloses; and that
+ * counters only (fis_int_expr: no threadIdx, no memory, no call), in a region of such statements only (or, for
+ * one read in loops' headers only, among others: NOTE [loose counters]), that no warp if encloses; and that
  * no use binds a reference to or takes the address of. Such a region is written without a thread loop: each
  * thread would have stored the same values, so storing them once is the same. Reads may be anywhere, a
  * barrier loop's header included. The region runs even when every thread has returned, so in a kernel with
@@ -947,10 +952,42 @@ static void fis_bsc_regions(fgen *g, int lp, int rp) {
   }
 }
 
-/* Is candidate d still one? (see NOTE [block scalars]) */
+/* NOTE [loose counters]: a candidate of NOTE [block scalars] whose statements sit in regions with other
+ * statements, and that nothing reads but loops' headers and its own statements, is a block scalar too: the
+ * counter of a do or while loop of warp operations (`int c = 0; do { v += __shfl_xor_sync(~0u, v, 1); v ^= t;
+ * c++; } while (c < 2);`) was each thread's own, so its header read a per-thread value and the kernel ran on
+ * the fibers (6 of the 48 random kernels of spec/94). Its statements, at the top level of their region's
+ * sequence (no warp if around them), run once for the block, before the region's loop over the threads
+ * (fis_loose_at): each thread would have stored the same value, nothing in the region reads it, and the
+ * headers that do run outside the regions. Not in a kernel with a return (a thread that returned would not
+ * have changed its counter). */
+
+/* Is item k inside a warp if (see NOTE [warp fission])? */
+static int fis_in_warp_if(const fgen *g, int k) {
+  for (int j = 0; j < k; j++)
+    if (g->it[j].kind == 3 && k < g->it[j].b) return 1;
+  return 0;
+}
+
+/* The plain item whose statement holds token i, or g->nit. */
+static int fis_item_of(const fgen *g, int i) {
+  int k = 0;
+  while (k < g->nit && !(g->it[k].kind == 0 && i >= g->it[k].a && i < g->it[k].b)) k++;
+  return k;
+}
+
+/* Does item k, in a region that is not all block-scalar statements, set candidates only, as a block-scalar
+ * statement outside warp ifs (see NOTE [loose counters])? */
+static int fis_loose_stmt(fgen *g, int k) {
+  return k < g->nit && fis_bsc_stmt(g, &g->it[k], g->lp, g->rp) && !fis_in_warp_if(g, k);
+}
+
+/* Is candidate d still one? (see NOTE [block scalars] and NOTE [loose counters]) */
 static int fis_bsc_ok(fgen *g, int d) {
-  const fdecl *x = &g->d[d];
-  if (x->seg < 0 || !g->seg_bsc[x->seg]) return 0;
+  fdecl *x = &g->d[d];
+  if (x->seg < 0) return 0;
+  int loose = !g->seg_bsc[x->seg], read = 0; /* read: outside loops' headers */
+  if (loose && !fis_loose_stmt(g, fis_item_of(g, x->name))) return 0;
   for (int i = g->lb + 1; i < g->rb; i++) {
     if (i == x->name || !same_tok(g, i, x->name) || ftok(g, i - 1, ".") ||
         (ftok(g, i - 1, ">") && ftok(g, i - 2, "-")) || (ftok(g, i - 1, ":") && ftok(g, i - 2, ":")))
@@ -958,12 +995,30 @@ static int fis_bsc_ok(fgen *g, int d) {
     if (g->seg_of[i] == -1 || fis_by_ref(g, i, g->lb)) return 0;
     for (int d2 = 0; d2 < g->nd; d2++)
       if (g->d[d2].hoist && i >= g->d[d2].stmt_a && i < g->d[d2].stmt_b) return 0;
-    if (!fis_writes(g, i)) continue;
-    int k = 0; /* a write: the name of a block-scalar statement */
-    while (k < g->nit && !(g->it[k].kind == 0 && i >= g->it[k].a && i < g->it[k].b)) k++;
-    if (k == g->nit || !g->seg_bsc[g->it[k].seg] || (i != g->it[k].a && i != g->it[k].a + 2)) return 0;
+    if (!fis_writes(g, i)) {
+      read |= g->seg_of[i] != -2;
+      continue;
+    }
+    int k = fis_item_of(g, i); /* a write: the name of a block-scalar statement */
+    if (k == g->nit || (i != g->it[k].a && i != g->it[k].a + 2)) return 0;
+    if (!g->seg_bsc[g->it[k].seg]) {
+      if (!fis_loose_stmt(g, k)) return 0;
+      loose = 1;
+    }
   }
+  if (loose && (read || g->ret)) return 0;
+  x->loose = loose;
   return 1;
+}
+
+/* Is item k a statement of a loose counter (NOTE [loose counters]), to run before its region's loop? */
+static int fis_loose_item(const fgen *g, int k) {
+  const fitem *x = &g->it[k];
+  if (x->kind != 0 || g->seg_bsc[x->seg]) return 0;
+  int n = ftok(g, x->a, "+") || ftok(g, x->a, "-") ? x->a + 2 : x->a;
+  for (int d = 0; d < g->nd; d++)
+    if (g->d[d].bsc && g->d[d].loose && (g->d[d].stmt_a == x->a || same_tok(g, n, g->d[d].name))) return 1;
+  return 0;
 }
 
 static void fis_block_scalars(fgen *g, int lp, int rp) {
@@ -981,7 +1036,7 @@ static void fis_block_scalars(fgen *g, int lp, int rp) {
     changed = 0;
     fis_bsc_regions(g, lp, rp);
     for (int d = 0; d < g->nd; d++)
-      if (g->d[d].bsc && !fis_bsc_ok(g, d)) g->d[d].bsc = 0, changed = 1;
+      if (g->d[d].bsc && !fis_bsc_ok(g, d)) g->d[d].bsc = 0, g->d[d].loose = 0, changed = 1;
   }
   fis_bsc_regions(g, lp, rp);
 }
@@ -1065,7 +1120,30 @@ static void fis_thread(fgen *g, buf *o, int hdr, int checks) {
              k + 1 == g->ng ? ")) continue; " : "");
 }
 
+/* (see NOTE [loose counters]) The loose statements of region seg, once, on one line. */
+static void fis_loose_at(fgen *g, buf *o, int seg) {
+  if (seg < 0 || g->loose_done[seg]) return;
+  g->loose_done[seg] = 1;
+  for (int k = 0; k < g->nit; k++) {
+    if (g->it[k].seg != seg || !fis_loose_item(g, k)) continue;
+    buf t = {0};
+    int decl = 0;
+    for (int d = 0; d < g->nd; d++) decl |= g->d[d].stmt_a == g->it[k].a;
+    if (decl)
+      fis_emit_assign(g, &t, g->it[k].a, g->it[k].b, seg);
+    else
+      fis_emit(g, &t, g->it[k].a, g->it[k].b, seg);
+    for (size_t i = 0; i < t.n; i++)
+      if (t.p[i] == '\n') t.p[i] = ' ';
+    buf_adds(o, " ");
+    if (t.n) buf_add(o, t.p, t.n);
+    o->oom |= t.oom;
+    free(t.p);
+  }
+}
+
 static void fis_open(fgen *g, buf *o, int seg, int hdr) {
+  fis_loose_at(g, o, seg);
   fis_loops(g, o, 0, -1, -1, seg);
   fis_thread(g, o, hdr, 1);
   g->chunked = g->ng > 0;
@@ -1336,6 +1414,12 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
     }
     if (x->kind == 0) {
       if (cur < 0) fis_open(g, o, cur = x->seg, hdr);
+      if (fis_loose_item(g, k)) { /* written before the region's loop (see NOTE [loose counters]) */
+        fis_gap(g, o, x->a);
+        fis_newlines(g, o, x->a, x->b);
+        k++;
+        continue;
+      }
       int hoist = 0, priv = 0;
       for (int d = 0; d < g->nd; d++)
         if (g->d[d].stmt_a == x->a) hoist |= g->d[d].hoist, priv |= g->d[d].priv;
