@@ -42,9 +42,9 @@ describe("random kernels on the cpu fast paths", function()
     end
     io.stderr:write(("random kernels: %d, paths: %s\n"):format(COUNT, count_paths(paths)))
     -- seed 29's 48 kernels: what the fast paths took when this count was written (a regression lowers it); the
-    -- 6 on the fibers are do and for loops of warp operations only whose counter each thread keeps
+    -- one on the fibers calls an inlined helper whose local fission reads as declared twice (k20<128>)
     if SEED == 29 and COUNT == 48 then
-      assert.is_true((paths.fission or 0) + (paths.simd or 0) >= 42, count_paths(paths))
+      assert.is_true((paths.fission or 0) + (paths.simd or 0) >= 47, count_paths(paths))
     end
   end)
 

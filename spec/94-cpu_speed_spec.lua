@@ -1609,3 +1609,225 @@ __global__ void dims(unsigned *out, size_t n)
     assert.are.equal("simd", m.dims.cpu_path)
   end)
 end)
+
+-- (see NOTE [modulus stride]) ifs of a thread's x modulo one value for the block, each its region's only statement:
+-- NVIDIA's reduction kernel 0 on rows of 100 threads (by a barrier loop's counter), by a parameter of any sign
+-- (an int x by a negative m takes the multiples of |m|, an unsigned one only x = 0), by a local that is not x
+-- alone (x + 1: no stride), and a sparse if that reads the barrier loop's counter (NOTE [sparse if])
+local MSTRIDE = [[
+extern "C" __global__ void mstride(int m, const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[2][100];
+  unsigned tid = threadIdx.x;
+  int itid = threadIdx.x, u = threadIdx.x + 1;
+  size_t g = threadIdx.y * 100 + tid;
+  s[threadIdx.y][tid] = in[g];
+  __syncthreads();
+  for (unsigned h = 1; h < blockDim.x; h *= 2) {
+    if (tid % (2 * h) == 0) s[threadIdx.y][tid] += tid + h < blockDim.x ? s[threadIdx.y][tid + h] : 0;
+    __syncthreads();
+    if (tid == h) out[g] += 1000;
+    __syncthreads();
+  }
+  if (itid % m == 0) out[g] += 1;
+  __syncthreads();
+  if (0 == threadIdx.x % m) out[g] += 10;
+  __syncthreads();
+  if (u % m == 0) out[g] += 100;
+  __syncthreads();
+  if (tid == 0) out[g] += s[threadIdx.y][0] * 10000;
+}
+]]
+
+describe("cpu fission: modulus strides (NOTE [modulus stride])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(MSTRIDE) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("ifs of x % m == 0 give what the fibers and Lua give, for m of either sign, past the block or not", function()
+    assert.are.equal("fission", fast.mstride.cpu_path)
+    for _, m in ipairs { 1, 3, 7, 100, 250, -3 } do
+      local a, b = run_both(fast, ref, "mstride", { grid = 1, block = { 100, 2 } }, function()
+        return { m, cd.array(seq(200, function(i) return (i * 7) % 11 end), "int32", CPU), cd.zeros(200, "int32", CPU) }
+      end)
+      assert.are.same(b, a, m)
+      local want = {}
+      for y = 0, 1 do
+        local rowsum = 0
+        for x = 0, 99 do rowsum = rowsum + ((y * 100 + x + 1) * 7) % 11 end
+        for x = 0, 99 do
+          local o = 0
+          if x > 0 and x & (x - 1) == 0 and x < 100 then o = o + 1000 end   -- tid == h for h = 1, 2, 4 ... 64
+          if math.fmod(x, m) == 0 then o = o + 1 end   -- C's int %
+          if (m > 0 and x % m == 0) or x == 0 then o = o + 10 end   -- unsigned %: a negative m is 2^32 + m
+          if math.fmod(x + 1, m) == 0 then o = o + 100 end
+          if x == 0 then o = o + rowsum * 10000 end
+          want[y * 100 + x + 1] = o
+        end
+      end
+      assert.are.same(want, a[3], m)
+    end
+  end)
+
+  it("the written-out function steps by m for x alone, and gathers masks for the other ifs of ==", function()
+    local cpp = written_out(MSTRIDE, "mstride")
+    local steps = {}
+    for c in cpp:gmatch("cdv_x %+= cdv_mstride%((.-)%)%) {") do steps[#steps + 1] = c end
+    assert.are.same({ "(2 * h)", "m", "m" }, steps)
+    local conds = {}
+    for c in cpp:gmatch("cdv_m |= %(unsigned%)!!%((.-)%) << %(cdv_x %- cdv_xw%)") do conds[#conds + 1] = c end
+    assert.are.same({ "tid == h", "cdv_umod(u, m) == 0", "tid == 0" }, conds)
+  end)
+end)
+
+-- (see NOTE [block index bound]) the fast paths' hinted instance runs blocks of x below 2^20 only: past it, an
+-- unsigned index made with a constant wraps, and a test of blockIdx.x against 2^20 holds
+describe("cpu fast paths: the block index bound (NOTE [block index bound])", function()
+  it("blocks of x 2^20 and up give what CUDA gives", function()
+    local m = cd.compile([[
+extern "C" __global__ void big_grid(unsigned *out)
+{
+  __shared__ unsigned s[32];
+  unsigned i = blockIdx.x * 4096u + threadIdx.x;
+  s[threadIdx.x] = (blockIdx.x > 0xfffffu) + (i >> 12 == blockIdx.x) * 2u;
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0] + s[31] * 4u;
+}
+extern "C" __global__ void big_grid_simd(unsigned *out)
+{
+  unsigned i = blockIdx.x * 4096u + threadIdx.x;
+  if (threadIdx.x == 0) out[blockIdx.x] = (blockIdx.x > 0xfffffu) + (i >> 12 == blockIdx.x) * 2u;
+}
+]], CPU)
+    assert.are.equal("fission", m.big_grid.cpu_path)
+    assert.are.equal("simd", m.big_grid_simd.cpu_path)
+    local n = (1 << 20) + 2
+    for _, name in ipairs { "big_grid", "big_grid_simd" } do
+      local out = cd.zeros(n, "uint32", CPU)
+      m[name]({ grid = n, block = 32 }, out)
+      local one = name == "big_grid" and 10 or 2   -- below 2^20: i >> 12 is the block (2, and 4 * 2 for s[31])
+      assert.are.same({ one, one, one / 2, one / 2 },
+        { out[1], out[1 << 20], out[(1 << 20) + 1], out[n] }, name)
+    end
+  end)
+end)
+
+-- (see NOTE [full warps]) warp ifs that whole warps take, one whose chunks of a row are not warps (rows of 48
+-- threads: the chunk from thread 48 spans two warps, whose lanes of row 0 do not take it: the vote's mask leaves
+-- them out), and one that part of every warp takes; shuffles and votes inside
+local FULLW = [[
+extern "C" __global__ void full_warps(const int *in, int *out)
+{
+  FORCE
+  int t = threadIdx.y * blockDim.x + threadIdx.x, lane = t & 31, w = t >> 5, nt = blockDim.x * blockDim.y;
+  size_t g = (size_t)blockIdx.x * nt + t;
+  int v = in[g];
+  unsigned row1 = 0;
+  for (int l = 0; l < 32; l++)
+    if (w * 32 + l < nt && (w * 32 + l) / (int)blockDim.x == 1) row1 |= 1u << l;
+  if (w != 1) {
+    v += __shfl_down_sync(0xffffffffu, v, 3);
+    v += __ballot_sync(0xffffffffu, v & 1) & 0xff;
+  }
+  if (threadIdx.y == 1) {
+    v += (int)(__ballot_sync(row1, v & 1) & 0xffffu) * 1000;
+  }
+  if (lane & 2) {
+    v += __shfl_xor_sync(0xccccccccu, v, 1) * 100;
+  }
+  out[g] = v;
+}
+]]
+
+describe("cpu fission: warp ifs over whole warps (NOTE [full warps])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(FULLW) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("give what the fibers give, in rows of a multiple of 32 threads or not", function()
+    assert.are.equal("fission", fast.full_warps.cpu_path)
+    for _, block in ipairs { { 64, 2 }, { 48, 2 }, { 40, 4 }, { 128, 1 } } do
+      local n = 2 * block[1] * block[2]
+      local a, b = run_both(fast, ref, "full_warps", { grid = 2, block = block }, function()
+        return { cd.array(seq(n, function(i) return (i * 37) % 101 end), "int32", CPU), cd.zeros(n, "int32", CPU) }
+      end)
+      assert.are.same(b, a, block[1] .. "x" .. block[2])
+    end
+  end)
+
+  it("the written-out function runs a chunk that is a whole warp without its flags and who took part", function()
+    local cpp = written_out(FULLW, "full_warps")
+    local _, full = cpp:gsub("if %(cdv_full%) {", "")
+    assert.are.equal(8, full)   -- two regions for each of the four warp operations
+    assert.truthy(cpp:find("(cdv_full ? (const unsigned char *)0 : cdv_xp)", 1, true))
+  end)
+end)
+
+-- (see NOTE [loose counters]) the counters of a do loop and a while loop of warp operations, set among other
+-- statements and read in the loops' headers only; a local set the same way but read in a region (r) stays each
+-- thread's own; a kernel with a return keeps its counter per thread (the fibers)
+local LOOSE = [[
+extern "C" __global__ void loose(const unsigned *in, unsigned *out, int n)
+{
+  FORCE
+  unsigned t = threadIdx.x, v = in[blockIdx.x * blockDim.x + t];
+  int c = 0;
+  do {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v ^= t;
+    c++;
+  } while (c < n);
+  int q = n + 1;
+  int r = 0;
+  while (q > 0) {
+    v = v * 3u + (unsigned)r;
+    r += 2;
+    v += __shfl_down_sync(0xffffffffu, v, 2);
+    q -= 1;
+  }
+  out[blockIdx.x * blockDim.x + t] = v;
+}
+extern "C" __global__ void loose_ret(const unsigned *in, unsigned *out, int n)
+{
+  FORCE
+  unsigned t = threadIdx.x, v = in[blockIdx.x * blockDim.x + t];
+  if (blockIdx.x == 1) return;
+  int c = 0;
+  do {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v ^= t;
+    c++;
+  } while (c < n);
+  out[blockIdx.x * blockDim.x + t] = v;
+}
+]]
+
+describe("cpu fission: counters of loops of warp operations (NOTE [loose counters])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(LOOSE) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("take fission and give what the fibers give; with a return, the fibers", function()
+    assert.are.equal("fission", fast.loose.cpu_path)
+    assert.are.equal("fibers", fast.loose_ret.cpu_path)
+    assert.are.equal("a thread's own local in the header of a loop of warp operations (line 32)",
+      fast.loose_ret.cpu_reason)
+    for _, n in ipairs { 1, 2, 5 } do
+      for _, name in ipairs { "loose", "loose_ret" } do
+        local a, b = run_both(fast, ref, name, { grid = 3, block = 64 }, function()
+          return { cd.array(seq(192, function(i) return (i * 2654435761) % 4294967296 end), "uint32", CPU),
+            cd.zeros(192, "uint32", CPU), n }
+        end)
+        assert.are.same(b, a, name .. " " .. n)
+      end
+    end
+  end)
+
+  it("the written-out function has one scalar for each counter and an array for r", function()
+    local cpp = written_out(LOOSE, "loose")
+    for _, decl in ipairs { "int c;", "int q;", "int r[cdv_nt]" } do
+      assert.is_truthy(cpp:find(decl, 1, true), decl)
+    end
+  end)
+end)

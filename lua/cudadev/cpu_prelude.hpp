@@ -298,6 +298,12 @@ template <class A, class B> static inline auto cdv_umod(A a, B m) -> decltype(a 
     return a % m;
   }
 }
+// NOTE [modulus stride] (src/cpu_fission.c): the step of a region's loop over x that visits the threads whose x is
+// a multiple of m: m when it is 1 or more (at most 65536, past any block's x), else 1 (every thread, the if decides).
+template <class M> static inline unsigned cdv_mstride(M m)
+{
+  return m >= (M)1 ? (m < (M)65536 ? (unsigned)m : 65536u) : 1u;
+}
 
 enum { CDV_XSLACK = 32 };
 static inline void cdv_xinit(unsigned long long *xs, unsigned *xs4, unsigned char *xp, unsigned long nt)
@@ -366,6 +372,14 @@ static inline int cdv_fany(const unsigned char *fl, unsigned long t0, unsigned n
   }
   for (unsigned i = 0; i < n; i++) any |= fl[t0 + i] == want;
   return any != 0;
+}
+// NOTE [full warps] (src/cpu_fission.c): do all 32 flags of a chunk say the thread runs the region?
+static inline bool cdv_fall(const unsigned char *fl, unsigned long t0, unsigned char want)
+{
+  const unsigned long long all = want ? 0x0101010101010101ull : 0ull;
+  unsigned long long w[4];
+  std::memcpy(w, fl + t0, sizeof w);
+  return ((w[0] ^ all) | (w[1] ^ all) | (w[2] ^ all) | (w[3] ^ all)) == 0;
 }
 // A vote as cdv_vote gives it: the ballot in the low half, the lanes that took part in the high half.
 static inline unsigned long long cdv_xvote(const unsigned *xs4, const unsigned char *xp, unsigned t, unsigned nt,
@@ -1172,10 +1186,11 @@ template <auto K, class... P> static inline void cdv_run1(void (*k)(P...), cdv_c
   cdv_run2<K>(k, c, a, mode, std::index_sequence_for<P...>{});
 }
 template <auto K> static inline void cdv_run(cdv_cpu_ctx *c, void **a, int mode) { cdv_run1<K>(K, c, a, mode); }
-// NOTE [fast paths] (src/cpu_fission.c): K1 may assume blockIdx.x * blockDim.x + blockDim.x fits an int.
+// NOTE [fast paths] (src/cpu_fission.c): K1 may assume blockIdx.x * blockDim.x + blockDim.x fits an int, and
+// blockIdx.x < 2^20 (NOTE [block index bound]).
 template <auto K1, auto K0> static inline void cdv_run_fis(cdv_cpu_ctx *c, void **a)
 {
-  if ((unsigned long long)c->bix.x * c->bdim.x <= 0x7ffffbffull)
+  if ((unsigned long long)c->bix.x * c->bdim.x <= 0x7ffffbffull && c->bix.x <= 0xfffffu)
     cdv_run1<K1>(K1, c, a, CDV_CPU_RUN_THREAD);
   else
     cdv_run1<K0>(K0, c, a, CDV_CPU_RUN_THREAD);
