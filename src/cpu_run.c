@@ -837,13 +837,27 @@ static void block_async_signals(void) {
   pthread_sigmask(SIG_SETMASK, &s, NULL);
 }
 
+static int lw_spin(const unsigned *w, unsigned old, long *budget);
+
+/* NOTE [pool spin]: a helper that has finished a launch watches pool.gen for a while (lw_spin's adaptive budget,
+ * NOTE [launch handshake]: 4 to 50 us) before it sleeps on pool.go, as OpenMP's threads spin between parallel
+ * regions. A program of many short launches (bench/cpu's wavefront: 255 launches of up to 128 blocks of 16
+ * threads) otherwise met sleeping helpers at every launch: their wake-up came after the calling thread had run
+ * most of the blocks alone (NOTE [joining a launch]), so 16 cores ran it no faster than 2. pool.gen is written
+ * under pool.m, atomically, for the spinners that read it without the lock. */
 static void *pool_main(void *arg) {
   int slot = (int)(intptr_t)arg;
   unsigned seen = 0; /* helpers start before the first launch is posted (gen 0) */
+  long spin = 0; /* lw_spin's budget: NOTE [pool spin] */
   block_async_signals();
   if (in_worker) child_altstack();
   pthread_mutex_lock(&pool.m);
   for (;;) {
+    if (pool.gen == seen && seen != 0) { /* NOTE [pool spin] */
+      pthread_mutex_unlock(&pool.m);
+      lw_spin(&pool.gen, seen, &spin);
+      pthread_mutex_lock(&pool.m);
+    }
     while (pool.gen == seen) pthread_cond_wait(&pool.go, &pool.m);
     seen = pool.gen;
     if (slot > pool.want || !pool.L) continue; /* the launch ended without it: NOTE [joining a launch] */
@@ -880,7 +894,7 @@ static void run_pool(launch *L, int nw) {
   pool.want = nw - 1 < pool.nthreads ? nw - 1 : pool.nthreads;
   pool.busy = 0;
   pool.L = L;
-  pool.gen++;
+  __atomic_add_fetch(&pool.gen, 1, __ATOMIC_SEQ_CST); /* spinners read it without the lock: NOTE [pool spin] */
   pthread_cond_broadcast(&pool.go);
   pthread_mutex_unlock(&pool.m);
   worker_run(L, 0);
