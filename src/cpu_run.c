@@ -840,10 +840,10 @@ static void block_async_signals(void) {
 static int lw_spin(const unsigned *w, unsigned old, long *budget);
 
 /* NOTE [pool spin]: a helper that has finished a launch watches pool.gen for a while (lw_spin's adaptive budget,
- * NOTE [launch handshake]: 4 to 50 us) before it sleeps on pool.go, as OpenMP's threads spin between parallel
+ * 4 to 50 us, as in NOTE [launch handshake]) before it sleeps on pool.go, as OpenMP's threads spin between parallel
  * regions. A program of many short launches (bench/cpu's wavefront: 255 launches of up to 128 blocks of 16
  * threads) otherwise met sleeping helpers at every launch: their wake-up came after the calling thread had run
- * most of the blocks alone (NOTE [joining a launch]), so 16 cores ran it no faster than 2. pool.gen is written
+ * most of the blocks alone (NOTE [joining a launch]): 14.3 ms on 16 cores, 17.5 on 2. pool.gen is written
  * under pool.m, atomically, for the spinners that read it without the lock. */
 static void *pool_main(void *arg) {
   int slot = (int)(intptr_t)arg;
