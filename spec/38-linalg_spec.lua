@@ -317,6 +317,14 @@ local function colmajor_routines()
     R.getrf(a, ipiv, info)
     R.getrs(a, ipiv, b, cd.zeros({ a.shape[1] }, "int32", { device = "cpu" }), true)
   end
+  R.lu = {}   -- each LU routine called, in order: solve's cuBLAS and cuSOLVER ways (NOTE [fused small solve])
+  for _, name in ipairs({ "getrf", "getrs", "solve_batched" }) do
+    local f = R[name]
+    R[name] = function(...)
+      R.lu[#R.lu + 1] = name
+      return f(...)
+    end
+  end
   R.fills = {}   -- each potrf's fill mode, in order
   function R.potrf(a, info, upper)
     R.fills[#R.fills + 1] = upper and "U" or "L"
@@ -430,6 +438,123 @@ describe("cd.linalg", function()
       near(cd.matmul(l, swapT(l)), a, 1e-15)
       near(cd.matmul(swapT(u), u), a, 1e-15)
       assert.is_true(l.is_contiguous and u.is_contiguous)
+    end)
+
+    -- NOTE [fused small solve]: n <= 32 and k <= 32 take the generated kernel, which runs on the cpu device too
+    describe("the fused small solve", function()
+      local opt = { device = "cpu" }
+      -- L.solve(a, b) by LAPACKE (the cpu device's own routines), then through G, and the LU routines G called
+      local function both(a, b, f)
+        f = f or L.solve
+        cd._selftest.linalg_through(nil)
+        local want = f(a, b)
+        cd._selftest.linalg_through(R)
+        R.lu = {}
+        return want, f(a, b), R.lu
+      end
+      -- the largest |a x - b| of each matrix relative to |a| |x| + |b| (infinity norms), computed in Lua
+      local function residual(a, x, b)
+        local at, xt, bt, worst = a:totable(), x:totable(), b:totable(), 0
+        for m = 1, #at do
+          local A, X, Bm, na, nx, nb, r = at[m], xt[m], bt[m], 0, 0, 0, 0
+          for i = 1, #A do
+            local s = 0
+            for j = 1, #A do s = s + math.abs(A[i][j]) end
+            na = math.max(na, s)
+            for c = 1, #Bm[i] do
+              local v = -Bm[i][c]
+              for j = 1, #A do v = v + A[i][j] * X[j][c] end
+              r, nx, nb = math.max(r, math.abs(v)), math.max(nx, math.abs(X[i][c])), math.max(nb, math.abs(Bm[i][c]))
+            end
+          end
+          worst = math.max(worst, r / (na * nx + nb))
+        end
+        return worst
+      end
+
+      it("answers as LAPACKE for n 1, 2, 7, 31, 32, k 1, 3, 32, batches of 1, 5 and 1024, float32 and float64, "
+        .. "and calls no LU routine", function()
+        for _, dt in ipairs({ "float32", "float64" }) do
+          local tol = dt == "float32" and 1e-4 or 1e-12
+          for _, n in ipairs({ 1, 2, 7, 31, 32 }) do
+            for _, k in ipairs({ 1, 3, 32 }) do
+              local batches = (n == 32 and k == 1 or n == 7 and k == 3) and { 1, 5, 1024 } or { 1, 5 }
+              for _, B in ipairs(batches) do
+                local a = cd.array(values(B * n * n, n + k), dt, opt):reshape({ B, n, n })
+                a = a + cd.eye(n, n, 0, dt, opt) * (n / 2)   -- the diagonal not always the largest: rows move
+                local b = cd.array(values(B * n * k, 3 * n + k), dt, opt):reshape({ B, n, k })
+                local want, got, lu = both(a, b)
+                assert.are.same({}, lu)
+                assert.are.equal(dt, got.dtype)
+                assert.are.same({ B, n, k }, got.shape)
+                near(got, want, tol)
+                local r = residual(a, got, b)
+                assert(r < (dt == "float32" and 1e-5 or 1e-14), ("n %d k %d B %d %s: residual %g"):format(n, k, B, dt, r))
+              end
+            end
+          end
+        end
+      end)
+
+      it("exchanges rows for zeros on the diagonal, as getrf's pivoting does; inv takes it too", function()
+        local p = cd.array({ { 0, 0, 0, 2 }, { 0, 3, 0, 0 }, { 1, 0, 0, 0 }, { 0, 0, -4, 1 } }, "float64", opt)
+        local want, got, lu = both(p, cd.array({ { 2 }, { 6 }, { 3 }, { 5 } }, "float64", opt))
+        assert.are.same({}, lu)
+        near(got, { { 3 }, { 2 }, { -1 }, { 1 } }, 0)
+        near(got, want, 0)
+        local iw, ig = both(p:astype("float32"), nil, L.inv)
+        assert.are.same({}, R.lu)
+        near(ig, iw, 0)
+        near(cd.matmul(p, ig:astype("float64")), cd.eye(4, 4, 0, "float64", opt), 1e-7)
+      end)
+
+      it("names the first singular matrix of a batch, whatever column its zero pivot is in", function()
+        local a = well(3, 5, "float64", "cpu", 2):copy()
+        a[3]:copy_from(cd.array({ { 1, 2, 3 }, { 2, 4, 6.5 }, { 1, 2, 1 } }, "float64", opt))   -- zero pivot at step 2
+        a[5]:copy_from(cd.zeros({ 3, 3 }, "float64", opt))
+        cd._selftest.linalg_through(R)
+        R.lu = {}
+        E(function() L.solve(a, cd.ones({ 5, 3, 2 }, "float64", opt)) end, "bad argument #1 to 'solve' (singular " ..
+          "matrix (matrix 3 of the batch); a has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        E(function() L.inv(a:slice(4, 5):astype("float32")) end, "bad argument #1 to 'inv' (singular matrix (matrix " ..
+          "2 of the batch); a has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        E(function() L.inv(cd.zeros({ 1, 1 }, "float64", opt)) end, "bad argument #1 to 'inv' (singular matrix; a has " ..
+          "no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        assert.are.same({}, R.lu)
+      end)
+
+      -- LAPACK's answer to an inf is not always NaN: a 5 x 5 with one inf below the diagonal has a finite one
+      it("answers as LAPACKE for a matrix holding a NaN (NaNs) or an inf, the others of its batch unchanged",
+        function()
+          for _, v in ipairs({ 0 / 0, math.huge, -math.huge }) do
+            for _, n in ipairs({ 1, 5, 32 }) do
+              local a = well(n, 3, "float32", "cpu", 4):copy()
+              a[2][n][1] = v
+              local b = cd.array(values(3 * n, 5), "float32", opt):reshape({ 3, n, 1 })
+              local want, got = both(a, b)
+              assert.are.same({}, R.lu)
+              local w, g = helper.values(want), helper.values(got)
+              for i = 1, #w do
+                local ok = w[i] ~= w[i] and g[i] ~= g[i] or math.abs(g[i] - w[i]) <= 1e-5 * math.max(1, math.abs(w[i]))
+                assert(ok, ("%s, n %d, element %d: %.9g, expected %.9g"):format(v, n, i, g[i], w[i]))
+              end
+              if v ~= v then assert(g[n + 1] ~= g[n + 1], "the NaN matrix's answer is NaN") end
+            end
+          end
+        end)
+
+      it("takes n and k up to 32; n = 33 or k = 33 go to cuBLAS's batched LU, a single such matrix to cuSOLVER's "
+        .. "getrf and getrs", function()
+        for _, nk in ipairs({ { 32, 32, 3 }, { 32, 32, 1 }, { 33, 1, 3 }, { 4, 33, 3 }, { 33, 2, 1 } }) do
+          local n, k, B = nk[1], nk[2], nk[3]
+          local a = well(n, B, "float64", "cpu", 6)
+          local b = cd.array(values(B * n * k, 7), "float64", opt):reshape({ B, n, k })
+          local want, got, lu = both(a, b)
+          local cublas = B > 1 and { "solve_batched", "getrf", "getrs" } or { "getrf", "getrs" }
+          assert.are.same((n > 32 or k > 32) and cublas or {}, lu)
+          near(got, want, 1e-12)
+        end
+      end)
     end)
 
     it("svd does the batch again with gesvd when gesvdj does not converge for a matrix", function()

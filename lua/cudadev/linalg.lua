@@ -36,7 +36,8 @@ local function swapT(x) return cd.swapaxes(x, -1, -2) end
 -- transpose. The table G gives CUDA devices the cpu routines' contract (row-major matrices, overwritten in place,
 -- `bad, info` for a failed matrix) over linalg_cuda.c's column-major routines:
 --   solve    getrf of the buffer as it is (a^T), then getrs with op T (a x = b); b goes in transposed. A batch of
---            small matrices takes cuBLAS's batched getrf/getrs instead (one launch, not one per matrix).
+--            small matrices takes cuBLAS's batched getrf/getrs instead (one launch, not one per matrix), and n and k
+--            up to 32 our own kernel, row-major, nothing transposed (NOTE [fused small solve]).
 --   slogdet  getrf of a^T (det a^T = det a): the diagonal and the pivots, reduced on the device.
 --   cholesky potrf "lower" of the buffer (a's upper triangle, read column-major) is U read row-major, and of a's
 --            transpose copied (a's lower triangle) L^T: NOTE [cholesky fill]. The other triangle is zeroed after.
@@ -67,8 +68,125 @@ local function put_back(x, y) x:copy_from(y.is_contiguous and y or y:contiguous(
 -- info starts at 0: a routine that has nothing to do (an empty matrix) writes none
 local function ints(shape, x) return cd.zeros(shape, "int32", dev_of(x)) end
 
+-- NOTE [fused small solve]: a batch of small systems (n <= 32 and k <= 32) is solved by one generated kernel (ops.lua's
+-- NOTE [generated kernels]; n and k are its compile-time constants) in place of cuBLAS's batched getrf and getrs,
+-- which took five kernels and two transposes of b (on an H200, 1024 x 32 x 32 float32 with b {1024, 32, 1}: getrf
+-- 44 us, two trsm 22 + 13, laswp 9). One warp per matrix; lane i holds row i of a and of b in registers, read
+-- through shared memory (so the loads are whole lines) at an odd row stride (so the lanes' reads miss each other's
+-- banks). LU with partial pivoting, the pivot chosen as LAPACK's getrf chooses it (the first row of the largest |a|
+-- among the rows not yet pivots; a NaN counts as the largest, so a NaN matrix answers NaN rather than picking a
+-- row twice), without moving rows: a lane remembers the step at which its row became the pivot. The pivot row is
+-- broadcast by shuffles and b is eliminated with a (forward substitution fused in); back substitution runs in
+-- pivot order, and each lane writes its solution row where the step says: row-major, straight into y's layout.
+-- A zero pivot is recorded as getrf's info (the step, 1-based) and skipped, as getrf goes on past it. The first
+-- failed matrix and its info reach the host as one 64-bit word: the kernel takes the largest of
+-- ((B - m) << 32 | info) over failed matrices m (0-based), so the word is 0 when none failed, one read.
+local FUSED_MAX, FUSED_WARPS = 32, 4
+local FUSED = [==[
+typedef @T@ T;
+#define N @N@
+#define K @K@
+#define SA (N | 1)
+#define SB (K | 1)
+#define SH (N * SA > N * SB ? N * SA : N * SB)
+#define FULL 0xffffffffu
+
+// this warp's matrix of n rows of `cols` at stride `stride` (odd) from g into s (coalesced), then lane's row into v
+template <int COLS, int STRIDE> __device__ __forceinline__ void cdv_rows_in(const T *g, T *s, T *v, int lane) {
+#pragma unroll
+  for (int i = lane; i < N * COLS; i += 32) s[(i / COLS) * STRIDE + i % COLS] = g[i];
+  __syncwarp();
+#pragma unroll
+  for (int c = 0; c < COLS; c++) v[c] = lane < N ? s[lane * STRIDE + c] : (T)0;
+  __syncwarp();
+}
+
+extern "C" __global__ void @NAME@(const T *a, T *b, long long *first, long long B) {
+  __shared__ T sh[@W@][SH];
+  int lane = threadIdx.x & 31;
+  long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (m >= B) return;   // whole warps: the block is whole warps
+  T *s = sh[threadIdx.x >> 5];
+  T r[N], y[K];
+  cdv_rows_in<N, SA>(a + m * N * N, s, r, lane);
+  cdv_rows_in<K, SB>(b + m * N * K, s, y, lane);
+  int step = lane < N ? -1 : N;   // -1: a row not yet a pivot; N: no row
+  int info = 0;
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    // the pivot: the largest |a| of column j among the rows not yet pivots, the first such row on ties
+    T v = step < 0 ? (r[j] != r[j] ? (T)INFINITY : fabs(r[j])) : (T)-1;
+    int p = lane;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      T w = __shfl_xor_sync(FULL, v, o);
+      int q = __shfl_xor_sync(FULL, p, o);
+      if (w > v || (w == v && q < p)) v = w, p = q;
+    }
+    T d = __shfl_sync(FULL, r[j], p);
+    if (lane == p) step = j;
+    if (d == (T)0) {   // the whole column is zero: nothing to eliminate (uniform across the warp)
+      if (info == 0) info = j + 1;
+      continue;
+    }
+    T l = r[j] / d;
+#pragma unroll
+    for (int c = j + 1; c < N; c++) {
+      T u = __shfl_sync(FULL, r[c], p);
+      if (step < 0) r[c] -= l * u;
+    }
+#pragma unroll
+    for (int c = 0; c < K; c++) {
+      T u = __shfl_sync(FULL, y[c], p);
+      if (step < 0) y[c] -= l * u;
+    }
+  }
+  // back substitution: the pivot of step j (U's row j) solves its x_j, which the earlier pivots' rows take out
+#pragma unroll
+  for (int j = N - 1; j >= 0; j--) {
+    int p = __ffs(__ballot_sync(FULL, step == j)) - 1;
+    T d = __shfl_sync(FULL, r[j], p);
+#pragma unroll
+    for (int c = 0; c < K; c++) {
+      T x = __shfl_sync(FULL, y[c], p) / d;
+      if (step == j) y[c] = x;
+      else if (step < j) y[c] -= r[j] * x;
+    }
+  }
+  if (lane < N) {
+#pragma unroll
+    for (int c = 0; c < K; c++) s[step * SB + c] = y[c];
+  }
+  __syncwarp();
+  T *bm = b + m * N * K;
+#pragma unroll
+  for (int i = lane; i < N * K; i += 32) bm[i] = s[(i / K) * SB + i % K];
+  if (lane == 0 && info != 0) atomicMax(first, ((B - m) << 32) | info);
+}
+]==]
+
+local function fused_kernel(dev, dt, n, k)
+  local ctype = dt == "float32" and "float" or "double"
+  return internal.kernel_for(dev, fmt("linalg_solve|%s|%d|%d", dt, n, k), function()
+    local name = fmt("cdv_solve_%s_%d_%d", dt, n, k)
+    local src = FUSED:gsub("@(%u+)@", { T = ctype, N = tostring(n), K = tostring(k), W = tostring(FUSED_WARPS),
+      NAME = name })
+    return src, name
+  end)
+end
+
+-- x, y as G.solve's, n and k at most FUSED_MAX: the first failed matrix and its info, or nil
+local function fused_solve(x, y, B, n, k)
+  local first = cd.zeros({ 1 }, "int64", dev_of(x))
+  local block = 32 * FUSED_WARPS
+  fused_kernel(x.device, x.dtype, n, k)({ grid = (B + FUSED_WARPS - 1) // FUSED_WARPS, block = block }, x, y, first, B)
+  local w = first[1]
+  if w ~= 0 then return B - (w >> 32) + 1, w & 0xffffffff end
+end
+
 function G.solve(x, y)
   local B, n, k = y.shape[1], y.shape[2], y.shape[3]
+  if B > 0 and n > 0 and k > 0 and n <= FUSED_MAX and k <= FUSED_MAX then return fused_solve(x, y, B, n, k) end
   local D = C.cuda
   local ipiv, info = ints({ B, n }, x), ints({ B }, x)
   local yt = swapT(y):copy()
