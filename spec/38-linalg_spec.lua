@@ -543,6 +543,48 @@ describe("cd.linalg", function()
           end
         end)
 
+      it("reads a and b where they are (contiguous, b one matrix each or one for all), copies neither, changes " ..
+        "neither", function()
+        local a = well(8, 1024, "float64", "cpu", 3)
+        local shapes = { { 1024, 8, 1 }, { 8, 2 }, { 8 }, { 1, 8, 3 }, { 1024, 8, 32 } }
+        for _, shape in ipairs(shapes) do
+          local size = 1
+          for _, d in ipairs(shape) do size = size * d end
+          local b = cd.array(values(size, 4), "float64", opt):reshape(shape)
+          local a0, b0 = a:copy(), b:copy()
+          local want = both(a, b)
+          collectgarbage()
+          local before = cd.memory_stats("cpu").allocated
+          cd.reset_peak_memory_stats("cpu")
+          local got = L.solve(a, b)
+          local grew = cd.memory_stats("cpu").max_allocated - before
+          assert(grew < got.size * 8 + a.size * 4, ("b %s: %d bytes more at the peak, a is %d, the answer %d")
+            :format(table.concat(shape, "x"), grew, a.size * 8, got.size * 8))
+          near(got, want, 1e-12)
+          near(a, a0, 0)
+          near(b, b0, 0)
+        end
+        cd._selftest.linalg_through(nil)
+        local want = L.inv(a)
+        cd._selftest.linalg_through(R)
+        collectgarbage()
+        local before = cd.memory_stats("cpu").allocated
+        cd.reset_peak_memory_stats("cpu")
+        local got = L.inv(a)
+        local grew = cd.memory_stats("cpu").max_allocated - before
+        assert(grew < a.size * 8 * 3 / 2, ("inv: %d bytes more at the peak, a is %d"):format(grew, a.size * 8))
+        near(got, want, 1e-12)
+        -- a b broadcast over part of a's batch, a transposed a, and an a of another dtype are copied, as before
+        local a4 = a:reshape({ 4, 256, 8, 8 })
+        local b3 = cd.array(values(256 * 8, 2), "float64", opt):reshape({ 256, 8, 1 })
+        local w4, g4 = both(a4, b3)
+        near(g4, w4, 1e-12)
+        local wt, gt = both(swapT(a), b3:reshape({ 1, 256, 8, 1 }):reshape({ 256, 8, 1 }):slice(1, 1))
+        near(gt, wt, 1e-12)
+        local wf, gf = both(a:astype("float32"), b3:slice(1, 1))
+        near(gf, wf, 1e-5)
+      end)
+
       it("takes n and k up to 32; n = 33 or k = 33 go to cuBLAS's batched LU, a single such matrix to cuSOLVER's "
         .. "getrf and getrs", function()
         for _, nk in ipairs({ { 32, 32, 3 }, { 32, 32, 1 }, { 33, 1, 3 }, { 4, 33, 3 }, { 33, 2, 1 } }) do

@@ -54,6 +54,7 @@ local function swapT(x) return cd.swapaxes(x, -1, -2) end
 local G = {}
 
 local function dev_of(x) return { device = x.device } end
+local routines   -- below
 
 -- the first matrix whose info is not 0 and that info, or nil (one reduction; the host reads info only then)
 local function first_bad(info)
@@ -78,6 +79,8 @@ local function ints(shape, x) return cd.zeros(shape, "int32", dev_of(x)) end
 -- row twice), without moving rows: a lane remembers the step at which its row became the pivot. The pivot row is
 -- broadcast by shuffles and b is eliminated with a (forward substitution fused in); back substitution runs in
 -- pivot order, and each lane writes its solution row where the step says: row-major, straight into y's layout.
+-- The kernel only reads a and b, so linalg.solve and inv hand them over uncopied where they are contiguous in
+-- the dtype (G.fused): the profile of the batch above had 11.5 us of copies of them (astype) before the solve.
 -- A zero pivot is recorded as getrf's info (the step, 1-based) and skipped, as getrf goes on past it. The first
 -- failed matrix and its info reach the host as one 64-bit word: the kernel takes the largest of
 -- ((B - m) << 32 | info) over failed matrices m (0-based), so the word is 0 when none failed, one read.
@@ -101,15 +104,15 @@ template <int COLS, int STRIDE> __device__ __forceinline__ void cdv_rows_in(cons
   __syncwarp();
 }
 
-extern "C" __global__ void @NAME@(const T *a, T *b, long long *first, long long B) {
+extern "C" __global__ void @NAME@(const T *a, const T *b, long long bstride, T *y, long long *first, long long B) {
   __shared__ T sh[@W@][SH];
   int lane = threadIdx.x & 31;
   long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (m >= B) return;   // whole warps: the block is whole warps
   T *s = sh[threadIdx.x >> 5];
-  T r[N], y[K];
+  T r[N], rb[K];   // this lane's rows of a and of b (then of the answer)
   cdv_rows_in<N, SA>(a + m * N * N, s, r, lane);
-  cdv_rows_in<K, SB>(b + m * N * K, s, y, lane);
+  cdv_rows_in<K, SB>(b + m * bstride, s, rb, lane);
   int step = lane < N ? -1 : N;   // -1: a row not yet a pivot; N: no row
   int info = 0;
 #pragma unroll
@@ -137,8 +140,8 @@ extern "C" __global__ void @NAME@(const T *a, T *b, long long *first, long long 
     }
 #pragma unroll
     for (int c = 0; c < K; c++) {
-      T u = __shfl_sync(FULL, y[c], p);
-      if (step < 0) y[c] -= l * u;
+      T u = __shfl_sync(FULL, rb[c], p);
+      if (step < 0) rb[c] -= l * u;
     }
   }
   // back substitution: the pivot of step j (U's row j) solves its x_j, which the earlier pivots' rows take out
@@ -148,19 +151,19 @@ extern "C" __global__ void @NAME@(const T *a, T *b, long long *first, long long 
     T d = __shfl_sync(FULL, r[j], p);
 #pragma unroll
     for (int c = 0; c < K; c++) {
-      T x = __shfl_sync(FULL, y[c], p) / d;
-      if (step == j) y[c] = x;
-      else if (step < j) y[c] -= r[j] * x;
+      T x = __shfl_sync(FULL, rb[c], p) / d;
+      if (step == j) rb[c] = x;
+      else if (step < j) rb[c] -= r[j] * x;
     }
   }
   if (lane < N) {
 #pragma unroll
-    for (int c = 0; c < K; c++) s[step * SB + c] = y[c];
+    for (int c = 0; c < K; c++) s[step * SB + c] = rb[c];
   }
   __syncwarp();
-  T *bm = b + m * N * K;
+  T *ym = y + m * N * K;
 #pragma unroll
-  for (int i = lane; i < N * K; i += 32) bm[i] = s[(i / K) * SB + i % K];
+  for (int i = lane; i < N * K; i += 32) ym[i] = s[(i / K) * SB + i % K];
   if (lane == 0 && info != 0) atomicMax(first, ((B - m) << 32) | info);
 }
 ]==]
@@ -175,18 +178,32 @@ local function fused_kernel(dev, dt, n, k)
   end)
 end
 
--- x, y as G.solve's, n and k at most FUSED_MAX: the first failed matrix and its info, or nil
-local function fused_solve(x, y, B, n, k)
+-- Whether G.solve of a {..., n, n} and b {..., n, k} (or {n}) runs the fused kernel, which only reads a and b: then
+-- linalg.solve hands them over uncopied where it can (a contiguous, b contiguous and not broadcast but as a
+-- whole). Any a and b: the shapes are checked after.
+function G.fused(a, b, n, k)
+  if not (is_array(a) and is_array(b)) or a.size == 0 or b.size == 0 or a.ndim < 2 or b.ndim < 1 then return false end
+  n, k = a.shape[a.ndim], b.ndim == 1 and 1 or b.shape[b.ndim]
+  return n <= FUSED_MAX and k <= FUSED_MAX and routines(a) == G
+end
+
+-- G.solve's fused way: b's matrices {n, k} at bstride elements apart (0: one for all), the answers into y
+local function fused_solve(x, y, B, n, k, b, bstride)
   local first = cd.zeros({ 1 }, "int64", dev_of(x))
   local block = 32 * FUSED_WARPS
-  fused_kernel(x.device, x.dtype, n, k)({ grid = (B + FUSED_WARPS - 1) // FUSED_WARPS, block = block }, x, y, first, B)
+  fused_kernel(x.device, x.dtype, n, k)({ grid = (B + FUSED_WARPS - 1) // FUSED_WARPS, block = block }, x, b, bstride,
+    y, first, B)
   local w = first[1]
   if w ~= 0 then return B - (w >> 32) + 1, w & 0xffffffff end
 end
 
-function G.solve(x, y)
+-- y's answers; with b (which linalg.solve gives when G.fused said so), b's matrices at bstride apart are the
+-- right sides and x is only read, else y's are, overwritten
+function G.solve(x, y, b, bstride)
   local B, n, k = y.shape[1], y.shape[2], y.shape[3]
-  if B > 0 and n > 0 and k > 0 and n <= FUSED_MAX and k <= FUSED_MAX then return fused_solve(x, y, B, n, k) end
+  if B > 0 and n > 0 and k > 0 and n <= FUSED_MAX and k <= FUSED_MAX then
+    return fused_solve(x, y, B, n, k, b or y, b and bstride or n * k)
+  end
   local D = C.cuda
   local ipiv, info = ints({ B, n }, x), ints({ B }, x)
   local yt = swapT(y):copy()
@@ -289,7 +306,7 @@ end
 
 -- The routines of x's device (NOTE [linalg layers]): LAPACKE's on the cpu device, G's on CUDA devices; G's for
 -- every device under cd._selftest.linalg_through (linalg_cuda.c), which spec/38 uses to check G without a GPU.
-local function routines(x)
+function routines(x)
   if C.through then return G end
   return x.device.is_cpu and C.cpu or G
 end
@@ -339,11 +356,13 @@ end
 
 local function new(shape, dt, like) return cd.empty(shape, dt, { device = like.device }) end
 
--- a's working copy as {count, rows, cols}, its dtype (dt, or a's own), and the pieces of its shape.
-local function matrices(a, fname, n, square, dt)
+-- a's working copy as {count, rows, cols}, its dtype (dt, or a's own), and the pieces of its shape; with `read`
+-- (the routine only reads it), a itself where it is contiguous in dt.
+local function matrices(a, fname, n, square, dt, read)
   local batch, count, rows, cols = matrix_shape(a, fname, n, square)
   dt = dt or work_dtype(a, fname, n)
-  return fresh(a, dt):reshape({ count, rows, cols }), dt, batch, count, rows, cols
+  local x = read and a.dtype == dt and a.is_contiguous and a or fresh(a, dt)
+  return x:reshape({ count, rows, cols }), dt, batch, count, rows, cols
 end
 
 -- The dtype of a computation on a and b, as NumPy's linalg takes it: float32 when both are, else float64.
@@ -370,8 +389,10 @@ local function options(v, allowed, fname, n)
 end
 
 -- ------------------------------------------------------------------------------------------ solve, inv
--- b broadcast to a's batch as {count, n, k}: NumPy 2's rule, a 1-d b is one vector for every matrix.
-local function right_side(a, b, dt, batch, count, n, fname)
+-- b broadcast to a's batch as {count, n, k}: NumPy 2's rule, a 1-d b is one vector for every matrix. With `read`
+-- (G.fused: the routine reads b and writes the answers elsewhere), an empty {count, n, k} for the answers, k, and b
+-- itself with the stride of its matrices, where b is contiguous and one matrix for all or one each.
+local function right_side(a, b, dt, batch, count, n, fname, read)
   if not is_array(b) then argerror(fname, 2, "Array expected, got " .. typename(b), 3) end
   if b.ndim == 0 then argerror(fname, 2, "0-dimensional array given; b must be 1-d or at least 2-d", 3) end
   local s = b.shape
@@ -380,7 +401,7 @@ local function right_side(a, b, dt, batch, count, n, fname)
   end
   local k = b.ndim == 1 and 1 or s[#s]
   local bshape = b.ndim == 1 and { n, 1 } or s
-  local bb = b:astype(dt):reshape(bshape)
+  local bb = (b.dtype == dt and b or b:astype(dt)):reshape(bshape)   -- (astype copies, and so does the end)
   local bbatch = {}
   for i = 1, #bshape - 2 do bbatch[i] = bshape[i] end
   -- the batch shapes broadcast together; a's must be the result (a is not copied per b)
@@ -393,6 +414,11 @@ local function right_side(a, b, dt, batch, count, n, fname)
     argerror(fname, 2, fmt("the batch dimensions of b %s do not match those of a %s", shape_text(s),
       shape_text(with(batch, n, n))), 3)
   end
+  local nb = 1
+  for i = 1, #bbatch do nb = nb * bbatch[i] end
+  if read and bb.is_contiguous and (nb == 1 or nb == count) then   -- b as it is, one for all or one each
+    return new({ count, n, k }, dt, a), k, bb, nb == 1 and 0 or n * k
+  end
   local out = cd.broadcast_to(bb, with(batch, n, k)):copy()
   return out:reshape({ count, n, k }), k
 end
@@ -404,10 +430,11 @@ end
 
 -- cd.linalg.solve(a, b) -> x with a x = b: a {..., n, n}; b {..., n, k} or {n} (NumPy 2: one vector)
 function linalg.solve(a, b)
-  local x, dt, batch, count, n = matrices(a, "solve", 1, true, common_dtype(a, b, "solve"))
+  local read = G.fused(a, b)
+  local x, dt, batch, count, n = matrices(a, "solve", 1, true, common_dtype(a, b, "solve"), read)
   local r = routines(x)
-  local y, k = right_side(a, b, dt, batch, count, n, "solve")
-  local bad = r.solve(x, y)
+  local y, k, src, stride = right_side(a, b, dt, batch, count, n, "solve", read)
+  local bad = r.solve(x, y, src, stride)
   if bad then singular("solve", bad, count) end
   if b.ndim == 1 then return y:reshape(with(batch, n)) end
   return y:reshape(with(batch, n, k))
@@ -415,10 +442,13 @@ end
 
 -- cd.linalg.inv(a) -> a^-1 (the solve of a x = I)
 function linalg.inv(a)
-  local x, dt, batch, count, n = matrices(a, "inv", 1, true)
+  local read = G.fused(a, a)
+  local x, dt, batch, count, n = matrices(a, "inv", 1, true, nil, read)
   local r = routines(x)
-  local y = cd.broadcast_to(cd.eye(n, n, 0, dt, { device = a.device }), { count, n, n }):copy()
-  local bad = r.solve(x, y)
+  local eye = cd.eye(n, n, 0, dt, { device = a.device })
+  -- the fused kernel reads the one identity for every matrix
+  local y = read and new({ count, n, n }, dt, x) or cd.broadcast_to(eye, { count, n, n }):copy()
+  local bad = r.solve(x, y, read and eye or nil, 0)
   if bad then singular("inv", bad, count) end
   return y:reshape(with(batch, n, n))
 end
