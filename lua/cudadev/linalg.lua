@@ -69,16 +69,18 @@ local function put_back(x, y) x:copy_from(y.is_contiguous and y or y:contiguous(
 -- info starts at 0: a routine that has nothing to do (an empty matrix) writes none
 local function ints(shape, x) return cd.zeros(shape, "int32", dev_of(x)) end
 
--- NOTE [fused small solve]: a batch of small systems (n <= 32 and k <= 32) is solved by one generated kernel (ops.lua's
--- NOTE [generated kernels]; n and k are its compile-time constants) in place of cuBLAS's batched getrf and getrs,
+-- NOTE [fused small solve]: small systems (n <= 32 and k <= 32, one or a batch) are solved by one generated kernel
+-- (ops.lua's NOTE [generated kernels]; n and k are its compile-time constants) in place of cuBLAS's batched getrf and getrs,
 -- which took five kernels and two transposes of b (on an H200, 1024 x 32 x 32 float32 with b {1024, 32, 1}: getrf
--- 44 us, two trsm 22 + 13, laswp 9). One warp per matrix; lane i holds row i of a and of b in registers, read
+-- 44 us, two trsm 22 + 13, laswp 9). One warp per matrix; lane i holds row i of a (and of b) in registers, read
 -- through shared memory (so the loads are whole lines) at an odd row stride (so the lanes' reads miss each other's
 -- banks). LU with partial pivoting, the pivot chosen as LAPACK's getrf chooses it (the first row of the largest |a|
 -- among the rows not yet pivots; a NaN counts as the largest, so a NaN matrix answers NaN rather than picking a
 -- row twice), without moving rows: a lane remembers the step at which its row became the pivot. The pivot row is
--- broadcast by shuffles and b is eliminated with a (forward substitution fused in); back substitution runs in
--- pivot order, and each lane writes its solution row where the step says: row-major, straight into y's layout.
+-- broadcast by shuffles; each row keeps L's entries where a's columns were eliminated (as getrf leaves them). Then
+-- b, 8 columns at a time: L's steps in order, back substitution in pivot order, and each lane writes its solution
+-- row where its step says: row-major, straight into y's layout. b in chunks, not whole: unrolled for all of k, the
+-- float64 kernel for n = k = 32 took nvcc 21 s to build for sm_90 (244 registers), in chunks 3.5 s (184).
 -- The kernel only reads a and b, so linalg.solve and inv hand them over uncopied where they are contiguous in
 -- the dtype (G.fused): the profile of the batch above had 11.5 us of copies of them (astype) before the solve.
 -- A zero pivot is recorded as getrf's info (the step, 1-based) and skipped, as getrf goes on past it. The first
@@ -89,20 +91,29 @@ local FUSED = [==[
 typedef @T@ T;
 #define N @N@
 #define K @K@
+#define KC (K < 8 ? K : 8)
 #define SA (N | 1)
-#define SB (K | 1)
+#define SB (KC | 1)
 #define SH (N * SA > N * SB ? N * SA : N * SB)
 #define FULL 0xffffffffu
 
-// this warp's matrix of n rows of `cols` at stride `stride` (odd) from g into s (coalesced), then lane's row into v
-template <int COLS, int STRIDE> __device__ __forceinline__ void cdv_rows_in(const T *g, T *s, T *v, int lane) {
+// columns c0.. of the warp's n rows (of `cols` in g) into s at row stride STRIDE (odd), coalesced, then lane's row
+// of them into v; past `cols` 0
+template <int C, int STRIDE> __device__ __forceinline__ void cdv_rows_in(const T *g, int cols, int c0, T *s, T *v,
+                                                                        int lane) {
 #pragma unroll
-  for (int i = lane; i < N * COLS; i += 32) s[(i / COLS) * STRIDE + i % COLS] = g[i];
+  for (int i = lane; i < N * C; i += 32) {
+    int row = i / C, col = c0 + i % C;
+    s[row * STRIDE + i % C] = col < cols ? g[row * cols + col] : (T)0;
+  }
   __syncwarp();
 #pragma unroll
-  for (int c = 0; c < COLS; c++) v[c] = lane < N ? s[lane * STRIDE + c] : (T)0;
+  for (int c = 0; c < C; c++) v[c] = lane < N ? s[lane * STRIDE + c] : (T)0;
   __syncwarp();
 }
+
+// the pivot lane of step j
+__device__ __forceinline__ int cdv_pivot(int step, int j) { return __ffs(__ballot_sync(FULL, step == j)) - 1; }
 
 extern "C" __global__ void @NAME@(const T *a, const T *b, long long bstride, T *y, long long *first, long long B) {
   __shared__ T sh[@W@][SH];
@@ -110,9 +121,8 @@ extern "C" __global__ void @NAME@(const T *a, const T *b, long long bstride, T *
   long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (m >= B) return;   // whole warps: the block is whole warps
   T *s = sh[threadIdx.x >> 5];
-  T r[N], rb[K];   // this lane's rows of a and of b (then of the answer)
-  cdv_rows_in<N, SA>(a + m * N * N, s, r, lane);
-  cdv_rows_in<K, SB>(b + m * bstride, s, rb, lane);
+  T r[N];   // this lane's row of a, then of U (from its step on) and L (before it)
+  cdv_rows_in<N, SA>(a + m * N * N, N, 0, s, r, lane);
   int step = lane < N ? -1 : N;   // -1: a row not yet a pivot; N: no row
   int info = 0;
 #pragma unroll
@@ -128,42 +138,56 @@ extern "C" __global__ void @NAME@(const T *a, const T *b, long long bstride, T *
     }
     T d = __shfl_sync(FULL, r[j], p);
     if (lane == p) step = j;
-    if (d == (T)0) {   // the whole column is zero: nothing to eliminate (uniform across the warp)
+    if (d == (T)0) {   // the rest of column j is zero, L's entries with it (uniform across the warp)
       if (info == 0) info = j + 1;
       continue;
     }
     T l = r[j] / d;
+    if (step < 0) r[j] = l;   // L's entry, where column j was
 #pragma unroll
     for (int c = j + 1; c < N; c++) {
       T u = __shfl_sync(FULL, r[c], p);
       if (step < 0) r[c] -= l * u;
     }
-#pragma unroll
-    for (int c = 0; c < K; c++) {
-      T u = __shfl_sync(FULL, rb[c], p);
-      if (step < 0) rb[c] -= l * u;
-    }
   }
-  // back substitution: the pivot of step j (U's row j) solves its x_j, which the earlier pivots' rows take out
-#pragma unroll
-  for (int j = N - 1; j >= 0; j--) {
-    int p = __ffs(__ballot_sync(FULL, step == j)) - 1;
-    T d = __shfl_sync(FULL, r[j], p);
-#pragma unroll
-    for (int c = 0; c < K; c++) {
-      T x = __shfl_sync(FULL, rb[c], p) / d;
-      if (step == j) rb[c] = x;
-      else if (step < j) rb[c] -= r[j] * x;
-    }
-  }
-  if (lane < N) {
-#pragma unroll
-    for (int c = 0; c < K; c++) s[step * SB + c] = rb[c];
-  }
-  __syncwarp();
+  // the right sides, KC columns at a time (the code unrolled for KC, not K): L's steps in order, then back
+  // substitution, where the pivot of step j (U's row j) solves its x_j, which the earlier pivots' rows take out
+  const T *bm = b + m * bstride;
   T *ym = y + m * N * K;
+#pragma unroll 1
+  for (int c0 = 0; c0 < K; c0 += KC) {
+    T rb[KC];
+    cdv_rows_in<KC, SB>(bm, K, c0, s, rb, lane);
 #pragma unroll
-  for (int i = lane; i < N * K; i += 32) ym[i] = s[(i / K) * SB + i % K];
+    for (int j = 0; j < N - 1; j++) {
+      int p = cdv_pivot(step, j);
+#pragma unroll
+      for (int c = 0; c < KC; c++) {
+        T u = __shfl_sync(FULL, rb[c], p);
+        if (step > j && step < N) rb[c] -= r[j] * u;
+      }
+    }
+#pragma unroll
+    for (int j = N - 1; j >= 0; j--) {
+      int p = cdv_pivot(step, j);
+      T d = __shfl_sync(FULL, r[j], p);
+#pragma unroll
+      for (int c = 0; c < KC; c++) {
+        T x = __shfl_sync(FULL, rb[c], p) / d;
+        if (step == j) rb[c] = x;
+        else if (step < j) rb[c] -= r[j] * x;
+      }
+    }
+    if (lane < N) {
+#pragma unroll
+      for (int c = 0; c < KC; c++) s[step * SB + c] = rb[c];
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = lane; i < N * KC; i += 32)
+      if (c0 + i % KC < K) ym[(i / KC) * K + c0 + i % KC] = s[(i / KC) * SB + i % KC];
+    __syncwarp();
+  }
   if (lane == 0 && info != 0) atomicMax(first, ((B - m) << 32) | info);
 }
 ]==]
