@@ -115,6 +115,35 @@ template <int C, int STRIDE> __device__ __forceinline__ void cdv_rows_in(const T
 // the pivot lane of step j
 __device__ __forceinline__ int cdv_pivot(int step, int j) { return __ffs(__ballot_sync(FULL, step == j)) - 1; }
 
+// The first lane of the largest |v| among the candidates (cand; a NaN counts as inf). The key is |v|'s bits plus 1
+// (a non-negative float orders as its bits), 0 for the others: one warp max (redux.sync on sm_80 and later, two for
+// 64 bits) and a ballot, where (value, lane) pairs took five rounds of two or three dependent shuffles.
+__device__ __forceinline__ unsigned long long cdv_key(float v) {
+  return __float_as_uint(v != v ? INFINITY : fabsf(v)) + 1ull;
+}
+__device__ __forceinline__ unsigned long long cdv_key(double v) {
+  return (unsigned long long)__double_as_longlong(v != v ? INFINITY : fabs(v)) + 1ull;
+}
+__device__ __forceinline__ int cdv_argmax(T v, bool cand) {
+  unsigned long long key = cand ? cdv_key(v) : 0ull, top;
+#if __CUDA_ARCH__ >= 800 || defined(__CUDADEV_CPU__)
+  if (sizeof(T) == 4) {   // the key fits in 32 bits
+    top = __reduce_max_sync(FULL, (unsigned)key);
+  } else {
+    unsigned hi = __reduce_max_sync(FULL, (unsigned)(key >> 32));
+    unsigned lo = __reduce_max_sync(FULL, (unsigned)(key >> 32) == hi ? (unsigned)key : 0u);
+    top = (unsigned long long)hi << 32 | lo;
+  }
+#else
+  top = key;
+  for (int o = 16; o > 0; o >>= 1) {
+    unsigned long long w = __shfl_xor_sync(FULL, top, o);
+    top = w > top ? w : top;
+  }
+#endif
+  return __ffs(__ballot_sync(FULL, key == top)) - 1;
+}
+
 extern "C" __global__ void @NAME@(const T *a, const T *b, long long bstride, T *y, long long *first, long long B) {
   __shared__ T sh[@W@][SH];
   int lane = threadIdx.x & 31;
@@ -128,14 +157,7 @@ extern "C" __global__ void @NAME@(const T *a, const T *b, long long bstride, T *
 #pragma unroll
   for (int j = 0; j < N; j++) {
     // the pivot: the largest |a| of column j among the rows not yet pivots, the first such row on ties
-    T v = step < 0 ? (r[j] != r[j] ? (T)INFINITY : fabs(r[j])) : (T)-1;
-    int p = lane;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      T w = __shfl_xor_sync(FULL, v, o);
-      int q = __shfl_xor_sync(FULL, p, o);
-      if (w > v || (w == v && q < p)) v = w, p = q;
-    }
+    int p = cdv_argmax(r[j], step < 0);
     T d = __shfl_sync(FULL, r[j], p);
     if (lane == p) step = j;
     if (d == (T)0) {   // the rest of column j is zero, L's entries with it (uniform across the warp)
