@@ -70,22 +70,22 @@ local function put_back(x, y) x:copy_from(y.is_contiguous and y or y:contiguous(
 local function ints(shape, x) return cd.zeros(shape, "int32", dev_of(x)) end
 
 -- NOTE [fused small solve]: small systems (n <= 32 and k <= 32, one or a batch) are solved by one generated kernel
--- (ops.lua's NOTE [generated kernels]; n and k are its compile-time constants) in place of cuBLAS's batched getrf and getrs,
--- which took five kernels and two transposes of b (on an H200, 1024 x 32 x 32 float32 with b {1024, 32, 1}: getrf
--- 44 us, two trsm 22 + 13, laswp 9). One warp per matrix; lane i holds row i of a (and of b) in registers, read
+-- (ops.lua's NOTE [generated kernels]; n and k are its compile-time constants) in place of cuBLAS's batched getrf and
+-- getrs, which took five kernels and two transposes of b (on an H200, 1024 x 32 x 32 float32 with b {1024, 32, 1}:
+-- getrf 44 us, two trsm 22 + 13, laswp 9). One warp per matrix; lane i holds row i of a (and of b) in registers, read
 -- through shared memory (so the loads are whole lines) at an odd row stride (so the lanes' reads miss each other's
 -- banks). LU with partial pivoting, the pivot chosen as LAPACK's getrf chooses it (the first row of the largest |a|
--- among the rows not yet pivots; a NaN counts as the largest, so a NaN matrix answers NaN rather than picking a
--- row twice), without moving rows: a lane remembers the step at which its row became the pivot. The pivot row is
--- broadcast by shuffles; each row keeps L's entries where a's columns were eliminated (as getrf leaves them). Then
--- b, 8 columns at a time: L's steps in order, back substitution in pivot order, and each lane writes its solution
--- row where its step says: row-major, straight into y's layout. b in chunks, not whole: unrolled for all of k, the
--- float64 kernel for n = k = 32 took nvcc 21 s to build for sm_90 (244 registers), in chunks 3.5 s (184).
--- The kernel only reads a and b, so linalg.solve and inv hand them over uncopied where they are contiguous in
--- the dtype (G.fused): the profile of the batch above had 11.5 us of copies of them (astype) before the solve.
--- A zero pivot is recorded as getrf's info (the step, 1-based) and skipped, as getrf goes on past it. The first
--- failed matrix and its info reach the host as one 64-bit word: the kernel takes the largest of
--- ((B - m) << 32 | info) over failed matrices m (0-based), so the word is 0 when none failed, one read.
+-- among the rows not yet pivots; a NaN counts as the largest, so a NaN matrix answers NaN rather than picking a row
+-- twice), without moving rows: a lane remembers the step at which its row became the pivot. The pivot row is broadcast
+-- by shuffles; each row keeps L's entries where a's columns were eliminated (as getrf leaves them). Then b, 8 columns
+-- at a time: L's steps in order, back substitution in pivot order, and each lane writes its solution row where its step
+-- says: row-major, straight into y's layout. b in chunks, not whole: unrolled for all of k, the float64 kernel for n =
+-- k = 32 took nvcc 21 s to build for sm_90 (244 registers), in chunks 3.5 s (184). The kernel only reads a and b, so
+-- linalg.solve and inv hand them over uncopied where they are contiguous in the dtype (G.fused): the profile of the
+-- batch above had 11.5 us of copies of them (astype) before the solve. A zero pivot is recorded as getrf's info (the
+-- step, 1-based) and skipped, as getrf goes on past it. The first failed matrix and its info reach the host as one
+-- 64-bit word: the kernel takes the largest of ((B - m) << 32 | info) over failed matrices m (0-based), so the word is
+-- 0 when none failed, one read.
 local FUSED_MAX, FUSED_WARPS = 32, 4
 local FUSED = [==[
 typedef @T@ T;
@@ -227,9 +227,9 @@ end
 -- Whether G.solve of a {..., n, n} and b {..., n, k} (or {n}) runs the fused kernel, which only reads a and b: then
 -- linalg.solve hands them over uncopied where it can (a contiguous, b contiguous and not broadcast but as a
 -- whole). Any a and b: the shapes are checked after.
-function G.fused(a, b, n, k)
+function G.fused(a, b)
   if not (is_array(a) and is_array(b)) or a.size == 0 or b.size == 0 or a.ndim < 2 or b.ndim < 1 then return false end
-  n, k = a.shape[a.ndim], b.ndim == 1 and 1 or b.shape[b.ndim]
+  local n, k = a.shape[a.ndim], b.ndim == 1 and 1 or b.shape[b.ndim]
   return n <= FUSED_MAX and k <= FUSED_MAX and routines(a) == G
 end
 
@@ -243,8 +243,8 @@ local function fused_solve(x, y, B, n, k, b, bstride)
   if w ~= 0 then return B - (w >> 32) + 1, w & 0xffffffff end
 end
 
--- y's answers; with b (which linalg.solve gives when G.fused said so), b's matrices at bstride apart are the
--- right sides and x is only read, else y's are, overwritten
+-- y's answers; with b (which linalg.solve gives when G.fused said so, and then the fused kernel runs), b's matrices
+-- at bstride apart are the right sides and x is only read, else y's are, overwritten
 function G.solve(x, y, b, bstride)
   local B, n, k = y.shape[1], y.shape[2], y.shape[3]
   if B > 0 and n > 0 and k > 0 and n <= FUSED_MAX and k <= FUSED_MAX then
