@@ -618,6 +618,49 @@ describe("cd.linalg", function()
   end)
   checks("cuda:0", helper.gpu_it)   -- cuSOLVER (NOTE [linalg layouts]): the same expectations
 
+  -- NOTE [fused small solve] on a GPU: the cpu device's LAPACKE answers, the singular matrix named, NaN, and a and b
+  -- read where they are (the cuBLAS way copied a: the peak grew by more than a's bytes)
+  helper.gpu_it("solves n, k <= 32 on cuda:0 in the fused kernel: as LAPACKE, singular and NaN matrices, no copies",
+    function()
+      local gpu = { device = "cuda:0" }
+      for _, dt in ipairs({ "float32", "float64" }) do
+        local tol = dt == "float32" and 1e-4 or 1e-12
+        for _, n in ipairs({ 1, 7, 32 }) do
+          for _, k in ipairs({ 1, 13, 32 }) do
+            for _, B in ipairs({ 1, 5, 1024 }) do
+              local a = well(n, B, dt, "cpu", n + k) - cd.eye(n, n, 0, dt, { device = "cpu" }) * (n / 2)
+              local b = cd.array(values(B * n * k, k), dt):reshape({ B, n, k })
+              local ga, gb = a:to("cuda:0"), b:to("cuda:0")
+              cd.synchronize()
+              local before = cd.memory_stats("cuda:0").allocated
+              cd.reset_peak_memory_stats("cuda:0")
+              local x = L.solve(ga, gb)
+              local grew = cd.memory_stats("cuda:0").max_allocated - before
+              assert(grew < x.size * x.itemsize + a.size * a.itemsize / 2 + 256,   -- (and the 8-byte word)
+                ("%s n %d k %d B %d: %d bytes more at the peak"):format(dt, n, k, B, grew))
+              near(x:to("cpu"), L.solve(a, b), tol)
+            end
+          end
+          local a = well(n, 3, dt, "cpu", 9)
+          near(L.inv(a:to("cuda:0")):to("cpu"), L.inv(a), tol)
+        end
+        local a = well(5, 4, dt, "cpu", 2):copy()
+        a[3]:copy_from(cd.array({ { 1, 2, 3, 4, 5 }, { 2, 4, 6, 8, 10.5 }, { 0, 0, 1, 0, 0 }, { 0, 0, 0, 1, 0 },
+          { 1, 2, 1, 1, 1 } }, dt))
+        local ga = a:to("cuda:0")
+        E(function() L.solve(ga, cd.ones({ 4, 5, 1 }, dt, gpu)) end, "bad argument #1 to 'solve' (singular matrix " ..
+          "(matrix 3 of the batch); a has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        E(function() L.solve(a, cd.ones({ 4, 5, 1 }, dt)) end, "bad argument #1 to 'solve' (singular matrix " ..
+          "(matrix 3 of the batch); a has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        local nan = well(4, 2, dt, "cpu", 3):copy()
+        nan[2][3][2] = 0 / 0
+        local xs = L.solve(nan:to("cuda:0"), cd.ones({ 2, 4, 1 }, dt, gpu)):to("cpu")
+        near(xs[1], L.solve(nan[1], cd.ones({ 4, 1 }, dt)), tol)
+        local t = xs[2]:totable()
+        assert(t[1][1] ~= t[1][1], "NaN in, NaN out")
+      end
+    end)
+
   helper.gpu_it("solves and factors a batch of 1024 32 x 32 float32 matrices at once on cuda:0 (cuBLAS's batched LU, "
     .. "cuSOLVER's potrfBatched)", function()
     local a = well(32, 1024, "float32", "cuda:0", 5)
