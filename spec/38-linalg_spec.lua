@@ -661,7 +661,7 @@ describe("cd.linalg", function()
       end
     end)
 
-  helper.gpu_it("solves and factors a batch of 1024 32 x 32 float32 matrices at once on cuda:0 (cuBLAS's batched LU, "
+  helper.gpu_it("solves and factors a batch of 1024 32 x 32 float32 matrices at once on cuda:0 (the fused solve, "
     .. "cuSOLVER's potrfBatched)", function()
     local a = well(32, 1024, "float32", "cuda:0", 5)
     local b = cd.array(values(1024 * 32, 6), "float32", { device = "cuda:0" }):reshape({ 1024, 32, 1 })
