@@ -173,7 +173,7 @@ end
 
 -- issue 32's rows: cd.linalg on cuSOLVER (NOTE [linalg layouts] in lua/cudadev/linalg.lua) against CuPy's and
 -- PyTorch's linalg (bench/arrays_peers.py, the same sizes and dtypes, the same kind of well-conditioned data):
--- solve of one 4096 x 4096 float32 system, of a batch of 1024 32 x 32 float32 systems (cuBLAS's batched LU),
+-- solve of one 4096 x 4096 float32 system, of a batch of 1024 32 x 32 float32 systems (NOTE [fused small solve]),
 -- cholesky of a 4096 x 4096 float64 positive definite matrix, svd of a 1024 x 1024 float32 matrix; each timed with
 -- its info read back (NumPy's errors need it; CuPy reads it too), results checked
 do

@@ -317,6 +317,14 @@ local function colmajor_routines()
     R.getrf(a, ipiv, info)
     R.getrs(a, ipiv, b, cd.zeros({ a.shape[1] }, "int32", { device = "cpu" }), true)
   end
+  R.lu = {}   -- each LU routine called, in order: solve's cuBLAS and cuSOLVER ways (NOTE [fused small solve])
+  for _, name in ipairs({ "getrf", "getrs", "solve_batched" }) do
+    local f = R[name]
+    R[name] = function(...)
+      R.lu[#R.lu + 1] = name
+      return f(...)
+    end
+  end
   R.fills = {}   -- each potrf's fill mode, in order
   function R.potrf(a, info, upper)
     R.fills[#R.fills + 1] = upper and "U" or "L"
@@ -432,6 +440,167 @@ describe("cd.linalg", function()
       assert.is_true(l.is_contiguous and u.is_contiguous)
     end)
 
+    -- NOTE [fused small solve]: n <= 32 and k <= 32 take the generated kernel, which runs on the cpu device too
+    describe("the fused small solve", function()
+      local opt = { device = "cpu" }
+      -- L.solve(a, b) by LAPACKE (the cpu device's own routines), then through G, and the LU routines G called
+      local function both(a, b, f)
+        f = f or L.solve
+        cd._selftest.linalg_through(nil)
+        local want = f(a, b)
+        cd._selftest.linalg_through(R)
+        R.lu = {}
+        return want, f(a, b), R.lu
+      end
+      -- the largest |a x - b| of each matrix relative to |a| |x| + |b| (infinity norms), computed in Lua
+      local function residual(a, x, b)
+        local at, xt, bt, worst = a:totable(), x:totable(), b:totable(), 0
+        for m = 1, #at do
+          local A, X, Bm, na, nx, nb, r = at[m], xt[m], bt[m], 0, 0, 0, 0
+          for i = 1, #A do
+            local s = 0
+            for j = 1, #A do s = s + math.abs(A[i][j]) end
+            na = math.max(na, s)
+            for c = 1, #Bm[i] do
+              local v = -Bm[i][c]
+              for j = 1, #A do v = v + A[i][j] * X[j][c] end
+              r, nx, nb = math.max(r, math.abs(v)), math.max(nx, math.abs(X[i][c])), math.max(nb, math.abs(Bm[i][c]))
+            end
+          end
+          worst = math.max(worst, r / (na * nx + nb))
+        end
+        return worst
+      end
+
+      it("answers as LAPACKE for n 1, 2, 7, 31, 32, k 1, 3, (13,) 32, batches of 1, 5 and 1024, float32 and float64, "
+        .. "and calls no LU routine", function()
+        for _, dt in ipairs({ "float32", "float64" }) do
+          local tol = dt == "float32" and 1e-4 or 1e-12
+          for _, n in ipairs({ 1, 2, 7, 31, 32 }) do
+            for _, k in ipairs(n == 7 and { 1, 3, 13, 32 } or { 1, 3, 32 }) do   -- 13: 8 columns, then 5
+              local batches = (n == 32 and k == 1 or n == 7 and k == 3) and { 1, 5, 1024 } or { 1, 5 }
+              for _, B in ipairs(batches) do
+                local a = cd.array(values(B * n * n, n + k), dt, opt):reshape({ B, n, n })
+                a = a + cd.eye(n, n, 0, dt, opt) * (n / 2)   -- the diagonal not always the largest: rows move
+                local b = cd.array(values(B * n * k, 3 * n + k), dt, opt):reshape({ B, n, k })
+                local want, got, lu = both(a, b)
+                assert.are.same({}, lu)
+                assert.are.equal(dt, got.dtype)
+                assert.are.same({ B, n, k }, got.shape)
+                near(got, want, tol)
+                local r = residual(a, got, b)
+                local why = ("n %d k %d B %d %s: residual %g"):format(n, k, B, dt, r)
+                assert(r < (dt == "float32" and 1e-5 or 1e-14), why)
+              end
+            end
+          end
+        end
+      end)
+
+      it("exchanges rows for zeros on the diagonal, as getrf's pivoting does; inv takes it too", function()
+        local p = cd.array({ { 0, 0, 0, 2 }, { 0, 3, 0, 0 }, { 1, 0, 0, 0 }, { 0, 0, -4, 1 } }, "float64", opt)
+        local want, got, lu = both(p, cd.array({ { 2 }, { 6 }, { 3 }, { 5 } }, "float64", opt))
+        assert.are.same({}, lu)
+        near(got, { { 3 }, { 2 }, { -1 }, { 1 } }, 0)
+        near(got, want, 0)
+        local iw, ig = both(p:astype("float32"), nil, L.inv)
+        assert.are.same({}, R.lu)
+        near(ig, iw, 0)
+        near(cd.matmul(p, ig:astype("float64")), cd.eye(4, 4, 0, "float64", opt), 1e-7)
+      end)
+
+      it("names the first singular matrix of a batch, whatever column its zero pivot is in", function()
+        local a = well(3, 5, "float64", "cpu", 2):copy()
+        a[3]:copy_from(cd.array({ { 1, 2, 3 }, { 2, 4, 6.5 }, { 1, 2, 1 } }, "float64", opt))   -- zero pivot at step 2
+        a[5]:copy_from(cd.zeros({ 3, 3 }, "float64", opt))
+        cd._selftest.linalg_through(R)
+        R.lu = {}
+        E(function() L.solve(a, cd.ones({ 5, 3, 2 }, "float64", opt)) end, "bad argument #1 to 'solve' (singular " ..
+          "matrix (matrix 3 of the batch); a has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular " ..
+          "matrices)")
+        E(function() L.inv(a:slice(4, 5):astype("float32")) end, "bad argument #1 to 'inv' (singular matrix (matrix " ..
+          "2 of the batch); a has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        E(function() L.inv(cd.zeros({ 1, 1 }, "float64", opt)) end, "bad argument #1 to 'inv' (singular matrix; a " ..
+          "has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        assert.are.same({}, R.lu)
+      end)
+
+      -- LAPACK's answer to an inf is not always NaN: a 5 x 5 with one inf below the diagonal has a finite one
+      it("answers as LAPACKE for a matrix holding a NaN (NaNs) or an inf, the others of its batch unchanged",
+        function()
+          for _, v in ipairs({ 0 / 0, math.huge, -math.huge }) do
+            for _, n in ipairs({ 1, 5, 32 }) do
+              local a = well(n, 3, "float32", "cpu", 4):copy()
+              a[2][n][1] = v
+              local b = cd.array(values(3 * n, 5), "float32", opt):reshape({ 3, n, 1 })
+              local want, got = both(a, b)
+              assert.are.same({}, R.lu)
+              local w, g = helper.values(want), helper.values(got)
+              for i = 1, #w do
+                local ok = w[i] ~= w[i] and g[i] ~= g[i] or math.abs(g[i] - w[i]) <= 1e-5 * math.max(1, math.abs(w[i]))
+                assert(ok, ("%s, n %d, element %d: %.9g, expected %.9g"):format(v, n, i, g[i], w[i]))
+              end
+              if v ~= v then assert(g[n + 1] ~= g[n + 1], "the NaN matrix's answer is NaN") end
+            end
+          end
+        end)
+
+      it("reads a and b where they are (contiguous, b one matrix each or one for all), copies neither, changes " ..
+        "neither", function()
+        local a = well(8, 1024, "float64", "cpu", 3)
+        local shapes = { { 1024, 8, 1 }, { 8, 2 }, { 8 }, { 1, 8, 3 }, { 1024, 8, 32 } }
+        for _, shape in ipairs(shapes) do
+          local size = 1
+          for _, d in ipairs(shape) do size = size * d end
+          local b = cd.array(values(size, 4), "float64", opt):reshape(shape)
+          local a0, b0 = a:copy(), b:copy()
+          local want = both(a, b)
+          collectgarbage()
+          local before = cd.memory_stats("cpu").allocated
+          cd.reset_peak_memory_stats("cpu")
+          local got = L.solve(a, b)
+          local grew = cd.memory_stats("cpu").max_allocated - before
+          assert(grew < got.size * 8 + a.size * 4, ("b %s: %d bytes more at the peak, a is %d, the answer %d")
+            :format(table.concat(shape, "x"), grew, a.size * 8, got.size * 8))
+          near(got, want, 1e-12)
+          near(a, a0, 0)
+          near(b, b0, 0)
+        end
+        cd._selftest.linalg_through(nil)
+        local want = L.inv(a)
+        cd._selftest.linalg_through(R)
+        collectgarbage()
+        local before = cd.memory_stats("cpu").allocated
+        cd.reset_peak_memory_stats("cpu")
+        local got = L.inv(a)
+        local grew = cd.memory_stats("cpu").max_allocated - before
+        assert(grew < a.size * 8 * 3 / 2, ("inv: %d bytes more at the peak, a is %d"):format(grew, a.size * 8))
+        near(got, want, 1e-12)
+        -- a b broadcast over part of a's batch, a transposed a, and an a of another dtype are copied, as before
+        local a4 = a:reshape({ 4, 256, 8, 8 })
+        local b3 = cd.array(values(256 * 8, 2), "float64", opt):reshape({ 256, 8, 1 })
+        local w4, g4 = both(a4, b3)
+        near(g4, w4, 1e-12)
+        local wt, gt = both(swapT(a), b3:reshape({ 1, 256, 8, 1 }):reshape({ 256, 8, 1 }):slice(1, 1))
+        near(gt, wt, 1e-12)
+        local wf, gf = both(a:astype("float32"), b3:slice(1, 1))
+        near(gf, wf, 1e-5)
+      end)
+
+      it("takes n and k up to 32; n = 33 or k = 33 go to cuBLAS's batched LU, a single such matrix to cuSOLVER's "
+        .. "getrf and getrs", function()
+        for _, nk in ipairs({ { 32, 32, 3 }, { 32, 32, 1 }, { 33, 1, 3 }, { 4, 33, 3 }, { 33, 2, 1 } }) do
+          local n, k, B = nk[1], nk[2], nk[3]
+          local a = well(n, B, "float64", "cpu", 6)
+          local b = cd.array(values(B * n * k, 7), "float64", opt):reshape({ B, n, k })
+          local want, got, lu = both(a, b)
+          local cublas = B > 1 and { "solve_batched", "getrf", "getrs" } or { "getrf", "getrs" }
+          assert.are.same((n > 32 or k > 32) and cublas or {}, lu)
+          near(got, want, 1e-12)
+        end
+      end)
+    end)
+
     it("svd does the batch again with gesvd when gesvdj does not converge for a matrix", function()
       local a = cd.array(values(3 * 5 * 4, 9), "float64"):reshape({ 3, 5, 4 })
       cd._selftest.linalg_through(nil)
@@ -449,7 +618,50 @@ describe("cd.linalg", function()
   end)
   checks("cuda:0", helper.gpu_it)   -- cuSOLVER (NOTE [linalg layouts]): the same expectations
 
-  helper.gpu_it("solves and factors a batch of 1024 32 x 32 float32 matrices at once on cuda:0 (cuBLAS's batched LU, "
+  -- NOTE [fused small solve] on a GPU: the cpu device's LAPACKE answers, the singular matrix named, NaN, and a and b
+  -- read where they are (the cuBLAS way copied a: the peak grew by more than a's bytes)
+  helper.gpu_it("solves n, k <= 32 on cuda:0 in the fused kernel: as LAPACKE, singular and NaN matrices, no copies",
+    function()
+      local gpu = { device = "cuda:0" }
+      for _, dt in ipairs({ "float32", "float64" }) do
+        local tol = dt == "float32" and 1e-4 or 1e-12
+        for _, n in ipairs({ 1, 7, 32 }) do
+          for _, k in ipairs({ 1, 13, 32 }) do
+            for _, B in ipairs({ 1, 5, 1024 }) do
+              local a = well(n, B, dt, "cpu", n + k) - cd.eye(n, n, 0, dt, { device = "cpu" }) * (n / 2)
+              local b = cd.array(values(B * n * k, k), dt):reshape({ B, n, k })
+              local ga, gb = a:to("cuda:0"), b:to("cuda:0")
+              cd.synchronize()
+              local before = cd.memory_stats("cuda:0").allocated
+              cd.reset_peak_memory_stats("cuda:0")
+              local x = L.solve(ga, gb)
+              local grew = cd.memory_stats("cuda:0").max_allocated - before
+              assert(grew < x.size * x.itemsize + a.size * a.itemsize / 2 + 256,   -- (and the 8-byte word)
+                ("%s n %d k %d B %d: %d bytes more at the peak"):format(dt, n, k, B, grew))
+              near(x:to("cpu"), L.solve(a, b), tol)
+            end
+          end
+          local a = well(n, 3, dt, "cpu", 9)
+          near(L.inv(a:to("cuda:0")):to("cpu"), L.inv(a), tol)
+        end
+        local a = well(5, 4, dt, "cpu", 2):copy()
+        a[3]:copy_from(cd.array({ { 1, 2, 3, 4, 5 }, { 2, 4, 6, 8, 10.5 }, { 0, 0, 1, 0, 0 }, { 0, 0, 0, 1, 0 },
+          { 1, 2, 1, 1, 1 } }, dt))
+        local ga = a:to("cuda:0")
+        E(function() L.solve(ga, cd.ones({ 4, 5, 1 }, dt, gpu)) end, "bad argument #1 to 'solve' (singular matrix " ..
+          "(matrix 3 of the batch); a has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        E(function() L.solve(a, cd.ones({ 4, 5, 1 }, dt)) end, "bad argument #1 to 'solve' (singular matrix " ..
+          "(matrix 3 of the batch); a has no inverse: cd.linalg.lstsq and cd.linalg.pinv take singular matrices)")
+        local nan = well(4, 2, dt, "cpu", 3):copy()
+        nan[2][3][2] = 0 / 0
+        local xs = L.solve(nan:to("cuda:0"), cd.ones({ 2, 4, 1 }, dt, gpu)):to("cpu")
+        near(xs[1], L.solve(nan[1], cd.ones({ 4, 1 }, dt)), tol)
+        local t = xs[2]:totable()
+        assert(t[1][1] ~= t[1][1], "NaN in, NaN out")
+      end
+    end)
+
+  helper.gpu_it("solves and factors a batch of 1024 32 x 32 float32 matrices at once on cuda:0 (the fused solve, "
     .. "cuSOLVER's potrfBatched)", function()
     local a = well(32, 1024, "float32", "cuda:0", 5)
     local b = cd.array(values(1024 * 32, 6), "float32", { device = "cuda:0" }):reshape({ 1024, 32, 1 })

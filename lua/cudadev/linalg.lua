@@ -36,7 +36,8 @@ local function swapT(x) return cd.swapaxes(x, -1, -2) end
 -- transpose. The table G gives CUDA devices the cpu routines' contract (row-major matrices, overwritten in place,
 -- `bad, info` for a failed matrix) over linalg_cuda.c's column-major routines:
 --   solve    getrf of the buffer as it is (a^T), then getrs with op T (a x = b); b goes in transposed. A batch of
---            small matrices takes cuBLAS's batched getrf/getrs instead (one launch, not one per matrix).
+--            small matrices takes cuBLAS's batched getrf/getrs instead (one launch, not one per matrix), and n and k
+--            up to 32 our own kernel, row-major, nothing transposed (NOTE [fused small solve]).
 --   slogdet  getrf of a^T (det a^T = det a): the diagonal and the pivots, reduced on the device.
 --   cholesky potrf "lower" of the buffer (a's upper triangle, read column-major) is U read row-major, and of a's
 --            transpose copied (a's lower triangle) L^T: NOTE [cholesky fill]. The other triangle is zeroed after.
@@ -53,6 +54,7 @@ local function swapT(x) return cd.swapaxes(x, -1, -2) end
 local G = {}
 
 local function dev_of(x) return { device = x.device } end
+local routines   -- below
 
 -- the first matrix whose info is not 0 and that info, or nil (one reduction; the host reads info only then)
 local function first_bad(info)
@@ -67,8 +69,187 @@ local function put_back(x, y) x:copy_from(y.is_contiguous and y or y:contiguous(
 -- info starts at 0: a routine that has nothing to do (an empty matrix) writes none
 local function ints(shape, x) return cd.zeros(shape, "int32", dev_of(x)) end
 
-function G.solve(x, y)
+-- NOTE [fused small solve]: small systems (n <= 32 and k <= 32, one or a batch) are solved by one generated kernel
+-- (ops.lua's NOTE [generated kernels]; n and k are its compile-time constants) in place of cuBLAS's batched getrf and
+-- getrs, which took five kernels and two transposes of b (on an H200, 1024 x 32 x 32 float32 with b {1024, 32, 1}:
+-- getrf 44 us, two trsm 22 + 13, laswp 9). One warp per matrix; lane i holds row i of a (and of b) in registers, read
+-- through shared memory (so the loads are whole lines) at an odd row stride (so the lanes' reads miss each other's
+-- banks). LU with partial pivoting, the pivot chosen as LAPACK's getrf chooses it (the first row of the largest |a|
+-- among the rows not yet pivots; a NaN counts as the largest, so a NaN matrix answers NaN rather than picking a row
+-- twice), without moving rows: a lane remembers the step at which its row became the pivot. The pivot row is broadcast
+-- by shuffles; each row keeps L's entries where a's columns were eliminated (as getrf leaves them). Then b, 8 columns
+-- at a time: L's steps in order, back substitution in pivot order, and each lane writes its solution row where its step
+-- says: row-major, straight into y's layout. b in chunks, not whole: unrolled for all of k, the float64 kernel for n =
+-- k = 32 took nvcc 21 s to build for sm_90 (244 registers), in chunks 3.5 s (184). The kernel only reads a and b, so
+-- linalg.solve and inv hand them over uncopied where they are contiguous in the dtype (G.fused): the profile of the
+-- batch above had 11.5 us of copies of them (astype) before the solve. A zero pivot is recorded as getrf's info (the
+-- step, 1-based) and skipped, as getrf goes on past it. The first failed matrix and its info reach the host as one
+-- 64-bit word: the kernel takes the largest of ((B - m) << 32 | info) over failed matrices m (0-based), so the word is
+-- 0 when none failed, one read.
+local FUSED_MAX, FUSED_WARPS = 32, 4
+local FUSED = [==[
+typedef @T@ T;
+#define N @N@
+#define K @K@
+#define KC (K < 8 ? K : 8)
+#define SA (N | 1)
+#define SB (KC | 1)
+#define SH (N * SA > N * SB ? N * SA : N * SB)
+#define FULL 0xffffffffu
+
+// columns c0.. of the warp's n rows (of `cols` in g) into s at row stride STRIDE (odd), coalesced, then lane's row
+// of them into v; past `cols` 0
+template <int C, int STRIDE> __device__ __forceinline__ void cdv_rows_in(const T *g, int cols, int c0, T *s, T *v,
+                                                                        int lane) {
+#pragma unroll
+  for (int i = lane; i < N * C; i += 32) {
+    int row = i / C, col = c0 + i % C;
+    s[row * STRIDE + i % C] = col < cols ? g[row * cols + col] : (T)0;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int c = 0; c < C; c++) v[c] = lane < N ? s[lane * STRIDE + c] : (T)0;
+  __syncwarp();
+}
+
+// the pivot lane of step j
+__device__ __forceinline__ int cdv_pivot(int step, int j) { return __ffs(__ballot_sync(FULL, step == j)) - 1; }
+
+// The first lane of the largest |v| among the candidates (cand; a NaN counts as inf). The key is |v|'s bits plus 1
+// (a non-negative float orders as its bits), 0 for the others: one warp max (redux.sync on sm_80 and later, two for
+// 64 bits) and a ballot, where (value, lane) pairs took five rounds of two or three dependent shuffles.
+__device__ __forceinline__ unsigned long long cdv_key(float v) {
+  return __float_as_uint(v != v ? INFINITY : fabsf(v)) + 1ull;
+}
+__device__ __forceinline__ unsigned long long cdv_key(double v) {
+  return (unsigned long long)__double_as_longlong(v != v ? INFINITY : fabs(v)) + 1ull;
+}
+__device__ __forceinline__ int cdv_argmax(T v, bool cand) {
+  unsigned long long key = cand ? cdv_key(v) : 0ull, top;
+#if __CUDA_ARCH__ >= 800 || defined(__CUDADEV_CPU__)
+  if (sizeof(T) == 4) {   // the key fits in 32 bits
+    top = __reduce_max_sync(FULL, (unsigned)key);
+  } else {
+    unsigned hi = __reduce_max_sync(FULL, (unsigned)(key >> 32));
+    unsigned lo = __reduce_max_sync(FULL, (unsigned)(key >> 32) == hi ? (unsigned)key : 0u);
+    top = (unsigned long long)hi << 32 | lo;
+  }
+#else
+  top = key;
+  for (int o = 16; o > 0; o >>= 1) {
+    unsigned long long w = __shfl_xor_sync(FULL, top, o);
+    top = w > top ? w : top;
+  }
+#endif
+  return __ffs(__ballot_sync(FULL, key == top)) - 1;
+}
+
+extern "C" __global__ void @NAME@(const T *a, const T *b, long long bstride, T *y, long long *first, long long B) {
+  __shared__ T sh[@W@][SH];
+  int lane = threadIdx.x & 31;
+  long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (m >= B) return;   // whole warps: the block is whole warps
+  T *s = sh[threadIdx.x >> 5];
+  T r[N];   // this lane's row of a, then of U (from its step on) and L (before it)
+  cdv_rows_in<N, SA>(a + m * N * N, N, 0, s, r, lane);
+  int step = lane < N ? -1 : N;   // -1: a row not yet a pivot; N: no row
+  int info = 0;
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    // the pivot: the largest |a| of column j among the rows not yet pivots, the first such row on ties
+    int p = cdv_argmax(r[j], step < 0);
+    T d = __shfl_sync(FULL, r[j], p);
+    if (lane == p) step = j;
+    if (d == (T)0) {   // the rest of column j is zero, L's entries with it (uniform across the warp)
+      if (info == 0) info = j + 1;
+      continue;
+    }
+    T l = r[j] / d;
+    if (step < 0) r[j] = l;   // L's entry, where column j was
+#pragma unroll
+    for (int c = j + 1; c < N; c++) {
+      T u = __shfl_sync(FULL, r[c], p);
+      if (step < 0) r[c] -= l * u;
+    }
+  }
+  // the right sides, KC columns at a time (the code unrolled for KC, not K): L's steps in order, then back
+  // substitution, where the pivot of step j (U's row j) solves its x_j, which the earlier pivots' rows take out
+  const T *bm = b + m * bstride;
+  T *ym = y + m * N * K;
+#pragma unroll 1
+  for (int c0 = 0; c0 < K; c0 += KC) {
+    T rb[KC];
+    cdv_rows_in<KC, SB>(bm, K, c0, s, rb, lane);
+#pragma unroll
+    for (int j = 0; j < N - 1; j++) {
+      int p = cdv_pivot(step, j);
+#pragma unroll
+      for (int c = 0; c < KC; c++) {
+        T u = __shfl_sync(FULL, rb[c], p);
+        if (step > j && step < N) rb[c] -= r[j] * u;
+      }
+    }
+#pragma unroll
+    for (int j = N - 1; j >= 0; j--) {
+      int p = cdv_pivot(step, j);
+      T d = __shfl_sync(FULL, r[j], p);
+#pragma unroll
+      for (int c = 0; c < KC; c++) {
+        T x = __shfl_sync(FULL, rb[c], p) / d;
+        if (step == j) rb[c] = x;
+        else if (step < j) rb[c] -= r[j] * x;
+      }
+    }
+    if (lane < N) {
+#pragma unroll
+      for (int c = 0; c < KC; c++) s[step * SB + c] = rb[c];
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = lane; i < N * KC; i += 32)
+      if (c0 + i % KC < K) ym[(i / KC) * K + c0 + i % KC] = s[(i / KC) * SB + i % KC];
+    __syncwarp();
+  }
+  if (lane == 0 && info != 0) atomicMax(first, ((B - m) << 32) | info);
+}
+]==]
+
+local function fused_kernel(dev, dt, n, k)
+  local ctype = dt == "float32" and "float" or "double"
+  return internal.kernel_for(dev, fmt("linalg_solve|%s|%d|%d", dt, n, k), function()
+    local name = fmt("cdv_solve_%s_%d_%d", dt, n, k)
+    local src = FUSED:gsub("@(%u+)@", { T = ctype, N = tostring(n), K = tostring(k), W = tostring(FUSED_WARPS),
+      NAME = name })
+    return src, name
+  end)
+end
+
+-- Whether G.solve of a {..., n, n} and b {..., n, k} (or {n}) runs the fused kernel, which only reads a and b: then
+-- linalg.solve hands them over uncopied where it can (a contiguous, b contiguous and not broadcast but as a
+-- whole). Any a and b: the shapes are checked after.
+function G.fused(a, b)
+  if not (is_array(a) and is_array(b)) or a.size == 0 or b.size == 0 or a.ndim < 2 or b.ndim < 1 then return false end
+  local n, k = a.shape[a.ndim], b.ndim == 1 and 1 or b.shape[b.ndim]
+  return n <= FUSED_MAX and k <= FUSED_MAX and routines(a) == G
+end
+
+-- G.solve's fused way: b's matrices {n, k} at bstride elements apart (0: one for all), the answers into y
+local function fused_solve(x, y, B, n, k, b, bstride)
+  local first = cd.zeros({ 1 }, "int64", dev_of(x))
+  local block = 32 * FUSED_WARPS
+  fused_kernel(x.device, x.dtype, n, k)({ grid = (B + FUSED_WARPS - 1) // FUSED_WARPS, block = block }, x, b, bstride,
+    y, first, B)
+  local w = first[1]
+  if w ~= 0 then return B - (w >> 32) + 1, w & 0xffffffff end
+end
+
+-- y's answers; with b (which linalg.solve gives when G.fused said so, and then the fused kernel runs), b's matrices
+-- at bstride apart are the right sides and x is only read, else y's are, overwritten
+function G.solve(x, y, b, bstride)
   local B, n, k = y.shape[1], y.shape[2], y.shape[3]
+  if B > 0 and n > 0 and k > 0 and n <= FUSED_MAX and k <= FUSED_MAX then
+    return fused_solve(x, y, B, n, k, b or y, b and bstride or n * k)
+  end
   local D = C.cuda
   local ipiv, info = ints({ B, n }, x), ints({ B }, x)
   local yt = swapT(y):copy()
@@ -171,7 +352,7 @@ end
 
 -- The routines of x's device (NOTE [linalg layers]): LAPACKE's on the cpu device, G's on CUDA devices; G's for
 -- every device under cd._selftest.linalg_through (linalg_cuda.c), which spec/38 uses to check G without a GPU.
-local function routines(x)
+function routines(x)
   if C.through then return G end
   return x.device.is_cpu and C.cpu or G
 end
@@ -221,11 +402,13 @@ end
 
 local function new(shape, dt, like) return cd.empty(shape, dt, { device = like.device }) end
 
--- a's working copy as {count, rows, cols}, its dtype (dt, or a's own), and the pieces of its shape.
-local function matrices(a, fname, n, square, dt)
+-- a's working copy as {count, rows, cols}, its dtype (dt, or a's own), and the pieces of its shape; with `read`
+-- (the routine only reads it), a itself where it is contiguous in dt.
+local function matrices(a, fname, n, square, dt, read)
   local batch, count, rows, cols = matrix_shape(a, fname, n, square)
   dt = dt or work_dtype(a, fname, n)
-  return fresh(a, dt):reshape({ count, rows, cols }), dt, batch, count, rows, cols
+  local x = read and a.dtype == dt and a.is_contiguous and a or fresh(a, dt)
+  return x:reshape({ count, rows, cols }), dt, batch, count, rows, cols
 end
 
 -- The dtype of a computation on a and b, as NumPy's linalg takes it: float32 when both are, else float64.
@@ -252,8 +435,10 @@ local function options(v, allowed, fname, n)
 end
 
 -- ------------------------------------------------------------------------------------------ solve, inv
--- b broadcast to a's batch as {count, n, k}: NumPy 2's rule, a 1-d b is one vector for every matrix.
-local function right_side(a, b, dt, batch, count, n, fname)
+-- b broadcast to a's batch as {count, n, k}: NumPy 2's rule, a 1-d b is one vector for every matrix. With `read`
+-- (G.fused: the routine reads b and writes the answers elsewhere), an empty {count, n, k} for the answers, k, and b
+-- itself with the stride of its matrices, where b is contiguous and one matrix for all or one each.
+local function right_side(a, b, dt, batch, count, n, fname, read)
   if not is_array(b) then argerror(fname, 2, "Array expected, got " .. typename(b), 3) end
   if b.ndim == 0 then argerror(fname, 2, "0-dimensional array given; b must be 1-d or at least 2-d", 3) end
   local s = b.shape
@@ -262,7 +447,7 @@ local function right_side(a, b, dt, batch, count, n, fname)
   end
   local k = b.ndim == 1 and 1 or s[#s]
   local bshape = b.ndim == 1 and { n, 1 } or s
-  local bb = b:astype(dt):reshape(bshape)
+  local bb = (b.dtype == dt and b or b:astype(dt)):reshape(bshape)   -- (astype copies, and so does the end)
   local bbatch = {}
   for i = 1, #bshape - 2 do bbatch[i] = bshape[i] end
   -- the batch shapes broadcast together; a's must be the result (a is not copied per b)
@@ -275,6 +460,11 @@ local function right_side(a, b, dt, batch, count, n, fname)
     argerror(fname, 2, fmt("the batch dimensions of b %s do not match those of a %s", shape_text(s),
       shape_text(with(batch, n, n))), 3)
   end
+  local nb = 1
+  for i = 1, #bbatch do nb = nb * bbatch[i] end
+  if read and bb.is_contiguous and (nb == 1 or nb == count) then   -- b as it is, one for all or one each
+    return new({ count, n, k }, dt, a), k, bb, nb == 1 and 0 or n * k
+  end
   local out = cd.broadcast_to(bb, with(batch, n, k)):copy()
   return out:reshape({ count, n, k }), k
 end
@@ -286,10 +476,11 @@ end
 
 -- cd.linalg.solve(a, b) -> x with a x = b: a {..., n, n}; b {..., n, k} or {n} (NumPy 2: one vector)
 function linalg.solve(a, b)
-  local x, dt, batch, count, n = matrices(a, "solve", 1, true, common_dtype(a, b, "solve"))
+  local read = G.fused(a, b)
+  local x, dt, batch, count, n = matrices(a, "solve", 1, true, common_dtype(a, b, "solve"), read)
   local r = routines(x)
-  local y, k = right_side(a, b, dt, batch, count, n, "solve")
-  local bad = r.solve(x, y)
+  local y, k, src, stride = right_side(a, b, dt, batch, count, n, "solve", read)
+  local bad = r.solve(x, y, src, stride)
   if bad then singular("solve", bad, count) end
   if b.ndim == 1 then return y:reshape(with(batch, n)) end
   return y:reshape(with(batch, n, k))
@@ -297,10 +488,13 @@ end
 
 -- cd.linalg.inv(a) -> a^-1 (the solve of a x = I)
 function linalg.inv(a)
-  local x, dt, batch, count, n = matrices(a, "inv", 1, true)
+  local read = G.fused(a, a)
+  local x, dt, batch, count, n = matrices(a, "inv", 1, true, nil, read)
   local r = routines(x)
-  local y = cd.broadcast_to(cd.eye(n, n, 0, dt, { device = a.device }), { count, n, n }):copy()
-  local bad = r.solve(x, y)
+  local eye = cd.eye(n, n, 0, dt, { device = a.device })
+  -- the fused kernel reads the one identity for every matrix
+  local y = read and new({ count, n, n }, dt, x) or cd.broadcast_to(eye, { count, n, n }):copy()
+  local bad = r.solve(x, y, read and eye or nil, 0)
   if bad then singular("inv", bad, count) end
   return y:reshape(with(batch, n, n))
 end
