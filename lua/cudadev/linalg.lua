@@ -119,10 +119,10 @@ __device__ __forceinline__ int cdv_pivot(int step, int j) { return __ffs(__ballo
 // (a non-negative float orders as its bits), 0 for the others: one warp max (redux.sync on sm_80 and later, two for
 // 64 bits) and a ballot, where (value, lane) pairs took five rounds of two or three dependent shuffles.
 __device__ __forceinline__ unsigned long long cdv_key(float v) {
-  return __float_as_uint(v != v ? INFINITY : fabsf(v)) + 1ull;
+  return (v != v ? 0x7f800000u : __float_as_uint(fabsf(v))) + 1ull;   // NVRTC has no INFINITY: its bits
 }
 __device__ __forceinline__ unsigned long long cdv_key(double v) {
-  return (unsigned long long)__double_as_longlong(v != v ? INFINITY : fabs(v)) + 1ull;
+  return (v != v ? 0x7ff0000000000000ull : (unsigned long long)__double_as_longlong(fabs(v))) + 1ull;
 }
 __device__ __forceinline__ int cdv_argmax(T v, bool cand) {
   unsigned long long key = cand ? cdv_key(v) : 0ull, top;
