@@ -411,6 +411,16 @@ int cdv_cuda_graph_launch(cdv_device *d, void *exec, void *stream, cdv_err *e);
 int cdv_cuda_graph_destroy(cdv_device *d, void *exec, cdv_err *e);
 int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e);
 int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e);
+int cdv_cuda_pool_prepare(cdv_device *d, cdv_err *e); /* the pool keeps what is freed (NOTE [caching pool]) */
+/* backend_cuda_granules.c: device memory of up to 32 MiB in segments of our own (NOTE [granules]). alloc and free
+ * return 1 when the memory is not theirs to serve (the pool's), 0 when done, -1 with *e filled */
+int cdv_cuda_granule_alloc(cdv_device *d, size_t bytes, void *stream, void **ptr, cdv_err *e);
+int cdv_cuda_granule_free(cdv_device *d, void *ptr, void *stream, cdv_err *e);
+uint64_t cdv_cuda_granule_reserved(cdv_device *d);
+int cdv_cuda_granule_trim(cdv_device *d, int synced, cdv_err *e); /* synced: the device has finished its work */
+void cdv_cuda_granule_stream_gone(cdv_device *d, void *stream);
+int cdv_cuda_granule_access(cdv_device *target, cdv_device *peer, int on, cdv_err *e);
+void cdv_cuda_granule_reset(cdv_device *d);
 void cdv_cuda_sm_resources(cdv_device *d, int *max_threads, int *regs, size_t *shared);
 int cdv_cuda_profiler(cdv_device *d, int start, cdv_err *e);
 

@@ -202,8 +202,10 @@ static int cuda_mem_info(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err
  * set once per device (a flag per CUdevice; setting it twice is harmless, so the flag needs no lock). */
 static int pool_ready[CDV_CUDA_MAXDEV];
 
-/* cuDeviceGetDefaultMemPool + cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD). */
-static int pool_prepare(cdv_device *d, cdv_err *e) {
+/* cuDeviceGetDefaultMemPool + cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), before the device's first
+ * allocation and before a capture begins: the driver refuses to set it while a stream is capturing, and with
+ * granules (NOTE [granules]) a graph's allocations may be the pool's first. */
+int cdv_cuda_pool_prepare(cdv_device *d, cdv_err *e) {
   int h = d->handle, slot = h >= 0 && h < CDV_CUDA_MAXDEV;
   if (slot && __atomic_load_n(&pool_ready[h], __ATOMIC_ACQUIRE)) return 0;
   CUmemoryPool pool;
@@ -221,6 +223,7 @@ static int pool_prepare(cdv_device *d, cdv_err *e) {
  * the new context could not be had: after a sticky fault the driver keeps reporting it (NOTE [sticky faults]). */
 int cdv_cuda_reset(cdv_device *d, cdv_err *e) { /* the caller has let queued work finish */
   if (CDV_CU(e, cuDevicePrimaryCtxReset, (CUdevice)d->handle)) return -1;
+  cdv_cuda_granule_reset(d);
   if (d->handle >= 0 && d->handle < CDV_CUDA_MAXDEV) __atomic_store_n(&pool_ready[d->handle], 0, __ATOMIC_RELEASE);
   /* The thread may still have the destroyed context current, and the first call after the reset can report the
    * fault that poisoned it once more: the thread's context is cleared and the retain tried a second time. */
@@ -260,7 +263,24 @@ static int bad_kind(cdv_err *e, const char *api, int kind) {
   return cdv_fail(e, api, INVALID, "memory kind %d is not device or pinned", kind);
 }
 
-/* cuMemAllocAsync on `stream` (NOTE [caching pool]) or cuMemAlloc; pinned: cuMemHostAlloc(PORTABLE).
+/* Granules of our own (NOTE [granules]), else cuMemAllocAsync on `stream` (NOTE [caching pool]); when the pool is out
+ * of memory, the granule segments nothing uses any more go back and it is asked again. */
+static int pool_alloc(cdv_device *d, size_t bytes, void *stream, void **ptr, cdv_err *e) {
+  if (cdv_cuda_pool_prepare(d, e)) return -1;
+  int rc = cdv_cuda_granule_alloc(d, bytes, stream, ptr, e);
+  if (rc <= 0) return rc;
+  CUdeviceptr p = 0;
+  rc = CDV_CU(e, cuMemAllocAsync, &p, bytes, (CUstream)stream);
+  if (rc != 0 && e->code == CUDA_ERROR_OUT_OF_MEMORY) {
+    cdv_err ignored;
+    cdv_cuda_granule_trim(d, 0, &ignored);
+    rc = CDV_CU(e, cuMemAllocAsync, &p, bytes, (CUstream)stream);
+  }
+  if (rc == 0) *ptr = (void *)(uintptr_t)p;
+  return rc;
+}
+
+/* The pool's or our granules (pool_alloc), cuMemAlloc without a pool; pinned: cuMemHostAlloc(PORTABLE).
  * Zero bytes give NULL: an empty array owns no memory, and the driver rejects a zero size. */
 static int cuda_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, void **ptr, cdv_err *e) {
   *ptr = NULL;
@@ -268,25 +288,26 @@ static int cuda_mem_alloc(cdv_device *d, size_t bytes, int kind, void *stream, v
   if (kind == CDV_MEM_PINNED) return pinned_alloc(bytes, ptr, e);
   if (cuda_activate(d, e)) return -1;
   if (kind != CDV_MEM_DEVICE && kind != CDV_MEM_MANAGED) return bad_kind(e, "cuda.mem_alloc", kind);
+  if (kind == CDV_MEM_DEVICE && d->is_mempool_supported) return pool_alloc(d, bytes, stream, ptr, e);
   CUdeviceptr p = 0;
   int rc = kind == CDV_MEM_MANAGED
                ? CDV_CU(e, cuMemAllocManaged, &p, bytes, CU_MEM_ATTACH_GLOBAL) /* NOTE [managed memory] */
-           : d->is_mempool_supported
-               ? (pool_prepare(d, e) ? -1 : CDV_CU(e, cuMemAllocAsync, &p, bytes, (CUstream)stream))
                : CDV_CU(e, cuMemAlloc, &p, bytes);
   if (rc == 0) *ptr = (void *)(uintptr_t)p;
   return rc;
 }
 
-/* cuMemFreeAsync on `stream` (ordered after the work queued there) or cuMemFree; pinned: cuMemFreeHost. */
+/* Back to our granules (NOTE [granules]) or cuMemFreeAsync on `stream` (ordered after the work queued there), or
+ * cuMemFree; pinned: cuMemFreeHost. */
 static int cuda_mem_free(cdv_device *d, void *ptr, int kind, void *stream, cdv_err *e) {
   if (!ptr) return 0;
   if (kind == CDV_MEM_PINNED) return pinned_free(ptr, e);
   if (cuda_activate(d, e)) return -1;
   if (kind == CDV_MEM_MANAGED) return CDV_CU(e, cuMemFree, DPTR(ptr)); /* cuMemFree waits for work using it */
   if (kind != CDV_MEM_DEVICE) return bad_kind(e, "cuda.mem_free", kind);
-  return d->is_mempool_supported ? CDV_CU(e, cuMemFreeAsync, DPTR(ptr), (CUstream)stream)
-                                 : CDV_CU(e, cuMemFree, DPTR(ptr));
+  if (!d->is_mempool_supported) return CDV_CU(e, cuMemFree, DPTR(ptr));
+  int rc = cdv_cuda_granule_free(d, ptr, stream, e);
+  return rc <= 0 ? rc : CDV_CU(e, cuMemFreeAsync, DPTR(ptr), (CUstream)stream);
 }
 
 /* Two CUDA sides on one physical device share its address space: a plain device-to-device copy does. */
@@ -365,6 +386,7 @@ static int cuda_stream_create(cdv_device *d, int priority, int blocking, void **
 /* cuStreamDestroy; the default stream (NULL) is not ours to destroy. */
 static int cuda_stream_destroy(cdv_device *d, void *s, cdv_err *e) {
   if (!s) return 0;
+  cdv_cuda_granule_stream_gone(d, s);
   return cuda_activate(d, e) ? -1 : CDV_CU(e, cuStreamDestroy, (CUstream)s);
 }
 

@@ -42,7 +42,7 @@ int cdv_cuda_mempool_access_get(cdv_device *target, cdv_device *peer, int *on, c
   return 0;
 }
 
-/* cuMemPoolSetAccess: peer may (or may no longer) use memory of target's default pool */
+/* cuMemPoolSetAccess: peer may (or may no longer) use memory of target's default pool, and of its granules */
 int cdv_cuda_mempool_access_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e) {
   CUmemoryPool pool;
   CUmemAccessDesc desc;
@@ -50,13 +50,15 @@ int cdv_cuda_mempool_access_set(cdv_device *target, cdv_device *peer, int on, cd
   desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   desc.location.id = peer->handle;
   desc.flags = on ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
-  if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle)) return -1;
-  return CDV_CU(e, cuMemPoolSetAccess, pool, &desc, 1);
+  if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle) ||
+      CDV_CU(e, cuMemPoolSetAccess, pool, &desc, 1))
+    return -1;
+  return cdv_cuda_granule_access(target, peer, on, e); /* NOTE [granules] */
 }
 
 /* cuStreamBeginCapture, thread-local mode: only this thread's work on the stream is captured */
 int cdv_cuda_capture_begin(cdv_device *d, void *stream, cdv_err *e) {
-  (void)d;
+  if (d->is_mempool_supported && cdv_cuda_pool_prepare(d, e)) return -1;
   return CDV_CU(e, cuStreamBeginCapture, (CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 }
 
@@ -116,14 +118,15 @@ int cdv_cuda_pool_reserved(cdv_device *d, uint64_t *bytes, cdv_err *e) {
   if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle) ||
       CDV_CU(e, cuMemPoolGetAttribute, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v))
     return -1;
-  *bytes = (uint64_t)v;
+  *bytes = (uint64_t)v + cdv_cuda_granule_reserved(d); /* NOTE [granules] */
   return 0;
 }
 
-/* cuMemPoolTrimTo(pool, 0): the default pool gives back every byte it keeps that no allocation uses */
+/* cuMemPoolTrimTo(pool, 0): the default pool gives back every byte it keeps that no allocation uses, and so do our
+ * granules (NOTE [granules]); the caller synchronised the device */
 int cdv_cuda_pool_trim(cdv_device *d, cdv_err *e) {
   CUmemoryPool pool;
-  if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle)) return -1;
+  if (cdv_cuda_granule_trim(d, 1, e) || CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)d->handle)) return -1;
   return CDV_CU(e, cuMemPoolTrimTo, pool, 0);
 }
 

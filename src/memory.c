@@ -3,8 +3,8 @@
  * (PyCUDA's PageLockedMemoryPool) and giving cached memory back.
  *
  * The counters are kept by array.c through cdv_mem_account, process-wide per device (memory is a
- * device resource, not a lua_State's). `reserved` is what the device's stream-ordered pool holds
- * (NOTE [caching pool] in backend_cuda.c): allocated memory plus freed memory kept for reuse.
+ * device resource, not a lua_State's). `reserved` is what the device's stream-ordered pool (NOTE [caching pool] in
+ * backend_cuda.c) and its granule segments (NOTE [granules]) hold: allocated memory plus freed memory kept for reuse.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -347,9 +347,9 @@ static memstat get(cdv_device *d) {
                    stat_get(&s->held_blocks), stat_get(&s->held_bytes)};
 }
 
-/* The backend's pool_reserved, cuMemPoolGetAttribute(RESERVED_MEM_CURRENT) of the device's default pool (the
- * blocks kept by NOTE [block cache] are allocated from it); without a pool, what is allocated or kept is all
- * that is reserved. */
+/* The backend's pool_reserved, cuMemPoolGetAttribute(RESERVED_MEM_CURRENT) of the device's default pool and the
+ * bytes of its granule segments (the blocks kept by NOTE [block cache] are allocated from them); without a pool,
+ * what is allocated or kept is all that is reserved. */
 static int64_t reserved(lua_State *L, cdv_device *d) {
   uint64_t v = 0;
   cdv_err e;

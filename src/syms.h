@@ -80,6 +80,14 @@
   X(cuMemPoolSetAttribute) \
   X(cuMemPoolGetAttribute) \
   X(cuMemPoolTrimTo) \
+  X(cuMemCreate) \
+  X(cuMemRelease) \
+  X(cuMemAddressReserve) \
+  X(cuMemAddressFree) \
+  X(cuMemMap) \
+  X(cuMemUnmap) \
+  X(cuMemSetAccess) \
+  X(cuMemGetAllocationGranularity) \
   X(cuMemHostAlloc) \
   X(cuMemFreeHost) \
   X(cuMemHostRegister) \
