@@ -17,7 +17,6 @@
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 #define INVALID CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE" /* code and name for cdv_fail */
-#define CDV_CUDA_MAXDEV 256
 
 static char *dup_str(const char *s) {
   size_t n = strlen(s) + 1;
@@ -194,8 +193,8 @@ static int cuda_mem_info(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err
 }
 
 /* ---------------------------------------------------------------- memory */
-/* NOTE [caching pool]: on devices with memory pools, device memory comes from the device's default pool with
- * the stream-ordered cuMemAllocAsync / cuMemFreeAsync. By default the pool hands freed memory back to the
+/* NOTE [caching pool]: on devices with memory pools, device memory (of over 32 MiB: smaller arrays take NOTE
+ * [granules]) comes from the device's default pool with the stream-ordered cuMemAllocAsync / cuMemFreeAsync. By default the pool hands freed memory back to the
  * system at every synchronisation; raising its release threshold to UINT64_MAX keeps it cached, which makes
  * the pool a caching allocator: about 2.5 us per 1 MiB alloc+free, like PyTorch's, against about 84 us for
  * cuMemAlloc + cuMemFree. memory.c's empty_cache gives the cache back with cuMemPoolTrimTo. The threshold is

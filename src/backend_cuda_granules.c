@@ -23,19 +23,25 @@
  *   an allocation on that stream takes it back at once, as the pool does; one on another stream once the event
  *   has completed. A free on a capturing stream records no event: that stream alone reuses the block (and a
  *   trim after a synchronisation gives it back);
- * - the segments none of whose blocks is in use go back to the driver on cd.empty_cache (after the device's
- *   synchronisation, memory.c), and those whose frees have completed when cuMemCreate or the pool runs out;
- * - the device itself reads and writes them, and so does each peer that cd.set_mempool_access_enabled let into
- *   the device's pool, as it does the pool's memory (cuMemSetAccess on every segment when that changes);
+ * - the segments none of whose blocks is in use, and whose blocks' frees have run (their events), go back to the
+ *   driver on cd.empty_cache (after the device's synchronisation, memory.c) and when cuMemCreate or the pool runs
+ *   out. Events even after a synchronisation: another thread may have freed a block since, and cuMemUnmap does
+ *   not wait for queued work;
+ * - the device itself reads and writes them, and so does each device its pool lets in (cuMemPoolGetAccess when a
+ *   segment is made; cuMemSetAccess on every segment when cd.set_mempool_access_enabled changes it);
  * - only for primary contexts of devices with memory pools and virtual memory management, and never for a
- *   capturing stream (a graph's allocations stay the pool's graph memory); a mapped context keeps the pool.
+ *   capturing stream (a graph's allocations stay the pool's graph memory); a mapped context keeps the pool;
+ * - a thread capturing a stream (cd.capture) may allocate on other streams: the calls here that a capture forbids
+ *   (cuEventQuery invalidated the capture on an H200) run with the thread's capture mode relaxed, as PyTorch's
+ *   allocator relaxes it around cudaMalloc.
  * memory.c's `reserved` adds the segments' bytes to the pool's. Everything is per CUdevice behind its mutex:
  * several lua_States may allocate on one device from several threads. */
 #define GRANULE_LIMIT ((size_t)32 << 20) /* the pool's chunk: larger allocations waste less there */
 #define CLASS_MIN_LOG2 9
 #define NCLASS 12 /* 512 bytes to 1 MiB */
-#define MAXDEV 256
-#define QUERIES 8 /* events an allocation asks about before it takes fresh memory */
+#define MAXDEV CDV_CUDA_MAXDEV
+#define SCAN 64 /* freed blocks an allocation looks at (the lock is held) */
+#define QUERIES 8 /* events it asks about before it takes fresh memory */
 #define GONE ((void *)(intptr_t)-1) /* the stream of a block freed on a stream since destroyed */
 
 typedef struct segment {
@@ -51,13 +57,13 @@ typedef struct freed {
   CUdeviceptr ptr;
   segment *seg;
   void *stream;
-  CUevent ev; /* NULL: freed while the stream was capturing */
+  CUevent ev; /* NULL: freed while the stream was capturing, or the record failed */
   struct freed *next;
 } freed;
 
 typedef struct gpool {
   pthread_mutex_t lock;
-  int state; /* 0: not yet asked, 1: on, -1: off */
+  int state; /* 0: not yet asked, 1: on, -1: off (read without the lock: atomic) */
   int top; /* the largest class that has one (classes are 2^(CLASS_MIN_LOG2 + cls) bytes) */
   size_t granule;
   segment **segs; /* sorted by base */
@@ -66,7 +72,6 @@ typedef struct gpool {
   freed *lists[NCLASS + 1]; /* the last one: blocks of their own */
   CUevent *events; /* spare */
   int nevents, capevents;
-  unsigned char peer[MAXDEV]; /* mempool access granted to that CUdevice */
   uint64_t reserved;
 } gpool;
 
@@ -89,6 +94,25 @@ static gpool *pool_of(int handle) {
   return p;
 }
 
+static int pool_state(gpool *p) { return __atomic_load_n(&p->state, __ATOMIC_RELAXED); }
+
+/* Locks p and relaxes the thread's capture mode (NOTE [granules]); unlock restores it. */
+static CUstreamCaptureMode lock(gpool *p) {
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (CDV_HAVE_CU(cuThreadExchangeStreamCaptureMode)) cdv_cu.cuThreadExchangeStreamCaptureMode(&mode);
+  pthread_mutex_lock(&p->lock);
+  return mode;
+}
+
+static void unlock(gpool *p, CUstreamCaptureMode mode) {
+  pthread_mutex_unlock(&p->lock);
+  if (CDV_HAVE_CU(cuThreadExchangeStreamCaptureMode)) cdv_cu.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
+static int no_host_memory(cdv_err *e, const char *what) {
+  return cdv_fail(e, "cuda.granules", 12, "ENOMEM", "not enough host memory for %s", what);
+}
+
 static CUmemAllocationProp device_prop(int handle) {
   CUmemAllocationProp prop;
   memset(&prop, 0, sizeof prop);
@@ -101,7 +125,8 @@ static CUmemAllocationProp device_prop(int handle) {
 static int have_vmm(void) {
   return CDV_HAVE_CU(cuMemCreate) && CDV_HAVE_CU(cuMemRelease) && CDV_HAVE_CU(cuMemAddressReserve) &&
          CDV_HAVE_CU(cuMemAddressFree) && CDV_HAVE_CU(cuMemMap) && CDV_HAVE_CU(cuMemUnmap) &&
-         CDV_HAVE_CU(cuMemSetAccess) && CDV_HAVE_CU(cuMemGetAllocationGranularity) && CDV_HAVE_CU(cuEventQuery);
+         CDV_HAVE_CU(cuMemSetAccess) && CDV_HAVE_CU(cuMemGetAllocationGranularity) && CDV_HAVE_CU(cuEventQuery) &&
+         CDV_HAVE_CU(cuMemPoolGetAccess) && CDV_HAVE_CU(cuDeviceGetDefaultMemPool);
 }
 
 /* Whether the device takes granules: asked once (the lock held). A granule that is not a power of two from 4 KiB to
@@ -112,7 +137,7 @@ static int enabled(cdv_device *d, gpool *p) {
   size_t g = 0;
   CUmemAllocationProp prop = device_prop(d->handle);
   cdv_err e;
-  p->state = -1;
+  __atomic_store_n(&p->state, -1, __ATOMIC_RELAXED);
   if (!have_vmm() ||
       CDV_CU(&e, cuDeviceGetAttribute, &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
              (CUdevice)d->handle) ||
@@ -121,31 +146,38 @@ static int enabled(cdv_device *d, gpool *p) {
   if (g < 4096 || (g & (g - 1)) != 0 || g > (size_t)1 << (CLASS_MIN_LOG2 + NCLASS)) return 0;
   p->granule = g;
   p->top = 63 - __builtin_clzll((unsigned long long)g) - 1 - CLASS_MIN_LOG2;
-  p->state = 1;
+  __atomic_store_n(&p->state, 1, __ATOMIC_RELAXED);
   return 1;
 }
 
 /* ------------------------------------------------------------ segments */
 
-/* The device and every peer let in may read and write [va, va + size). */
-static int set_access(gpool *p, int handle, CUdeviceptr va, size_t size, cdv_err *e) {
+/* The device and every device its default pool lets in (cuMemPoolGetAccess) may read and write [va, va + size). */
+static int set_access(int handle, CUdeviceptr va, size_t size, cdv_err *e) {
   CUmemAccessDesc desc[MAXDEV];
+  CUmemoryPool pool;
+  int count = 0;
   size_t n = 0;
-  for (int i = 0; i < MAXDEV; i++) {
-    if (i != handle && !p->peer[i]) continue;
-    desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    desc[n].location.id = i;
-    desc[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (CDV_CU(e, cuDeviceGetCount, &count) || CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)handle)) return -1;
+  for (int i = 0; i < count && i < MAXDEV; i++) {
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, i};
+    if (i != handle &&
+        (cdv_cu.cuMemPoolGetAccess(&flags, pool, &loc) != CUDA_SUCCESS || flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+      continue;
+    desc[n++] = cdv_cuda_access_desc(i, 1);
   }
   return CDV_CU(e, cuMemSetAccess, va, size, desc, n);
 }
 
-/* Unmaps and releases a segment; the first failure is the one reported. */
-static int segment_release(segment *s, cdv_err *e) {
+/* Undoes the first `made` steps of making a segment (1: cuMemCreate, 2: cuMemAddressReserve, 3: cuMemMap), the
+ * last first, and frees it; the first failure is the one reported. */
+static int segment_undo(segment *s, int made, cdv_err *e) {
   cdv_err later;
-  int rc = CDV_CU(e, cuMemUnmap, s->base, s->size);
-  if (CDV_CU(rc ? &later : e, cuMemAddressFree, s->base, s->size)) rc = -1;
-  if (CDV_CU(rc ? &later : e, cuMemRelease, s->h)) rc = -1;
+  int rc = 0;
+  if (made >= 3 && CDV_CU(e, cuMemUnmap, s->base, s->size)) rc = -1;
+  if (made >= 2 && CDV_CU(rc ? &later : e, cuMemAddressFree, s->base, s->size)) rc = -1;
+  if (made >= 1 && CDV_CU(rc ? &later : e, cuMemRelease, s->h)) rc = -1;
   free(s);
   return rc;
 }
@@ -168,11 +200,11 @@ static segment *segment_of(const gpool *p, CUdeviceptr va) {
   return i >= 0 && va - p->segs[i]->base < p->segs[i]->size ? p->segs[i] : NULL;
 }
 
-static int insert(gpool *p, segment *s) {
+static int insert(gpool *p, segment *s, cdv_err *e) {
   if (p->nsegs == p->capsegs) {
     int cap = p->capsegs ? 2 * p->capsegs : 16;
     segment **g = realloc(p->segs, sizeof *g * (size_t)cap);
-    if (g == NULL) return -1;
+    if (g == NULL) return no_host_memory(e, "a segment");
     p->segs = g, p->capsegs = cap;
   }
   int i = upper_bound(p, s->base);
@@ -185,32 +217,18 @@ static int insert(gpool *p, segment *s) {
 static segment *segment_new(cdv_device *d, gpool *p, size_t size, int cls, cdv_err *e) {
   segment *s = calloc(1, sizeof *s);
   CUmemAllocationProp prop = device_prop(d->handle);
+  cdv_err later;
+  int made = 0;
   if (s == NULL) {
-    cdv_fail(e, "cuda.granules", CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "no host memory for a segment");
+    no_host_memory(e, "a segment");
     return NULL;
   }
   s->size = size, s->cls = cls, s->slots = cls >= 0 ? (unsigned)(size >> (CLASS_MIN_LOG2 + cls)) : 1;
-  if (CDV_CU(e, cuMemCreate, &s->h, size, &prop, 0)) {
-    free(s);
-    return NULL;
-  }
-  int rc = CDV_CU(e, cuMemAddressReserve, &s->base, size, p->granule, 0, 0);
-  if (rc) {
-    cdv_cu.cuMemRelease(s->h);
-    free(s);
-    return NULL;
-  }
-  cdv_err later;
-  if (CDV_CU(e, cuMemMap, s->base, size, 0, s->h, 0)) {
-    cdv_cu.cuMemAddressFree(s->base, size);
-    cdv_cu.cuMemRelease(s->h);
-    free(s);
-    return NULL;
-  }
-  if (set_access(p, d->handle, s->base, size, e) ||
-      (insert(p, s) && cdv_fail(e, "cuda.granules", CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY",
-                                "no host memory for a segment"))) {
-    segment_release(s, &later);
+  if (CDV_CU(e, cuMemCreate, &s->h, size, &prop, 0) ||
+      (made = 1, CDV_CU(e, cuMemAddressReserve, &s->base, size, p->granule, 0, 0)) ||
+      (made = 2, CDV_CU(e, cuMemMap, s->base, size, 0, s->h, 0)) ||
+      (made = 3, set_access(d->handle, s->base, size, e)) || insert(p, s, e)) {
+    segment_undo(s, made, &later);
     return NULL;
   }
   p->reserved += size;
@@ -241,18 +259,14 @@ static void event_put(gpool *p, CUevent ev) {
   p->events[p->nevents++] = ev;
 }
 
-/* The work before the free has run (a free recorded while capturing never says so). */
+/* The work before the free has run (a free without an event never says so). */
 static int done(const freed *f) { return f->ev != NULL && cdv_cu.cuEventQuery(f->ev) == CUDA_SUCCESS; }
 
 /* ------------------------------------------------------------ giving back */
 
-/* Gives back the segments none of whose blocks is in use or, unless `synced` (the device has finished its work),
- * freed by work still queued. The first failure is the one reported. */
-static int trim(gpool *p, int synced, cdv_err *e) {
-  for (int i = 0; i < p->nsegs; i++) p->segs[i]->keep = p->segs[i]->used > 0;
-  for (int l = 0; l <= NCLASS; l++)
-    for (freed *f = p->lists[l]; f != NULL; f = f->next)
-      if (!f->seg->keep && !synced && !done(f)) f->seg->keep = 1;
+/* Drops the freed blocks of the segments not marked keep; their events go back to the spares unless they died
+ * with their context. */
+static void drop_freed(gpool *p, int events_live) {
   for (int l = 0; l <= NCLASS; l++) {
     for (freed **q = &p->lists[l]; *q != NULL;) {
       freed *f = *q;
@@ -261,10 +275,21 @@ static int trim(gpool *p, int synced, cdv_err *e) {
         continue;
       }
       *q = f->next;
-      event_put(p, f->ev);
+      if (events_live) event_put(p, f->ev);
       free(f);
     }
   }
+}
+
+/* Gives back the segments none of whose blocks is in use or was freed by work still queued (their events); a block
+ * freed without an event counts as done when `synced` (the caller synchronised the device). The first failure is
+ * the one reported. */
+static int trim(gpool *p, int synced, cdv_err *e) {
+  for (int i = 0; i < p->nsegs; i++) p->segs[i]->keep = p->segs[i]->used > 0;
+  for (int l = 0; l <= NCLASS; l++)
+    for (freed *f = p->lists[l]; f != NULL; f = f->next)
+      if (!f->seg->keep && (f->ev != NULL ? !done(f) : !synced)) f->seg->keep = 1;
+  drop_freed(p, 1);
   int rc = 0, n = 0;
   for (int i = 0; i < p->nsegs; i++) {
     segment *s = p->segs[i];
@@ -275,7 +300,7 @@ static int trim(gpool *p, int synced, cdv_err *e) {
     }
     if (s->cls >= 0 && p->current[s->cls] == s) p->current[s->cls] = NULL;
     p->reserved -= s->size;
-    if (segment_release(s, rc ? &later : e)) rc = -1;
+    if (segment_undo(s, 3, rc ? &later : e)) rc = -1;
   }
   p->nsegs = n;
   return rc;
@@ -291,11 +316,11 @@ static int class_of(const gpool *p, size_t bytes) {
 }
 
 /* A freed block of the list (of `size` bytes when a block of its own) that the stream may take: one freed on it,
- * else one whose free has run (asking about QUERIES events at most). */
+ * else one whose free has run (looking at SCAN blocks and asking about QUERIES events at most). */
 static freed **reusable(freed **list, size_t size, void *stream) {
   freed **ready = NULL;
-  int asked = 0;
-  for (freed **q = list; *q != NULL; q = &(*q)->next) {
+  int asked = 0, seen = 0;
+  for (freed **q = list; *q != NULL && seen < SCAN; q = &(*q)->next, seen++) {
     if (size != 0 && (*q)->seg->size != size) continue;
     if ((*q)->stream == stream) return q;
     if (ready == NULL && asked < QUERIES && (*q)->ev != NULL) {
@@ -306,12 +331,10 @@ static freed **reusable(freed **list, size_t size, void *stream) {
   return ready;
 }
 
-static int is_oom(const cdv_err *e) { return e->code == CUDA_ERROR_OUT_OF_MEMORY; }
-
 /* A new segment; when the device is out of memory, the idle segments and the pool's cache go back first. */
 static segment *grow(cdv_device *d, gpool *p, size_t size, int cls, cdv_err *e) {
   segment *s = segment_new(d, p, size, cls, e);
-  if (s != NULL || !is_oom(e)) return s;
+  if (s != NULL || e->code != CUDA_ERROR_OUT_OF_MEMORY) return s;
   cdv_err ignored;
   CUmemoryPool pool;
   trim(p, 0, &ignored);
@@ -350,38 +373,38 @@ static int capturing(void *stream) {
 
 int cdv_cuda_granule_alloc(cdv_device *d, size_t bytes, void *stream, void **ptr, cdv_err *e) {
   gpool *p = bytes > 0 && bytes <= GRANULE_LIMIT && d->is_primary ? pool_of(d->handle) : NULL;
-  if (p == NULL || capturing(stream)) return 1;
-  pthread_mutex_lock(&p->lock);
+  if (p == NULL || pool_state(p) < 0 || capturing(stream)) return 1;
+  CUstreamCaptureMode mode = lock(p);
   int rc = enabled(d, p) ? take(d, p, bytes, stream, ptr, e) : 1;
-  pthread_mutex_unlock(&p->lock);
+  unlock(p, mode);
   return rc;
 }
 
-/* Keeps a freed block for reuse, after an event recorded on the stream it was freed on. */
+/* Keeps a freed block for reuse, after an event recorded on the stream it was freed on. Without an event (a
+ * capture, or a failed record, reported) only that stream reuses it, and a synchronised trim gives it back. */
 static int put(gpool *p, segment *s, CUdeviceptr ptr, void *stream, cdv_err *e) {
   freed *f = calloc(1, sizeof *f);
-  if (f == NULL)
-    return cdv_fail(e, "cuda.granules", CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY",
-                    "no host memory to keep a freed block");
+  int rc = 0;
+  if (f == NULL) return no_host_memory(e, "a freed block's entry"); /* the block stays in use */
   if (!capturing(stream) && (event_take(p, &f->ev, e) || CDV_CU(e, cuEventRecord, f->ev, (CUstream)stream))) {
     event_put(p, f->ev);
-    free(f);
-    return -1; /* the block stays in use: a failed record says the context is in trouble */
+    f->ev = NULL;
+    rc = -1;
   }
   int l = s->cls >= 0 ? s->cls : NCLASS;
   f->ptr = ptr, f->seg = s, f->stream = stream, f->next = p->lists[l];
   p->lists[l] = f;
   s->used--;
-  return 0;
+  return rc;
 }
 
 int cdv_cuda_granule_free(cdv_device *d, void *ptr, void *stream, cdv_err *e) {
   gpool *p = d->is_primary ? pool_existing(d->handle) : NULL;
-  if (p == NULL) return 1;
-  pthread_mutex_lock(&p->lock);
-  segment *s = p->state > 0 ? segment_of(p, (CUdeviceptr)(uintptr_t)ptr) : NULL;
+  if (p == NULL || pool_state(p) <= 0) return 1;
+  CUstreamCaptureMode mode = lock(p);
+  segment *s = segment_of(p, (CUdeviceptr)(uintptr_t)ptr);
   int rc = s != NULL ? put(p, s, (CUdeviceptr)(uintptr_t)ptr, stream, e) : 1;
-  pthread_mutex_unlock(&p->lock);
+  unlock(p, mode);
   return rc;
 }
 
@@ -390,18 +413,20 @@ int cdv_cuda_granule_free(cdv_device *d, void *ptr, void *stream, cdv_err *e) {
 uint64_t cdv_cuda_granule_reserved(cdv_device *d) {
   gpool *p = pool_existing(d->handle);
   if (p == NULL) return 0;
-  pthread_mutex_lock(&p->lock);
+  pthread_mutex_lock(&p->lock); /* calls nothing that a capture forbids */
   uint64_t v = p->reserved;
   pthread_mutex_unlock(&p->lock);
   return v;
 }
 
+/* synced: the device's work has finished (a mapped context's synchronisation is not that of its primary context,
+ * whose granules these are) */
 int cdv_cuda_granule_trim(cdv_device *d, int synced, cdv_err *e) {
   gpool *p = pool_existing(d->handle);
   if (p == NULL) return 0;
-  pthread_mutex_lock(&p->lock);
-  int rc = trim(p, synced, e);
-  pthread_mutex_unlock(&p->lock);
+  CUstreamCaptureMode mode = lock(p);
+  int rc = trim(p, synced && d->is_primary, e);
+  unlock(p, mode);
   return rc;
 }
 
@@ -409,49 +434,40 @@ int cdv_cuda_granule_trim(cdv_device *d, int synced, cdv_err *e) {
 void cdv_cuda_granule_stream_gone(cdv_device *d, void *stream) {
   gpool *p = pool_existing(d->handle);
   if (p == NULL) return;
-  pthread_mutex_lock(&p->lock);
+  pthread_mutex_lock(&p->lock); /* calls nothing that a capture forbids */
   for (int l = 0; l <= NCLASS; l++)
     for (freed *f = p->lists[l]; f != NULL; f = f->next)
       if (f->stream == stream) f->stream = GONE;
   pthread_mutex_unlock(&p->lock);
 }
 
-/* peer may (or may no longer) read and write target's segments, as target's pool (cuMemPoolSetAccess). */
+/* peer may (or may no longer) read and write target's segments (cuMemSetAccess on each): the caller has just let it
+ * into target's pool or out of it; segments made later ask the pool. */
 int cdv_cuda_granule_access(cdv_device *target, cdv_device *peer, int on, cdv_err *e) {
-  gpool *p = pool_of(target->handle);
-  if (p == NULL || peer->handle < 0 || peer->handle >= MAXDEV || peer->handle == target->handle) return 0;
-  pthread_mutex_lock(&p->lock);
-  p->peer[peer->handle] = (unsigned char)(on != 0);
-  CUmemAccessDesc desc;
-  memset(&desc, 0, sizeof desc);
-  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  desc.location.id = peer->handle;
-  desc.flags = on ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  gpool *p = pool_existing(target->handle);
+  if (p == NULL || peer->handle == target->handle) return 0;
+  CUstreamCaptureMode mode = lock(p);
+  CUmemAccessDesc desc = cdv_cuda_access_desc(peer->handle, on);
   int rc = 0;
   for (int i = 0; i < p->nsegs && rc == 0; i++)
     rc = CDV_CU(e, cuMemSetAccess, p->segs[i]->base, p->segs[i]->size, &desc, 1);
-  pthread_mutex_unlock(&p->lock);
+  unlock(p, mode);
   return rc;
 }
 
 /* After cuDevicePrimaryCtxReset: the events died with the context and the arrays made before it are never freed
- * (cdv_still_owned), so every segment goes back and the lists are forgotten. */
+ * (cdv_still_owned), but the segments outlive it (an H200 kept them), so every one goes back. */
 void cdv_cuda_granule_reset(cdv_device *d) {
   gpool *p = pool_existing(d->handle);
   if (p == NULL) return;
-  pthread_mutex_lock(&p->lock);
-  for (int l = 0; l <= NCLASS; l++) {
-    while (p->lists[l] != NULL) {
-      freed *f = p->lists[l];
-      p->lists[l] = f->next;
-      free(f);
-    }
-  }
+  CUstreamCaptureMode mode = lock(p);
+  for (int i = 0; i < p->nsegs; i++) p->segs[i]->keep = 0;
+  drop_freed(p, 0);
   for (int i = 0; i < p->nsegs; i++) {
     cdv_err ignored;
-    segment_release(p->segs[i], &ignored);
+    segment_undo(p->segs[i], 3, &ignored);
   }
   memset(p->current, 0, sizeof p->current);
   p->nsegs = 0, p->nevents = 0, p->reserved = 0;
-  pthread_mutex_unlock(&p->lock);
+  unlock(p, mode);
 }

@@ -42,14 +42,20 @@ int cdv_cuda_mempool_access_get(cdv_device *target, cdv_device *peer, int *on, c
   return 0;
 }
 
-/* cuMemPoolSetAccess: peer may (or may no longer) use memory of target's default pool, and of its granules */
-int cdv_cuda_mempool_access_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e) {
-  CUmemoryPool pool;
+/* The access of device `handle` to memory: read and write when on, none otherwise. */
+CUmemAccessDesc cdv_cuda_access_desc(int handle, int on) {
   CUmemAccessDesc desc;
   memset(&desc, 0, sizeof desc);
   desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  desc.location.id = peer->handle;
+  desc.location.id = handle;
   desc.flags = on ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return desc;
+}
+
+/* cuMemPoolSetAccess: peer may (or may no longer) use memory of target's default pool, and of its granules */
+int cdv_cuda_mempool_access_set(cdv_device *target, cdv_device *peer, int on, cdv_err *e) {
+  CUmemoryPool pool;
+  CUmemAccessDesc desc = cdv_cuda_access_desc(peer->handle, on);
   if (CDV_CU(e, cuDeviceGetDefaultMemPool, &pool, (CUdevice)target->handle) ||
       CDV_CU(e, cuMemPoolSetAccess, pool, &desc, 1))
     return -1;
