@@ -436,23 +436,11 @@ describe("transposed copies", function()
       -- the CUDA side of the kernel where there is no GPU: NVRTC for sm_90, as spec/31 does the sort's
       if dev == "cpu" and tiled then
         helper.nvrtc_it("compiles with NVRTC for elements of 1, 2, 4, 8 and 16 bytes", function()
-          local compile, failures, names = cd.compile, {}, {}
-          cd.clear_kernel_cache()
-          cd.compile = function(src, o)
-            if o.name:match("^cdv_transpose") then
-              names[#names + 1] = o.name
-              local ok, err = pcall(compile, src, { arch = "sm_90", name = o.name })
-              if not ok then failures[#failures + 1] = o.name .. ": " .. tostring(err):sub(1, 300) end
-            end
-            return compile(src, o)
-          end
-          local ok, err = pcall(function()
+          local names, failures = helper.nvrtc_compiles("^cdv_transpose", function()
             for _, dt in ipairs({ "int8", "float16", "float32", "float64", "complex128" }) do
               cd.swapaxes(base({ 3, 5 }, dt, dev), -1, -2):copy()
             end
           end)
-          cd.compile = compile
-          assert(ok, err)
           assert.are.same({}, failures)
           assert.are.same({ "cdv_transpose1.cu", "cdv_transpose2.cu", "cdv_transpose4.cu", "cdv_transpose8.cu",
             "cdv_transpose16.cu" }, names)

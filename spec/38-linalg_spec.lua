@@ -632,17 +632,7 @@ describe("cd.linalg", function()
       -- the CUDA side of the generated kernel where there is no GPU: NVRTC for sm_90, as spec/31 does the sort's
       -- (g++ on the cpu device took a source that NVRTC refused: INFINITY, which NVRTC does not define)
       helper.nvrtc_it("compiles with NVRTC for n 1, 2, 7, 32 and k 1, 13, 32, float32 and float64", function()
-        local compile, failures, count = cd.compile, {}, 0
-        cd.clear_kernel_cache()
-        cd.compile = function(src, o)
-          if o.name:match("^cdv_solve") then
-            count = count + 1
-            local ok, err = pcall(compile, src, { arch = "sm_90", name = o.name })
-            if not ok then failures[#failures + 1] = o.name .. ": " .. tostring(err):sub(1, 300) end
-          end
-          return compile(src, o)
-        end
-        local ok, err = pcall(function()
+        local names, failures = helper.nvrtc_compiles("^cdv_solve", function()
           for _, dt in ipairs({ "float32", "float64" }) do
             for _, nk in ipairs({ { 1, 1 }, { 2, 13 }, { 7, 1 }, { 32, 1 }, { 32, 32 } }) do
               local n, k = nk[1], nk[2]
@@ -651,10 +641,8 @@ describe("cd.linalg", function()
             end
           end
         end)
-        cd.compile = compile
-        assert(ok, err)
         assert.are.same({}, failures)
-        assert.are.equal(10, count)
+        assert.are.equal(10, #names)
       end)
     end)
 
