@@ -457,6 +457,21 @@ describe("transposed copies", function()
         end)
       end
 
+      -- one pass into a contiguous array, but a view of that array itself is read whole first, as it was
+      test("copies a view of a matrix into the matrix itself: the transpose, not a race", function()
+        for _, n in ipairs({ 3, 40 }) do
+          local m = base({ n, n }, "float64", dev)
+          local want = expected(m.T, m:copy(), 0)
+          assert.are.equal(tiled and 1 or 0, launches(function() m:copy_from(m.T) end))
+          assert.are.same(want, m:totable())
+          local w = base({ 2, n, n }, "int32", dev)
+          want = expected(w[2].T, w:copy(), n * n)
+          -- another part of the same memory: one pass
+          assert.are.equal(tiled and 1 or 0, launches(function() w[1]:copy_from(w[2].T) end))
+          assert.are.same(want, w[1]:totable())
+        end
+      end)
+
       test("keeps the elementwise copy for other views", function()
         local b = base({ 4, 5, 6 }, "float32", dev)   -- {4, 6, 5}
         -- all axes reversed (the last two strides 5 and 30), every other row of a transposed view, its rows reversed

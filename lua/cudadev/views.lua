@@ -169,11 +169,24 @@ rawset(array_mt, "__views_contiguous", function(a, stream)
   return copy_elements(a, nil, stream, "to")
 end)
 
+-- Whether dst's memory and the span of src's elements may overlap: dst:copy_from(src) of a view of dst itself
+-- (m:copy_from(m.T)) reads src whole before it writes, as NumPy does. True where the addresses are not to be had
+-- (a sandbox) or src has a negative stride (elements before its element 0).
+local function may_overlap(dst, src)
+  for _, st in ipairs(src.strides) do
+    if st < 0 then return true end
+  end
+  local ok, d, s = pcall(function() return dst.ptr, src.ptr end)
+  if not ok then return true end
+  return d < s + array_mt.__flat_base(src).nbytes and s < d + dst.nbytes
+end
+
 -- array.c: dst:copy_from(src) where either is strided (sizes and dtypes checked; a table or string source is
 -- already a contiguous array on dst's device). The elements go in C order, as between contiguous arrays.
 rawset(array_mt, "__views_copy", function(dst, src, stream)
   local on_src = stream ~= nil and stream.device == src.device and stream or nil
-  if dst.is_contiguous and not src.is_contiguous and src.device == dst.device and (stream == nil or on_src) then
+  if dst.is_contiguous and not src.is_contiguous and src.device == dst.device and (stream == nil or on_src) and
+      not may_overlap(dst, src) then
     -- one pass, straight into dst (a transposed src through the tiled kernel: NOTE [tiled transpose])
     copy_elements(src, dst:reshape(src.shape), on_src, "copy_from")
     return
