@@ -174,8 +174,9 @@ end
 -- issue 32's rows: cd.linalg on cuSOLVER (NOTE [linalg layouts] in lua/cudadev/linalg.lua) against CuPy's and
 -- PyTorch's linalg (bench/arrays_peers.py, the same sizes and dtypes, the same kind of well-conditioned data):
 -- solve of one 4096 x 4096 float32 system, of a batch of 1024 32 x 32 float32 systems (NOTE [fused small solve]),
--- cholesky of a 4096 x 4096 float64 positive definite matrix, svd of a 1024 x 1024 float32 matrix; each timed with
--- its info read back (NumPy's errors need it; CuPy reads it too), results checked
+-- cholesky of a 4096 x 4096 float64 positive definite matrix (and the transposed copy it makes, a.T:copy() of a
+-- 4096 x 4096 float64, alone), svd of a 1024 x 1024 float32 matrix; each timed with its info read back (NumPy's
+-- errors need it; CuPy reads it too), results checked
 do
   local L = cd.linalg
   cd.random.seed(32)
@@ -192,6 +193,10 @@ do
   local t_bsolve = timed(function() return L.solve(Ab, bb) end)
   local R = cd.random.uniform({ N, N }, "float64")
   local S = cd.matmul(R, R.T) + cd.eye(N, N, 0, "float64") * N
+  -- the copy of a transposed matrix that cholesky makes (NOTE [tiled transpose] in views.lua), alone
+  local RT = R.T:copy()
+  assert(RT.is_contiguous and cd.array_equal(RT, R.T), "a.T:copy() is wrong")
+  local t_tcopy = timed(function() return R.T:copy() end)
   local F = L.cholesky(S)
   assert(cd.abs(cd.matmul(F, F.T) - S):max() <= 1e-8 * N * N, "cholesky is wrong")
   local t_chol = timed(function() return L.cholesky(S) end)
@@ -201,6 +206,8 @@ do
   local t_svd = timed(function() return L.svd(M) end)
   best_row("cd.linalg.solve 4096² float32, b {4096}", t_solve, peers.cupy_solve, peers.torch_solve)
   best_row("cd.linalg.solve {1024, 32, 32} float32, b {1024, 32, 1}", t_bsolve, peers.cupy_bsolve, peers.torch_bsolve)
+  best_row("a.T:copy() 4096² float64 (CuPy's ascontiguousarray(a.T), PyTorch's a.T.contiguous())", t_tcopy,
+    peers.cupy_tcopy, peers.torch_tcopy)
   best_row("cd.linalg.cholesky 4096² float64", t_chol, peers.cupy_chol, peers.torch_chol)
   best_row("cd.linalg.svd 1024² float32 (U, S, Vh)", t_svd, peers.cupy_svd, peers.torch_svd)
 end

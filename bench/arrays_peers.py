@@ -108,7 +108,8 @@ except Exception as e:  # no Triton, no compiler: the rows say so
     print(f"arrays_peers: torch.compile failed: {type(e).__name__}: {e}", file=sys.stderr)
 
 # issue 32's rows: linalg on the same sizes as bench/arrays.lua's (solve 4096² float32 with one vector, a batch of
-# 1024 32 x 32 float32 systems, cholesky of 4096² float64, svd of 1024² float32), well-conditioned data
+# 1024 32 x 32 float32 systems, cholesky of 4096² float64 and a 4096² float64 transposed copy, svd of 1024² float32),
+# well-conditioned data
 LN = 4096
 gl = torch.Generator(device="cuda").manual_seed(32)
 tA = torch.rand((LN, LN), device="cuda", generator=gl) + LN * torch.eye(LN, device="cuda")
@@ -121,12 +122,15 @@ tS = tR @ tR.T + LN * torch.eye(LN, device="cuda", dtype=torch.float64)
 tM = torch.rand((1024, 1024), device="cuda", generator=gl)
 print(f"RESULT torch_solve {timed(lambda: torch.linalg.solve(tA, tb), 10):.2f}")
 print(f"RESULT torch_bsolve {timed(lambda: torch.linalg.solve(tAb, tbb), 10):.2f}")
+print(f"RESULT torch_tcopy {timed(lambda: tR.T.contiguous()):.2f}")
 print(f"RESULT torch_chol {timed(lambda: torch.linalg.cholesky(tS), 10):.2f}")
 print(f"RESULT torch_svd {timed(lambda: torch.linalg.svd(tM), 10):.2f}")
 cA, cbv, cAb, cbb, cS, cM = (cp.asarray(v) for v in (tA, tb, tAb, tbb, tS, tM))
 assert float(cp.abs(cA @ cp.linalg.solve(cA, cbv) - cbv).max()) <= 1e-3
 print(f"RESULT cupy_solve {timed(lambda: cp.linalg.solve(cA, cbv), 10):.2f}")
 print(f"RESULT cupy_bsolve {timed(lambda: cp.linalg.solve(cAb, cbb), 10):.2f}")
+cR = cp.asarray(tR)
+print(f"RESULT cupy_tcopy {timed(lambda: cp.ascontiguousarray(cR.T)):.2f}")
 print(f"RESULT cupy_chol {timed(lambda: cp.linalg.cholesky(cS), 10):.2f}")
 print(f"RESULT cupy_svd {timed(lambda: cp.linalg.svd(cM), 10):.2f}")
 

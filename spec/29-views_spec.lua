@@ -316,3 +316,169 @@ describe("strided views across devices", function()
     assert.are.equal(string.pack("<i4i4i4", 5, 3, 10), r:tobytes())
   end)
 end)
+
+-- NOTE [tiled transpose] (views.lua): a transposed matrix, or a batch of them, copied into a contiguous array runs
+-- the tiled kernel on CUDA devices; the cpu device keeps its loop unless cd._transpose_tiles(true) gives it the
+-- kernel too, which checks the kernel here without a GPU. Every copy is compared with the elements worked out in
+-- Lua from the C-ordered base, and cd._transpose_tiles() (the kernel's launches) tells which path ran.
+describe("transposed copies", function()
+  -- under valgrind (its preload library, or `make valgrind`'s in-process launches) one dtype of each element size:
+  -- every size the kernel has still runs, in 25 s where the ten took 76 (this VM, both cpu passes)
+  local slow = (os.getenv("LD_PRELOAD") or ""):find("vgpreload", 1, true) or os.getenv("CUDADEV_CPU_FORK") == "0"
+  local DTYPES = slow and { "bool", "float16", "int32", "float64", "complex128" }
+    or { "bool", "int8", "int16", "float16", "int32", "float32", "int64", "float64", "complex64", "complex128" }
+  -- {batch..., rows, cols} of the transposed view: edges not multiples of 32, one tile, 1 x n, n x 1, empty, batches
+  local SHAPES = { { 33, 65 }, { 32, 32 }, { 70, 3 }, { 1, 40 }, { 40, 1 }, { 0, 5 }, { 2, 3, 33, 31 }, { 3, 2, 64 } }
+
+  -- a C-ordered {batch..., cols, rows} array of distinct elements (a complex one's two parts differ)
+  local function base(shape, dt, dev)
+    local s = { table.unpack(shape) }
+    s[#s], s[#s - 1] = s[#s - 1], s[#s]
+    local n = 1
+    for _, d in ipairs(s) do n = n * d end
+    if dt:match("^complex") then
+      local part = dt == "complex64" and "float32" or "float64"
+      local w = { table.unpack(s) }
+      w[#w] = w[#w] * 2
+      return cd.arange(0, 2 * n, 1, part, { device = dev }):reshape(w):view(dt)
+    end
+    return (cd.arange(0, n, 1, "int32", { device = dev }) % 97):astype(dt):reshape(s)
+  end
+
+  -- v's elements in C order (nested by its shape), read from the flat elements of its C-ordered base at offset
+  -- off through v's strides, with the elements outside triangle tri ("tril" or "triu") of diagonal k as zero
+  local function expected(v, b, off, tri, k)
+    local flat, shape, st = b:reshape(b.size):totable(), v.shape, v.strides
+    local zero = cd.zeros(1, v.dtype, { device = "cpu" }):totable()[1]
+    local nd = #shape
+    local function level(d, at, idx)
+      if d > nd then
+        local r, c = idx[nd - 1], idx[nd]
+        local drop = (tri == "tril" and c - r > k) or (tri == "triu" and c - r < k)
+        if drop then return zero end   -- (zero may be false)
+        return flat[at + 1]
+      end
+      local t = {}
+      for i = 0, shape[d] - 1 do
+        idx[d] = i
+        t[i + 1] = level(d + 1, at + i * st[d], idx)
+      end
+      return t
+    end
+    return level(1, off, {})
+  end
+
+  -- the tiled kernel's launches during fn()
+  local function launches(fn)
+    local before = cd._transpose_tiles()
+    fn()
+    return cd._transpose_tiles() - before
+  end
+
+  for _, mode in ipairs({ { "cpu", false }, { "cpu", true }, { "cuda:0", true } }) do
+    local dev, tiled = mode[1], mode[2]
+    local test = dev == "cpu" and it or helper.gpu_it
+    describe(("on %s%s"):format(dev, dev == "cpu" and (tiled and ", by the tiled kernel" or ", by its loop") or ""),
+      function()
+      setup(function() cd._transpose_tiles(tiled and dev == "cpu") end)
+      teardown(function() cd._transpose_tiles(false) end)
+
+      -- checks each copy of the view v of b (at offset off) and how many tiled launches it took (t: transposed)
+      local function check(v, b, off, t)
+        local want = expected(v, b, off)
+        local one = t and tiled and v.size > 0 and 1 or 0
+        local c
+        assert.are.equal(one, launches(function() c = v:copy() end))
+        assert.is_true(c.is_contiguous)
+        assert.are.same(want, c:totable())
+        assert.are.equal(one, launches(function() c = v:contiguous() end))
+        assert.are.same(want, c:totable())
+        -- astype to its own dtype: the cpu device's host loop reads the view itself
+        assert.are.equal(dev == "cpu" and 0 or one, launches(function() c = v:astype(v.dtype) end))
+        assert.are.same(want, c:totable())
+        local out = cd.zeros(v.shape, v.dtype, { device = dev })
+        assert.are.equal(one, launches(function() out:copy_from(v) end))
+        assert.are.same(want, out:totable())
+        local flat = cd.zeros(v.size, v.dtype, { device = dev })
+        assert.are.equal(one, launches(function() flat:copy_from(v) end))
+        assert.are.same(want, flat:reshape(v.shape):totable())
+        for _, tri in ipairs({ "tril", "triu" }) do
+          for _, k in ipairs({ -2, 0, 3 }) do
+            assert.are.equal(one, launches(function() c = cd[tri](v, k) end))
+            assert.are.same(expected(v, b, off, tri, k), c:totable())
+          end
+          local o = cd.ones(v.shape, v.dtype, { device = dev })
+          assert.are.equal(one, launches(function() cd[tri](v, 1, { out = o }) end))
+          assert.are.same(expected(v, b, off, tri, 1), o:totable())
+        end
+      end
+
+      test("copies transposed matrices of every element size, edges, 1 x n, n x 1, empty, and batches", function()
+        for _, dt in ipairs(DTYPES) do
+          for _, shape in ipairs(SHAPES) do
+            local b = base(shape, dt, dev)
+            local v = cd.swapaxes(b, -1, -2)
+            assert.are.same(shape, v.shape)
+            -- 1 x n and n x 1 are no transposes (their view is contiguous), as is an empty one
+            local nd = #shape
+            check(v, b, 0, shape[nd - 1] > 1 and shape[nd] > 1 and v.size > 0)
+          end
+        end
+      end)
+
+      test("copies transposed slices (columns ld apart) and broadcast batches", function()
+        for _, dt in ipairs({ "int8", "float64", "complex128" }) do
+          local b = base({ 40, 50 }, dt, dev)   -- {50, 40}
+          -- rows 3..47 of b, columns 2..36: a {35, 45} transposed view with ld 40, at offset 2 * 40 + 1
+          check(b:slice(3, 47, 1, 1):slice(2, 36, 1, 2).T, b, 2 * 40 + 1, true)
+          local w = cd.broadcast_to(b.T, { 3, 40, 50 })   -- batch stride 0
+          check(w, b, 0, true)
+        end
+      end)
+
+      -- the CUDA side of the kernel where there is no GPU: NVRTC for sm_90, as spec/31 does the sort's
+      if dev == "cpu" and tiled then
+        helper.nvrtc_it("compiles with NVRTC for elements of 1, 2, 4, 8 and 16 bytes", function()
+          local names, failures = helper.nvrtc_compiles("^cdv_transpose", function()
+            for _, dt in ipairs({ "int8", "float16", "float32", "float64", "complex128" }) do
+              cd.swapaxes(base({ 3, 5 }, dt, dev), -1, -2):copy()
+            end
+          end)
+          assert.are.same({}, failures)
+          assert.are.same({ "cdv_transpose1.cu", "cdv_transpose2.cu", "cdv_transpose4.cu", "cdv_transpose8.cu",
+            "cdv_transpose16.cu" }, names)
+        end)
+      end
+
+      if dev == "cpu" and not tiled then
+        it("_transpose_tiles takes a boolean", function()
+          helper.assert_error_matches(function() cd._transpose_tiles(1) end,
+            "bad argument #1 to '_transpose_tiles' (boolean expected, got number)")
+        end)
+      end
+
+      -- one pass into a contiguous array, but a view of that array itself is read whole first, as it was
+      test("copies a view of a matrix into the matrix itself: the transpose, not a race", function()
+        for _, n in ipairs({ 3, 40 }) do
+          local m = base({ n, n }, "float64", dev)
+          local want = expected(m.T, m:copy(), 0)
+          assert.are.equal(tiled and 1 or 0, launches(function() m:copy_from(m.T) end))
+          assert.are.same(want, m:totable())
+          local w = base({ 2, n, n }, "int32", dev)
+          want = expected(w[2].T, w:copy(), n * n)
+          -- another part of the same memory: one pass
+          assert.are.equal(tiled and 1 or 0, launches(function() w[1]:copy_from(w[2].T) end))
+          assert.are.same(want, w[1]:totable())
+        end
+      end)
+
+      test("keeps the elementwise copy for other views", function()
+        local b = base({ 4, 5, 6 }, "float32", dev)   -- {4, 6, 5}
+        -- all axes reversed (the last two strides 5 and 30), every other row of a transposed view, its rows reversed
+        check(b.T, b, 0, false)
+        check(cd.swapaxes(b, -1, -2):slice(1, 5, 2, 2), b, 0, false)
+        check(cd.swapaxes(b, -1, -2):slice(5, 1, -1, 2), b, 4, false)
+      end)
+    end)
+  end
+end)

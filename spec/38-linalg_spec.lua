@@ -440,6 +440,29 @@ describe("cd.linalg", function()
       assert.is_true(l.is_contiguous and u.is_contiguous)
     end)
 
+    -- NOTE [tiled transpose] (views.lua): the lower factor is the tril of potrf's buffer transposed, made by the
+    -- tiled kernel (given to the cpu device here); the upper one is the buffer's triu, not transposed
+    it("cholesky's lower factor comes through the tiled transpose, in one pass", function()
+      local s = well(45, 3, "float64", "cpu", 4)
+      s = cd.matmul(s, swapT(s):copy())
+      cd._selftest.linalg_through(nil)
+      local want, wantu = L.cholesky(s), L.cholesky(s, { upper = true })
+      cd._selftest.linalg_through(R)
+      cd._transpose_tiles(true)
+      local ok, err = pcall(function()
+        local before = cd._transpose_tiles()
+        local l = L.cholesky(s)
+        -- one launch: the copy in is the cpu device's astype (a GPU's is the tiled kernel's too)
+        assert.are.equal(1, cd._transpose_tiles() - before)
+        near(l, want, 1e-12)
+        local u = L.cholesky(s, { upper = true })
+        assert.are.equal(1, cd._transpose_tiles() - before)
+        near(u, wantu, 1e-12)
+      end)
+      cd._transpose_tiles(false)
+      assert(ok, err)
+    end)
+
     -- NOTE [fused small solve]: n <= 32 and k <= 32 take the generated kernel, which runs on the cpu device too
     describe("the fused small solve", function()
       local opt = { device = "cpu" }
@@ -609,17 +632,7 @@ describe("cd.linalg", function()
       -- the CUDA side of the generated kernel where there is no GPU: NVRTC for sm_90, as spec/31 does the sort's
       -- (g++ on the cpu device took a source that NVRTC refused: INFINITY, which NVRTC does not define)
       helper.nvrtc_it("compiles with NVRTC for n 1, 2, 7, 32 and k 1, 13, 32, float32 and float64", function()
-        local compile, failures, count = cd.compile, {}, 0
-        cd.clear_kernel_cache()
-        cd.compile = function(src, o)
-          if o.name:match("^cdv_solve") then
-            count = count + 1
-            local ok, err = pcall(compile, src, { arch = "sm_90", name = o.name })
-            if not ok then failures[#failures + 1] = o.name .. ": " .. tostring(err):sub(1, 300) end
-          end
-          return compile(src, o)
-        end
-        local ok, err = pcall(function()
+        local names, failures = helper.nvrtc_compiles("^cdv_solve", function()
           for _, dt in ipairs({ "float32", "float64" }) do
             for _, nk in ipairs({ { 1, 1 }, { 2, 13 }, { 7, 1 }, { 32, 1 }, { 32, 32 } }) do
               local n, k = nk[1], nk[2]
@@ -628,10 +641,8 @@ describe("cd.linalg", function()
             end
           end
         end)
-        cd.compile = compile
-        assert(ok, err)
         assert.are.same({}, failures)
-        assert.are.equal(10, count)
+        assert.are.equal(10, #names)
       end)
     end)
 
@@ -709,6 +720,21 @@ describe("cd.linalg", function()
     local f = L.cholesky(s)
     near(f:to("cpu"), L.cholesky(s:to("cpu")), 1e-3)
     near(cd.triu(f, 1):to("cpu"), cd.zeros({ 1024, 32, 32 }, "float32", { device = "cpu" }), 0)
+  end)
+
+  -- NOTE [tiled transpose] (views.lua): a's transpose copied in and the factor's tril copied out, both tiled
+  helper.gpu_it("cholesky on cuda:0 copies a's transpose and its factor by the tiled kernel, edges and a batch",
+    function()
+    for _, shape in ipairs({ { 100 }, { 64 }, { 33, 3 } }) do
+      local a = well(shape[1], shape[2], "float64", "cpu", 2)
+      a = cd.matmul(a, swapT(a):copy())
+      local g = a:to("cuda:0")
+      local before = cd._transpose_tiles()
+      local f = L.cholesky(g)
+      assert.are.equal(2, cd._transpose_tiles() - before)
+      near(f:to("cpu"), L.cholesky(a), 1e-10)
+      near(L.cholesky(g, { upper = true }):to("cpu"), L.cholesky(a, { upper = true }), 1e-10)
+    end
   end)
 
   helper.gpu_it("svd, qr and eigh on cuda:0 agree with the cpu device's (magnitudes where signs are free)", function()

@@ -46,6 +46,26 @@ function helper.nvrtc_it(name, fn)
   return it_unless(nvrtc_why, name, fn)
 end
 
+-- Runs fn() with cd.compile also compiling with NVRTC for sm_90 every source whose file name matches pattern, after
+-- clearing the kernel cache: the CUDA side of generated kernels, checked where there is no GPU. Returns the names
+-- compiled so and the failures ("name: error").
+function helper.nvrtc_compiles(pattern, fn)
+  local compile, names, failures = cd.compile, {}, {}
+  cd.clear_kernel_cache()
+  cd.compile = function(src, o)
+    if o.name:match(pattern) then
+      names[#names + 1] = o.name
+      local ok, err = pcall(compile, src, { arch = "sm_90", name = o.name })
+      if not ok then failures[#failures + 1] = o.name .. ": " .. tostring(err):sub(1, 300) end
+    end
+    return compile(src, o)
+  end
+  local ok, err = pcall(fn)
+  cd.compile = compile
+  if not ok then error(err, 0) end
+  return names, failures
+end
+
 -- A test that needs two CUDA devices (peer access, multi-device streams).
 function helper.multi_gpu_it(name, fn)
   local n = helper.cuda_available and cd.device_count() or 0

@@ -282,7 +282,9 @@ end
 -- 4096 float64, "lower" ran one kernel (getrf_wo_pivot) in 2158 us where "upper" took 5144 (PyTorch, which asks
 -- "lower" of a column-major copy, 2128; CuPy, which asks "upper", 4894). So the lower factor is computed from a's
 -- transpose (x, copied so by the caller: one pass, as the copy it replaces), whose U is L^T. Returns the factor
--- (bad, info for a failed matrix): a new array, as tril/triu make one.
+-- (bad, info for a failed matrix): a new array, as tril/triu make one; L is the tril of x's transpose, made on CUDA
+-- devices by the tiled kernel in one pass that does not read the tiles above the diagonal (NOTE [tiled transpose]
+-- in views.lua).
 function G.cholesky(x, lower)
   local info = ints({ x.shape[1] }, x)
   C.cuda.potrf(x, info, false)
@@ -530,10 +532,12 @@ function linalg.cholesky(a, opts)
     argerror("cholesky", 2, "'upper' must be a boolean, got " .. typename(o.upper), 1)
   end
   local lower = not o.upper
-  -- G takes the lower factor from a's transpose (NOTE [cholesky fill])
-  local t = lower and is_array(a) and a.ndim >= 2 and routines(a) == G
+  -- G takes the lower factor from a's transpose (NOTE [cholesky fill]), which a GPU copies as it makes the
+  -- factor, by the tiled kernel (NOTE [tiled transpose] in views.lua)
+  local rt = is_array(a) and routines(a)
+  local t = lower and rt == G and a.ndim >= 2
   local x, _, batch, count, n = matrices(t and swapT(a) or a, "cholesky", 1, true)
-  local bad, info, r = routines(x).cholesky(x, lower)
+  local bad, info, r = rt.cholesky(x, lower)
   if bad then
     raise(fmt("bad argument #1 to 'cholesky' (matrix is not positive definite%s: its leading minor of order %d is " ..
       "not positive)", which(bad, count), info), 2)

@@ -572,6 +572,9 @@ end
 -- (of a's dtype, a's shape or one a broadcasts to, any strides): a:contiguous(), a:copy(), strided copy_from and
 -- fill (views.lua), reductions of views (NOTE [strided views] in array.c).
 local function copy_elements(a, out, stream, fname)
+  -- a transposed matrix on a CUDA device: views.lua's tiled kernel (NOTE [tiled transpose])
+  local t = internal.copy_transposed and internal.copy_transposed(a, out, stream)
+  if t then return t end
   return run_elementwise({ fname = fname or "copy", name = "cdv_copy", ins = { { name = "x", dtype = a.dtype, value = a } },
     outs = { { name = "z", dtype = a.dtype, value = out } }, body = "z = x", key = "copy", stream = stream,
     shape = out and out.shape, loop = { op = "copy", calc = a.dtype, res = a.dtype } })[1]
@@ -1854,6 +1857,8 @@ array_mt.__astype_kernel = function(a, d, opts)
   local dev = a.device
   if stream ~= nil and stream.device ~= dev then stream = nil end -- (another device's stream: as the host path)
   d = dtype_of_name(d) or d   -- a short name ("f64", "c64") as its full one
+  -- a's own dtype: the copy alone, one pass where the contiguous copy and the kernel would be two
+  if d == a.dtype and not a.is_contiguous then return copy_elements(a, nil, stream, "astype") end
   -- the struct's conversions (NOTE [complex dtypes])
   if DT[a.dtype].kind == "c" or DT[d].kind == "c" then
     return run_elementwise({ fname = "astype", name = "cdv_astype_c", ins = { { name = "x", dtype = a.dtype, value = a } },

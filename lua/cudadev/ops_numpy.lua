@@ -609,6 +609,9 @@ local function tri(fname, keep)
     if m.ndim == 0 then argerror(fname, 1, "Array of 1 or more dimensions expected, got 0-d") end
     -- a 1-d m is each row of the square (NumPy broadcasts it there: triu({1, 2, 3}) is 3 x 3)
     if m.ndim == 1 then m = cd.broadcast_to(m, { m.size, m.size }) end
+    -- a transposed matrix on a CUDA device: the tiled kernel, the triangle kept while writing (NOTE [tiled transpose])
+    local t = internal.copy_transposed(m, o.out, o.stream, keep == "<=" and 1 or 2, k)
+    if t then return t end
     local rows, cols = m.shape[m.ndim - 1], m.shape[m.ndim]
     local body = fmt("{ long long c = i %% c_, r = (i / c_) %% r_; z = (c - r %s k_) ? x : (%s)0; }", keep, DT[m.dtype].ctype)
     if m.dtype == "float16" then
