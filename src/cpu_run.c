@@ -841,10 +841,11 @@ static struct pool {
   pthread_mutex_t m;
   pthread_cond_t go, done;
   int nthreads, want;
-  unsigned busy, open, sleeping; /* NOTE [joining a launch] */
-  unsigned gen;
   launch *L;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, NULL};
+  /* lines apart: the helpers that wait spin on gen while those that leave write busy (NOTE [joining a launch]) */
+  _Alignas(64) unsigned gen;
+  _Alignas(64) unsigned busy, open, sleeping;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, 0, 0, 0, 0};
 
 /* Worker threads take no asynchronous signals: those belong to the host's threads. */
 static void block_async_signals(void) {
