@@ -705,15 +705,19 @@ static void spans_init(launch *L) {
 
 /* NOTE [guided chunks]: in loop mode a worker takes a share of what is left at once: half of what is left of its
  * own stretch (NOTE [block affinity]), or a twice-the-workers-th of the rest of the grid when there is one
- * counter, never fewer blocks than the launch's chunk nor more than CHUNK_MAX; from another's stretch the
- * launch's chunk. Every take is a locked add, which waits until the stores of the blocks before it have left the
- * core's store buffer: in bench/cpu's wavefront (blocks of 16 threads whose last region stores 256 ints over 16
- * rows) 90% of worker_run's samples sat on that add, 6% of the run on one worker, with a take every few blocks
- * (chunks of a sixteenth of a worker's share). Halving keeps the last pieces small, so a late worker still
- * evens out. */
+ * counter, never fewer blocks than the launch's chunk nor more than GUIDED_MAX of them (or CHUNK_MAX); from
+ * another's stretch the launch's chunk. Every take is a locked add, which waits until the stores of the blocks
+ * before it have left the core's store buffer: in bench/cpu's wavefront (blocks of 16 threads whose last region
+ * stores 256 ints over 16 rows) 90% of worker_run's samples sat on that add, 6% of the run on one worker (2%
+ * after), with a take every 2-4 blocks (chunks of a sixteenth of a worker's share). Halving keeps the last
+ * pieces small, so a late worker still evens out; the cap bounds what a worker holds, which the others cannot
+ * take over, while the machine gives its core to another process (4 chunks: a quarter of its share where the
+ * grid has 16 chunks a worker, as cdv_cpu_launch cuts it). */
+#define GUIDED_MAX 4
 static uint64_t guided(const launch *L, uint64_t left, uint64_t share) {
-  uint64_t c = L->fibers || L->coop ? 0 : left / share;
-  return c < L->chunk ? L->chunk : c > CHUNK_MAX ? CHUNK_MAX : c;
+  uint64_t c = L->fibers || L->coop ? 0 : left / share, most = (uint64_t)L->chunk * GUIDED_MAX;
+  if (most > CHUNK_MAX) most = CHUNK_MAX;
+  return c < L->chunk ? L->chunk : c > most ? most : c;
 }
 
 /* The next chunk [*b, *end) for the worker in slot; 0 when none is left. */
