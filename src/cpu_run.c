@@ -876,8 +876,10 @@ static int spin_until(const unsigned *w, unsigned v, int eq, long *budget);
  * sees the other), and counts itself out when done; the calling thread, its blocks run, closes the launch and
  * spins on busy (lw_spin's bounds), sleeping on pool.done only past its budget, where the last helper out
  * wakes it. Through pool.m, every helper took the lock twice a launch and the calling thread slept on a
- * condition variable until the last one was done: an empty launch of 16 blocks cost 8 us in-process on the
- * 2-core VM (OpenMP's empty parallel loop, its threads active: 0.7 us), most of it futex wake-ups. gen is
+ * condition variable until the last one was done: in perf of a loop of empty launches of 16 blocks, most of
+ * the time was futex wake-ups and waits (OpenMP's empty parallel loop, its threads active: 0.7 us). With NOTE
+ * [guided chunks], bench/cpu's wavefront in-process on the 2-core VM (3 runs each, at nice -15 beside other
+ * work): 15.2-16.5 ms before, 12.2-12.8 ms after, OpenMP with active threads 4.3-5.2 ms. gen is
  * advanced before open is set, so a helper that finds the launch open reads its generation, which stays
  * while the helper is counted in busy. Returns the generation the helper has seen. */
 static unsigned pool_join(int slot) {
