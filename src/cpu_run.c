@@ -96,7 +96,9 @@ typedef struct launch {
   uint64_t nblocks, next;
   unsigned chunk;
   int spans; /* blocks taken from spans[] (NOTE [block affinity]), else from next */
-  uint64_t span[SPAN_MAX]; /* the next block of each worker's stretch of the grid */
+  struct {
+    _Alignas(64) uint64_t next; /* a line each: 16 workers took their blocks from two shared lines */
+  } span[SPAN_MAX]; /* the next block of each worker's stretch of the grid */
   int fibers, in_child, aborted, nworkers;
   int coop; /* (see NOTE [cpu grid sync]) one block per worker; the grid barrier below */
   pthread_mutex_t gm;
@@ -698,23 +700,43 @@ static uint64_t span_start(const launch *L, int v) {
 
 static void spans_init(launch *L) {
   L->spans = !L->coop && L->nworkers > 1 && L->nworkers <= SPAN_MAX && L->next == 0;
-  for (int v = 0; L->spans && v < L->nworkers; v++) L->span[v] = span_start(L, v);
+  for (int v = 0; L->spans && v < L->nworkers; v++) L->span[v].next = span_start(L, v);
+}
+
+/* NOTE [guided chunks]: in loop mode a worker takes a share of what is left at once: half of what is left of its
+ * own stretch (NOTE [block affinity]), or a twice-the-workers-th of the rest of the grid when there is one
+ * counter, never fewer blocks than the launch's chunk nor more than GUIDED_MAX of them (or CHUNK_MAX); from
+ * another's stretch the launch's chunk. Every take is a locked add, which waits until the stores of the blocks
+ * before it have left the core's store buffer: in bench/cpu's wavefront (blocks of 16 threads whose last region
+ * stores 256 ints over 16 rows) 90% of worker_run's samples sat on that add, 6% of the run on one worker (2%
+ * after), with a take every 2-4 blocks (chunks of a sixteenth of a worker's share). Halving keeps the last
+ * pieces small, so a late worker still evens out; the cap bounds what a worker holds, which the others cannot
+ * take over, while the machine gives its core to another process (4 chunks: a quarter of its share where the
+ * grid has 16 chunks a worker, as cdv_cpu_launch cuts it). */
+#define GUIDED_MAX 4
+static uint64_t guided(const launch *L, uint64_t left, uint64_t share) {
+  uint64_t c = L->fibers || L->coop ? 0 : left / share, most = (uint64_t)L->chunk * GUIDED_MAX;
+  if (most > CHUNK_MAX) most = CHUNK_MAX;
+  return c < L->chunk ? L->chunk : c > most ? most : c;
 }
 
 /* The next chunk [*b, *end) for the worker in slot; 0 when none is left. */
 static int take_blocks(launch *L, int slot, uint64_t *b, uint64_t *end) {
   if (!L->spans) {
-    *b = __atomic_fetch_add(&L->next, L->chunk, __ATOMIC_RELAXED);
-    *end = *b + L->chunk < L->nblocks ? *b + L->chunk : L->nblocks;
+    uint64_t seen = __atomic_load_n(&L->next, __ATOMIC_RELAXED);
+    uint64_t c = seen < L->nblocks ? guided(L, L->nblocks - seen, 2 * (uint64_t)L->nworkers) : L->chunk;
+    *b = __atomic_fetch_add(&L->next, c, __ATOMIC_RELAXED);
+    *end = *b + c < L->nblocks ? *b + c : L->nblocks;
     return *b < L->nblocks;
   }
   for (int k = 0; k < L->nworkers; k++) {
     int v = (slot + k) % L->nworkers;
-    uint64_t hi = span_start(L, v + 1);
-    if (__atomic_load_n(&L->span[v], __ATOMIC_RELAXED) >= hi) continue;
-    *b = __atomic_fetch_add(&L->span[v], L->chunk, __ATOMIC_RELAXED);
+    uint64_t hi = span_start(L, v + 1), seen = __atomic_load_n(&L->span[v].next, __ATOMIC_RELAXED);
+    if (seen >= hi) continue;
+    uint64_t c = k == 0 ? guided(L, hi - seen, 2) : L->chunk; /* NOTE [guided chunks] */
+    *b = __atomic_fetch_add(&L->span[v].next, c, __ATOMIC_RELAXED);
     if (*b < hi) {
-      *end = *b + L->chunk < hi ? *b + L->chunk : hi;
+      *end = *b + c < hi ? *b + c : hi;
       return 1;
     }
   }
@@ -822,10 +844,12 @@ static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one in-process l
 static struct pool {
   pthread_mutex_t m;
   pthread_cond_t go, done;
-  int nthreads, want, busy;
-  unsigned gen;
+  int nthreads, want;
   launch *L;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL};
+  /* lines apart: the helpers that wait spin on gen while those that leave write busy (NOTE [joining a launch]) */
+  _Alignas(64) unsigned gen;
+  _Alignas(64) unsigned busy, open, sleeping;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, 0, 0, 0, 0};
 
 /* Worker threads take no asynchronous signals: those belong to the host's threads. */
 static void block_async_signals(void) {
@@ -838,6 +862,43 @@ static void block_async_signals(void) {
 }
 
 static int lw_spin(const unsigned *w, unsigned old, long *budget);
+static int spin_until(const unsigned *w, unsigned v, int eq, long *budget);
+
+/* NOTE [joining a launch]: the helpers are woken for every launch, but the launch waits only for those that
+ * joined it before the calling thread had run out of blocks; then it closes (pool.open = 0) and one that comes
+ * later goes back to its spin or sleep. Waiting for every woken helper made a launch of a few short blocks cost
+ * a wake-up of each (15 to 30 us in-process, over 100 us in the launch worker on a busy 2-core VM) where its
+ * blocks took well under a microsecond. Any worker may take blocks from any worker's stretch (see NOTE [block
+ * affinity]), so a helper that never joins leaves none behind; its share of the prefaulting (NOTE
+ * [prefaulting]) is then done by the first touches instead.
+ * Joining and leaving take no lock: a helper counts itself in pool.busy, then looks whether the launch is open
+ * (both sequentially consistent, against the closing side's store of open and load of busy: one of the two
+ * sees the other), and counts itself out when done; the calling thread, its blocks run, closes the launch and
+ * spins on busy (lw_spin's bounds), sleeping on pool.done only past its budget, where the last helper out
+ * wakes it. Through pool.m, every helper took the lock twice a launch and the calling thread slept on a
+ * condition variable until the last one was done: in perf of a loop of empty launches of 16 blocks, most of
+ * the time was futex wake-ups and waits (OpenMP's empty parallel loop, its threads active: 0.7 us). With NOTE
+ * [guided chunks], bench/cpu's wavefront in-process on the 2-core VM (3 runs each, at nice -15 beside other
+ * work): 15.2-16.5 ms before, 12.2-12.8 ms after, OpenMP with active threads 4.3-5.2 ms. gen is
+ * advanced before open is set, so a helper that finds the launch open reads its generation, which stays
+ * while the helper is counted in busy. A helper beyond the launch's want (pool.want, written before gen) does
+ * not count itself at all: in a launch of 3 blocks on 16 cores, 13 helpers would write busy's line twice for
+ * nothing, and the calling thread would wait for them. Returns the generation the helper has seen. */
+static unsigned pool_join(int slot) {
+  unsigned g = __atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST);
+  if (slot > __atomic_load_n(&pool.want, __ATOMIC_RELAXED)) return g;
+  __atomic_add_fetch(&pool.busy, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&pool.open, __ATOMIC_SEQ_CST)) {
+    g = __atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST);
+    if (slot <= __atomic_load_n(&pool.want, __ATOMIC_RELAXED)) worker_run(pool.L, slot);
+  }
+  if (__atomic_sub_fetch(&pool.busy, 1, __ATOMIC_SEQ_CST) == 0 && __atomic_load_n(&pool.sleeping, __ATOMIC_SEQ_CST)) {
+    pthread_mutex_lock(&pool.m);
+    pthread_cond_signal(&pool.done);
+    pthread_mutex_unlock(&pool.m);
+  }
+  return g;
+}
 
 /* NOTE [pool spin]: a helper that has finished a launch watches pool.gen for a while (lw_spin's adaptive budget,
  * 4 to 50 us, as in NOTE [launch handshake]) before it sleeps on pool.go, as OpenMP's threads spin between parallel
@@ -851,34 +912,20 @@ static void *pool_main(void *arg) {
   long spin = 0; /* lw_spin's budget: NOTE [pool spin] */
   block_async_signals();
   if (in_worker) child_altstack();
-  pthread_mutex_lock(&pool.m);
   for (;;) {
-    if (pool.gen == seen && seen != 0) { /* NOTE [pool spin] */
-      pthread_mutex_unlock(&pool.m);
-      lw_spin(&pool.gen, seen, &spin);
+    if (!lw_spin(&pool.gen, seen, &spin)) { /* NOTE [pool spin] */
       pthread_mutex_lock(&pool.m);
+      while (__atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST) == seen) pthread_cond_wait(&pool.go, &pool.m);
+      pthread_mutex_unlock(&pool.m);
     }
-    while (pool.gen == seen) pthread_cond_wait(&pool.go, &pool.m);
-    seen = pool.gen;
-    if (slot > pool.want || !pool.L) continue; /* the launch ended without it: NOTE [joining a launch] */
-    launch *L = pool.L;
-    pool.busy++;
-    pthread_mutex_unlock(&pool.m);
-    worker_run(L, slot);
-    pthread_mutex_lock(&pool.m);
-    if (--pool.busy == 0) pthread_cond_signal(&pool.done);
+    seen = pool_join(slot);
   }
   return NULL;
 }
 
-/* NOTE [joining a launch]: the helpers are woken for every launch, but the launch waits only for those that
- * joined it (took pool.L, counted in pool.busy) before the calling thread had run out of blocks; then it closes
- * (pool.L = NULL) and one that wakes later goes back to sleep. Waiting for every woken helper made a launch of
- * a few short blocks cost a wake-up of each (15 to 30 us in-process, over 100 us in the launch worker on a
- * busy 2-core VM) where its blocks took well under a microsecond. Any worker may take blocks from any
- * worker's stretch (see NOTE [block affinity]), so a helper that never joins leaves none behind; its share of
- * the prefaulting (NOTE [prefaulting]) is then done by the first touches instead. */
+/* (see NOTE [joining a launch]) the calling thread's side of a launch on the pool */
 static void run_pool(launch *L, int nw) {
+  static long spin; /* spin_until's budget for the helpers' last blocks; one in-process launch at a time */
   pthread_mutex_lock(&pool.m);
   if (pool.gen == 0 && pool.nthreads == 0) {
     pthread_attr_t a;
@@ -891,16 +938,19 @@ static void run_pool(launch *L, int nw) {
     }
     pthread_attr_destroy(&a);
   }
-  pool.want = nw - 1 < pool.nthreads ? nw - 1 : pool.nthreads;
-  pool.busy = 0;
+  __atomic_store_n(&pool.want, nw - 1 < pool.nthreads ? nw - 1 : pool.nthreads, __ATOMIC_RELAXED); /* before gen */
   pool.L = L;
   __atomic_add_fetch(&pool.gen, 1, __ATOMIC_SEQ_CST); /* spinners read it without the lock: NOTE [pool spin] */
+  __atomic_store_n(&pool.open, 1, __ATOMIC_SEQ_CST);
   pthread_cond_broadcast(&pool.go);
   pthread_mutex_unlock(&pool.m);
   worker_run(L, 0);
+  __atomic_store_n(&pool.open, 0, __ATOMIC_SEQ_CST);
+  if (spin_until(&pool.busy, 0, 1, &spin)) return;
   pthread_mutex_lock(&pool.m);
-  pool.L = NULL; /* NOTE [joining a launch] */
-  while (pool.busy) pthread_cond_wait(&pool.done, &pool.m);
+  __atomic_store_n(&pool.sleeping, 1, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&pool.busy, __ATOMIC_SEQ_CST)) pthread_cond_wait(&pool.done, &pool.m);
+  __atomic_store_n(&pool.sleeping, 0, __ATOMIC_SEQ_CST);
   pthread_mutex_unlock(&pool.m);
 }
 
@@ -934,9 +984,10 @@ static int intr_users, intr_default;
 static struct sigaction intr_prev;
 
 /* Thread ids (kernel tids: a stale one gets a SIGURG that on_preempt passes on, where a stale pthread_t would be
- * undefined) of the threads running blocks of an in-process launch, 0 for none, and how many there are. */
-static pid_t runner_tid[MAX_WORKERS];
-static int nrunners;
+ * undefined) of the threads running blocks of an in-process launch, 0 for none. A line each and no count of
+ * them: every worker writes its own twice a launch, and 16 of them took turns on one line (NOTE [joining a
+ * launch]). */
+static struct { _Alignas(64) pid_t tid; } runner_tid[MAX_WORKERS];
 static struct sigaction preempt_prev;
 
 /* This thread's kernel id, asked of the kernel once: gettid() is a system call, and on this VM it was most of an
@@ -950,18 +1001,14 @@ static pid_t my_tid(void) {
 }
 
 /* (see NOTE [preempting a block]) this thread runs, or no longer runs, blocks in slot of an in-process launch */
-static void runner(int slot, int on) {
-  __atomic_store_n(&runner_tid[slot], on ? my_tid() : 0, __ATOMIC_SEQ_CST);
-  __atomic_add_fetch(&nrunners, on ? 1 : -1, __ATOMIC_SEQ_CST);
-}
+static void runner(int slot, int on) { __atomic_store_n(&runner_tid[slot].tid, on ? my_tid() : 0, __ATOMIC_SEQ_CST); }
 
 /* is this thread a runner? Asked before the handler touches thread-local storage, whose first use in a thread
  * may allocate (cudadev is dlopen'ed): a SIGURG meant for the host may land on any of its threads. */
 static int is_runner(void) {
-  if (__atomic_load_n(&nrunners, __ATOMIC_SEQ_CST) == 0) return 0;
   pid_t me = gettid();
   for (int i = 0; i < MAX_WORKERS; i++)
-    if (__atomic_load_n(&runner_tid[i], __ATOMIC_SEQ_CST) == me) return 1;
+    if (__atomic_load_n(&runner_tid[i].tid, __ATOMIC_SEQ_CST) == me) return 1;
   return 0;
 }
 
@@ -995,8 +1042,8 @@ void cdv_cpu_interrupt(void) {
    * [preempting a block]) */
   pid_t me = gettid(), pid = getpid();
   int self = 0;
-  for (int i = 0; i < MAX_WORKERS && __atomic_load_n(&nrunners, __ATOMIC_SEQ_CST) > 0; i++) {
-    pid_t t = __atomic_load_n(&runner_tid[i], __ATOMIC_SEQ_CST);
+  for (int i = 0; i < MAX_WORKERS; i++) {
+    pid_t t = __atomic_load_n(&runner_tid[i].tid, __ATOMIC_SEQ_CST);
     if (t == me)
       self = 1;
     else if (t > 0)
@@ -1723,13 +1770,14 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* (see NOTE [launch handshake]) spins until *w is no longer old, for *budget ns at most; 1 when it moved */
-static int lw_spin(const unsigned *w, unsigned old, long *budget) {
+/* (see NOTE [launch handshake]) spins until (*w == v) is eq, for *budget ns at most; 1 when it came. The budget
+ * doubles after a spin that ended so and halves after one that did not, within LW_SPIN_MIN and LW_SPIN_MAX. */
+static int spin_until(const unsigned *w, unsigned v, int eq, long *budget) {
   if (*budget < LW_SPIN_MIN || *budget > LW_SPIN_MAX) *budget = LW_SPIN_MAX;
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (unsigned i = 1;; i++) {
-    if (__atomic_load_n(w, __ATOMIC_SEQ_CST) != old) {
+    if ((__atomic_load_n(w, __ATOMIC_SEQ_CST) == v) == eq) {
       *budget = *budget * 2 < LW_SPIN_MAX ? *budget * 2 : LW_SPIN_MAX;
       return 1;
     }
@@ -1743,6 +1791,9 @@ static int lw_spin(const unsigned *w, unsigned old, long *budget) {
     }
   }
 }
+
+/* (see NOTE [launch handshake]) spins until *w is no longer old, for *budget ns at most; 1 when it moved */
+static int lw_spin(const unsigned *w, unsigned old, long *budget) { return spin_until(w, old, 0, budget); }
 
 /* Descriptors the worker received (NOTE [maps for the worker]), in order, not yet mapped. */
 static int lw_stash[LW_FDS], lw_nstash;
@@ -1987,7 +2038,7 @@ __attribute__((noreturn)) static void lw_main(int sock, lw_page *pg, pid_t host,
   pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t c0 = PTHREAD_COND_INITIALIZER;
   memcpy(&pool.m, &m0, sizeof m0), memcpy(&pool.go, &c0, sizeof c0), memcpy(&pool.done, &c0, sizeof c0);
-  pool.nthreads = pool.want = pool.busy = 0, pool.gen = 0, pool.L = NULL;
+  pool.nthreads = pool.want = 0, pool.busy = pool.open = pool.sleeping = pool.gen = 0, pool.L = NULL;
   memcpy(&slots_lock, &m0, sizeof m0), memcpy(&run_lock, &m0, sizeof m0);
   close_others(sock);
   lw_fence(); /* before the worker maps anything of its own */
