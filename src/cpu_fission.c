@@ -1383,6 +1383,198 @@ static void fis_sparse_walk(fgen *g, buf *o, const fitem *x, int rp, int hdr) {
   buf_addf(o, " } cdv_end%d: __attribute__((unused)); } } ", x->seg);
 }
 
+/* NOTE [warp chains]: a loop of warp shuffles whose body is one statement `v op= __shfl_down_sync(FULL, v, o);`
+ * (or up or xor, with a width or not) and whose header runs its counter o through constants (`for (int o = 16;
+ * o > 0; o >>= 1)`, `o = warpSize / 2`, `o /= 2`, `o *= 2`, ...): the regions of NOTE [warp fission] store and
+ * gather every thread's value once per step, two passes over the block each; reduce_warp in bench/cpu spent
+ * most of its time there. Such a chain reads and writes nothing but v, so when every warp of the block is whole
+ * and takes part (a block of a multiple of 32 threads, no thread returned, and the warp ifs around either take
+ * a whole warp or none of it), each warp's 32 values are loaded once, the steps run on them with the offsets
+ * written out (cdv_wstep in the prelude: each lane combines with the lane its shuffle reads, or with its own
+ * value where CUDA gives it its own, in the order `v op= operand` does), and they are stored once. Every lane
+ * gets the value it gets on the fibers and on the GPU, bit for bit: no lane's result is dropped, so what the
+ * kernel reads after the chain need not be known. Otherwise (a partial warp, a lane that left) the loop runs
+ * as NOTE [warp fission] writes it. The mask must be a literal full mask; anything else keeps that path too. */
+typedef struct fchain {
+  int v; /* the value's token */
+  int opa, opb; /* the operator of its compound assignment, without '=': tokens [opa, opb) */
+  int kind; /* CDV_SHFL_UP, _DOWN or _XOR of the prelude: 1, 2, 3 */
+  int width, n, off[32]; /* the shuffle's width; the counter's values, one a step */
+} fchain;
+
+/* A literal at token i (decimal, hex or octal, with u and l suffixes) or warpSize: 1 and *v when it is one. */
+static int fis_chain_lit(const fgen *g, int i, unsigned long long *v) {
+  const cdv_tok *k = &g->t->v[i];
+  char t[32], *end;
+  if (ftok(g, i, "warpSize")) return *v = 32, 1;
+  if (k->kind != CDV_T_NUM || k->len >= sizeof t) return 0;
+  memcpy(t, g->s + k->off, k->len), t[k->len] = 0;
+  errno = 0;
+  *v = strtoull(t, &end, 0);
+  return end != t && !errno && strspn(end, "uUlL") == strlen(end);
+}
+
+/* A constant [a, b) in [0, 2^31): a literal, or two joined by /, *, << or >> (`warpSize / 2`); 1 and *v. */
+static int fis_chain_num(const fgen *g, int a, int b, long long *v) {
+  unsigned long long x, y;
+  if (b <= a || !fis_chain_lit(g, a, &x) || x > INT_MAX) return 0;
+  if (b == a + 1) return *v = (long long)x, 1;
+  if (!fis_chain_lit(g, b - 1, &y) || y > INT_MAX) return 0;
+  int two = b == a + 4 && g->t->v[a + 2].off == g->t->v[a + 1].off + 1;
+  if (b == a + 3 && ftok(g, a + 1, "/") && y)
+    x /= y;
+  else if (b == a + 3 && ftok(g, a + 1, "*"))
+    x *= y;
+  else if (two && ftok(g, a + 1, ">") && ftok(g, a + 2, ">") && y < 32)
+    x >>= y;
+  else if (two && ftok(g, a + 1, "<") && ftok(g, a + 2, "<") && y < 32)
+    x <<= y;
+  else
+    return 0;
+  return x <= INT_MAX ? (*v = (long long)x, 1) : 0;
+}
+
+/* The operator of [a, b), glued punctuation only, as a string in op (at most 3 characters); 1 when it is one. */
+static int fis_chain_op(const fgen *g, int a, int b, char op[4]) {
+  if (b <= a || b - a > 3) return 0;
+  for (int i = a; i < b; i++) {
+    if (g->t->v[i].kind != CDV_T_PUNCT || g->t->v[i].len != 1 || (i > a && g->t->v[i].off != g->t->v[i - 1].off + 1))
+      return 0;
+    op[i - a] = g->s[g->t->v[i].off];
+  }
+  op[b - a] = 0;
+  return 1;
+}
+
+/* The next value of the counter for the step `O op= n` or `O = O op n` at [a, b) (O at a); -1 when it is not one. */
+static long long fis_chain_step(const fgen *g, int a, int b, long long o) {
+  int eq = a + 1;
+  while (eq < b && !ftok(g, eq, "=")) eq++;
+  char op[4];
+  long long n;
+  if (eq >= b) return -1;
+  if (eq == a + 1) { /* O = O op n */
+    int e = a + 3;
+    while (e < b && g->t->v[e].kind == CDV_T_PUNCT) e++;
+    if (!same_tok(g, a, a + 2) || !fis_chain_op(g, a + 3, e, op) || !fis_chain_num(g, e, b, &n)) return -1;
+  } else if (!fis_chain_op(g, a + 1, eq, op) || !fis_chain_num(g, eq + 1, b, &n)) {
+    return -1;
+  }
+  if (!strcmp(op, "/") && n) return o / n;
+  if (!strcmp(op, "*") && o * n <= INT_MAX) return o * n;
+  if (!strcmp(op, ">>") && n < 32) return o >> n;
+  if (!strcmp(op, "<<") && n < 32 && (o << n) <= INT_MAX) return o << n;
+  return -1;
+}
+
+/* Does `o rel n` hold? rel: the operator's text. */
+static int fis_chain_holds(const char *rel, long long o, long long n) {
+  return !strcmp(rel, ">")    ? o > n
+         : !strcmp(rel, ">=") ? o >= n
+         : !strcmp(rel, "<")  ? o < n
+         : !strcmp(rel, "<=") ? o <= n
+                              : o != n;
+}
+
+/* The counter's token and values of the header of loop x, `for (T O = init; O rel n; step)`, into c; -1 when it
+ * is not of that shape, runs no step or more than 32. */
+static int fis_chain_header(const fgen *g, const fitem *x, fchain *c) {
+  int s1 = x->hdr_a, s2, p = x->hdr_a, e;
+  while (s1 < x->hdr_b && !ftok(g, s1, ";")) s1++;
+  for (s2 = s1 + 1; s2 < x->hdr_b && !ftok(g, s2, ";");) s2++;
+  while (p < s1 && !ftok(g, p, "=")) p++;
+  if (s2 >= x->hdr_b || p >= s1 || p - 1 <= x->hdr_a) return -1;
+  for (int i = x->hdr_a; i < p; i++)
+    if (g->t->v[i].kind != CDV_T_IDENT) return -1; /* a declaration: the counter is not read after the loop */
+  int o = p - 1;
+  long long v, n;
+  char rel[4];
+  for (e = s1 + 2; e < s2 && g->t->v[e].kind == CDV_T_PUNCT;) e++;
+  if (!fis_chain_num(g, p + 1, s1, &v) || !same_tok(g, s1 + 1, o) || !fis_chain_op(g, s1 + 2, e, rel) ||
+      !fis_chain_num(g, e, s2, &n) || !same_tok(g, s2 + 1, o))
+    return -1;
+  if (strcmp(rel, ">") && strcmp(rel, ">=") && strcmp(rel, "<") && strcmp(rel, "<=") && strcmp(rel, "!=")) return -1;
+  for (c->n = 0; fis_chain_holds(rel, v, n);) {
+    if (c->n == 32) return -1;
+    c->off[c->n++] = (int)v;
+    if ((v = fis_chain_step(g, s2 + 1, x->hdr_b, v)) < 0) return -1;
+  }
+  return c->n ? o : -1;
+}
+
+/* Is the mask [a, b) a literal full mask: 0xffffffff (any suffix), ~0 or -1? */
+static int fis_chain_full(const fgen *g, int a, int b) {
+  unsigned long long m;
+  if (b == a + 1) return fis_chain_lit(g, a, &m) && m == 0xffffffffull && !ftok(g, a, "warpSize");
+  return b == a + 2 && fis_chain_lit(g, a + 1, &m) && !ftok(g, a + 1, "warpSize") &&
+         ((ftok(g, a, "~") && m == 0) || (ftok(g, a, "-") && m == 1));
+}
+
+/* Is the name at i a per-thread scalar, written name[cdv_t] in regions (fis_emit's rule)? */
+static int fis_chain_scalar(const fgen *g, int i) {
+  int pv = 0;
+  for (int d = 0; d < g->nd; d++) {
+    if (!same_tok(g, i, g->d[d].name)) continue;
+    if (ftok(g, g->d[d].name + 1, "[")) return 0;
+    pv |= g->d[d].priv && !g->d[d].remat && !g->d[d].bsc;
+  }
+  return pv;
+}
+
+/* Is loop item k a warp chain (NOTE [warp chains])? Its parts in c when it is. */
+static int fis_chain(const fgen *g, int k, fchain *c) {
+  const fitem *x = &g->it[k];
+  if (g->ret || x->kind != 2 || x->dow || !ftok(g, x->kw, "for") || x->b != k + 2) return 0;
+  const fitem *y = &g->it[k + 1]; /* the body's one item */
+  if (y->kind != 4 || y->decl || y->op < 2 || y->op > 4) return 0;
+  const int *a = y->arg, call = y->call, o = fis_chain_header(g, x, c);
+  c->v = y->a, c->opa = y->eq, c->opb = call - 1, c->kind = y->op - 1, c->width = 32;
+  if (o < 0 || !same_tok(g, c->v, y->a) || same_tok(g, c->v, o) || y->eq != y->a + 1 || !ftok(g, call - 1, "=") ||
+      c->opb <= c->opa || !ftok(g, y->ce, ";") || y->ce + 1 != y->b || !fis_chain_scalar(g, c->v))
+    return 0;
+  char op[4];
+  long long w = 32;
+  int oe = y->nargs == 4 ? a[3] - 1 : a[3];
+  if (!fis_chain_op(g, c->opa, call, op) || !fis_chain_full(g, a[0], a[1] - 1) || a[2] - 1 != a[1] + 1 ||
+      !same_tok(g, a[1], c->v) || oe != a[2] + 1 || !same_tok(g, a[2], o) ||
+      (y->nargs == 4 && (!fis_chain_num(g, a[3], a[4], &w) || w < 1 || w > 32 || (w & (w - 1)))))
+    return 0;
+  c->width = (int)w;
+  return 1;
+}
+
+/* (see NOTE [warp chains]) Before the loop item k as fis_walk writes it: when it is a chain, the chain's steps
+ * on whole warps, under a test of the block, and `else` before the loop; 1 when written (the caller closes the
+ * brace after the loop). */
+static int fis_chain_open(fgen *g, buf *o, int k) {
+  fchain c;
+  if (!fis_chain(g, k, &c)) return 0;
+  const fitem *y = &g->it[k + 1];
+  buf_adds(o, " { bool cdv_wq = !(cdv_nt & 31u);");
+  if (g->ng) /* each warp if takes a whole warp or none of it */
+    buf_adds(o, " for (unsigned long cdv_wb = 0; cdv_wq && cdv_wb < cdv_nt; cdv_wb += 32u) cdv_wq = true");
+  for (int j = 0; j < g->ng; j++)
+    buf_addf(o, " && (!cdv_fany(cdv_fl%d, cdv_wb, 32u, %d) || cdv_fall(cdv_fl%d, cdv_wb, %d))", g->guard[j],
+             !g->gneg[j], g->guard[j], !g->gneg[j]);
+  buf_adds(o, g->ng ? ";" : "");
+  buf_adds(o, " if (cdv_wq) { for (unsigned long cdv_wb = 0; cdv_wb < cdv_nt; cdv_wb += 32u) {");
+  for (int j = 0; j < g->ng; j++)
+    buf_addf(o, "%scdv_fall(cdv_fl%d, cdv_wb, %d)%s", j ? " && " : " if (!(", g->guard[j], !g->gneg[j],
+             j + 1 == g->ng ? ")) continue;" : "");
+  buf_adds(o, " const unsigned long cdv_t = cdv_wb; auto *const cdv_wv = &(");
+  fis_emit(g, o, c.v, c.v + 1, y->seg);
+  buf_adds(o,
+           "); cdv_bare<decltype(*cdv_wv)> cdv_wa[32]; __builtin_memcpy(cdv_wa, cdv_wv, sizeof cdv_wa); const auto "
+           "cdv_wf = [](auto &cdv_l, const auto cdv_r) { cdv_l ");
+  fis_emit(g, o, c.opa, c.opb + 1, -2);
+  buf_adds(o, " cdv_r; };");
+  static const char *const kinds[] = {"", "CDV_SHFL_UP", "CDV_SHFL_DOWN", "CDV_SHFL_XOR"};
+  for (int j = 0; j < c.n; j++)
+    buf_addf(o, " cdv_wstep<%s, %d, %d>(cdv_wa, cdv_wf);", kinds[c.kind], c.off[j] & 31, c.width);
+  buf_adds(o, " __builtin_memcpy(cdv_wv, cdv_wa, sizeof cdv_wa); } } else");
+  return 1;
+}
+
 /* Emit items [from, to) of one sequence. */
 static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
   int cur = -1;
@@ -1443,6 +1635,7 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
       fis_newlines(g, o, x->a, x->b);
       k++;
     } else {
+      int chain = fis_chain_open(g, o, k); /* see NOTE [warp chains] */
       fis_gap(g, o, x->kw);
       if (x->dow)
         buf_adds(o, "do {");
@@ -1453,6 +1646,7 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
       if (!x->neg) fis_gap(g, o, x->a);
       buf_adds(o, "}");
       if (x->dow) buf_adds(o, " while ("), fis_emit(g, o, x->hdr_a, x->hdr_b, -2), buf_adds(o, ");");
+      if (chain) buf_adds(o, " }");
       k = x->b;
     }
   }
