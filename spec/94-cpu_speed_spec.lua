@@ -1897,6 +1897,45 @@ describe("cpu fission: chains of shuffles on whole warps (NOTE [warp chains])", 
   end)
 end)
 
+-- (see NOTE [modulus stride]) `if (lane == 0)` with lane a local set to `t & 31` (t threadIdx.x), `threadIdx.x & 7u`
+-- or `t % 8`: the region's loop over x steps by 32, 8 and 8; blocks whose size is not a multiple of the step
+local LANES = [[
+extern "C" __global__ void lane_if(const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[256];
+  unsigned t = threadIdx.x, lane = t & 31, q = threadIdx.x & 7u;
+  int r = t % 8;
+  size_t g = (size_t)blockIdx.x * blockDim.x + t;
+  s[t] = in[g];
+  __syncthreads();
+  if (lane == 0) s[t] += 1000;
+  __syncthreads();
+  if (0 == q) s[t] += 20000 + s[(t + 1) % blockDim.x];
+  __syncthreads();
+  if (r == 0) s[t] += 300000;
+  __syncthreads();
+  out[g] = s[t];
+}
+]]
+
+describe("cpu fission: `if (lane == 0)` visits the threads of a multiple of its step (NOTE [modulus stride])", function()
+  it("gives what the fibers give, and steps the loop over x", function()
+    local fast, ref = compile_pair(LANES)
+    assert.are.equal("fission", fast.lane_if.cpu_path)
+    for _, block in ipairs { 256, 100, 40 } do
+      local a, b = run_both(fast, ref, "lane_if", { grid = 2, block = block }, function()
+        return { cd.array(seq(2 * block, function(i) return i * 7 end), "int32", CPU), cd.zeros(2 * block, "int32", CPU) }
+      end)
+      assert.are.same(b, a, "block " .. block)
+    end
+    local cpp = written_out(LANES, "lane_if")
+    for _, step in ipairs { "cdv_mstride(31 + 1u)", "cdv_mstride(7u + 1u)", "cdv_mstride(8)" } do
+      assert.truthy(cpp:find(step, 1, true), step)
+    end
+  end)
+end)
+
 -- (see NOTE [loose counters]) the counters of a do loop and a while loop of warp operations, set among other
 -- statements and read in the loops' headers only; a local set the same way but read in a region (r) stays each
 -- thread's own; a kernel with a return keeps its counter per thread (the fibers)

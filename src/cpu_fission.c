@@ -1070,6 +1070,8 @@ static void fis_remat_at(fgen *g, buf *o, int seg) {
 /* The loops over the z and y of the block's threads, and the head of the loop over x up to its '{'; in warp ifs
  * (or when chunked) a loop over chunks of 32 threads of x around it. [sa, sb): the step of x, cdv_mstride of
  * those tokens (NOTE [modulus stride]), or 1 when sa < 0. */
+static void fis_stride_m(fgen *g, buf *o, int sa, int sb, int seg);
+
 static void fis_loops(fgen *g, buf *o, int chunked, int sa, int sb, int seg) {
   /* fission: an unsigned x, so that GCC splits a region's loop at `if (t < h)` (t = threadIdx.x unsigned) */
   buf_adds(o,
@@ -1093,7 +1095,7 @@ static void fis_loops(fgen *g, buf *o, int chunked, int sa, int sb, int seg) {
                         : "for (unsigned cdv_x = cdv_xw; cdv_x < cdv_xw + cdv_xn; ++cdv_x) { ");
   } else if (sa >= 0) {
     buf_adds(o, "unsigned cdv_x = 0; cdv_x < cdv_bdim.x; cdv_x += cdv_mstride(");
-    fis_emit(g, o, sa, sb, seg);
+    fis_stride_m(g, o, sa, sb, seg);
     buf_adds(o, ")) { ");
   } else {
     buf_adds(o, g->nbar ? "unsigned cdv_x = 0; cdv_x < cdv_bdim.x; ++cdv_x) { "
@@ -1312,8 +1314,12 @@ static int fis_sparse(fgen *g, int k) {
  * of those that take it). NVIDIA's reduction kernel 0, `if (tid % (2 * s) == 0) sdata[tid] += sdata[tid + s];`
  * in a barrier loop (reduce_diverge in bench/cpu), visited 256 threads at each of 8 levels where OpenMP's
  * loop visits the 255 that add (2^24 floats on the shared 2-core VM, A/B in turn: 20.5 ms a launch before,
- * 8.0 ms after, OpenMP's loop 6.5 ms). */
+ * 8.0 ms after, OpenMP's loop 6.5 ms). So does `if (lane == 0) S` (or `0 == lane`) with lane such a local set to
+ * `X & C`, C a literal 2^n - 1, in steps of C + 1 (the threads whose X & C is 0), or to `X % M`: the idiom after a
+ * warp's reduction, `if (lane == 0) ws[w] = v;`, cost reduce_warp of bench/cpu a test per thread of the block
+ * (NOTE [sparse if]: 520 instructions a block of 256 threads under callgrind, of 4435 in all; 3475 after). */
 static int fis_index_local(fgen *g, int k, int ca);
+static int fis_chain_lit(const fgen *g, int i, unsigned long long *v);
 
 /* A literal zero at token i: 0, 0u, 0UL... */
 static int fis_zero(const fgen *g, int i) {
@@ -1332,19 +1338,45 @@ static int fis_is_x(fgen *g, int k, int a, int e) {
          fis_is_x(g, k, g->d[d].init_a, g->d[d].init_b);
 }
 
+/* (see NOTE [modulus stride]) The declaration of the local at token i (item k's) when it is thread-affine and set to
+ * `X & C` (C a literal 2^n - 1: the lanes of a warp, `lane = t & 31`) or `X % M`, X as fis_is_x takes it; else -1. */
+static int fis_lane_local(fgen *g, int k, int i) {
+  int d = fis_index_local(g, k, i);
+  if (d < 0 || !g->d[d].remat) return -1;
+  int a = g->d[d].init_a, e = g->d[d].init_b, op = a + 1 + 2 * ftok(g, a + 1, ".");
+  unsigned long long c;
+  if (op + 2 != e || !fis_is_x(g, k, a, op)) return -1;
+  if (ftok(g, op, "%") && !ftok(g, op + 1, "=")) return d;
+  return ftok(g, op, "&") && !ftok(g, op + 1, "&") && !ftok(g, op + 1, "=") && fis_chain_lit(g, op + 1, &c) &&
+                 !ftok(g, op + 1, "warpSize") && c < 65536 && !(c & (c + 1))
+             ? d
+             : -1;
+}
+
+/* (see NOTE [modulus stride]) The step of the loop over x for M at [sa, sb): M, or C + 1 where fis_stride took
+ * `X & C` (the token before C is its &). */
+static void fis_stride_m(fgen *g, buf *o, int sa, int sb, int seg) {
+  fis_emit(g, o, sa, sb, seg);
+  if (ftok(g, sa - 1, "&")) buf_adds(o, " + 1u");
+}
+
 /* (see NOTE [modulus stride]) The first token of M of the region's lone if at item k; *me: the token after M; -1
  * when the if is not one. */
 static int fis_stride(fgen *g, int k, int *me) {
   const fitem *x = &g->it[k];
   int rp = g->ng ? -1 : fis_lone_if(g, k), a = x->a + 2, e = rp;
-  if (rp < 0 || e - a < 6) return -1;
+  if (rp < 0 || e - a < 4) return -1;
   if (fis_zero(g, a) && ftok(g, a + 1, "=") && ftok(g, a + 2, "=")) /* 0 == X % M */
     a += 3;
   else if (fis_zero(g, e - 1) && ftok(g, e - 2, "=") && ftok(g, e - 3, "=") && !ftok(g, e - 4, "=")) /* X % M == 0 */
     e -= 3;
   else
     return -1;
+  int lane = e == a + 1 && g->t->v[a].kind == CDV_T_IDENT ? fis_lane_local(g, k, a) : -1;
+  if (lane >= 0) /* `lane == 0`, lane set to `X & (2^n - 1)` or `X % M` */
+    a = g->d[lane].init_a, e = g->d[lane].init_b;
   int pct = a + 1 + 2 * ftok(g, a + 1, ".");
+  if (lane >= 0 && ftok(g, pct, "&")) return (*me = e), pct + 1; /* fis_stride_m: M is the literal + 1 */
   if (!ftok(g, pct, "%") || ftok(g, pct + 1, "=") || !fis_is_x(g, k, a, pct)) return -1;
   int ma = pct + 1, mb = ftok(g, ma, "(") ? cdv_cpu_skip_parens(g->s, g->t, ma) : ma + 1;
   if (mb != e || (mb == ma + 1 && g->t->v[ma].kind != CDV_T_IDENT && g->t->v[ma].kind != CDV_T_NUM)) return -1;
