@@ -1317,7 +1317,7 @@ static int fis_sparse(fgen *g, int k) {
  * 8.0 ms after, OpenMP's loop 6.5 ms). So does `if (lane == 0) S` (or `0 == lane`) with lane such a local set to
  * `X & C`, C a literal 2^n - 1, in steps of C + 1 (the threads whose X & C is 0), or to `X % M`: the idiom after a
  * warp's reduction, `if (lane == 0) ws[w] = v;`, cost reduce_warp of bench/cpu a test per thread of the block
- * (NOTE [sparse if]: 520 instructions a block of 256 threads under callgrind, of 4435 in all; 3475 after). */
+ * (see NOTE [sparse if]), 520 instructions a block of 256 threads under callgrind, of 4435 in all (3475 after). */
 static int fis_index_local(fgen *g, int k, int ca);
 static int fis_chain_lit(const fgen *g, int i, unsigned long long *v);
 
