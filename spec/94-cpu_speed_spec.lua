@@ -1897,6 +1897,53 @@ describe("cpu fission: chains of shuffles on whole warps (NOTE [warp chains])", 
   end)
 end)
 
+-- (see NOTE [dead lanes]) chains whose lanes the kernel reads after them in different ways: a only in lane 0 before
+-- a new value for every thread (its other lanes are dead), b by every lane, c in lanes 0 and 16 (`x % 16 == 0`),
+-- d after a new value that only some threads took, e in an if on lane 0 with an else; in blocks of rows of 16
+-- threads, `threadIdx.x & 31` is 0 in lanes 0 and 16 of each warp
+local DEAD = [[
+extern "C" __global__ void dead(const unsigned *in, unsigned *out, unsigned *w0)
+{
+  FORCE
+  size_t g = (size_t)blockIdx.x * blockDim.x * blockDim.y + threadIdx.y * blockDim.x + threadIdx.x;
+  unsigned t = threadIdx.y * blockDim.x + threadIdx.x, lane = threadIdx.x & 31, half = threadIdx.x % 16;
+  unsigned a = in[g], b = a * 3u, c = a ^ 7u, d = a + 5u, e = a * 9u;
+  for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffffu, a, o);
+  if (lane == 0) w0[g] = a;
+  a = in[g] + 1u;
+  for (int o = 16; o > 0; o >>= 1) b += __shfl_down_sync(0xffffffffu, b, o);
+  if (lane == 0) w0[g] += b * 3u;
+  for (int o = 16; o > 0; o >>= 1) c += __shfl_down_sync(0xffffffffu, c, o);
+  if (half == 0) out[5 * g + 1] = c;
+  for (int o = 16; o > 0; o >>= 1) d ^= __shfl_down_sync(0xffffffffu, d, o);
+  if (t & 32) {
+    d = 1u;
+  }
+  for (int o = 16; o > 0; o >>= 1) e += __shfl_down_sync(0xffffffffu, e, o);
+  if (lane == 0) out[5 * g + 3] = e; else out[5 * g + 3] = e + 1u;
+  out[5 * g] = b, out[5 * g + 2] = d, out[5 * g + 4] = a;
+}
+]]
+
+describe("cpu fission: chains whose other lanes nobody reads (NOTE [dead lanes])", function()
+  it("give what the fibers give to the lanes that are read, and skip the others' work", function()
+    local fast, ref = compile_pair(DEAD)
+    assert.are.equal("fission", fast.dead.cpu_path)
+    for _, block in ipairs { { 64, 1 }, { 16, 4 }, { 96, 1 }, { 48, 1 } } do
+      local n = 2 * block[1] * block[2]
+      local a, b = run_both(fast, ref, "dead", { grid = 2, block = block }, function()
+        return { cd.array(seq(n, function(i) return (i * 2654435761) % 4294967296 end), "uint32", CPU),
+          cd.zeros(5 * n, "uint32", CPU), cd.zeros(n, "uint32", CPU) }
+      end)
+      assert.are.same(b, a, block[1] .. "x" .. block[2])
+    end
+    local cpp = written_out(DEAD, "dead")
+    local masks = {}
+    for m in cpp:gmatch("cdv_wstep<CDV_SHFL_DOWN, 1, 32, (0x%x+)u>") do masks[#masks + 1] = m end
+    assert.are.same({ "0x1", "0x10001" }, masks)   -- a's chain and c's; b, d and e run every lane
+  end)
+end)
+
 -- (see NOTE [modulus stride]) `if (lane == 0)` with lane a local set to `t & 31` (t threadIdx.x), `threadIdx.x & 7u`
 -- or `t % 8`: the region's loop over x steps by 32, 8 and 8; blocks whose size is not a multiple of the step
 local LANES = [[
