@@ -1798,6 +1798,30 @@ extern "C" __global__ void chains(const float *x, const unsigned *in, float *fo,
   io[6 * g] = a, io[6 * g + 1] = b, io[6 * g + 2] = c, io[6 * g + 3] = d, io[6 * g + 4] = e, io[6 * g + 5] = f;
 }
 
+// chains written out by hand, one statement a step: v's read in lane 0 only (NOTE [dead lanes]), u's in every
+// lane, with a statement between two of them; z's two statements differ in their operator (not one chain)
+extern "C" __global__ void written(const float *x, float *out, float *w0)
+{
+  FORCE
+  size_t g = (size_t)blockIdx.x * blockDim.x * blockDim.y + threadIdx.y * blockDim.x + threadIdx.x;
+  unsigned lane = threadIdx.x & 31;
+  float v = x[g], u = v * 0.5f, z = v * 0.25f;
+  v += __shfl_down_sync(0xffffffff, v, 16);
+  v += __shfl_down_sync(0xffffffff, v, 8);
+  v += __shfl_down_sync(0xffffffff, v, 4);
+  v += __shfl_down_sync(0xffffffff, v, 2);
+  v += __shfl_down_sync(0xffffffff, v, 1);
+  if (lane == 0) w0[g] = v;
+  u += __shfl_xor_sync(~0u, u, 1);
+  u += __shfl_xor_sync(~0u, u, 2);
+  u *= 3.0f;
+  u -= __shfl_xor_sync(~0u, u, 4, 8);
+  u -= __shfl_xor_sync(~0u, u, 2, 8);
+  z += __shfl_up_sync(~0u, z, 1);
+  z -= __shfl_up_sync(~0u, z, 2);
+  out[g] = u + z;
+}
+
 // loops of shuffles that are not chains, and a chain after a return: the loops as NOTE [warp fission] writes them
 extern "C" __global__ void not_chains(const unsigned *in, unsigned *io, int n)
 {
@@ -1866,6 +1890,18 @@ describe("cpu fission: chains of shuffles on whole warps (NOTE [warp chains])", 
     end
   end)
 
+  it("written out by hand give every lane what the fibers give it", function()
+    assert.are.equal("fission", fast.written.cpu_path)
+    for _, block in ipairs { { 64, 1 }, { 16, 4 }, { 48, 1 } } do
+      local n = 2 * block[1] * block[2]
+      local a, b = run_both(fast, ref, "written", { grid = 2, block = block }, function()
+        return { cd.array(seq(n, function(i) return (i % 9 == 0 and 3.0e7 or 0) + ((i * 37) % 101) * 1.0e-3 end),
+          "float32", CPU), cd.zeros(n, "float32", CPU), cd.zeros(n, "float32", CPU) }
+      end)
+      assert.are.same(b, a, block[1] .. "x" .. block[2])
+    end
+  end)
+
   it("keep the loops that are not chains as they were, and give what the fibers give", function()
     assert.are.equal("fission", fast.not_chains.cpu_path)
     for _, name in ipairs { "not_chains", "chain_ret" } do
@@ -1891,6 +1927,7 @@ describe("cpu fission: chains of shuffles on whole warps (NOTE [warp chains])", 
   it("write the chains' steps out, one a step, and no step for the loops that are not chains", function()
     local cpp = written_out(CHAINS, "chains")
     assert.are.equal(5 + 5 + 5 + 4 + 3, steps_of(cpp, "chains"))
+    assert.are.equal(5 + 5 + 2 + 2, steps_of(cpp, "written"))   -- v's twice: lane 0's, and every lane's
     assert.are.equal(0, steps_of(cpp, "not_chains"))
     assert.are.equal(0, steps_of(cpp, "chain_ret"))
     assert.are.equal(5, steps_of(written_out(PARTIAL, "chain_partial"), "chain_partial"))

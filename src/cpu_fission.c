@@ -97,6 +97,8 @@ typedef struct fgen {
   size_t dup_at; /* where the loop over a chunk's threads begins in the output, to be written twice (NOTE [full
                   * warps]); 0 when not */
   char why[160]; /* what kept the kernel off its fast path, with its line (k.cpu_reason), "" if nothing yet */
+  const char *wsplit, *wguard; /* a chain written out (NOTE [warp chains]): text between the next warp operation's
+                                * two regions, and the flag whose truth skips its statement */
 } fgen;
 
 static int ftok(const fgen *g, int i, const char *w) {
@@ -1241,8 +1243,10 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   fis_emit(g, o, a[1], a[2] - 1 + (x->nargs == 2), x->seg);
   buf_adds(o, shfl ? "));" : ") != 0));");
   fis_close(g, o, x->seg);
+  if (g->wsplit) buf_adds(o, g->wsplit), g->wsplit = NULL; /* see NOTE [warp chains] */
   fis_open(g, o, *cur = x->seg2, hdr);
   fis_line(g, o, x->a, g->fname);
+  if (g->wguard) buf_addf(o, " if (!%s)", g->wguard), g->wguard = NULL;
   int priv = 0; /* a declaration whose name lives in a per-thread array: an assignment to it */
   for (int d = 0; x->decl && d < g->nd; d++) priv |= g->d[d].stmt_a == x->a && g->d[d].priv;
   fis_emit(g, o, priv ? x->eq - 1 : x->a, x->call, x->seg2);
@@ -1426,7 +1430,11 @@ static void fis_sparse_walk(fgen *g, buf *o, const fitem *x, int rp, int hdr) {
  * value where CUDA gives it its own, in the order `v op= operand` does), and they are stored once. Every lane
  * gets the value it gets on the fibers and on the GPU, bit for bit: no lane's result is dropped, so what the
  * kernel reads after the chain need not be known. Otherwise (a partial warp, a lane that left) the loop runs
- * as NOTE [warp fission] writes it. The mask must be a literal full mask; anything else keeps that path too. */
+ * as NOTE [warp fission] writes it. The mask must be a literal full mask; anything else keeps that path too.
+ * The same chain written out by hand, statements one after the other with constant offsets (`v += __shfl_down_sync(
+ * ~0u, v, 16); v += __shfl_down_sync(~0u, v, 8); ...`, the same value, operator, kind and width), is taken the
+ * same way; where the block is not fit, the statements run as NOTE [warp fission] writes them, the last one's
+ * statement skipped where the chain ran (its region goes on with the statements after it: fis_chain_written). */
 typedef struct fchain {
   int v; /* the value's token */
   int opa, opb; /* the operator of its compound assignment, without '=': tokens [opa, opb) */
@@ -1553,26 +1561,50 @@ static int fis_chain_scalar(const fgen *g, int i) {
   return pv;
 }
 
-/* Is loop item k a warp chain (NOTE [warp chains])? Its parts in c when it is. */
-static int fis_chain(const fgen *g, int k, fchain *c) {
-  const fitem *x = &g->it[k];
-  if (g->ret || x->kind != 2 || x->dow || !ftok(g, x->kw, "for") || x->b != k + 2) return 0;
-  const fitem *y = &g->it[k + 1]; /* the body's one item */
+/* Is warp operation y a step of a chain (NOTE [warp chains]): `v op= __shfl_K_sync(full mask, v, O[, w]);`, O the
+ * token o (a loop's counter), or a constant when o < 0 (its value in *off)? Its parts in c when it is. */
+static int fis_chain_shfl(const fgen *g, const fitem *y, int o, fchain *c, long long *off) {
   if (y->kind != 4 || y->decl || y->op < 2 || y->op > 4) return 0;
-  const int *a = y->arg, call = y->call, o = fis_chain_header(g, x, c);
+  const int *a = y->arg, call = y->call;
   c->v = y->a, c->opa = y->eq, c->opb = call - 1, c->kind = y->op - 1, c->width = 32;
-  if (o < 0 || !same_tok(g, c->v, y->a) || same_tok(g, c->v, o) || y->eq != y->a + 1 || !ftok(g, call - 1, "=") ||
+  if (!same_tok(g, c->v, y->a) || (o >= 0 && same_tok(g, c->v, o)) || y->eq != y->a + 1 || !ftok(g, call - 1, "=") ||
       c->opb <= c->opa || !ftok(g, y->ce, ";") || y->ce + 1 != y->b || !fis_chain_scalar(g, c->v))
     return 0;
   char op[4];
   long long w = 32;
   int oe = y->nargs == 4 ? a[3] - 1 : a[3];
   if (!fis_chain_op(g, c->opa, call, op) || !fis_chain_full(g, a[0], a[1] - 1) || a[2] - 1 != a[1] + 1 ||
-      !same_tok(g, a[1], c->v) || oe != a[2] + 1 || !same_tok(g, a[2], o) ||
+      !same_tok(g, a[1], c->v) ||
+      (o >= 0 ? oe != a[2] + 1 || !same_tok(g, a[2], o) : !fis_chain_num(g, a[2], oe, off)) ||
       (y->nargs == 4 && (!fis_chain_num(g, a[3], a[4], &w) || w < 1 || w > 32 || (w & (w - 1)))))
     return 0;
   c->width = (int)w;
   return 1;
+}
+
+/* Is loop item k a warp chain (NOTE [warp chains])? Its parts in c when it is. */
+static int fis_chain(const fgen *g, int k, fchain *c) {
+  const fitem *x = &g->it[k];
+  if (g->ret || x->kind != 2 || x->dow || !ftok(g, x->kw, "for") || x->b != k + 2) return 0;
+  int o = fis_chain_header(g, x, c);
+  return o >= 0 && fis_chain_shfl(g, &g->it[k + 1], o, c, NULL);
+}
+
+/* The number of warp operations from item k on (before item to) that are a chain written out by hand, at least
+ * 2 (`v += __shfl_down_sync(~0u, v, 16); v += __shfl_down_sync(~0u, v, 8); ...`: NOTE [warp chains]), its parts
+ * in c; 0 when they are not. */
+static int fis_chain_run(const fgen *g, int k, int to, fchain *c) {
+  int n = 0;
+  long long off;
+  fchain d;
+  for (; !g->ret && k + n < to && n < 32 && fis_chain_shfl(g, &g->it[k + n], -1, n ? &d : c, &off); n++) {
+    if (n && (!same_tok(g, d.v, c->v) || d.kind != c->kind || d.width != c->width || d.opb - d.opa != c->opb - c->opa))
+      break;
+    for (int i = 0; n && i < d.opb - d.opa; i++) /* the same operator (fis_chain_op: one character a token) */
+      if (g->s[g->t->v[d.opa + i].off] != g->s[g->t->v[c->opa + i].off]) return n > 1 ? n : 0;
+    c->off[n] = (int)off, c->n = n + 1;
+  }
+  return n > 1 ? n : 0;
 }
 
 /* NOTE [dead lanes]: a chain (NOTE [warp chains]) computes every lane, but after a warp's reduction only lane 0's
@@ -1630,20 +1662,19 @@ static int fis_chain_kill(fgen *g, int i, int v) {
   return e;
 }
 
-/* (see NOTE [dead lanes]) The lanes of v, the value of the chain at loop item k, that the kernel reads after it;
- * ~0u when every lane's may be. */
-static unsigned fis_chain_live(fgen *g, int k, int v) {
+/* (see NOTE [dead lanes]) The lanes of v, the value of the chain at item k (a loop, or the first of the chain's
+ * statements), that the kernel reads from token from on; ~0u when every lane's may be. */
+static unsigned fis_chain_live(fgen *g, int k, int v, int from) {
   for (int j = 0; j < k; j++)
     if (g->it[j].kind == 2 && g->it[j].b > k) return ~0u; /* in a barrier loop or if */
   for (int i = g->lb + 1; i < g->rb; i++)
     if ((same_tok(g, i, v) && (ftok(g, i - 1, "&") || (ftok(g, i - 1, "=") && ftok(g, i - 3, "&")))) ||
         ftok(g, i, "case") || ftok(g, i, "default") || ftok(g, i, "goto"))
       return ~0u; /* its address, a reference to it, a jump into a block */
-  const fitem *x = &g->it[k];
   unsigned live = 0;
   unsigned char killed[64] = {0};
   int depth = 0, par = 0;
-  for (int i = x->neg ? g->it[k + 1].b : x->a + 1, e; i < g->rb; i++) {
+  for (int i = from, e; i < g->rb; i++) {
     par += ftok(g, i, "(") - ftok(g, i, ")");
     if (ftok(g, i, "{") && ++depth == 64) return ~0u;
     if (ftok(g, i, "{")) killed[depth] = killed[depth - 1];
@@ -1660,21 +1691,19 @@ static unsigned fis_chain_live(fgen *g, int k, int v) {
   return live;
 }
 
-/* (see NOTE [warp chains]) Before the loop item k as fis_walk writes it: when it is a chain, the chain's steps
- * on whole warps, under a test of the block, and `else` before the loop; 1 when written (the caller closes the
- * brace after the loop). */
-static int fis_chain_open(fgen *g, buf *o, int k) {
-  fchain c;
-  if (!fis_chain(g, k, &c)) return 0;
-  const fitem *y = &g->it[k + 1];
-  buf_adds(o, " { bool cdv_wq = !(cdv_nt & 31u);");
+/* (see NOTE [warp chains]) The chain c, whose first item is k and after which the kernel goes on at token from,
+ * on whole warps: `bool wq = <the block is fit>; if (wq) { ... }`. */
+static void fis_chain_fast(fgen *g, buf *o, const fchain *cp, int k, int from, const char *wq) {
+  const fchain c = *cp;
+  const fitem *y = &g->it[k + (g->it[k].kind == 2)]; /* the (first) warp operation */
+  buf_addf(o, " bool %s = !(cdv_nt & 31u);", wq);
   if (g->ng) /* each warp if takes a whole warp or none of it */
-    buf_adds(o, " for (unsigned long cdv_wb = 0; cdv_wq && cdv_wb < cdv_nt; cdv_wb += 32u) cdv_wq = true");
+    buf_addf(o, " for (unsigned long cdv_wb = 0; %s && cdv_wb < cdv_nt; cdv_wb += 32u) %s = true", wq, wq);
   for (int j = 0; j < g->ng; j++)
     buf_addf(o, " && (!cdv_fany(cdv_fl%d, cdv_wb, 32u, %d) || cdv_fall(cdv_fl%d, cdv_wb, %d))", g->guard[j],
              !g->gneg[j], g->guard[j], !g->gneg[j]);
   buf_adds(o, g->ng ? ";" : "");
-  buf_adds(o, " if (cdv_wq) { for (unsigned long cdv_wb = 0; cdv_wb < cdv_nt; cdv_wb += 32u) {");
+  buf_addf(o, " if (%s) { for (unsigned long cdv_wb = 0; cdv_wb < cdv_nt; cdv_wb += 32u) {", wq);
   for (int j = 0; j < g->ng; j++)
     buf_addf(o, "%scdv_fall(cdv_fl%d, cdv_wb, %d)%s", j ? " && " : " if (!(", g->guard[j], !g->gneg[j],
              j + 1 == g->ng ? ")) continue;" : "");
@@ -1686,7 +1715,7 @@ static int fis_chain_open(fgen *g, buf *o, int k) {
   fis_emit(g, o, c.opa, c.opb + 1, -2);
   buf_adds(o, " cdv_r; };");
   static const char *const kinds[] = {"", "CDV_SHFL_UP", "CDV_SHFL_DOWN", "CDV_SHFL_XOR"};
-  unsigned need[32], live = fis_chain_live(g, k, c.v);
+  unsigned need[32] = {0}, live = fis_chain_live(g, k, c.v, from);
   for (int j = c.n - 1; j >= 0; j--) { /* the lanes each step must update (NOTE [dead lanes]) */
     need[j] = live;
     for (int i = 0; i < 32; i++)
@@ -1700,8 +1729,37 @@ static int fis_chain_open(fgen *g, buf *o, int k) {
     buf_addf(o, " cdv_wstep<%s, %d, %d>(cdv_wa, cdv_wf);", kinds[c.kind], c.off[j] & 31, c.width);
   buf_adds(o, " __builtin_memcpy(cdv_wv, cdv_wa, sizeof cdv_wa);");
   buf_adds(o, need[c.n - 1] != ~0u ? " }" : "");
-  buf_adds(o, " } } else");
+  buf_adds(o, " } }");
+}
+
+/* (see NOTE [warp chains]) Before the loop item k as fis_walk writes it: when it is a chain, the chain's steps
+ * on whole warps, under a test of the block, and `else` before the loop; 1 when written (the caller closes the
+ * brace after the loop). */
+static int fis_chain_open(fgen *g, buf *o, int k) {
+  fchain c;
+  if (!fis_chain(g, k, &c)) return 0;
+  const fitem *x = &g->it[k];
+  buf_adds(o, " {");
+  fis_chain_fast(g, o, &c, k, x->neg ? g->it[k + 1].b : x->a + 1, "cdv_wq");
+  buf_adds(o, " else");
   return 1;
+}
+
+/* (see NOTE [warp chains]) A chain written out by hand from warp operation k (n of them, fis_chain_run): on
+ * whole warps under the block's test, else as NOTE [warp fission] writes them, the last one's statement skipped
+ * where the chain ran (its region goes on with the statements after it). The index of the last item. */
+static int fis_chain_written(fgen *g, buf *o, int k, int n, const fchain *c, int hdr, int *cur) {
+  char wq[32];
+  snprintf(wq, sizeof wq, "cdv_wq%d", k);
+  fis_chain_fast(g, o, c, k, g->it[k + n - 1].b, wq);
+  buf_adds(o, " else {");
+  for (int j = 0; j < n - 1; j++) {
+    fis_warp_walk(g, o, k + j, hdr, cur);
+    fis_close(g, o, *cur), *cur = -1;
+  }
+  g->wsplit = " }", g->wguard = wq; /* the else ends between the last one's two regions */
+  fis_warp_walk(g, o, k + n - 1, hdr, cur);
+  return k + n;
 }
 
 /* Emit items [from, to) of one sequence. */
@@ -1755,6 +1813,12 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
       continue;
     }
     if (cur >= 0) fis_close(g, o, cur), cur = -1;
+    fchain ch;
+    int run = x->kind == 4 ? fis_chain_run(g, k, to, &ch) : 0;
+    if (run) { /* see NOTE [warp chains] */
+      k = fis_chain_written(g, o, k, run, &ch, hdr, &cur);
+      continue;
+    }
     if (x->kind == 3 || x->kind == 4) {
       k = fis_warp_walk(g, o, k, hdr, &cur);
       continue;
