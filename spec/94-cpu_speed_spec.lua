@@ -1822,6 +1822,20 @@ extern "C" __global__ void written(const float *x, float *out, float *w0)
   out[g] = u + z;
 }
 
+// the warp sum as CUDA code writes it: `#pragma unroll` last in its region, before the loop (its line swallowed
+// the region's closing brace, and the kernel fell back to the fibers)
+extern "C" __global__ void unrolled(const float *x, float *out)
+{
+  FORCE
+  size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  float v = x[g];
+#pragma unroll
+  for (int offset = warpSize / 2; offset > 0; offset /= 2) {
+    v += __shfl_down_sync(0xffffffff, v, offset);
+  }
+  if ((threadIdx.x & 31) == 0) out[g / 32] = v;
+}
+
 // loops of shuffles that are not chains, and a chain after a return: the loops as NOTE [warp fission] writes them
 extern "C" __global__ void not_chains(const unsigned *in, unsigned *io, int n)
 {
@@ -1902,6 +1916,15 @@ describe("cpu fission: chains of shuffles on whole warps (NOTE [warp chains])", 
     end
   end)
 
+  it("take a chain after `#pragma unroll` on the fission path", function()
+    assert.are.equal("fission", fast.unrolled.cpu_path)
+    local a, b = run_both(fast, ref, "unrolled", { grid = 2, block = 96 }, function()
+      return { cd.array(seq(192, function(i) return (i % 9 == 0 and 3.0e7 or 0) + i * 1.0e-3 end), "float32", CPU),
+        cd.zeros(6, "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+
   it("keep the loops that are not chains as they were, and give what the fibers give", function()
     assert.are.equal("fission", fast.not_chains.cpu_path)
     for _, name in ipairs { "not_chains", "chain_ret" } do
@@ -1928,6 +1951,7 @@ describe("cpu fission: chains of shuffles on whole warps (NOTE [warp chains])", 
     local cpp = written_out(CHAINS, "chains")
     assert.are.equal(5 + 5 + 5 + 4 + 3, steps_of(cpp, "chains"))
     assert.are.equal(5 + 5 + 2 + 2, steps_of(cpp, "written"))   -- v's twice: lane 0's, and every lane's
+    assert.are.equal(5, steps_of(cpp, "unrolled"))   -- `(threadIdx.x & 31) == 0` is not a lane local's if
     assert.are.equal(0, steps_of(cpp, "not_chains"))
     assert.are.equal(0, steps_of(cpp, "chain_ret"))
     assert.are.equal(5, steps_of(written_out(PARTIAL, "chain_partial"), "chain_partial"))

@@ -1809,6 +1809,8 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
         fis_emit_assign(g, o, x->a, x->b, x->seg), fis_newlines(g, o, x->a, x->b);
       else
         fis_emit(g, o, x->a, x->b, x->seg);
+      if (ftok(g, x->a, "#")) /* a #pragma's line ends here, not at the region's closing brace after it */
+        fis_line(g, o, x->a, g->fname);
       k++;
       continue;
     }
