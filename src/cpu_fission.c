@@ -1611,7 +1611,7 @@ static int fis_chain_run(const fgen *g, int k, int to, fchain *c) {
  * value is read (`if (lane == 0) ws[w] = v;`), and a tree down by 16, 8, 4, 2, 1 needs 16 + 8 + 4 + 2 + 1 of its
  * 5 x 32 operations for that lane. fis_chain_live reads the kernel after the chain: when every read of v there
  * sits in the S of `if (L == 0) S` (L a local fis_lane_local takes, set to `threadIdx.x & C` or `% M` with C + 1
- * or M a power of two: the lanes whose x is a multiple of it, in blocks whose x is a multiple of 32; an else is
+ * or M a power of two, or such an expression itself, `(threadIdx.x & 31) == 0`: the lanes whose x is a multiple of it, in blocks whose x is a multiple of 32; an else is
  * read as the rest is) or follows a whole statement `v = e;` (e not reading v) in the same braces or braces
  * inside them (those threads gave v a new value; one at the chain's own level gives it for every thread that
  * ran the chain), the steps are written backwards from those lanes: each step updates the lanes a later step or
@@ -1632,19 +1632,29 @@ static int fis_chain_src(int kind, int i, int b, int w) {
 }
 
 /* (see NOTE [dead lanes]) The lanes for which `if (L == 0)` at token i holds, when it is one; *e: the end of its
- * statement (without its else). 0 when not. */
+ * statement (without its else). 0 when not. L: a local fis_lane_local takes, or what such a local may be set to
+ * (`(threadIdx.x & 31) == 0`, `t % 32 == 0`), with a literal C or M. */
 static unsigned fis_lane0_if(fgen *g, int k, int i, int *e) {
-  if (!ftok(g, i, "if") || !ftok(g, i + 1, "(") || cdv_cpu_skip_parens(g->s, g->t, i + 1) != i + 7) return 0;
-  int l = fis_zero(g, i + 5) ? i + 2 : fis_zero(g, i + 2) ? i + 5 : -1;
-  if (l < 0 || !ftok(g, i + 3, "=") || !ftok(g, i + 4, "=") || g->t->v[l].kind != CDV_T_IDENT) return 0;
-  int d = fis_lane_local(g, k, l);
-  if (d < 0) return 0;
-  int op = g->d[d].init_a + 1 + 2 * ftok(g, g->d[d].init_a + 1, ".");
+  if (!ftok(g, i, "if") || !ftok(g, i + 1, "(")) return 0;
+  int rp = cdv_cpu_skip_parens(g->s, g->t, i + 1) - 1, a = i + 2, b = rp;
+  if (b - a < 4) return 0;
+  if (fis_zero(g, a) && ftok(g, a + 1, "=") && ftok(g, a + 2, "=")) /* 0 == L */
+    a += 3;
+  else if (fis_zero(g, b - 1) && ftok(g, b - 2, "=") && ftok(g, b - 3, "=") && !ftok(g, b - 4, "=")) /* L == 0 */
+    b -= 3;
+  else
+    return 0;
+  if (ftok(g, a, "(") && cdv_cpu_skip_parens(g->s, g->t, a) == b) a++, b--; /* (X & C) */
+  int d = b == a + 1 && g->t->v[a].kind == CDV_T_IDENT ? fis_lane_local(g, k, a) : -1;
+  if (d >= 0) a = g->d[d].init_a, b = g->d[d].init_b;
+  int op = a + 1 + 2 * ftok(g, a + 1, ".");
   unsigned long long m;
-  if (!fis_chain_lit(g, op + 1, &m)) return 0;
+  if (op + 2 != b || !fis_is_x(g, k, a, op) || !(ftok(g, op, "&") || ftok(g, op, "%")) || ftok(g, op + 1, "=") ||
+      ftok(g, op + 1, "&") || !fis_chain_lit(g, op + 1, &m))
+    return 0;
   m += ftok(g, op, "&");
   if (!m || (m & (m - 1))) return 0;
-  if ((*e = stmt_end(g, i + 7, g->rb)) < 0) return 0; /* an else is read on as the rest of the kernel is */
+  if ((*e = stmt_end(g, rp + 1, g->rb)) < 0) return 0; /* an else is read on as the rest of the kernel is */
   unsigned lanes = 0;
   for (unsigned j = 0; j < 32; j++) lanes |= (unsigned)(j % (m < 32 ? m : 32) == 0) << j;
   return lanes;
