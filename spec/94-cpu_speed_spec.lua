@@ -1764,6 +1764,286 @@ describe("cpu fission: warp ifs over whole warps (NOTE [full warps])", function(
   end)
 end)
 
+-- (see NOTE [warp chains]) loops of shuffles that the fission function runs on whole warps at once: every lane's
+-- result is written, not only lane 0's (lane 31 of a chain down adds its own value at each step); floats whose
+-- sum changes with the order of its additions; an operator whose operands do not commute (-=, each lane's own
+-- value first); widths; up (a scan) and xor; counters written as people write them; a chain in a warp if that
+-- whole warps take, and in one that part of each warp takes with a full mask (the fibers' rule: a lane that did
+-- not take part gives the reader its own value); a partial mask; blocks whose last warp is partial, and 2-d ones
+local CHAINS = [[
+extern "C" __global__ void chains(const float *x, const unsigned *in, float *fo, unsigned *io)
+{
+  FORCE
+  unsigned t = threadIdx.y * blockDim.x + threadIdx.x, w = t >> 5;
+  size_t g = (size_t)blockIdx.x * blockDim.x * blockDim.y + t;
+  float v = x[g];
+  unsigned a = in[g], b = a * 7u + 1u, c = a ^ 0x55u, d = a + 3u, e = a, f = a * 5u;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  for (int m = 1; m < 32; m *= 2) a -= __shfl_xor_sync(~0u, a, m);
+  for (unsigned o = 1; o <= 16; o <<= 1) b += __shfl_up_sync(0xffffffff, b, o);
+  for (int o = warpSize / 4; o > 0; o /= 2) c *= __shfl_down_sync(0xFFFFFFFFU, c, o, 16);
+  if (w & 1) {
+    for (int o = 8; o >= 1; o = o >> 1) d ^= __shfl_xor_sync(0xffffffffu, d, o, 8) * 3u;
+  }
+  if (w & 1) {
+    for (int o = 4; o >= 1; o = o >> 1) d -= __shfl_xor_sync(0xffffffffu, d, o, 8);
+  }
+  if (t & 4) {
+    for (int o = 16; o != 0; o >>= 1) e += __shfl_down_sync(0xf0f0f0f0u, e, o);
+  }
+  if ((t & 31) < 16) {
+    for (int o = 1; o < 16; o <<= 1) f += __shfl_xor_sync(0x0000ffffu, f, o);
+  }
+  fo[g] = v;
+  io[6 * g] = a, io[6 * g + 1] = b, io[6 * g + 2] = c, io[6 * g + 3] = d, io[6 * g + 4] = e, io[6 * g + 5] = f;
+}
+
+// chains written out by hand, one statement a step: v's read in lane 0 only (NOTE [dead lanes]), u's in every
+// lane, with a statement between two of them; z's two statements differ in their operator (not one chain)
+extern "C" __global__ void written(const float *x, float *out, float *w0)
+{
+  FORCE
+  size_t g = (size_t)blockIdx.x * blockDim.x * blockDim.y + threadIdx.y * blockDim.x + threadIdx.x;
+  unsigned lane = threadIdx.x & 31;
+  float v = x[g], u = v * 0.5f, z = v * 0.25f;
+  v += __shfl_down_sync(0xffffffff, v, 16);
+  v += __shfl_down_sync(0xffffffff, v, 8);
+  v += __shfl_down_sync(0xffffffff, v, 4);
+  v += __shfl_down_sync(0xffffffff, v, 2);
+  v += __shfl_down_sync(0xffffffff, v, 1);
+  if (lane == 0) w0[g] = v;
+  u += __shfl_xor_sync(~0u, u, 1);
+  u += __shfl_xor_sync(~0u, u, 2);
+  u *= 3.0f;
+  u -= __shfl_xor_sync(~0u, u, 4, 8);
+  u -= __shfl_xor_sync(~0u, u, 2, 8);
+  z += __shfl_up_sync(~0u, z, 1);
+  z -= __shfl_up_sync(~0u, z, 2);
+  out[g] = u + z;
+}
+
+// the warp sum as CUDA code writes it: `#pragma unroll` last in its region, before the loop (its line swallowed
+// the region's closing brace, and the kernel fell back to the fibers)
+extern "C" __global__ void unrolled(const float *x, float *out)
+{
+  FORCE
+  size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  float v = x[g];
+#pragma unroll
+  for (int offset = warpSize / 2; offset > 0; offset /= 2) {
+    v += __shfl_down_sync(0xffffffff, v, offset);
+  }
+  if ((threadIdx.x & 31) == 0) out[g / 32] = v;
+}
+
+// loops of shuffles that are not chains, and a chain after a return: the loops as NOTE [warp fission] writes them
+extern "C" __global__ void not_chains(const unsigned *in, unsigned *io, int n)
+{
+  FORCE
+  unsigned t = threadIdx.x;
+  size_t g = (size_t)blockIdx.x * blockDim.x + t;
+  unsigned a = in[g], b = a + 1u, c = a + 2u, d = a + 3u, e = a + 4u;
+  for (int k = 16; k > 0; k >>= 1) a += __shfl_down_sync(0xffffffffu, a, k) + 1u;
+  for (int k = 16; k > 0; k >>= 1) b += __shfl_down_sync(0xffffffffu, c, k);
+  for (int k = 1; k < n; k <<= 1) c += __shfl_xor_sync(0xffffffffu, c, k);
+  for (int k = 8; k > 0; k >>= 1) d += __shfl_down_sync(0xffffffffu, d, k + 1);
+  for (int k = 8; k > 0; k >>= 1) e += (unsigned)__shfl_down_sync(0xffffffffu, e, k);
+  io[5 * g] = a, io[5 * g + 1] = b, io[5 * g + 2] = c, io[5 * g + 3] = d, io[5 * g + 4] = e;
+}
+
+extern "C" __global__ void chain_ret(const unsigned *in, unsigned *io, int n)
+{
+  FORCE
+  unsigned t = threadIdx.x;
+  size_t g = (size_t)blockIdx.x * blockDim.x + t;
+  unsigned a = in[g];
+  if (blockIdx.x == 1 || (n == 4 && (t & 8))) return;
+  for (int k = 16; k > 0; k >>= 1) a += __shfl_down_sync(0xffffffffu, a, k);
+  io[5 * g] = a;
+}
+]]
+
+-- a chain in a warp if that part of each warp takes, with a full mask: not valid CUDA (the fibers find lanes of the
+-- mask that do not take part), but fission gives what NOTE [warp fission] gives, a lane's own value for a lane that
+-- did not take part, with the chain (e) as without it (f, not a chain: the sum has a second term)
+local PARTIAL = [[
+extern "C" __global__ void chain_partial(const unsigned *in, unsigned *io)
+{
+  size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned e = in[g], f = e;
+  if (threadIdx.x & 36) {
+    for (int o = 1; o < 32; o <<= 1) e += __shfl_xor_sync(0xffffffffu, e, o);
+    for (int o = 1; o < 32; o <<= 1) f += __shfl_xor_sync(0xffffffffu, f, o) + 0u;
+  }
+  io[2 * g] = e, io[2 * g + 1] = f;
+}
+]]
+
+-- the steps of cdv_wstep in the fission function of kernel in the C++ cpp
+local function steps_of(cpp, kernel)
+  local at = assert(cpp:find("void cdv_fis_cdv_k%d+_" .. kernel .. "%("), kernel)
+  local _, n = cpp:sub(at, cpp:find("pop_macro", at, true)):gsub("cdv_wstep<", "")
+  return n
+end
+
+describe("cpu fission: chains of shuffles on whole warps (NOTE [warp chains])", function()
+  local fast, ref
+  setup(function() fast, ref = compile_pair(CHAINS) end)
+  teardown(function() fast, ref = nil, nil end)
+
+  it("give every lane what the fibers give it, bit for bit", function()
+    assert.are.equal("fission", fast.chains.cpu_path)
+    for _, block in ipairs { { 64, 1 }, { 16, 4 }, { 96, 1 }, { 48, 1 }, { 40, 2 } } do
+      local n = 2 * block[1] * block[2]
+      local a, b = run_both(fast, ref, "chains", { grid = 2, block = block }, function()
+        return { cd.array(seq(n, function(i) return (i % 9 == 0 and 3.0e7 or 0) + ((i * 37) % 101) * 1.0e-3 end),
+          "float32", CPU), cd.array(seq(n, function(i) return (i * 2654435761) % 4294967296 end), "uint32", CPU),
+          cd.zeros(n, "float32", CPU), cd.zeros(6 * n, "uint32", CPU) }
+      end)
+      assert.are.same(b, a, block[1] .. "x" .. block[2])
+    end
+  end)
+
+  it("written out by hand give every lane what the fibers give it", function()
+    assert.are.equal("fission", fast.written.cpu_path)
+    for _, block in ipairs { { 64, 1 }, { 16, 4 }, { 48, 1 } } do
+      local n = 2 * block[1] * block[2]
+      local a, b = run_both(fast, ref, "written", { grid = 2, block = block }, function()
+        return { cd.array(seq(n, function(i) return (i % 9 == 0 and 3.0e7 or 0) + ((i * 37) % 101) * 1.0e-3 end),
+          "float32", CPU), cd.zeros(n, "float32", CPU), cd.zeros(n, "float32", CPU) }
+      end)
+      assert.are.same(b, a, block[1] .. "x" .. block[2])
+    end
+  end)
+
+  it("take a chain after `#pragma unroll` on the fission path", function()
+    assert.are.equal("fission", fast.unrolled.cpu_path)
+    local a, b = run_both(fast, ref, "unrolled", { grid = 2, block = 96 }, function()
+      return { cd.array(seq(192, function(i) return (i % 9 == 0 and 3.0e7 or 0) + i * 1.0e-3 end), "float32", CPU),
+        cd.zeros(6, "float32", CPU) }
+    end)
+    assert.are.same(b, a)
+  end)
+
+  it("keep the loops that are not chains as they were, and give what the fibers give", function()
+    assert.are.equal("fission", fast.not_chains.cpu_path)
+    for _, name in ipairs { "not_chains", "chain_ret" } do
+      for _, n in ipairs { 32, 4 } do
+        local a, b = run_both(fast, ref, name, { grid = 3, block = 64 }, function()
+          return { cd.array(seq(192, function(i) return i * 40503 end), "uint32", CPU), cd.zeros(5 * 192, "uint32", CPU),
+            n }
+        end)
+        assert.are.same(b, a, name .. ", n = " .. n)
+      end
+    end
+  end)
+
+  it("run a warp if that part of a warp takes as NOTE [warp fission] does", function()
+    local m = cd.compile(PARTIAL, CPU)
+    assert.are.equal("fission", m.chain_partial.cpu_path)
+    local io = cd.zeros(2 * 128, "uint32", CPU)
+    m.chain_partial({ grid = 2, block = 64 }, cd.array(seq(128, function(i) return i * 40503 end), "uint32", CPU), io)
+    local t = io:totable()
+    for i = 1, #t, 2 do assert.are.equal(t[i + 1], t[i], "thread " .. (i - 1) // 2) end
+  end)
+
+  it("write the chains' steps out, one a step, and no step for the loops that are not chains", function()
+    local cpp = written_out(CHAINS, "chains")
+    assert.are.equal(5 + 5 + 5 + 4 + 3, steps_of(cpp, "chains"))
+    assert.are.equal(5 + 5 + 2 + 2, steps_of(cpp, "written"))   -- v's twice: lane 0's, and every lane's
+    assert.are.equal(5 + 5, steps_of(cpp, "unrolled"))   -- `(threadIdx.x & 31) == 0` reads lane 0 only
+    assert.are.equal(0, steps_of(cpp, "not_chains"))
+    assert.are.equal(0, steps_of(cpp, "chain_ret"))
+    assert.are.equal(5, steps_of(written_out(PARTIAL, "chain_partial"), "chain_partial"))
+  end)
+end)
+
+-- (see NOTE [dead lanes]) chains whose lanes the kernel reads after them in different ways: a only in lane 0 before
+-- a new value for every thread (its other lanes are dead), b by every lane, c in lanes 0 and 16 (`x % 16 == 0`),
+-- d after a new value that only some threads took, e in an if on lane 0 with an else; in blocks of rows of 16
+-- threads, `threadIdx.x & 31` is 0 in lanes 0 and 16 of each warp
+local DEAD = [[
+extern "C" __global__ void dead(const unsigned *in, unsigned *out, unsigned *w0)
+{
+  FORCE
+  size_t g = (size_t)blockIdx.x * blockDim.x * blockDim.y + threadIdx.y * blockDim.x + threadIdx.x;
+  unsigned t = threadIdx.y * blockDim.x + threadIdx.x, lane = threadIdx.x & 31, half = threadIdx.x % 16;
+  unsigned a = in[g], b = a * 3u, c = a ^ 7u, d = a + 5u, e = a * 9u;
+  for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffffu, a, o);
+  if (lane == 0) w0[g] = a;
+  a = in[g] + 1u;
+  for (int o = 16; o > 0; o >>= 1) b += __shfl_down_sync(0xffffffffu, b, o);
+  if (lane == 0) w0[g] += b * 3u;
+  for (int o = 16; o > 0; o >>= 1) c += __shfl_down_sync(0xffffffffu, c, o);
+  if (half == 0) out[5 * g + 1] = c;
+  for (int o = 16; o > 0; o >>= 1) d ^= __shfl_down_sync(0xffffffffu, d, o);
+  if (t & 32) {
+    d = 1u;
+  }
+  for (int o = 16; o > 0; o >>= 1) e += __shfl_down_sync(0xffffffffu, e, o);
+  if (lane == 0) out[5 * g + 3] = e; else out[5 * g + 3] = e + 1u;
+  out[5 * g] = b, out[5 * g + 2] = d, out[5 * g + 4] = a;
+}
+]]
+
+describe("cpu fission: chains whose other lanes nobody reads (NOTE [dead lanes])", function()
+  it("give what the fibers give to the lanes that are read, and skip the others' work", function()
+    local fast, ref = compile_pair(DEAD)
+    assert.are.equal("fission", fast.dead.cpu_path)
+    for _, block in ipairs { { 64, 1 }, { 16, 4 }, { 96, 1 }, { 48, 1 } } do
+      local n = 2 * block[1] * block[2]
+      local a, b = run_both(fast, ref, "dead", { grid = 2, block = block }, function()
+        return { cd.array(seq(n, function(i) return (i * 2654435761) % 4294967296 end), "uint32", CPU),
+          cd.zeros(5 * n, "uint32", CPU), cd.zeros(n, "uint32", CPU) }
+      end)
+      assert.are.same(b, a, block[1] .. "x" .. block[2])
+    end
+    local cpp = written_out(DEAD, "dead")
+    local masks = {}
+    for m in cpp:gmatch("cdv_wstep<CDV_SHFL_DOWN, 1, 32, (0x%x+)u>") do masks[#masks + 1] = m end
+    assert.are.same({ "0x1", "0x10001" }, masks)   -- a's chain and c's; b, d and e run every lane
+  end)
+end)
+
+-- (see NOTE [modulus stride]) `if (lane == 0)` with lane a local set to `t & 31` (t threadIdx.x), `threadIdx.x & 7u`
+-- or `t % 8`: the region's loop over x steps by 32, 8 and 8; blocks whose size is not a multiple of the step
+local LANES = [[
+extern "C" __global__ void lane_if(const int *in, int *out)
+{
+  FORCE
+  __shared__ int s[256];
+  unsigned t = threadIdx.x, lane = t & 31, q = threadIdx.x & 7u;
+  int r = t % 8;
+  size_t g = (size_t)blockIdx.x * blockDim.x + t;
+  s[t] = in[g];
+  __syncthreads();
+  if (lane == 0) s[t] += 1000;
+  __syncthreads();
+  if (0 == q) s[t] += 20000 + s[(t + 1) % blockDim.x];
+  __syncthreads();
+  if (r == 0) s[t] += 300000;
+  __syncthreads();
+  out[g] = s[t];
+}
+]]
+
+describe("cpu fission: `if (lane == 0)` visits the threads of a multiple of its step (NOTE [modulus stride])", function()
+  it("gives what the fibers give, and steps the loop over x", function()
+    local fast, ref = compile_pair(LANES)
+    assert.are.equal("fission", fast.lane_if.cpu_path)
+    for _, block in ipairs { 256, 100, 40 } do
+      local a, b = run_both(fast, ref, "lane_if", { grid = 2, block = block }, function()
+        return { cd.array(seq(2 * block, function(i) return i * 7 end), "int32", CPU), cd.zeros(2 * block, "int32", CPU) }
+      end)
+      assert.are.same(b, a, "block " .. block)
+    end
+    local cpp = written_out(LANES, "lane_if")
+    for _, step in ipairs { "cdv_mstride(31 + 1u)", "cdv_mstride(7u + 1u)", "cdv_mstride(8)" } do
+      assert.truthy(cpp:find(step, 1, true), step)
+    end
+  end)
+end)
+
 -- (see NOTE [loose counters]) the counters of a do loop and a while loop of warp operations, set among other
 -- statements and read in the loops' headers only; a local set the same way but read in a region (r) stays each
 -- thread's own; a kernel with a return keeps its counter per thread (the fibers)

@@ -5,7 +5,7 @@
 -- full mask with every lane present (blocks are whole warps), atomics give order-independent results
 -- (unsigned sums). Arithmetic is unsigned, so wrapping is defined. Device functions with barriers called as
 -- statements (written into the kernel: NOTE [inlined helpers]), warp operations in declarations and larger
--- expressions, and 32- and 64-bit indices are among what it writes.
+-- expressions, loops of shuffles (NOTE [warp chains]), and 32- and 64-bit indices are among what it writes.
 --
 -- gen(seed, count) returns the source, the entries to ask for (name_expressions for templates) and, per
 -- entry, its launch: { name =, block = {x, y}, nt = threads per block }.
@@ -68,7 +68,13 @@ local function stmts(r, depth, ctx)
       elseif form == 2 then -- a cast around it
         add(("v += (unsigned)%s;"):format(op))
       else
-        add(("v %s= %s;"):format(r(2) == 1 and "+" or "^", op))
+        local sym, kind_ = r(2) == 1 and "+" or "^", form == 3 and op:match("^__shfl_(%a+)_sync")
+        if kind_ then -- a loop of them, a chain (NOTE [warp chains])
+          add(("for (int o%d = %d; o%d > 0; o%d >>= 1) v %s= __shfl_%s_sync(0xffffffffu, v, o%d, %d);"):format(id,
+            wdt // 2, id, id, sym, kind_, id, wdt))
+        else
+          add(("v %s= %s;"):format(sym, op))
+        end
       end
     elseif kind == 5 or kind == 6 then -- an atomic sum, read by all after a barrier
       add(("if (t == 0) acc = 0u; %s; atomicAdd(&acc, v & 15u); %s; v += acc; %s;"):format(ctx.sync(), ctx.sync(),

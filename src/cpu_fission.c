@@ -97,6 +97,8 @@ typedef struct fgen {
   size_t dup_at; /* where the loop over a chunk's threads begins in the output, to be written twice (NOTE [full
                   * warps]); 0 when not */
   char why[160]; /* what kept the kernel off its fast path, with its line (k.cpu_reason), "" if nothing yet */
+  const char *wsplit, *wguard; /* a chain written out (NOTE [warp chains]): text between the next warp operation's
+                                * two regions, and the flag whose truth skips its statement */
 } fgen;
 
 static int ftok(const fgen *g, int i, const char *w) {
@@ -1070,6 +1072,8 @@ static void fis_remat_at(fgen *g, buf *o, int seg) {
 /* The loops over the z and y of the block's threads, and the head of the loop over x up to its '{'; in warp ifs
  * (or when chunked) a loop over chunks of 32 threads of x around it. [sa, sb): the step of x, cdv_mstride of
  * those tokens (NOTE [modulus stride]), or 1 when sa < 0. */
+static void fis_stride_m(fgen *g, buf *o, int sa, int sb, int seg);
+
 static void fis_loops(fgen *g, buf *o, int chunked, int sa, int sb, int seg) {
   /* fission: an unsigned x, so that GCC splits a region's loop at `if (t < h)` (t = threadIdx.x unsigned) */
   buf_adds(o,
@@ -1093,7 +1097,7 @@ static void fis_loops(fgen *g, buf *o, int chunked, int sa, int sb, int seg) {
                         : "for (unsigned cdv_x = cdv_xw; cdv_x < cdv_xw + cdv_xn; ++cdv_x) { ");
   } else if (sa >= 0) {
     buf_adds(o, "unsigned cdv_x = 0; cdv_x < cdv_bdim.x; cdv_x += cdv_mstride(");
-    fis_emit(g, o, sa, sb, seg);
+    fis_stride_m(g, o, sa, sb, seg);
     buf_adds(o, ")) { ");
   } else {
     buf_adds(o, g->nbar ? "unsigned cdv_x = 0; cdv_x < cdv_bdim.x; ++cdv_x) { "
@@ -1239,8 +1243,10 @@ static int fis_warp_walk(fgen *g, buf *o, int k, int hdr, int *cur) {
   fis_emit(g, o, a[1], a[2] - 1 + (x->nargs == 2), x->seg);
   buf_adds(o, shfl ? "));" : ") != 0));");
   fis_close(g, o, x->seg);
+  if (g->wsplit) buf_adds(o, g->wsplit), g->wsplit = NULL; /* see NOTE [warp chains] */
   fis_open(g, o, *cur = x->seg2, hdr);
   fis_line(g, o, x->a, g->fname);
+  if (g->wguard) buf_addf(o, " if (!%s)", g->wguard), g->wguard = NULL;
   int priv = 0; /* a declaration whose name lives in a per-thread array: an assignment to it */
   for (int d = 0; x->decl && d < g->nd; d++) priv |= g->d[d].stmt_a == x->a && g->d[d].priv;
   fis_emit(g, o, priv ? x->eq - 1 : x->a, x->call, x->seg2);
@@ -1312,8 +1318,12 @@ static int fis_sparse(fgen *g, int k) {
  * of those that take it). NVIDIA's reduction kernel 0, `if (tid % (2 * s) == 0) sdata[tid] += sdata[tid + s];`
  * in a barrier loop (reduce_diverge in bench/cpu), visited 256 threads at each of 8 levels where OpenMP's
  * loop visits the 255 that add (2^24 floats on the shared 2-core VM, A/B in turn: 20.5 ms a launch before,
- * 8.0 ms after, OpenMP's loop 6.5 ms). */
+ * 8.0 ms after, OpenMP's loop 6.5 ms). So does `if (lane == 0) S` (or `0 == lane`) with lane such a local set to
+ * `X & C`, C a literal 2^n - 1, in steps of C + 1 (the threads whose X & C is 0), or to `X % M`: the idiom after a
+ * warp's reduction, `if (lane == 0) ws[w] = v;`, cost reduce_warp of bench/cpu a test per thread of the block
+ * (see NOTE [sparse if]), 520 instructions a block of 256 threads under callgrind, of 4435 in all (3475 after). */
 static int fis_index_local(fgen *g, int k, int ca);
+static int fis_chain_lit(const fgen *g, int i, unsigned long long *v);
 
 /* A literal zero at token i: 0, 0u, 0UL... */
 static int fis_zero(const fgen *g, int i) {
@@ -1332,19 +1342,45 @@ static int fis_is_x(fgen *g, int k, int a, int e) {
          fis_is_x(g, k, g->d[d].init_a, g->d[d].init_b);
 }
 
+/* (see NOTE [modulus stride]) The declaration of the local at token i (item k's) when it is thread-affine and set to
+ * `X & C` (C a literal 2^n - 1: the lanes of a warp, `lane = t & 31`) or `X % M`, X as fis_is_x takes it; else -1. */
+static int fis_lane_local(fgen *g, int k, int i) {
+  int d = fis_index_local(g, k, i);
+  if (d < 0 || !g->d[d].remat) return -1;
+  int a = g->d[d].init_a, e = g->d[d].init_b, op = a + 1 + 2 * ftok(g, a + 1, ".");
+  unsigned long long c;
+  if (op + 2 != e || !fis_is_x(g, k, a, op)) return -1;
+  if (ftok(g, op, "%") && !ftok(g, op + 1, "=")) return d;
+  return ftok(g, op, "&") && !ftok(g, op + 1, "&") && !ftok(g, op + 1, "=") && fis_chain_lit(g, op + 1, &c) &&
+                 !ftok(g, op + 1, "warpSize") && c < 65536 && !(c & (c + 1))
+             ? d
+             : -1;
+}
+
+/* (see NOTE [modulus stride]) The step of the loop over x for M at [sa, sb): M, or C + 1 where fis_stride took
+ * `X & C` (the token before C is its &). */
+static void fis_stride_m(fgen *g, buf *o, int sa, int sb, int seg) {
+  fis_emit(g, o, sa, sb, seg);
+  if (ftok(g, sa - 1, "&")) buf_adds(o, " + 1u");
+}
+
 /* (see NOTE [modulus stride]) The first token of M of the region's lone if at item k; *me: the token after M; -1
  * when the if is not one. */
 static int fis_stride(fgen *g, int k, int *me) {
   const fitem *x = &g->it[k];
   int rp = g->ng ? -1 : fis_lone_if(g, k), a = x->a + 2, e = rp;
-  if (rp < 0 || e - a < 6) return -1;
+  if (rp < 0 || e - a < 4) return -1;
   if (fis_zero(g, a) && ftok(g, a + 1, "=") && ftok(g, a + 2, "=")) /* 0 == X % M */
     a += 3;
   else if (fis_zero(g, e - 1) && ftok(g, e - 2, "=") && ftok(g, e - 3, "=") && !ftok(g, e - 4, "=")) /* X % M == 0 */
     e -= 3;
   else
     return -1;
+  int lane = e == a + 1 && g->t->v[a].kind == CDV_T_IDENT ? fis_lane_local(g, k, a) : -1;
+  if (lane >= 0) /* `lane == 0`, lane set to `X & (2^n - 1)` or `X % M` */
+    a = g->d[lane].init_a, e = g->d[lane].init_b;
   int pct = a + 1 + 2 * ftok(g, a + 1, ".");
+  if (lane >= 0 && ftok(g, pct, "&")) return (*me = e), pct + 1; /* fis_stride_m: M is the literal + 1 */
   if (!ftok(g, pct, "%") || ftok(g, pct + 1, "=") || !fis_is_x(g, k, a, pct)) return -1;
   int ma = pct + 1, mb = ftok(g, ma, "(") ? cdv_cpu_skip_parens(g->s, g->t, ma) : ma + 1;
   if (mb != e || (mb == ma + 1 && g->t->v[ma].kind != CDV_T_IDENT && g->t->v[ma].kind != CDV_T_NUM)) return -1;
@@ -1381,6 +1417,359 @@ static void fis_sparse_walk(fgen *g, buf *o, const fitem *x, int rp, int hdr) {
   fis_remat_at(g, o, x->seg);
   fis_emit(g, o, rp + 1, x->b, x->seg);
   buf_addf(o, " } cdv_end%d: __attribute__((unused)); } } ", x->seg);
+}
+
+/* NOTE [warp chains]: a loop of warp shuffles whose body is one statement `v op= __shfl_down_sync(FULL, v, o);`
+ * (or up or xor, with a width or not) and whose header runs its counter o through constants (`for (int o = 16;
+ * o > 0; o >>= 1)`, `o = warpSize / 2`, `o /= 2`, `o *= 2`, ...): the regions of NOTE [warp fission] store and
+ * gather every thread's value once per step, two passes over the block each; reduce_warp in bench/cpu spent
+ * most of its time there. Such a chain reads and writes nothing but v, so when every warp of the block is whole
+ * and takes part (a block of a multiple of 32 threads, no thread returned, and the warp ifs around either take
+ * a whole warp or none of it), each warp's 32 values are loaded once, the steps run on them with the offsets
+ * written out (cdv_wstep in the prelude: each lane combines with the lane its shuffle reads, or with its own
+ * value where CUDA gives it its own, in the order `v op= operand` does), and they are stored once. Every lane
+ * gets the value it gets on the fibers and on the GPU, bit for bit: no lane's result is dropped, so what the
+ * kernel reads after the chain need not be known. Otherwise (a partial warp, a lane that left) the loop runs
+ * as NOTE [warp fission] writes it. The mask must be a literal full mask; anything else keeps that path too.
+ * The same chain written out by hand, statements one after the other with constant offsets (`v += __shfl_down_sync(
+ * ~0u, v, 16); v += __shfl_down_sync(~0u, v, 8); ...`, the same value, operator, kind and width), is taken the
+ * same way; where the block is not fit, the statements run as NOTE [warp fission] writes them, the last one's
+ * statement skipped where the chain ran (its region goes on with the statements after it: fis_chain_written). */
+typedef struct fchain {
+  int v; /* the value's token */
+  int opa, opb; /* the operator of its compound assignment, without '=': tokens [opa, opb) */
+  int kind; /* CDV_SHFL_UP, _DOWN or _XOR of the prelude: 1, 2, 3 */
+  int width, n, off[32]; /* the shuffle's width; the counter's values, one a step */
+} fchain;
+
+/* A literal at token i (decimal, hex or octal, with u and l suffixes) or warpSize: 1 and *v when it is one. */
+static int fis_chain_lit(const fgen *g, int i, unsigned long long *v) {
+  const cdv_tok *k = &g->t->v[i];
+  char t[32], *end;
+  if (ftok(g, i, "warpSize")) return *v = 32, 1;
+  if (k->kind != CDV_T_NUM || k->len >= sizeof t) return 0;
+  memcpy(t, g->s + k->off, k->len), t[k->len] = 0;
+  errno = 0;
+  *v = strtoull(t, &end, 0);
+  return end != t && !errno && strspn(end, "uUlL") == strlen(end);
+}
+
+/* A constant [a, b) in [0, 2^31): a literal, or two joined by /, *, << or >> (`warpSize / 2`); 1 and *v. */
+static int fis_chain_num(const fgen *g, int a, int b, long long *v) {
+  unsigned long long x, y;
+  if (b <= a || !fis_chain_lit(g, a, &x) || x > INT_MAX) return 0;
+  if (b == a + 1) return *v = (long long)x, 1;
+  if (!fis_chain_lit(g, b - 1, &y) || y > INT_MAX) return 0;
+  int two = b == a + 4 && g->t->v[a + 2].off == g->t->v[a + 1].off + 1;
+  if (b == a + 3 && ftok(g, a + 1, "/") && y)
+    x /= y;
+  else if (b == a + 3 && ftok(g, a + 1, "*"))
+    x *= y;
+  else if (two && ftok(g, a + 1, ">") && ftok(g, a + 2, ">") && y < 32)
+    x >>= y;
+  else if (two && ftok(g, a + 1, "<") && ftok(g, a + 2, "<") && y < 32)
+    x <<= y;
+  else
+    return 0;
+  return x <= INT_MAX ? (*v = (long long)x, 1) : 0;
+}
+
+/* The operator of [a, b), glued punctuation only, as a string in op (at most 3 characters); 1 when it is one. */
+static int fis_chain_op(const fgen *g, int a, int b, char op[4]) {
+  if (b <= a || b - a > 3) return 0;
+  for (int i = a; i < b; i++) {
+    if (g->t->v[i].kind != CDV_T_PUNCT || g->t->v[i].len != 1 || (i > a && g->t->v[i].off != g->t->v[i - 1].off + 1))
+      return 0;
+    op[i - a] = g->s[g->t->v[i].off];
+  }
+  op[b - a] = 0;
+  return 1;
+}
+
+/* The next value of the counter for the step `O op= n` or `O = O op n` at [a, b) (O at a); -1 when it is not one. */
+static long long fis_chain_step(const fgen *g, int a, int b, long long o) {
+  int eq = a + 1;
+  while (eq < b && !ftok(g, eq, "=")) eq++;
+  char op[4];
+  long long n;
+  if (eq >= b) return -1;
+  if (eq == a + 1) { /* O = O op n */
+    int e = a + 3;
+    while (e < b && g->t->v[e].kind == CDV_T_PUNCT) e++;
+    if (!same_tok(g, a, a + 2) || !fis_chain_op(g, a + 3, e, op) || !fis_chain_num(g, e, b, &n)) return -1;
+  } else if (!fis_chain_op(g, a + 1, eq, op) || !fis_chain_num(g, eq + 1, b, &n)) {
+    return -1;
+  }
+  if (!strcmp(op, "/") && n) return o / n;
+  if (!strcmp(op, "*") && o * n <= INT_MAX) return o * n;
+  if (!strcmp(op, ">>") && n < 32) return o >> n;
+  if (!strcmp(op, "<<") && n < 32 && (o << n) <= INT_MAX) return o << n;
+  return -1;
+}
+
+/* Does `o rel n` hold? rel: the operator's text. */
+static int fis_chain_holds(const char *rel, long long o, long long n) {
+  return !strcmp(rel, ">")    ? o > n
+         : !strcmp(rel, ">=") ? o >= n
+         : !strcmp(rel, "<")  ? o < n
+         : !strcmp(rel, "<=") ? o <= n
+                              : o != n;
+}
+
+/* The counter's token and values of the header of loop x, `for (T O = init; O rel n; step)`, into c; -1 when it
+ * is not of that shape, runs no step or more than 32. */
+static int fis_chain_header(const fgen *g, const fitem *x, fchain *c) {
+  int s1 = x->hdr_a, s2, p = x->hdr_a, e;
+  while (s1 < x->hdr_b && !ftok(g, s1, ";")) s1++;
+  for (s2 = s1 + 1; s2 < x->hdr_b && !ftok(g, s2, ";");) s2++;
+  while (p < s1 && !ftok(g, p, "=")) p++;
+  if (s2 >= x->hdr_b || p >= s1 || p - 1 <= x->hdr_a) return -1;
+  for (int i = x->hdr_a; i < p; i++)
+    if (g->t->v[i].kind != CDV_T_IDENT) return -1; /* a declaration: the counter is not read after the loop */
+  int o = p - 1;
+  long long v, n;
+  char rel[4];
+  for (e = s1 + 2; e < s2 && g->t->v[e].kind == CDV_T_PUNCT;) e++;
+  if (!fis_chain_num(g, p + 1, s1, &v) || !same_tok(g, s1 + 1, o) || !fis_chain_op(g, s1 + 2, e, rel) ||
+      !fis_chain_num(g, e, s2, &n) || !same_tok(g, s2 + 1, o))
+    return -1;
+  if (strcmp(rel, ">") && strcmp(rel, ">=") && strcmp(rel, "<") && strcmp(rel, "<=") && strcmp(rel, "!=")) return -1;
+  for (c->n = 0; fis_chain_holds(rel, v, n);) {
+    if (c->n == 32) return -1;
+    c->off[c->n++] = (int)v;
+    if ((v = fis_chain_step(g, s2 + 1, x->hdr_b, v)) < 0) return -1;
+  }
+  return c->n ? o : -1;
+}
+
+/* Is the mask [a, b) a literal full mask: 0xffffffff (any suffix), ~0 or -1? */
+static int fis_chain_full(const fgen *g, int a, int b) {
+  unsigned long long m;
+  if (b == a + 1) return fis_chain_lit(g, a, &m) && m == 0xffffffffull && !ftok(g, a, "warpSize");
+  return b == a + 2 && fis_chain_lit(g, a + 1, &m) && !ftok(g, a + 1, "warpSize") &&
+         ((ftok(g, a, "~") && m == 0) || (ftok(g, a, "-") && m == 1));
+}
+
+/* Is the name at i a per-thread scalar, written name[cdv_t] in regions (fis_emit's rule)? */
+static int fis_chain_scalar(const fgen *g, int i) {
+  int pv = 0;
+  for (int d = 0; d < g->nd; d++) {
+    if (!same_tok(g, i, g->d[d].name)) continue;
+    if (ftok(g, g->d[d].name + 1, "[")) return 0;
+    pv |= g->d[d].priv && !g->d[d].remat && !g->d[d].bsc;
+  }
+  return pv;
+}
+
+/* Is warp operation y a step of a chain (NOTE [warp chains]): `v op= __shfl_K_sync(full mask, v, O[, w]);`, O the
+ * token o (a loop's counter), or a constant when o < 0 (its value in *off)? Its parts in c when it is. */
+static int fis_chain_shfl(const fgen *g, const fitem *y, int o, fchain *c, long long *off) {
+  if (y->kind != 4 || y->decl || y->op < 2 || y->op > 4) return 0;
+  const int *a = y->arg, call = y->call;
+  c->v = y->a, c->opa = y->eq, c->opb = call - 1, c->kind = y->op - 1, c->width = 32;
+  if (!same_tok(g, c->v, y->a) || (o >= 0 && same_tok(g, c->v, o)) || y->eq != y->a + 1 || !ftok(g, call - 1, "=") ||
+      c->opb <= c->opa || !ftok(g, y->ce, ";") || y->ce + 1 != y->b || !fis_chain_scalar(g, c->v))
+    return 0;
+  char op[4];
+  long long w = 32;
+  int oe = y->nargs == 4 ? a[3] - 1 : a[3];
+  if (!fis_chain_op(g, c->opa, call, op) || !fis_chain_full(g, a[0], a[1] - 1) || a[2] - 1 != a[1] + 1 ||
+      !same_tok(g, a[1], c->v) ||
+      (o >= 0 ? oe != a[2] + 1 || !same_tok(g, a[2], o) : !fis_chain_num(g, a[2], oe, off)) ||
+      (y->nargs == 4 && (!fis_chain_num(g, a[3], a[4], &w) || w < 1 || w > 32 || (w & (w - 1)))))
+    return 0;
+  c->width = (int)w;
+  return 1;
+}
+
+/* Is loop item k a warp chain (NOTE [warp chains])? Its parts in c when it is. */
+static int fis_chain(const fgen *g, int k, fchain *c) {
+  const fitem *x = &g->it[k];
+  if (g->ret || x->kind != 2 || x->dow || !ftok(g, x->kw, "for") || x->b != k + 2) return 0;
+  int o = fis_chain_header(g, x, c);
+  return o >= 0 && fis_chain_shfl(g, &g->it[k + 1], o, c, NULL);
+}
+
+/* The number of warp operations from item k on (before item to) that are a chain written out by hand, at least
+ * 2 (`v += __shfl_down_sync(~0u, v, 16); v += __shfl_down_sync(~0u, v, 8); ...`: NOTE [warp chains]), its parts
+ * in c; 0 when they are not. */
+static int fis_chain_run(const fgen *g, int k, int to, fchain *c) {
+  int n = 0;
+  long long off;
+  fchain d;
+  for (; !g->ret && k + n < to && n < 32 && fis_chain_shfl(g, &g->it[k + n], -1, n ? &d : c, &off); n++) {
+    if (n && (!same_tok(g, d.v, c->v) || d.kind != c->kind || d.width != c->width || d.opb - d.opa != c->opb - c->opa))
+      break;
+    for (int i = 0; n && i < d.opb - d.opa; i++) /* the same operator (fis_chain_op: one character a token) */
+      if (g->s[g->t->v[d.opa + i].off] != g->s[g->t->v[c->opa + i].off]) return n > 1 ? n : 0;
+    c->off[n] = (int)off, c->n = n + 1;
+  }
+  return n > 1 ? n : 0;
+}
+
+/* NOTE [dead lanes]: a chain (NOTE [warp chains]) computes every lane, but after a warp's reduction only lane 0's
+ * value is read (`if (lane == 0) ws[w] = v;`), and a tree down by 16, 8, 4, 2, 1 needs 16 + 8 + 4 + 2 + 1 of its
+ * 5 x 32 operations for that lane. fis_chain_live reads the kernel after the chain: when every read of v there
+ * sits in the S of `if (L == 0) S` (L a local fis_lane_local takes, set to `threadIdx.x & C` or `% M` with C + 1
+ * or M a power of two, or such an expression itself, `(threadIdx.x & 31) == 0`: the lanes whose x is a multiple of it, in blocks whose x is a multiple of 32; an else is
+ * read as the rest is) or follows a whole statement `v = e;` (e not reading v) in the same braces or braces
+ * inside them (those threads gave v a new value; one at the chain's own level gives it for every thread that
+ * ran the chain), the steps are written backwards from those lanes: each step updates the lanes a later step or
+ * a read needs (cdv_wstep's mask), and only the lanes read are stored back (cdv_wstore); the others hold values
+ * nobody reads. Not in a barrier loop or if (the chain runs again, and reads before it count), nor with v's
+ * address taken or a reference bound to it, or a case label or goto in the kernel; blocks whose x is not a
+ * multiple of 32 run every lane. A lane read gets what it gets on the GPU, in the same order. reduce_warp of
+ * bench/cpu under callgrind (2^16 floats, one thread): 3727 instructions a block of 256 threads before, 2832
+ * after (GCC vectorised the loop over the warps, lane i of 8 warps a vector, so the 32 lanes' loads and stores
+ * were the cost); on 2 cores, A/B in turn: 4.1-4.8 ms a launch of 2^24 floats before, 3.5 after (OpenMP 2.1). */
+
+/* The lane a step of kind (1 up, 2 down, 3 xor) by b reads for lane i, its own where CUDA gives it its own: the
+ * rule of cdv_wsrc in the prelude, for the masks of NOTE [dead lanes]. */
+static int fis_chain_src(int kind, int i, int b, int w) {
+  if (kind == 1) return (i & (w - 1)) >= b ? i - b : i;
+  if (kind == 2) return (i & (w - 1)) + b < w ? i + b : i;
+  return ((i ^ b) & ~(w - 1)) > (i & ~(w - 1)) ? i : i ^ b;
+}
+
+/* (see NOTE [dead lanes]) The lanes for which `if (L == 0)` at token i holds, when it is one; *e: the end of its
+ * statement (without its else). 0 when not. L: a local fis_lane_local takes, or what such a local may be set to
+ * (`(threadIdx.x & 31) == 0`, `t % 32 == 0`), with a literal C or M. */
+static unsigned fis_lane0_if(fgen *g, int k, int i, int *e) {
+  if (!ftok(g, i, "if") || !ftok(g, i + 1, "(")) return 0;
+  int rp = cdv_cpu_skip_parens(g->s, g->t, i + 1) - 1, a = i + 2, b = rp;
+  if (b - a < 4) return 0;
+  if (fis_zero(g, a) && ftok(g, a + 1, "=") && ftok(g, a + 2, "=")) /* 0 == L */
+    a += 3;
+  else if (fis_zero(g, b - 1) && ftok(g, b - 2, "=") && ftok(g, b - 3, "=") && !ftok(g, b - 4, "=")) /* L == 0 */
+    b -= 3;
+  else
+    return 0;
+  if (ftok(g, a, "(") && cdv_cpu_skip_parens(g->s, g->t, a) == b) a++, b--; /* (X & C) */
+  int d = b == a + 1 && g->t->v[a].kind == CDV_T_IDENT ? fis_lane_local(g, k, a) : -1;
+  if (d >= 0) a = g->d[d].init_a, b = g->d[d].init_b;
+  int op = a + 1 + 2 * ftok(g, a + 1, ".");
+  unsigned long long m;
+  if (op + 2 != b || !fis_is_x(g, k, a, op) || !(ftok(g, op, "&") || ftok(g, op, "%")) || ftok(g, op + 1, "=") ||
+      ftok(g, op + 1, "&") || !fis_chain_lit(g, op + 1, &m))
+    return 0;
+  m += ftok(g, op, "&");
+  if (!m || (m & (m - 1))) return 0;
+  if ((*e = stmt_end(g, rp + 1, g->rb)) < 0) return 0; /* an else is read on as the rest of the kernel is */
+  unsigned lanes = 0;
+  for (unsigned j = 0; j < 32; j++) lanes |= (unsigned)(j % (m < 32 ? m : 32) == 0) << j;
+  return lanes;
+}
+
+/* (see NOTE [dead lanes]) Is the name v at i, after loop item k, where it is written whole (`v = e;` at the start
+ * of a statement, e not reading v)? The statement's end when it is, else -1. */
+static int fis_chain_kill(fgen *g, int i, int v) {
+  if (!(ftok(g, i - 1, ";") || ftok(g, i - 1, "{") || ftok(g, i - 1, "}")) || !ftok(g, i + 1, "=") ||
+      !fis_assigns(g, i + 1))
+    return -1;
+  int e = stmt_end(g, i, g->rb);
+  for (int j = i + 2; e > 0 && j < e; j++)
+    if (same_tok(g, j, v)) return -1;
+  return e;
+}
+
+/* (see NOTE [dead lanes]) The lanes of v, the value of the chain at item k (a loop, or the first of the chain's
+ * statements), that the kernel reads from token from on; ~0u when every lane's may be. */
+static unsigned fis_chain_live(fgen *g, int k, int v, int from) {
+  for (int j = 0; j < k; j++)
+    if (g->it[j].kind == 2 && g->it[j].b > k) return ~0u; /* in a barrier loop or if */
+  for (int i = g->lb + 1; i < g->rb; i++)
+    if ((same_tok(g, i, v) && (ftok(g, i - 1, "&") || (ftok(g, i - 1, "=") && ftok(g, i - 3, "&")))) ||
+        ftok(g, i, "case") || ftok(g, i, "default") || ftok(g, i, "goto"))
+      return ~0u; /* its address, a reference to it, a jump into a block */
+  unsigned live = 0;
+  unsigned char killed[64] = {0};
+  int depth = 0, par = 0;
+  for (int i = from, e; i < g->rb; i++) {
+    par += ftok(g, i, "(") - ftok(g, i, ")");
+    if (ftok(g, i, "{") && ++depth == 64) return ~0u;
+    if (ftok(g, i, "{")) killed[depth] = killed[depth - 1];
+    if (ftok(g, i, "}")) depth = depth > 0 ? depth - 1 : (killed[0] = 0); /* out of the chain's braces */
+    unsigned lanes = fis_lane0_if(g, k, i, &e);
+    if (lanes) {
+      live |= lanes, i = e - 1;
+    } else if (same_tok(g, i, v) && !fis_member(g, i) && !killed[depth]) {
+      if (par || (e = fis_chain_kill(g, i, v)) < 0) return ~0u;
+      if (depth == 0) return live; /* every thread that ran the chain */
+      killed[depth] = 1, i = e - 1;
+    }
+  }
+  return live;
+}
+
+/* (see NOTE [warp chains]) The chain c, whose first item is k and after which the kernel goes on at token from,
+ * on whole warps: `bool wq = <the block is fit>; if (wq) { ... }`. */
+static void fis_chain_fast(fgen *g, buf *o, const fchain *cp, int k, int from, const char *wq) {
+  const fchain c = *cp;
+  const fitem *y = &g->it[k + (g->it[k].kind == 2)]; /* the (first) warp operation */
+  buf_addf(o, " bool %s = !(cdv_nt & 31u);", wq);
+  if (g->ng) /* each warp if takes a whole warp or none of it */
+    buf_addf(o, " for (unsigned long cdv_wb = 0; %s && cdv_wb < cdv_nt; cdv_wb += 32u) %s = true", wq, wq);
+  for (int j = 0; j < g->ng; j++)
+    buf_addf(o, " && (!cdv_fany(cdv_fl%d, cdv_wb, 32u, %d) || cdv_fall(cdv_fl%d, cdv_wb, %d))", g->guard[j],
+             !g->gneg[j], g->guard[j], !g->gneg[j]);
+  buf_adds(o, g->ng ? ";" : "");
+  buf_addf(o, " if (%s) { for (unsigned long cdv_wb = 0; cdv_wb < cdv_nt; cdv_wb += 32u) {", wq);
+  for (int j = 0; j < g->ng; j++)
+    buf_addf(o, "%scdv_fall(cdv_fl%d, cdv_wb, %d)%s", j ? " && " : " if (!(", g->guard[j], !g->gneg[j],
+             j + 1 == g->ng ? ")) continue;" : "");
+  buf_adds(o, " const unsigned long cdv_t = cdv_wb; auto *const cdv_wv = &(");
+  fis_emit(g, o, c.v, c.v + 1, y->seg);
+  buf_adds(o,
+           "); cdv_bare<decltype(*cdv_wv)> cdv_wa[32]; __builtin_memcpy(cdv_wa, cdv_wv, sizeof cdv_wa); const auto "
+           "cdv_wf = [](auto &cdv_l, const auto cdv_r) { cdv_l ");
+  fis_emit(g, o, c.opa, c.opb + 1, -2);
+  buf_adds(o, " cdv_r; };");
+  static const char *const kinds[] = {"", "CDV_SHFL_UP", "CDV_SHFL_DOWN", "CDV_SHFL_XOR"};
+  unsigned need[32] = {0}, live = fis_chain_live(g, k, c.v, from);
+  for (int j = c.n - 1; j >= 0; j--) { /* the lanes each step must update (NOTE [dead lanes]) */
+    need[j] = live;
+    for (int i = 0; i < 32; i++)
+      if (need[j] >> i & 1u) live |= 1u << fis_chain_src(c.kind, i, c.off[j] & 31, c.width);
+  }
+  if (need[c.n - 1] != ~0u) buf_adds(o, " if (!(cdv_bdim.x & 31u)) {");
+  for (int j = 0; need[c.n - 1] != ~0u && j < c.n; j++)
+    buf_addf(o, " cdv_wstep<%s, %d, %d, 0x%xu>(cdv_wa, cdv_wf);", kinds[c.kind], c.off[j] & 31, c.width, need[j]);
+  if (need[c.n - 1] != ~0u) buf_addf(o, " cdv_wstore<0x%xu>(cdv_wv, cdv_wa); } else {", need[c.n - 1]);
+  for (int j = 0; j < c.n; j++)
+    buf_addf(o, " cdv_wstep<%s, %d, %d>(cdv_wa, cdv_wf);", kinds[c.kind], c.off[j] & 31, c.width);
+  buf_adds(o, " __builtin_memcpy(cdv_wv, cdv_wa, sizeof cdv_wa);");
+  buf_adds(o, need[c.n - 1] != ~0u ? " }" : "");
+  buf_adds(o, " } }");
+}
+
+/* (see NOTE [warp chains]) Before the loop item k as fis_walk writes it: when it is a chain, the chain's steps
+ * on whole warps, under a test of the block, and `else` before the loop; 1 when written (the caller closes the
+ * brace after the loop). */
+static int fis_chain_open(fgen *g, buf *o, int k) {
+  fchain c;
+  if (!fis_chain(g, k, &c)) return 0;
+  const fitem *x = &g->it[k];
+  buf_adds(o, " {");
+  fis_chain_fast(g, o, &c, k, x->neg ? g->it[k + 1].b : x->a + 1, "cdv_wq");
+  buf_adds(o, " else");
+  return 1;
+}
+
+/* (see NOTE [warp chains]) A chain written out by hand from warp operation k (n of them, fis_chain_run): on
+ * whole warps under the block's test, else as NOTE [warp fission] writes them, the last one's statement skipped
+ * where the chain ran (its region goes on with the statements after it). The index of the last item. */
+static int fis_chain_written(fgen *g, buf *o, int k, int n, const fchain *c, int hdr, int *cur) {
+  char wq[32];
+  snprintf(wq, sizeof wq, "cdv_wq%d", k);
+  fis_chain_fast(g, o, c, k, g->it[k + n - 1].b, wq);
+  buf_adds(o, " else {");
+  for (int j = 0; j < n - 1; j++) {
+    fis_warp_walk(g, o, k + j, hdr, cur);
+    fis_close(g, o, *cur), *cur = -1;
+  }
+  g->wsplit = " }", g->wguard = wq; /* the else ends between the last one's two regions */
+  fis_warp_walk(g, o, k + n - 1, hdr, cur);
+  return k + n;
 }
 
 /* Emit items [from, to) of one sequence. */
@@ -1430,10 +1819,18 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
         fis_emit_assign(g, o, x->a, x->b, x->seg), fis_newlines(g, o, x->a, x->b);
       else
         fis_emit(g, o, x->a, x->b, x->seg);
+      if (ftok(g, x->a, "#")) /* a #pragma's line ends here, not at the region's closing brace after it */
+        fis_line(g, o, x->a, g->fname);
       k++;
       continue;
     }
     if (cur >= 0) fis_close(g, o, cur), cur = -1;
+    fchain ch;
+    int run = x->kind == 4 ? fis_chain_run(g, k, to, &ch) : 0;
+    if (run) { /* see NOTE [warp chains] */
+      k = fis_chain_written(g, o, k, run, &ch, hdr, &cur);
+      continue;
+    }
     if (x->kind == 3 || x->kind == 4) {
       k = fis_warp_walk(g, o, k, hdr, &cur);
       continue;
@@ -1443,6 +1840,7 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
       fis_newlines(g, o, x->a, x->b);
       k++;
     } else {
+      int chain = fis_chain_open(g, o, k); /* see NOTE [warp chains] */
       fis_gap(g, o, x->kw);
       if (x->dow)
         buf_adds(o, "do {");
@@ -1453,6 +1851,7 @@ static void fis_walk(fgen *g, buf *o, int from, int to, int hdr) {
       if (!x->neg) fis_gap(g, o, x->a);
       buf_adds(o, "}");
       if (x->dow) buf_adds(o, " while ("), fis_emit(g, o, x->hdr_a, x->hdr_b, -2), buf_adds(o, ");");
+      if (chain) buf_adds(o, " }");
       k = x->b;
     }
   }

@@ -355,6 +355,36 @@ static inline T cdv_xshfl(const unsigned long long *xs, const unsigned *xs4, con
   }
   return r;
 }
+// NOTE [warp chains] (src/cpu_fission.c): one step of a chain on a whole warp's 32 values a (every lane takes
+// part, the mask is full): each lane's operand is its source lane's value before the step, or its own where
+// cdv_shfl_src gives none (the same lanes, for the kinds and widths a chain takes), then f(a[i], operand) as the
+// statement `v op= shuffle` does it. K, B (the offset's low five bits) and W are constants: the selects fold
+// away and the two loops are loads at fixed distances and vector operations.
+static constexpr int cdv_wsrc(int kind, int lane, int b, int w)
+{
+  return kind == CDV_SHFL_UP     ? ((lane & (w - 1)) >= b ? lane - b : lane)
+         : kind == CDV_SHFL_DOWN ? ((lane & (w - 1)) + b < w ? lane + b : lane)
+                                 : (((lane ^ b) & ~(w - 1)) > (lane & ~(w - 1)) ? lane : lane ^ b);
+}
+// M: the lanes to update (NOTE [dead lanes]); the others keep their values.
+template <int K, int B, int W, unsigned M = 0xffffffffu, class T, class F>
+static inline __attribute__((always_inline)) void cdv_wstep(T *a, F f)
+{
+  static_assert(K != CDV_SHFL_IDX && B >= 0 && B < 32 && W >= 1 && W <= 32 && !(W & (W - 1)), "a chain's step");
+  T s[32];
+#pragma GCC unroll 32
+  for (int i = 0; i < 32; i++) s[i] = a[cdv_wsrc(K, i, B, W)];
+#pragma GCC unroll 32
+  for (int i = 0; i < 32; i++)
+    if ((M >> i) & 1u) f(a[i], s[i]);
+}
+// The lanes in M of a chain's values a back to v; the others are not read (see NOTE [dead lanes]).
+template <unsigned M, class T> static inline __attribute__((always_inline)) void cdv_wstore(T *v, const T *a)
+{
+#pragma GCC unroll 32
+  for (int i = 0; i < 32; i++)
+    if ((M >> i) & 1u) v[i] = a[i];
+}
 // NOTE [warp skip]: a region inside a warp if loops over the threads of each row of x in chunks of 32 (a warp,
 // for blocks of rows of a multiple of 32 threads), and skips a chunk whole when none of its threads runs the
 // region: the regions of `if (w == 0)` over 256 threads test 8 chunks, not 256 threads, and what remains is
