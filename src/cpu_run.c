@@ -861,8 +861,13 @@ static void block_async_signals(void) {
   pthread_sigmask(SIG_SETMASK, &s, NULL);
 }
 
+/* (see NOTE [launch handshake]) how long a side spins for the other's answer before it sleeps: a budget of its
+ * own that halves after a spin the answer did not end and doubles after one it did, between these bounds */
+#define LW_SPIN_MIN 4000L
+#define LW_SPIN_MAX 50000L
+#define LW_WAIT_MAX 200000L /* the handshake's bound (lw_wait), which learns how long launches take: lw_learn */
 static int lw_spin(const unsigned *w, unsigned old, long *budget);
-static int spin_until(const unsigned *w, unsigned v, int eq, long *budget);
+static int spin_until(const unsigned *w, unsigned v, int eq, long *budget, long max);
 
 /* NOTE [joining a launch]: the helpers are woken for every launch, but the launch waits only for those that
  * joined it before the calling thread had run out of blocks; then it closes (pool.open = 0) and one that comes
@@ -946,7 +951,7 @@ static void run_pool(launch *L, int nw) {
   pthread_mutex_unlock(&pool.m);
   worker_run(L, 0);
   __atomic_store_n(&pool.open, 0, __ATOMIC_SEQ_CST);
-  if (spin_until(&pool.busy, 0, 1, &spin)) return;
+  if (spin_until(&pool.busy, 0, 1, &spin, LW_SPIN_MAX)) return;
   pthread_mutex_lock(&pool.m);
   __atomic_store_n(&pool.sleeping, 1, __ATOMIC_SEQ_CST);
   while (__atomic_load_n(&pool.busy, __ATOMIC_SEQ_CST)) pthread_cond_wait(&pool.done, &pool.m);
@@ -1753,10 +1758,6 @@ static int fork_mode(void) {
   return x;
 }
 
-/* (see NOTE [launch handshake]) how long a side spins for the other's answer before it sleeps: a budget of its
- * own that halves after a spin the answer did not end and doubles after one it did, between these bounds */
-#define LW_SPIN_MIN 4000L
-#define LW_SPIN_MAX 50000L
 /* (see NOTE [launch handshake]) how often a sleeping side looks whether the other is gone, in ms: the host while a
  * launch runs (a worker that dies is seen this late at most), the worker while it waits for a launch */
 #define LW_NAP_HOST 1
@@ -1771,14 +1772,14 @@ static inline void cpu_relax(void) {
 }
 
 /* (see NOTE [launch handshake]) spins until (*w == v) is eq, for *budget ns at most; 1 when it came. The budget
- * doubles after a spin that ended so and halves after one that did not, within LW_SPIN_MIN and LW_SPIN_MAX. */
-static int spin_until(const unsigned *w, unsigned v, int eq, long *budget) {
-  if (*budget < LW_SPIN_MIN || *budget > LW_SPIN_MAX) *budget = LW_SPIN_MAX;
+ * doubles after a spin that ended so and halves after one that did not, within LW_SPIN_MIN and max. */
+static int spin_until(const unsigned *w, unsigned v, int eq, long *budget, long max) {
+  if (*budget < LW_SPIN_MIN || *budget > max) *budget = max;
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (unsigned i = 1;; i++) {
     if ((__atomic_load_n(w, __ATOMIC_SEQ_CST) == v) == eq) {
-      *budget = *budget * 2 < LW_SPIN_MAX ? *budget * 2 : LW_SPIN_MAX;
+      *budget = *budget * 2 < max ? *budget * 2 : max;
       return 1;
     }
     cpu_relax();
@@ -1792,8 +1793,20 @@ static int spin_until(const unsigned *w, unsigned v, int eq, long *budget) {
   }
 }
 
+/* (see NOTE [launch handshake]) after a sleep: an answer that came within LW_WAIT_MAX of t0 sets the budget to half as
+ * long again as it took, so that a spin catches the next one like it. Halving alone never learnt back a run of
+ * launches longer than the budget: on the 2-core VM the host slept at 2 of 3 launches of bench/cpu's wavefront,
+ * its budget at the 4 us floor, each launch paying the worker's wake-up call and its own (contained 42.8 ms on one
+ * worker thread, in-process 22.0; 20.0 after). */
+static void lw_learn(const struct timespec *t0, long *budget) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  long took = (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec), want = took + took / 2;
+  if (took < LW_WAIT_MAX) *budget = want < LW_SPIN_MIN ? LW_SPIN_MIN : want > LW_WAIT_MAX ? LW_WAIT_MAX : want;
+}
+
 /* (see NOTE [launch handshake]) spins until *w is no longer old, for *budget ns at most; 1 when it moved */
-static int lw_spin(const unsigned *w, unsigned old, long *budget) { return spin_until(w, old, 0, budget); }
+static int lw_spin(const unsigned *w, unsigned old, long *budget) { return spin_until(w, old, 0, budget, LW_SPIN_MAX); }
 
 /* Descriptors the worker received (NOTE [maps for the worker]), in order, not yet mapped. */
 static int lw_stash[LW_FDS], lw_nstash;
@@ -1831,7 +1844,9 @@ static int lw_peer_gone(int sock) {
  * memory: not a private futex) with *sleeping set for the other side to see, waking every nap_ms to see whether
  * the other side's socket ended. 0 when it moved, -1 when the other side is gone. */
 static int lw_wait(int sock, unsigned *w, unsigned old, int *sleeping, long *budget, long nap_ms) {
-  if (lw_spin(w, old, budget)) return 0;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (spin_until(w, old, 0, budget, LW_WAIT_MAX)) return 0;
   __atomic_store_n(sleeping, 1, __ATOMIC_SEQ_CST);
   int rc = 0;
   const struct timespec nap = {nap_ms / 1000, nap_ms % 1000 * 1000000L};
@@ -1840,6 +1855,7 @@ static int lw_wait(int sock, unsigned *w, unsigned old, int *sleeping, long *bud
     if (r < 0 && errno == ETIMEDOUT && lw_peer_gone(sock)) rc = -1;
   }
   __atomic_store_n(sleeping, 0, __ATOMIC_SEQ_CST);
+  lw_learn(&t0, budget);
   return rc;
 }
 
