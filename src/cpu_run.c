@@ -1588,7 +1588,8 @@ static void run_coop_inprocess(launch *L, int nw) {
  *   counter is the truth: a wake-up that finds it unchanged sleeps again. (Issue 30: the socket's read() and
  *   send() were about 12 us of each round trip under load; measured before and after in doc/cpu-device.md.)
  * - The spin is bounded by a budget of each side's own, between LW_SPIN_MIN (4 us) and LW_SPIN_MAX (50 us):
- *   it doubles when the answer came while spinning and halves when it did not, so a loop of short launches
+ *   it doubles when the answer came while spinning and halves when it did not (the handshake's own waits up to
+ *   LW_WAIT_MAX, 200 us, and after a sleep the budget is set from how long the answer took: lw_learn), so a loop of short launches
  *   on free cores never sleeps (an empty launch: 7 us, two thirds of it the system calls of out_ids and of
  *   arming the SIGINT handler), while long kernels, or a machine too busy to run both sides at once, cost a
  *   spin of a few us before each sleep. Never sched_yield() in the spin: measured with a busy loop beside it,
