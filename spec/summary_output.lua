@@ -1,7 +1,8 @@
 -- busted output handler, sized for a person watching a long run (issue 30):
 --   * one progress line per spec file as it ends, with a count: `[12/41] spec/20-arrays_spec.lua  58 passed,
 --     0 failed, 3 skipped  (4.2 s)` (busted's own handlers print a `+` or `.` per test: minutes of dots);
---   * failures and errors in full, as busted prints them, at the end;
+--   * the name of each test that failed or erred, under its file's line (a run cut short by a time limit, as a
+--     device call's is, still says which), and the failures and errors in full, as busted prints them, at the end;
 --   * each reason for a skip (a pending test, e.g. gpu_it on a machine with no GPU) once, with its count, where
 --     busted prints every pending test with its reason;
 --   * then one plain closing line that CI and people read the same way everywhere:
@@ -52,7 +53,7 @@ return function(options)
   -- busted's plain handler does the failure texts; its per-test dots are replaced by the per-file lines below
   options.deferPrint = true
   local handler = require("busted.outputHandlers.plainTerminal")(options)
-  local nfiles, done, file_start, at_start, pendings = 0, 0, 0, { 0, 0, 0 }, {}
+  local nfiles, done, file_start, at_start, pendings, bad_at = 0, 0, 0, { 0, 0, 0 }, {}, { 0, 0 }
 
   local subscribe = handler.subscribe
   handler.subscribe = function(self, opts)
@@ -72,7 +73,7 @@ return function(options)
     end)
     busted.subscribe({ "file", "start" }, function()
       before = live_now()
-      file_start, at_start = busted.monotime(), { counts(handler) }
+      file_start, at_start, bad_at = busted.monotime(), { counts(handler) }, { #handler.failures, #handler.errors }
       return nil, true
     end)
     busted.subscribe({ "file", "end" }, function(file)
@@ -85,6 +86,9 @@ return function(options)
       local p, f, s = counts(handler)
       io.write(("[%d/%d] %-40s %4d passed, %d failed, %d skipped  (%.1f s)\n"):format(done, nfiles, name,
         p - at_start[1], f - at_start[2], s - at_start[3], busted.monotime() - file_start))
+      for k, list in ipairs { handler.failures, handler.errors } do
+        for i = bad_at[k] + 1, #list do io.write(("    %s: %s\n"):format(k == 1 and "failed" or "error", list[i].name)) end
+      end
       io.flush()
       return nil, true
     end)
