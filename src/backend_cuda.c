@@ -194,11 +194,11 @@ static int cuda_mem_info(cdv_device *d, size_t *free_b, size_t *total_b, cdv_err
 
 /* ---------------------------------------------------------------- memory */
 /* NOTE [caching pool]: on devices with memory pools, device memory (of over 32 MiB: smaller arrays take NOTE
- * [granules]) comes from the device's default pool with the stream-ordered cuMemAllocAsync / cuMemFreeAsync. By default the pool hands freed memory back to the
- * system at every synchronisation; raising its release threshold to UINT64_MAX keeps it cached, which makes
- * the pool a caching allocator: about 2.5 us per 1 MiB alloc+free, like PyTorch's, against about 84 us for
- * cuMemAlloc + cuMemFree. memory.c's empty_cache gives the cache back with cuMemPoolTrimTo. The threshold is
- * set once per device (a flag per CUdevice; setting it twice is harmless, so the flag needs no lock). */
+ * [granules]) comes from the device's default pool with the stream-ordered cuMemAllocAsync / cuMemFreeAsync. By default
+ * the pool hands freed memory back to the system at every synchronisation; raising its release threshold to UINT64_MAX
+ * keeps it cached, which makes the pool a caching allocator: about 2.5 us per 1 MiB alloc+free, like PyTorch's, against
+ * about 84 us for cuMemAlloc + cuMemFree. memory.c's empty_cache gives the cache back with cuMemPoolTrimTo. The
+ * threshold is set once per device (a flag per CUdevice; setting it twice is harmless, so the flag needs no lock). */
 static int pool_ready[CDV_CUDA_MAXDEV];
 
 /* cuDeviceGetDefaultMemPool + cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), before the device's first

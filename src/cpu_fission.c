@@ -1610,18 +1610,18 @@ static int fis_chain_run(const fgen *g, int k, int to, fchain *c) {
 /* NOTE [dead lanes]: a chain (NOTE [warp chains]) computes every lane, but after a warp's reduction only lane 0's
  * value is read (`if (lane == 0) ws[w] = v;`), and a tree down by 16, 8, 4, 2, 1 needs 16 + 8 + 4 + 2 + 1 of its
  * 5 x 32 operations for that lane. fis_chain_live reads the kernel after the chain: when every read of v there
- * sits in the S of `if (L == 0) S` (L a local fis_lane_local takes, set to `threadIdx.x & C` or `% M` with C + 1
- * or M a power of two, or such an expression itself, `(threadIdx.x & 31) == 0`: the lanes whose x is a multiple of it, in blocks whose x is a multiple of 32; an else is
- * read as the rest is) or follows a whole statement `v = e;` (e not reading v) in the same braces or braces
- * inside them (those threads gave v a new value; one at the chain's own level gives it for every thread that
- * ran the chain), the steps are written backwards from those lanes: each step updates the lanes a later step or
- * a read needs (cdv_wstep's mask), and only the lanes read are stored back (cdv_wstore); the others hold values
- * nobody reads. Not in a barrier loop or if (the chain runs again, and reads before it count), nor with v's
- * address taken or a reference bound to it, or a case label or goto in the kernel; blocks whose x is not a
- * multiple of 32 run every lane. A lane read gets what it gets on the GPU, in the same order. reduce_warp of
- * bench/cpu under callgrind (2^16 floats, one thread): 3727 instructions a block of 256 threads before, 2832
- * after (GCC vectorised the loop over the warps, lane i of 8 warps a vector, so the 32 lanes' loads and stores
- * were the cost); on 2 cores, A/B in turn: 4.1-4.8 ms a launch of 2^24 floats before, 3.5 after (OpenMP 2.1). */
+ * sits in the S of `if (L == 0) S` (L a local fis_lane_local takes, set to `threadIdx.x & C` or `% M` with C + 1 or M a
+ * power of two, or such an expression itself, `(threadIdx.x & 31) == 0`: the lanes whose x is a multiple of it, in
+ * blocks whose x is a multiple of 32; an else is read as the rest is) or follows a whole statement `v = e;` (e not
+ * reading v) in the same braces or braces inside them (those threads gave v a new value; one at the chain's own level
+ * gives it for every thread that ran the chain), the steps are written backwards from those lanes: each step updates
+ * the lanes a later step or a read needs (cdv_wstep's mask), and only the lanes read are stored back (cdv_wstore); the
+ * others hold values nobody reads. Not in a barrier loop or if (the chain runs again, and reads before it count), nor
+ * with v's address taken or a reference bound to it, or a case label or goto in the kernel; blocks whose x is not a
+ * multiple of 32 run every lane. A lane read gets what it gets on the GPU, in the same order. reduce_warp of bench/cpu
+ * under callgrind (2^16 floats, one thread): 3727 instructions a block of 256 threads before, 2832 after (GCC
+ * vectorised the loop over the warps, lane i of 8 warps a vector, so the 32 lanes' loads and stores were the cost); on
+ * 2 cores, A/B in turn: 4.1-4.8 ms a launch of 2^24 floats before, 3.5 after (OpenMP 2.1). */
 
 /* The lane a step of kind (1 up, 2 down, 3 xor) by b reads for lane i, its own where CUDA gives it its own: the
  * rule of cdv_wsrc in the prelude, for the masks of NOTE [dead lanes]. */

@@ -1589,12 +1589,12 @@ static void run_coop_inprocess(launch *L, int nw) {
  *   send() were about 12 us of each round trip under load; measured before and after in doc/cpu-device.md.)
  * - The spin is bounded by a budget of each side's own, between LW_SPIN_MIN (4 us) and LW_SPIN_MAX (50 us):
  *   it doubles when the answer came while spinning and halves when it did not (the handshake's own waits up to
- *   LW_WAIT_MAX, 200 us, and after a sleep the budget is set from how long the answer took: lw_learn), so a loop of short launches
- *   on free cores never sleeps (an empty launch: 7 us, two thirds of it the system calls of out_ids and of
- *   arming the SIGINT handler), while long kernels, or a machine too busy to run both sides at once, cost a
- *   spin of a few us before each sleep. Never sched_yield() in the spin: measured with a busy loop beside it,
- *   it gave the core to the busy loop for a whole time slice (2 ms launches). The spin is a pause loop that
- *   reads the clock (vDSO) every 64 turns.
+ *   LW_WAIT_MAX, 200 us, and after a sleep the budget is set from how long the answer took: lw_learn), so a loop of
+ *   short launches on free cores never sleeps (an empty launch: 7 us, two thirds of it the system calls of out_ids and
+ *   of arming the SIGINT handler), while long kernels, or a machine too busy to run both sides at once, cost a spin of
+ *   a few us before each sleep. Never sched_yield() in the spin: measured with a busy loop beside it, it gave the core
+ *   to the busy loop for a whole time slice (2 ms launches). The spin is a pause loop that reads the clock (vDSO) every
+ *   64 turns.
  * - Death: a futex does not end with a process, so a sleeper wakes every LW_NAP_HOST ms (the host, while a
  *   launch runs) or LW_NAP_IDLE ms (the worker, waiting for the next launch) and peeks at the socket, whose
  *   end (recv returns 0) means the other process is gone (the worker's exit after a fault, abort, assert,

@@ -14,8 +14,9 @@
 /* NOTE [ipc]: CUDA's legacy IPC handles (cuIpcGetMemHandle / cuIpcOpenMemHandle, cuIpcGetEventHandle /
  * cuIpcOpenEventHandle) need nothing but the 64 bytes of the handle in the other process: any channel that carries
  * a string will do (an argument, a pipe, a file). They name a whole allocation made by cuMemAlloc, not memory from
- * a stream-ordered pool, a granule segment of cudadev's (NOTE [granules]) nor a block cudadev keeps for reuse (NOTE [block cache]); a pool can be exported too, but
- * its importer needs the pool's file descriptor, which only a Unix socket passes between processes. So an array
+ * a stream-ordered pool, a granule segment of cudadev's (NOTE [granules]) nor a block cudadev keeps for reuse (NOTE
+ * [block cache]); a pool can be exported too, but its importer needs the pool's file descriptor, which only a Unix
+ * socket passes between processes. So an array
  * that another process may open is asked for at creation, {ipc = true}: its memory is one cuMemAlloc of its own,
  * freed with cuMemFree when the array (and its views) die, never cached. a:ipc_handle() works on it and its views;
  * cd.open_ipc maps the allocation (cuIpcOpenMemHandle) into an Array that keeps the mapping until it dies

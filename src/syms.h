@@ -202,10 +202,10 @@ int cdv_sym_missing(cdv_err *e, const char *api, const char *symbol, const char 
 
 /* Fill e from a failed CUresult or nvrtcResult (backend_cuda.c); return -1. */
 int cdv_cu_error(cdv_err *e, const char *api, CUresult r);
+int cdv_nvrtc_error(cdv_err *e, const char *api, nvrtcResult r);
 
 #define CDV_CUDA_MAXDEV 256 /* CUdevice ordinals with a slot in the backend's per-device tables */
 CUmemAccessDesc cdv_cuda_access_desc(int handle, int on); /* backend_cuda_optional.c */
-int cdv_nvrtc_error(cdv_err *e, const char *api, nvrtcResult r);
 
 static inline int cdv_cu_result(cdv_err *e, const char *api, CUresult r) {
   return r == CUDA_SUCCESS ? 0 : cdv_cu_error(e, api, r);
